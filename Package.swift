@@ -1,0 +1,104 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Cirrus",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "CirrusWire", targets: ["CirrusWire"]),
+        .library(name: "CirrusTLS", targets: ["CirrusTLS"]),
+        .library(name: "CirrusServer", targets: ["CirrusServer"]),
+        .executable(name: "cirrusd", targets: ["cirrusd"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+    ],
+    targets: [
+        // C libraries and the shims for what Swift cannot import from them.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CProtobufC",
+            pkgConfig: "libprotobuf-c",
+            providers: [.apt(["libprotobuf-c-dev"])]
+        ),
+        // protoc-c output for Protos/, committed; Scripts/generate-protos.sh regenerates it.
+        .target(
+            name: "CCirrusProto",
+            dependencies: ["CProtobufC"]
+        ),
+
+        // Frame codec, protocol value types, connection state machine.
+        .target(
+            name: "CirrusWire",
+            dependencies: [
+                "CCirrusProto",
+                "CProtobufC",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        // TLS over OpenSSL memory BIOs as a SwiftNIO channel handler.
+        .target(
+            name: "CirrusTLS",
+            dependencies: [
+                "COpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ]
+        ),
+        // Connection handling and the listener.
+        .target(
+            name: "CirrusServer",
+            dependencies: [
+                "CirrusWire",
+                "CirrusTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "cirrusd",
+            dependencies: [
+                "CirrusServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .testTarget(
+            name: "CirrusWireTests",
+            dependencies: [
+                "CirrusWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "CirrusTLSTests",
+            dependencies: [
+                "CirrusTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "CirrusServerTests",
+            dependencies: [
+                "CirrusServer",
+                "CirrusWire",
+                "CirrusTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

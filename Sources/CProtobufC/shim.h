@@ -1,0 +1,4 @@
+#ifndef CIRRUS_CPROTOBUFC_SHIM_H
+#define CIRRUS_CPROTOBUFC_SHIM_H
+#include <protobuf-c/protobuf-c.h>
+#endif

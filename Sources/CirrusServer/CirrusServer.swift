@@ -1,0 +1,2 @@
+import CirrusWire
+import CirrusTLS

@@ -1,0 +1,7 @@
+import ArgumentParser
+import CirrusServer
+
+@main
+struct Cirrusd: AsyncParsableCommand {
+    func run() async throws {}
+}

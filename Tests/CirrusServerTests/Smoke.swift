@@ -1,0 +1,4 @@
+import Testing
+@testable import CirrusServer
+
+@Test func moduleLoads() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import CirrusTLS
+
+@Test func moduleLoads() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import CirrusWire
+
+@Test func moduleLoads() {}
