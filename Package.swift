@@ -59,6 +59,7 @@ let package = Package(
                 "CirrusTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -66,6 +67,8 @@ let package = Package(
             name: "cirrusd",
             dependencies: [
                 "CirrusServer",
+                "CirrusTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,7 +1,99 @@
 import ArgumentParser
 import CirrusServer
+import CirrusTLS
+import Foundation
+import Logging
+import NIOCore
 
 @main
 struct Cirrusd: AsyncParsableCommand {
-    func run() async throws {}
+    static let configuration = CommandConfiguration(
+        commandName: "cirrusd",
+        abstract: "The Cirrus server: CloudKit-style operations over TLS.",
+        discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/."
+    )
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on; 0 picks a free port.")
+    var port = 7443
+
+    @Option(help: "The server certificate chain (PEM). Default: Certs/server.pem.")
+    var cert: String?
+
+    @Option(help: "The server private key (PEM). Default: Certs/server-key.pem.")
+    var key: String?
+
+    @Option(help: "CA bundle (PEM) whose client certificates are accepted. Default: Certs/ca.pem.")
+    var clientCA: String?
+
+    @Option(help: "Client certificates: required, optional (a bearer token may stand in), or none.")
+    var clientAuth: ClientAuth = .optional
+
+    @Option(help: "A file of bearer tokens, one 'TOKEN USER_RECORD_NAME' per line.")
+    var tokens: String?
+
+    @Option(help: "The largest frame accepted, in bytes.")
+    var maxFrameBytes = 4 * 1024 * 1024
+
+    @Option(help: "Concurrent streams allowed per connection.")
+    var maxStreams = 128
+
+    @Flag(help: "Also accept TLS 1.2 (TLS 1.3 only by default).")
+    var allowTLS12 = false
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    enum ClientAuth: String, ExpressibleByArgument, CaseIterable {
+        case required, optional, none
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "cirrusd")
+        logger.logLevel = Logger.Level(rawValue: self.logLevel) ?? .info
+
+        let certs = DevelopmentCertificates.locate()
+        var tls = TLSConfiguration.server(
+            certificateChainPath: try self.cert ?? certs.path("server.pem"),
+            privateKeyPath: try self.key ?? certs.path("server-key.pem"),
+            clientCATrustRootsPath: self.clientAuth == .none ? nil : try self.clientCA ?? certs.path("ca.pem"),
+            clientCertificateVerification: self.clientAuth.verification
+        )
+        if self.allowTLS12 {
+            tls.minimumTLSVersion = .v1_2
+        }
+        var configuration = ServerConfiguration(tls: tls)
+        configuration.host = self.host
+        configuration.port = self.port
+        configuration.maximumFrameBytes = self.maxFrameBytes
+        configuration.connection.maximumConcurrentStreams = self.maxStreams
+        if let tokens = self.tokens {
+            configuration.bearerTokens = try BearerTokenFile.load(path: tokens)
+        }
+
+        let server = CirrusServer(configuration: configuration, logger: logger)
+        let address = try await server.start()
+        print("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)")
+        fflush(stdout)
+
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) {
+            logger.notice("shutting down: draining connections")
+            Task { await server.shutdownGracefully() }
+        }
+        try await server.run()
+        signals.cancel()
+        logger.notice("stopped")
+    }
+}
+
+extension Cirrusd.ClientAuth {
+    var verification: TLSConfiguration.ClientCertificateVerification {
+        switch self {
+        case .required: .required
+        case .optional: .optional
+        case .none: .none
+        }
+    }
 }

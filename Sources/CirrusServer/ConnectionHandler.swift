@@ -1,0 +1,302 @@
+import CirrusTLS
+import CirrusWire
+import Logging
+import NIOCore
+
+/// Asked of every connection when the server shuts down gracefully: say `GoAway`, let open
+/// streams finish, then close.
+struct GracefulShutdownEvent: Sendable {}
+
+/// The server side of one connection: feeds frames through the connection state machine and
+/// carries out what it answers. Protocol work only; operations run elsewhere.
+///
+/// Writes are coalesced: frames written while a read burst is handled are flushed once at
+/// `channelReadComplete`. While the peer does not read (the channel is not writable), this
+/// handler stops reading from it, so a slow reader cannot make the server buffer without bound.
+final class ConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = Wire.Frame
+    typealias OutboundIn = Wire.Frame
+    typealias OutboundOut = Wire.Frame
+
+    private let configuration: ServerConfiguration
+    private let logger: Logger
+    private var machine: ConnectionStateMachine
+    private var peerCertificate: TLSPeerCertificate?
+    private var identity: ClientIdentity?
+    private var timer: RepeatedTask?
+    private var needsFlush = false
+    private var inReadBurst = false
+    private var pendingRead = false
+    private var isClosing = false
+
+    init(configuration: ServerConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.machine = ConnectionStateMachine(role: .server, configuration: configuration.connection, now: .now())
+    }
+
+    /// The authenticated user, once `Hello` was accepted.
+    var authenticatedIdentity: ClientIdentity? { self.identity }
+
+    // MARK: - Life cycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.machine = ConnectionStateMachine(role: .server, configuration: self.configuration.connection, now: .now())
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        self.timer = context.eventLoop.scheduleRepeatedTask(
+            initialDelay: self.configuration.timerInterval,
+            delay: self.configuration.timerInterval
+        ) { _ in
+            let (handler, context) = loopBound.value
+            handler.timerFired(context: context)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.timer?.cancel()
+        self.timer = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.timer?.cancel()
+        self.timer = nil
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let handshake = event as? TLSHandshakeCompleted {
+            self.peerCertificate = handshake.peerCertificate
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is GracefulShutdownEvent else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        promise?.succeed(())
+        self.beginGracefulShutdown(context: context)
+    }
+
+    // MARK: - Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = self.unwrapInboundIn(data)
+        self.inReadBurst = true
+        self.handle(self.machine.receive(frame, now: .now()), context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.inReadBurst = false
+        self.flushIfNeeded(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            context.read()
+        } else {
+            self.pendingRead = true
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        let writable = context.channel.isWritable
+        self.machine.writabilityChanged(isWritable: writable)
+        if writable, self.pendingRead {
+            self.pendingRead = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch error {
+        case let error as WireError:
+            let code: Wire.ErrorCode = error.code == .frameTooLarge ? .frameTooLarge : .malformedFrame
+            self.logger.info("closing connection: \(error)")
+            self.closeWithError(code: code, message: error.message, context: context)
+        case let error as TLSError:
+            self.logger.info("TLS failed: \(error)")
+            context.close(promise: nil)
+        default:
+            self.logger.debug("connection error: \(error)")
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: - Acting on the state machine
+
+    private func handle(_ action: ConnectionStateMachine.ReceiveAction, context: ChannelHandlerContext) {
+        switch action {
+        case .none:
+            break
+        case .helloReceived(let hello):
+            self.acceptHello(hello, context: context)
+        case .openStream(let streamID, let open):
+            self.refuseOperation(streamID: streamID, kind: open.request.map(String.init(describing:)), context: context)
+        case .resumeStream(let streamID, let resume):
+            self.endStream(
+                streamID: streamID,
+                error: Wire.OperationError(code: .unknownItem, message: "no long-lived operation \(resume.operationID)"),
+                context: context
+            )
+        case .refuseStream(let streamID, let code, let message):
+            // Never admitted by the machine: written directly.
+            let complete = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: code, message: message))
+            self.write(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
+        case .cancelStream:
+            if self.machine.isDrained {
+                self.close(context: context)
+            }
+        case .creditAvailable:
+            // No operation produces events yet; executors resume here.
+            break
+        case .sendPong(let nonce):
+            self.send(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))), context: context)
+        case .deliver:
+            break
+        case .peerGoingAway(_, let closeNow):
+            if closeNow {
+                self.close(context: context)
+            }
+        case .closeWithError(let code, let message):
+            self.logger.info("closing connection: \(code): \(message)")
+            self.writeErrorAndClose(code: code, message: message, context: context)
+        case .peerClosed(let error):
+            self.logger.debug("peer closed the connection: \(error.code): \(error.message)")
+            self.close(context: context)
+        }
+    }
+
+    private func acceptHello(_ hello: Wire.Hello, context: ChannelHandlerContext) {
+        guard let identity = self.authenticate(hello) else {
+            self.closeWithError(
+                code: .notAuthenticated,
+                message: "present a client certificate from a trusted CA or a valid bearer token",
+                context: context
+            )
+            return
+        }
+        self.identity = identity
+        let limits = Wire.Limits(
+            maxFrameBytes: UInt32(clamping: self.configuration.maximumFrameBytes),
+            maxConcurrentStreams: UInt32(clamping: self.configuration.connection.maximumConcurrentStreams),
+            initialStreamWindow: 64,
+            pingIntervalMs: UInt32(clamping: self.configuration.connection.keepaliveInterval.nanoseconds / 1_000_000),
+            idleTimeoutMs: UInt32(clamping: self.configuration.connection.idleTimeout.nanoseconds / 1_000_000),
+            maxItemsPerOperation: 400
+        )
+        let ack = Wire.HelloAck(
+            protocolVersion: Wire.protocolVersion,
+            serverName: self.configuration.serverName,
+            userRecordName: identity.userRecordName,
+            limits: limits
+        )
+        self.send(Wire.Frame(streamID: 0, kind: .helloAck(ack)), context: context)
+        self.logger.debug("client \(hello.clientName) \(hello.clientVersion) authenticated as \(identity.userRecordName)")
+    }
+
+    private func authenticate(_ hello: Wire.Hello) -> ClientIdentity? {
+        if let token = hello.bearerToken {
+            return self.configuration.bearerTokens[token].map(ClientIdentity.init(userRecordName:))
+        }
+        return self.peerCertificate.flatMap(ClientIdentity.init(certificate:))
+    }
+
+    private func refuseOperation(streamID: UInt64, kind: String?, context: ChannelHandlerContext) {
+        let error = Wire.OperationError(
+            code: .serverRejectedRequest,
+            message: kind == nil ? "Open carries no request" : "this server does not run operations yet"
+        )
+        self.endStream(streamID: streamID, error: error, context: context)
+    }
+
+    private func endStream(streamID: UInt64, error: Wire.OperationError, context: ChannelHandlerContext) {
+        let complete = Wire.Complete(lastSeq: 0, error: error)
+        self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
+    }
+
+    // MARK: - Timers and shutdown
+
+    private func timerFired(context: ChannelHandlerContext) {
+        switch self.machine.timerFired(now: .now()) {
+        case .none:
+            break
+        case .sendPing(let nonce):
+            self.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: nonce))), context: context)
+            self.flushIfNeeded(context: context)
+        case .closeWithError(let code, let message):
+            self.logger.info("closing connection: \(message)")
+            self.writeErrorAndClose(code: code, message: message, context: context)
+        case .closeIdle:
+            let goAway = self.machine.makeGoAway(code: .idleTimeout, reason: "idle")
+            self.write(goAway, context: context)
+            self.close(context: context)
+        }
+    }
+
+    private func beginGracefulShutdown(context: ChannelHandlerContext) {
+        guard !self.isClosing else { return }
+        if self.machine.phase == .handshaking {
+            self.close(context: context)
+            return
+        }
+        let goAway = self.machine.makeGoAway(code: .shuttingDown, reason: "server shutting down")
+        self.send(goAway, context: context)
+        self.flushIfNeeded(context: context)
+    }
+
+    // MARK: - Writing
+
+    /// Sends `frame` if the state machine allows it now, and closes when it says so.
+    private func send(_ frame: Wire.Frame, context: ChannelHandlerContext) {
+        switch self.machine.send(frame) {
+        case .send:
+            self.write(frame, context: context)
+        case .sendAndClose:
+            self.write(frame, context: context)
+            self.close(context: context)
+        case .waitForCredit, .drop:
+            break
+        case .invalid(let reason):
+            self.logger.error("not sending an invalid frame: \(reason)")
+        }
+    }
+
+    private func write(_ frame: Wire.Frame, context: ChannelHandlerContext) {
+        guard !self.isClosing else { return }
+        context.write(self.wrapOutboundOut(frame), promise: nil)
+        self.needsFlush = true
+        if !self.inReadBurst {
+            self.flushIfNeeded(context: context)
+        }
+    }
+
+    private func flushIfNeeded(context: ChannelHandlerContext) {
+        if self.needsFlush {
+            self.needsFlush = false
+            context.flush()
+        }
+    }
+
+    private func closeWithError(code: Wire.ErrorCode, message: String, context: ChannelHandlerContext) {
+        _ = self.machine.send(Wire.Frame(streamID: 0, kind: .error(Wire.ConnectionError(code: code, message: message))))
+        self.writeErrorAndClose(code: code, message: message, context: context)
+    }
+
+    private func writeErrorAndClose(code: Wire.ErrorCode, message: String, context: ChannelHandlerContext) {
+        self.write(Wire.Frame(streamID: 0, kind: .error(Wire.ConnectionError(code: code, message: message))), context: context)
+        self.close(context: context)
+    }
+
+    private func close(context: ChannelHandlerContext) {
+        guard !self.isClosing else { return }
+        self.flushIfNeeded(context: context)
+        self.isClosing = true
+        self.timer?.cancel()
+        self.timer = nil
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,40 @@
+import CirrusTLS
+import CirrusWire
+import NIOCore
+
+/// Everything a `CirrusServer` needs to listen: address, TLS, and per-connection limits.
+///
+/// For example:
+/// ```swift
+/// var configuration = ServerConfiguration(tls: .server(
+///     certificateChainPath: "Certs/server.pem", privateKeyPath: "Certs/server-key.pem",
+///     clientCATrustRootsPath: "Certs/ca.pem", clientCertificateVerification: .optional))
+/// configuration.port = 0  // any free port
+/// ```
+public struct ServerConfiguration: Sendable {
+    /// The address to bind, `127.0.0.1` by default.
+    public var host: String = "127.0.0.1"
+    /// The port to bind; 0 picks a free one.
+    public var port: Int = 7443
+    /// TLS for every connection.
+    public var tls: TLSConfiguration
+    /// The largest frame body accepted or sent, in bytes.
+    public var maximumFrameBytes: Int = FrameDecoder.defaultMaximumFrameBytes
+    /// Limits and timers of each connection.
+    public var connection: ConnectionStateMachine.Configuration = .init()
+    /// How often each connection checks its timers.
+    public var timerInterval: TimeAmount = .seconds(1)
+    /// How long a graceful shutdown waits for open streams before closing connections anyway.
+    public var shutdownGracePeriod: TimeAmount = .seconds(10)
+    /// Connections accepted at most at once; more are closed right after accept.
+    public var maximumConnections: Int = 10_000
+    /// Bearer tokens a client may present in `Hello` instead of a client certificate, each
+    /// mapped to the user record name it authenticates (e.g. `"s3cret": "_alice"`).
+    public var bearerTokens: [String: String] = [:]
+    /// The name sent in `HelloAck`.
+    public var serverName: String = "cirrusd"
+
+    public init(tls: TLSConfiguration) {
+        self.tls = tls
+    }
+}

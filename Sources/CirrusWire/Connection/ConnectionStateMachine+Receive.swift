@@ -1,0 +1,290 @@
+import NIOCore
+
+extension ConnectionStateMachine {
+    /// What to do with a frame that arrived from the peer.
+    public enum ReceiveAction: Sendable, Hashable {
+        /// Nothing to do (a late `Window` or `Cancel` for a stream that already ended, a `Pong`).
+        case none
+        /// Server: the peer said `Hello` with a supported version; authenticate it, then send
+        /// `HelloAck` (or a `ConnectionError`).
+        case helloReceived(Wire.Hello)
+        /// Client: the server accepted the connection.
+        case helloAckReceived(Wire.HelloAck)
+        /// Server: start the operation `open` on `streamID`.
+        case openStream(streamID: UInt64, Wire.Open)
+        /// Server: attach `streamID` to the long-lived operation named in `resume`.
+        case resumeStream(streamID: UInt64, Wire.Resume)
+        /// Server: refuse this stream alone by writing `Complete` with this error on it
+        /// directly (the machine never admitted the stream, so `send` would drop it); the
+        /// connection stays up.
+        case refuseStream(streamID: UInt64, code: Wire.ErrorCode, message: String)
+        /// Server: the client cancelled the operation on `streamID`.
+        case cancelStream(streamID: UInt64, reason: String)
+        /// Server: the client granted credit on `streamID`; send what waits for it.
+        case creditAvailable(streamID: UInt64)
+        /// Answer a `Ping`.
+        case sendPong(nonce: UInt64)
+        /// Client: hand this stream frame (`Event`, `Persisted`, `Complete`) to its operation.
+        case deliver(Wire.Frame)
+        /// The peer sent `GoAway`: open no new streams; those above `lastStreamID` were not
+        /// processed. If `closeNow`, nothing is left open and the connection can close.
+        case peerGoingAway(lastStreamID: UInt64, closeNow: Bool)
+        /// The peer broke the protocol or a limit: send `ConnectionError` with this code and
+        /// message, then close.
+        case closeWithError(code: Wire.ErrorCode, message: String)
+        /// The peer reported a connection error and is closing; close too.
+        case peerClosed(Wire.ConnectionError)
+    }
+
+    /// Feeds one frame received from the peer.
+    public mutating func receive(_ frame: Wire.Frame, now: NIODeadline) -> ReceiveAction {
+        if self.phase == .closed {
+            return .none
+        }
+        self.lastReceive = now
+        switch frame.kind {
+        case .ping, .pong: break
+        default: self.lastActivity = now
+        }
+        guard let kind = frame.kind else {
+            return self.violation("frame on stream \(frame.streamID) has no kind")
+        }
+        switch kind {
+        case .ping(let ping):
+            guard frame.streamID == 0 else { return self.violation("Ping on stream \(frame.streamID)") }
+            return self.receivePing(ping)
+        case .pong(let pong):
+            guard frame.streamID == 0 else { return self.violation("Pong on stream \(frame.streamID)") }
+            if let outstanding = self.outstandingPing, outstanding.nonce == pong.nonce {
+                self.outstandingPing = nil
+            }
+            return .none
+        case .goAway(let goAway):
+            guard frame.streamID == 0 else { return self.violation("GoAway on stream \(frame.streamID)") }
+            return self.receiveGoAway(goAway)
+        case .error(let error):
+            self.phase = .closed
+            return .peerClosed(error)
+        case .hello(let hello):
+            return self.receiveHello(hello, streamID: frame.streamID)
+        case .helloAck(let ack):
+            return self.receiveHelloAck(ack, streamID: frame.streamID)
+        case .open(let open):
+            return self.receiveOpen(streamID: frame.streamID) { .openStream(streamID: $0, open) } lastSeq: { 0 }
+        case .resume(let resume):
+            return self.receiveOpen(streamID: frame.streamID) { .resumeStream(streamID: $0, resume) } lastSeq: {
+                resume.lastSeq
+            }
+        case .cancel(let cancel):
+            return self.receiveCancel(cancel, streamID: frame.streamID, now: now)
+        case .window(let window):
+            return self.receiveWindow(window, streamID: frame.streamID)
+        case .event(let event):
+            return self.receiveEvent(event, frame: frame)
+        case .persisted:
+            return self.receiveStreamResult(frame, ends: false)
+        case .complete:
+            return self.receiveStreamResult(frame, ends: true)
+        }
+    }
+
+    /// The outbound side became writable or stopped being so. While it is not, `Pong`s queue up
+    /// and a peer that keeps pinging without reading is disconnected.
+    public mutating func writabilityChanged(isWritable: Bool) {
+        self.isWritable = isWritable
+        if isWritable {
+            self.queuedControlFrames = 0
+        }
+    }
+
+    // MARK: - Connection frames
+
+    private mutating func receivePing(_ ping: Wire.Ping) -> ReceiveAction {
+        guard self.phase != .handshaking else { return self.violation("Ping before the handshake") }
+        if !self.isWritable {
+            self.queuedControlFrames += 1
+            if self.queuedControlFrames > self.configuration.maximumQueuedControlFrames {
+                return self.close(
+                    .protocolViolation,
+                    "more than \(self.configuration.maximumQueuedControlFrames) control frames queued for a peer that does not read"
+                )
+            }
+        }
+        return .sendPong(nonce: ping.nonce)
+    }
+
+    private mutating func receiveGoAway(_ goAway: Wire.GoAway) -> ReceiveAction {
+        if self.phase == .active || self.phase == .handshaking {
+            self.phase = .draining
+        }
+        if self.role == .client {
+            // Streams the server never saw fail now; the caller retries them elsewhere.
+            self.streams = self.streams.filter { $0.key <= goAway.lastStreamID }
+        }
+        let closeNow = self.streams.isEmpty
+        if closeNow {
+            self.phase = .closed
+        }
+        return .peerGoingAway(lastStreamID: goAway.lastStreamID, closeNow: closeNow)
+    }
+
+    private mutating func receiveHello(_ hello: Wire.Hello, streamID: UInt64) -> ReceiveAction {
+        guard self.role == .server else { return self.violation("Hello sent to a client") }
+        guard streamID == 0 else { return self.violation("Hello on stream \(streamID)") }
+        guard self.phase == .handshaking else { return self.violation("second Hello") }
+        guard hello.protocolVersion == self.configuration.protocolVersion else {
+            return self.close(
+                .unsupportedVersion,
+                "protocol version \(hello.protocolVersion) is not supported; this server speaks \(self.configuration.protocolVersion)"
+            )
+        }
+        return .helloReceived(hello)
+    }
+
+    private mutating func receiveHelloAck(_ ack: Wire.HelloAck, streamID: UInt64) -> ReceiveAction {
+        guard self.role == .client else { return self.violation("HelloAck sent to a server") }
+        guard streamID == 0 else { return self.violation("HelloAck on stream \(streamID)") }
+        guard self.phase == .handshaking, self.sentHello else { return self.violation("unexpected HelloAck") }
+        guard ack.protocolVersion == self.configuration.protocolVersion else {
+            return self.close(.unsupportedVersion, "server speaks protocol version \(ack.protocolVersion)")
+        }
+        self.phase = .active
+        return .helloAckReceived(ack)
+    }
+
+    // MARK: - Stream frames, server side
+
+    private mutating func receiveOpen(
+        streamID: UInt64,
+        action: (UInt64) -> ReceiveAction,
+        lastSeq: () -> UInt64
+    ) -> ReceiveAction {
+        guard self.role == .server else { return self.violation("Open or Resume sent to a client") }
+        guard streamID != 0 else { return self.violation("Open or Resume on stream 0") }
+        switch self.phase {
+        case .handshaking:
+            return self.violation("Open or Resume before Hello")
+        case .closed:
+            return .none
+        case .draining:
+            return .refuseStream(streamID: streamID, code: .shuttingDown, message: "the server is shutting down")
+        case .active:
+            break
+        }
+        guard streamID > self.highestStreamID else {
+            return self.violation("stream \(streamID) reused or out of order (highest so far \(self.highestStreamID))")
+        }
+        self.highestStreamID = streamID
+        guard self.streams.count < self.configuration.maximumConcurrentStreams else {
+            return .refuseStream(
+                streamID: streamID,
+                code: .tooManyStreams,
+                message: "at most \(self.configuration.maximumConcurrentStreams) concurrent streams"
+            )
+        }
+        self.streams[streamID] = Stream(credit: 0, lastSeq: lastSeq())
+        let result = action(streamID)
+        switch result {
+        case .openStream(_, let open):
+            self.grant(open.initialWindow, to: streamID)
+        case .resumeStream(_, let resume):
+            self.grant(resume.initialWindow, to: streamID)
+        default:
+            break
+        }
+        return result
+    }
+
+    private mutating func receiveCancel(_ cancel: Wire.Cancel, streamID: UInt64, now: NIODeadline) -> ReceiveAction {
+        guard streamID != 0 else { return self.violation("Cancel on stream 0") }
+        guard self.role == .server else {
+            return self.violation("Cancel sent to a client")
+        }
+        guard self.streams.removeValue(forKey: streamID) != nil else {
+            return .none  // It ended already; the Cancel crossed the Complete.
+        }
+        self.refillCancelTokens(now: now)
+        guard self.cancelTokens >= 1 else {
+            return self.close(.rateLimited, "streams cancelled faster than \(self.configuration.cancelsPerSecond) per second")
+        }
+        self.cancelTokens -= 1
+        return .cancelStream(streamID: streamID, reason: cancel.reason)
+    }
+
+    private mutating func receiveWindow(_ window: Wire.Window, streamID: UInt64) -> ReceiveAction {
+        guard self.role == .server else { return self.violation("Window sent to a client") }
+        guard streamID != 0 else { return self.violation("Window on stream 0") }
+        guard self.streams[streamID] != nil else { return .none }
+        self.grant(window.credit, to: streamID)
+        return .creditAvailable(streamID: streamID)
+    }
+
+    private mutating func grant(_ credit: UInt32, to streamID: UInt64) {
+        guard var stream = self.streams[streamID] else { return }
+        stream.credit = min(stream.credit + UInt64(credit), self.configuration.maximumStreamCredit)
+        self.streams[streamID] = stream
+    }
+
+    private mutating func refillCancelTokens(now: NIODeadline) {
+        let elapsed = Double((now - self.cancelTokensUpdated).nanoseconds) / 1e9
+        if elapsed > 0 {
+            self.cancelTokens = min(
+                Double(self.configuration.cancelBurst),
+                self.cancelTokens + elapsed * Double(self.configuration.cancelsPerSecond)
+            )
+            self.cancelTokensUpdated = now
+        }
+    }
+
+    // MARK: - Stream frames, client side
+
+    private mutating func receiveEvent(_ event: Wire.Event, frame: Wire.Frame) -> ReceiveAction {
+        guard self.role == .client else { return self.violation("Event sent to a server") }
+        guard var stream = self.streams[frame.streamID] else {
+            // The client cancelled; events already in flight are dropped.
+            return frame.streamID > self.highestStreamID || frame.streamID == 0
+                ? self.violation("Event on stream \(frame.streamID), which was never opened") : .none
+        }
+        guard event.seq == stream.lastSeq + 1 else {
+            return self.violation("Event seq \(event.seq) on stream \(frame.streamID) after seq \(stream.lastSeq)")
+        }
+        guard stream.credit > 0 else {
+            return self.close(.flowControlViolation, "Event on stream \(frame.streamID) beyond the granted credit")
+        }
+        stream.credit -= 1
+        stream.lastSeq = event.seq
+        self.streams[frame.streamID] = stream
+        return .deliver(frame)
+    }
+
+    private mutating func receiveStreamResult(_ frame: Wire.Frame, ends: Bool) -> ReceiveAction {
+        guard self.role == .client else { return self.violation("Persisted or Complete sent to a server") }
+        guard let stream = self.streams[frame.streamID] else {
+            return frame.streamID > self.highestStreamID || frame.streamID == 0
+                ? self.violation("result on stream \(frame.streamID), which was never opened") : .none
+        }
+        if ends {
+            if case .complete(let complete) = frame.kind, complete.lastSeq != stream.lastSeq,
+                complete.error == nil
+            {
+                return self.violation(
+                    "Complete on stream \(frame.streamID) says last seq \(complete.lastSeq) but \(stream.lastSeq) arrived"
+                )
+            }
+            self.streams.removeValue(forKey: frame.streamID)
+        }
+        return .deliver(frame)
+    }
+
+    // MARK: - Errors
+
+    mutating func violation(_ message: String) -> ReceiveAction {
+        self.close(.protocolViolation, message)
+    }
+
+    mutating func close(_ code: Wire.ErrorCode, _ message: String) -> ReceiveAction {
+        self.phase = .closed
+        self.streams.removeAll()
+        return .closeWithError(code: code, message: message)
+    }
+}

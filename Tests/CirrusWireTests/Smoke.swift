@@ -1,4 +1,0 @@
-import Testing
-@testable import CirrusWire
-
-@Test func moduleLoads() {}
