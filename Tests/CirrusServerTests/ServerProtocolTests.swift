@@ -1,0 +1,209 @@
+import CirrusServer
+import CirrusTLS
+import CirrusWire
+import NIOCore
+import Testing
+
+@Suite("Server: Hello, Ping and streams over loopback TLS")
+struct ServerProtocolTests {
+    @Test func helloIsAnsweredWithTheCertificatesUser() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port, user: "alice")
+            let ack = try await client.handshake()
+            #expect(ack.protocolVersion == Wire.protocolVersion)
+            #expect(ack.userRecordName == "_alice")
+            #expect(ack.serverName == "cirrusd")
+            #expect(ack.limits?.maxFrameBytes == UInt32(FrameDecoder.defaultMaximumFrameBytes))
+            await client.close()
+        }
+    }
+
+    @Test func eachUserIsTheirOwn() async throws {
+        try await withServer { _, port in
+            let bob = try await TestClient.connect(port: port, user: "bob")
+            #expect(try await bob.handshake().userRecordName == "_bob")
+            await bob.close()
+        }
+    }
+
+    @Test func pingIsAnsweredWithPong() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            for nonce in [UInt64(1), 42, .max] {
+                try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: nonce))))
+                #expect(try await client.nextFrame() == Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))))
+            }
+            await client.close()
+        }
+    }
+
+    @Test func noCertificateAndNoTokenIsNotAuthenticated() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port, user: nil)
+            try await client.send(Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion))))
+            let error = try await client.waitForClose()
+            #expect(error?.code == .notAuthenticated)
+        }
+    }
+
+    @Test func bearerTokenAuthenticates() async throws {
+        try await withServer(configure: { $0.bearerTokens = ["t0ken": "_carol"] }) { _, port in
+            let client = try await TestClient.connect(port: port, user: nil)
+            #expect(try await client.handshake(bearerToken: "t0ken").userRecordName == "_carol")
+            await client.close()
+        }
+    }
+
+    @Test func wrongBearerTokenIsRefusedEvenWithACertificate() async throws {
+        try await withServer(configure: { $0.bearerTokens = ["t0ken": "_carol"] }) { _, port in
+            let client = try await TestClient.connect(port: port, user: "alice")
+            try await client.send(
+                Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion, bearerToken: "nope")))
+            )
+            #expect(try await client.waitForClose()?.code == .notAuthenticated)
+        }
+    }
+
+    @Test func unsupportedVersionIsRefused() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port)
+            try await client.send(Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: 999))))
+            let error = try await client.waitForClose()
+            #expect(error?.code == .unsupportedVersion)
+            #expect(error?.message.contains("999") == true)
+        }
+    }
+
+    @Test func framesBeforeHelloAreAViolation() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port)
+            try await client.send(Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: "x"))))
+            #expect(try await client.waitForClose()?.code == .protocolViolation)
+        }
+    }
+
+    @Test func anOperationIsAnsweredOnItsStreamAndTheConnectionStays() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: "op-1", initialWindow: 8))))
+            let frame = try await client.nextFrame()
+            #expect(frame.streamID == 1)
+            guard case .complete(let complete) = frame.kind else {
+                Issue.record("expected Complete, got \(frame)")
+                return
+            }
+            #expect(complete.error?.code == .serverRejectedRequest)
+            try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 5))))
+            #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 5)))
+            await client.close()
+        }
+    }
+
+    @Test func streamsBeyondTheLimitAreRefusedOneByOne() async throws {
+        try await withServer(configure: { $0.connection.maximumConcurrentStreams = 0 }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: "op-1"))))
+            guard case .complete(let complete) = try await client.nextFrame().kind else {
+                Issue.record("expected Complete")
+                return
+            }
+            #expect(complete.error?.code == .tooManyStreams)
+            await client.close()
+        }
+    }
+
+    @Test func gracefulShutdownSaysGoAway() async throws {
+        var configuration: ServerConfiguration?
+        try await withServer(configure: { configuration = $0 }) { server, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            await server.shutdownGracefully()
+            let frame = try await client.nextFrame()
+            guard case .goAway(let goAway) = frame.kind else {
+                Issue.record("expected GoAway, got \(frame)")
+                return
+            }
+            #expect(goAway.code == .shuttingDown)
+            #expect(try await client.waitForClose() == nil)
+        }
+        #expect(configuration != nil)
+    }
+
+    @Test func oversizeFrameGetsAnErrorAndOthersKeepWorking() async throws {
+        try await withServer { server, port in
+            let bystander = try await TestClient.connect(port: port, user: "bob")
+            _ = try await bystander.handshake()
+
+            let raw = try await RawTLSClient.connect(port: port)
+            try await raw.write([0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3])
+            let frames = try await raw.framesUntilClose()
+            guard case .error(let error) = frames.last?.kind else {
+                Issue.record("expected an Error frame, got \(frames)")
+                return
+            }
+            #expect(error.code == .frameTooLarge)
+
+            try await bystander.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 9))))
+            #expect(try await bystander.nextFrame().kind == .pong(Wire.Pong(nonce: 9)))
+            await bystander.close()
+        }
+    }
+
+    @Test func garbageBodyGetsAnError() async throws {
+        try await withServer { _, port in
+            let raw = try await RawTLSClient.connect(port: port)
+            try await raw.write([0, 0, 0, 8] + Array(repeating: 0xFF, count: 8))
+            let frames = try await raw.framesUntilClose()
+            guard case .error(let error) = frames.last?.kind else {
+                Issue.record("expected an Error frame, got \(frames)")
+                return
+            }
+            #expect(error.code == .malformedFrame)
+        }
+    }
+
+    @Test func clientThatNeverReadsIsNotBufferedWithoutBound() async throws {
+        try await withServer { server, port in
+            let raw = try await RawTLSClient.connect(port: port)
+            var hello = ByteBuffer()
+            try FrameEncoder.encode(
+                Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion))),
+                into: &hello
+            )
+            try await raw.write(Array(hello.readableBytesView))
+            try await raw.waitForBytes()
+            // Stop reading, then ping as fast as the server takes it. Every Ping asks for a
+            // Pong the server cannot deliver: it must stop reading from us rather than keep
+            // them all (2,000 batches × 2,000 Pings would be ~40 MB of Pongs).
+            try await raw.channel.setOption(.autoRead, value: false)
+            var batch = ByteBuffer()
+            for nonce in 0..<2_000 {
+                try FrameEncoder.encode(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: UInt64(nonce)))), into: &batch)
+            }
+            var sent = 0
+            var stalledPolls = 0
+            while sent < 2_000, raw.channel.isActive, stalledPolls < 400 {
+                if raw.channel.isWritable {
+                    raw.channel.writeAndFlush(batch, promise: nil)
+                    sent += 1
+                    stalledPolls = 0
+                } else {
+                    stalledPolls += 1
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            #expect(sent < 2_000, "the server stopped reading from a client that does not read")
+            await raw.close()
+
+            let other = try await TestClient.connect(port: port, user: "bob")
+            _ = try await other.handshake()
+            try await other.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 1))))
+            #expect(try await other.nextFrame().kind == .pong(Wire.Pong(nonce: 1)))
+            await other.close()
+        }
+    }
+}
+

@@ -1,4 +1,0 @@
-import Testing
-@testable import CirrusServer
-
-@Test func moduleLoads() {}

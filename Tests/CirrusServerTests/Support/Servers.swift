@@ -1,0 +1,111 @@
+import CirrusServer
+import CirrusTLS
+import Foundation
+import NIOCore
+import Testing
+
+/// Runs an in-process server on a free loopback port for the length of `body`.
+func withServer<R>(
+    clientCertificates: TLSConfiguration.ClientCertificateVerification = .optional,
+    configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: (CirrusServer, Int) async throws -> R
+) async throws -> R {
+    var configuration = ServerConfiguration(
+        tls: .server(
+            certificateChainPath: TestCertificates.path("server.pem"),
+            privateKeyPath: TestCertificates.path("server-key.pem"),
+            clientCATrustRootsPath: TestCertificates.path("ca.pem"),
+            clientCertificateVerification: clientCertificates
+        )
+    )
+    configuration.port = 0
+    configure(&configuration)
+    let server = CirrusServer(configuration: configuration)
+    let address = try await server.start()
+    let port = try #require(address.port)
+    do {
+        let result = try await body(server, port)
+        await server.shutdownGracefully()
+        return result
+    } catch {
+        await server.shutdownGracefully()
+        throw error
+    }
+}
+
+/// A real `cirrusd` process, started from the build folder next to the test bundle.
+final class CirrusdProcess {
+    let process = Process()
+    let port: Int
+    private let output: Pipe
+
+    /// Starts `cirrusd` with `arguments` (plus `--port 0` unless a port is given) and waits for
+    /// its `listening on HOST:PORT` line.
+    init(arguments: [String] = [], workingDirectory: String? = nil) throws {
+        let buildDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        var binary = buildDirectory.appendingPathComponent("cirrusd")
+        if !FileManager.default.fileExists(atPath: binary.path) {
+            // `swift test` may run the bundle from inside a `.xctest` directory.
+            binary = buildDirectory.deletingLastPathComponent().appendingPathComponent("cirrusd")
+        }
+        self.process.executableURL = binary
+        var arguments = arguments
+        if !arguments.contains("--port"), workingDirectory == nil {
+            arguments += ["--port", "0"]
+        }
+        self.process.arguments = arguments
+        if let workingDirectory {
+            self.process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory)
+        }
+        self.output = Pipe()
+        self.process.standardOutput = self.output
+        self.process.standardError = FileHandle.nullDevice
+        try self.process.run()
+        let line = try Self.readLine(from: self.output.fileHandleForReading)
+        guard line.hasPrefix("listening on "), let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
+            self.process.terminate()
+            throw CirrusdDidNotStart(firstLine: line)
+        }
+        self.port = port
+    }
+
+    private static func readLine(from handle: FileHandle) throws -> String {
+        var bytes: [UInt8] = []
+        while true {
+            let byte = try handle.read(upToCount: 1) ?? Data()
+            guard let first = byte.first else { break }
+            if first == UInt8(ascii: "\n") { break }
+            bytes.append(first)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Resident memory of the process, in KiB, from /proc.
+    var residentKiB: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(self.process.processIdentifier)/status", encoding: .utf8)
+        else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        }
+        return nil
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns its exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if self.process.isRunning {
+            self.process.terminate()
+        }
+        self.process.waitUntilExit()
+        return self.process.terminationStatus
+    }
+
+    deinit {
+        if self.process.isRunning {
+            self.process.interrupt()
+            self.process.terminate()
+        }
+    }
+}
+
+struct CirrusdDidNotStart: Error { var firstLine: String }

@@ -1,0 +1,163 @@
+import CirrusTLS
+import CirrusWire
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+
+/// The development certificates, found from this file's path.
+enum TestCertificates {
+    static let directory: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(4)  // Support/TestClient.swift, CirrusServerTests, Tests
+        return parts.joined(separator: "/") + "/Certs"
+    }()
+
+    static func path(_ name: String) -> String { directory + "/" + name }
+
+    static func client(_ user: String?) -> TLSConfiguration {
+        TLSConfiguration.client(
+            trustRootsPath: path("ca.pem"),
+            certificateChainPath: user.map { path("\($0).pem") },
+            privateKeyPath: user.map { path("\($0)-key.pem") }
+        )
+    }
+}
+
+/// What a test client saw happen on its connection.
+enum ClientEvent: Sendable {
+    case frame(Wire.Frame)
+    case error(any Error)
+    case closed
+}
+
+/// Collects everything that arrives on a test connection into an `AsyncStream`.
+final class EventCollector: ChannelInboundHandler, Sendable {
+    typealias InboundIn = Wire.Frame
+
+    let events: AsyncStream<ClientEvent>
+    private let continuation: AsyncStream<ClientEvent>.Continuation
+
+    init() {
+        (self.events, self.continuation) = AsyncStream.makeStream()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.continuation.yield(.frame(self.unwrapInboundIn(data)))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.continuation.yield(.error(error))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.continuation.yield(.closed)
+        self.continuation.finish()
+    }
+}
+
+/// A minimal Cirrus client over real TLS and a real socket, for tests.
+struct TestClient {
+    let channel: any Channel
+    private let iterator: NIOLockedValueBox<AsyncStream<ClientEvent>.AsyncIterator>
+
+    static func connect(
+        port: Int,
+        host: String = "127.0.0.1",
+        user: String? = "alice",
+        tls: TLSConfiguration? = nil,
+        serverHostname: String? = "localhost"
+    ) async throws -> TestClient {
+        let context = try TLSContext(configuration: tls ?? TestCertificates.client(user))
+        let collector = EventCollector()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TLSHandler(context: context, serverHostname: serverHostname))
+                    try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
+                    try sync.addHandler(MessageToByteHandler(FrameEncoder()))
+                    try sync.addHandler(collector)
+                }
+            }
+            .connect(host: host, port: port)
+            .get()
+        return TestClient(channel: channel, iterator: NIOLockedValueBox(collector.events.makeAsyncIterator()))
+    }
+
+    func send(_ frame: Wire.Frame) async throws {
+        try await self.channel.writeAndFlush(frame)
+    }
+
+    /// The next thing that happens, or a test failure after `timeout` (a hang guard, not a
+    /// speed assertion).
+    func next(timeout: Duration = .seconds(20)) async throws -> ClientEvent {
+        let box = self.iterator
+        return try await withThrowingTaskGroup(of: ClientEvent?.self) { group in
+            group.addTask {
+                var iterator = box.withLockedValue { $0 }
+                let event = await iterator.next()
+                box.withLockedValue { $0 = iterator }
+                return event ?? .closed
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let event = first else {
+                throw TestTimeout()
+            }
+            return event
+        }
+    }
+
+    /// The next frame; fails the test on an error or close.
+    func nextFrame(timeout: Duration = .seconds(20)) async throws -> Wire.Frame {
+        switch try await self.next(timeout: timeout) {
+        case .frame(let frame): return frame
+        case .error(let error): throw error
+        case .closed: throw ConnectionClosed()
+        }
+    }
+
+    /// Sends `Hello` and returns the `HelloAck`.
+    func handshake(bearerToken: String? = nil) async throws -> Wire.HelloAck {
+        try await self.send(
+            Wire.Frame(
+                streamID: 0,
+                kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion, clientName: "tests", bearerToken: bearerToken))
+            )
+        )
+        let frame = try await self.nextFrame()
+        guard case .helloAck(let ack) = frame.kind else {
+            throw UnexpectedFrame(frame: frame)
+        }
+        return ack
+    }
+
+    /// Waits for the connection to close, skipping anything else; returns the
+    /// `ConnectionError` the server sent first, if any.
+    func waitForClose(timeout: Duration = .seconds(20)) async throws -> Wire.ConnectionError? {
+        var received: Wire.ConnectionError?
+        while true {
+            switch try await self.next(timeout: timeout) {
+            case .frame(let frame):
+                if case .error(let error) = frame.kind, received == nil { received = error }
+            case .error:
+                continue
+            case .closed:
+                return received
+            }
+        }
+    }
+
+    func close() async {
+        try? await self.channel.close()
+    }
+}
+
+struct TestTimeout: Error {}
+struct ConnectionClosed: Error {}
+struct UnexpectedFrame: Error { var frame: Wire.Frame }
