@@ -19,6 +19,8 @@ public final class CirrusServer: Sendable {
         var serverChannel: (any Channel)?
         var connections: [ObjectIdentifier: any Channel] = [:]
         var isShuttingDown = false
+        /// Completed when a graceful shutdown has closed every connection.
+        var shutdownComplete: EventLoopPromise<Void>?
     }
 
     public let configuration: ServerConfiguration
@@ -76,7 +78,11 @@ public final class CirrusServer: Sendable {
             }
             .bind(host: self.configuration.host, port: self.configuration.port)
             .get()
-        self.state.withLockedValue { $0.serverChannel = channel }
+        let shutdownComplete = channel.eventLoop.makePromise(of: Void.self)
+        self.state.withLockedValue {
+            $0.serverChannel = channel
+            $0.shutdownComplete = shutdownComplete
+        }
         guard let address = channel.localAddress else {
             throw IOError(errnoCode: 0, reason: "listener has no local address")
         }
@@ -119,19 +125,23 @@ public final class CirrusServer: Sendable {
         return admitted
     }
 
-    /// Waits until the listener closes (after `shutdownGracefully()`).
+    /// Waits until the server has stopped: the listener closed and, after
+    /// `shutdownGracefully()`, every connection drained and closed.
     public func run() async throws {
-        guard let channel = self.state.withLockedValue({ $0.serverChannel }) else { return }
+        let (channel, shutdownComplete) = self.state.withLockedValue { ($0.serverChannel, $0.shutdownComplete) }
+        guard let channel else { return }
         try await channel.closeFuture.get()
+        try await shutdownComplete?.futureResult.get()
     }
 
     /// Stops accepting, sends `GoAway` on every connection, lets open streams finish for up to
     /// the grace period, then closes what is left.
     public func shutdownGracefully() async {
-        let (listener, connections) = self.state.withLockedValue { state in
+        let (listener, connections, shutdownComplete) = self.state.withLockedValue { state in
             state.isShuttingDown = true
-            return (state.serverChannel, Array(state.connections.values))
+            return (state.serverChannel, Array(state.connections.values), state.shutdownComplete)
         }
+        defer { shutdownComplete?.succeed(()) }
         try? await listener?.close()
         for connection in connections {
             connection.triggerUserOutboundEvent(GracefulShutdownEvent(), promise: nil)

@@ -139,7 +139,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .resumeStream(let streamID, let resume):
             self.endStream(
                 streamID: streamID,
-                error: Wire.OperationError(code: .unknownItem, message: "no long-lived operation \(resume.operationID)"),
+                error: Wire.OperationError(code: .unknownOperation, message: "no long-lived operation \(resume.operationID)"),
                 context: context
             )
         case .refuseStream(let streamID, let code, let message):
@@ -183,7 +183,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let limits = Wire.Limits(
             maxFrameBytes: UInt32(clamping: self.configuration.maximumFrameBytes),
             maxConcurrentStreams: UInt32(clamping: self.configuration.connection.maximumConcurrentStreams),
-            initialStreamWindow: 64,
+            initialStreamWindow: self.configuration.connection.initialStreamWindow,
             pingIntervalMs: UInt32(clamping: self.configuration.connection.keepaliveInterval.nanoseconds / 1_000_000),
             idleTimeoutMs: UInt32(clamping: self.configuration.connection.idleTimeout.nanoseconds / 1_000_000),
             maxItemsPerOperation: 400
@@ -206,10 +206,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func refuseOperation(streamID: UInt64, kind: String?, context: ChannelHandlerContext) {
-        let error = Wire.OperationError(
-            code: .serverRejectedRequest,
-            message: kind == nil ? "Open carries no request" : "this server does not run operations yet"
-        )
+        let error =
+            kind == nil
+            ? Wire.OperationError(code: .unknownFrameKind, message: "Open carries no request this server knows")
+            : Wire.OperationError(code: .serverRejectedRequest, message: "this server does not run operations yet")
         self.endStream(streamID: streamID, error: error, context: context)
     }
 

@@ -87,7 +87,8 @@ struct ServerProtocolTests {
         try await withServer { _, port in
             let client = try await TestClient.connect(port: port)
             _ = try await client.handshake()
-            try await client.send(Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: "op-1", initialWindow: 8))))
+            let open = Wire.Open(operationID: "op-1", initialWindow: 8, request: .fetchRecords(Wire.FetchRecordsRequest()))
+            try await client.send(Wire.Frame(streamID: 1, kind: .open(open)))
             let frame = try await client.nextFrame()
             #expect(frame.streamID == 1)
             guard case .complete(let complete) = frame.kind else {
@@ -97,6 +98,34 @@ struct ServerProtocolTests {
             #expect(complete.error?.code == .serverRejectedRequest)
             try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 5))))
             #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 5)))
+            await client.close()
+        }
+    }
+
+    @Test func anOpenWithoutARequestIsRefusedOnItsStream() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: "op-1"))))
+            guard case .complete(let complete) = try await client.nextFrame().kind else {
+                Issue.record("expected Complete")
+                return
+            }
+            #expect(complete.error?.code == .unknownFrameKind)
+            await client.close()
+        }
+    }
+
+    @Test func resumingAnUnknownOperationIsRefused() async throws {
+        try await withServer { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(Wire.Frame(streamID: 1, kind: .resume(Wire.Resume(operationID: "nope", lastSeq: 3))))
+            guard case .complete(let complete) = try await client.nextFrame().kind else {
+                Issue.record("expected Complete")
+                return
+            }
+            #expect(complete.error?.code == .unknownOperation)
             await client.close()
         }
     }

@@ -85,9 +85,9 @@ struct HandshakeTests {
         #expect(isClose(machine.receive(misplaced, now: t0), .protocolViolation))
     }
 
-    @Test func frameWithoutKindIsAViolation() {
+    @Test func frameWithoutKindIsRefused() {
         var machine = activeServer()
-        #expect(isClose(machine.receive(Wire.Frame(streamID: 0), now: t0), .protocolViolation))
+        #expect(isClose(machine.receive(Wire.Frame(streamID: 0), now: t0), .unknownFrameKind))
     }
 
     @Test func handshakeTimesOut() {
@@ -118,6 +118,12 @@ struct StreamTests {
         #expect(machine.send(event(1, seq: 3)) == .send)
         #expect(machine.send(complete(1, lastSeq: 3)) == .send)
         #expect(machine.openStreamCount == 0)
+    }
+
+    @Test func zeroWindowMeansTheDefault() {
+        var machine = activeServer { $0.initialStreamWindow = 3 }
+        _ = machine.receive(open(1, window: 0), now: t0)
+        #expect(machine.credit(streamID: 1) == 3)
     }
 
     @Test func eventSequenceHasNoGaps() {

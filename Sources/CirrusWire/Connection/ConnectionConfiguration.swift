@@ -16,6 +16,9 @@ extension ConnectionStateMachine {
         public var keepaliveInterval: TimeAmount = .seconds(30)
         /// A `Ping` unanswered for this long closes the connection.
         public var keepaliveTimeout: TimeAmount = .seconds(20)
+        /// Event credit of a stream whose `Open`/`Resume` asks for 0 (sent as
+        /// `Limits.initial_stream_window`).
+        public var initialStreamWindow: UInt32 = 64
         /// Event credit a stream may accumulate; larger grants are clamped to it.
         public var maximumStreamCredit: UInt64 = 1 << 20
         /// Streams the peer may cancel in a burst before the rate applies (rapid open-and-cancel).

@@ -47,7 +47,7 @@ extension ConnectionStateMachine {
         default: self.lastActivity = now
         }
         guard let kind = frame.kind else {
-            return self.violation("frame on stream \(frame.streamID) has no kind")
+            return self.close(.unknownFrameKind, "frame on stream \(frame.streamID) has no kind this server knows")
         }
         switch kind {
         case .ping(let ping):
@@ -186,9 +186,9 @@ extension ConnectionStateMachine {
         let result = action(streamID)
         switch result {
         case .openStream(_, let open):
-            self.grant(open.initialWindow, to: streamID)
+            self.grant(self.initialCredit(open.initialWindow), to: streamID)
         case .resumeStream(_, let resume):
-            self.grant(resume.initialWindow, to: streamID)
+            self.grant(self.initialCredit(resume.initialWindow), to: streamID)
         default:
             break
         }
@@ -217,6 +217,11 @@ extension ConnectionStateMachine {
         guard self.streams[streamID] != nil else { return .none }
         self.grant(window.credit, to: streamID)
         return .creditAvailable(streamID: streamID)
+    }
+
+    /// Credit for a new stream: what it asked for, or the default when it asked for 0.
+    func initialCredit(_ requested: UInt32) -> UInt32 {
+        requested == 0 ? self.configuration.initialStreamWindow : requested
     }
 
     private mutating func grant(_ credit: UInt32, to streamID: UInt64) {

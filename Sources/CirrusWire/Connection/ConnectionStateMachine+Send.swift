@@ -87,7 +87,7 @@ extension ConnectionStateMachine {
         guard self.phase == .active else { return .invalid("Open/Resume while \(self.phase)") }
         guard streamID > self.highestStreamID else { return .invalid("stream \(streamID) is not new") }
         self.highestStreamID = streamID
-        self.streams[streamID] = Stream(credit: UInt64(initialWindow), lastSeq: lastSeq)
+        self.streams[streamID] = Stream(credit: UInt64(self.initialCredit(initialWindow)), lastSeq: lastSeq)
         return .send
     }
 
