@@ -6,10 +6,124 @@ internal import CProtobufC
 public import NIOCore
 
 extension Wire {
+    /// Status of a long-lived operation.
+    public enum LongLivedOperationStatus: Sendable, Hashable {
+        case unspecified
+        /// still producing events
+        case running
+        /// finished; Complete waits in the journal
+        case completed
+        /// A value this version of the protocol does not know; kept so it round-trips.
+        case unrecognized(Int32)
+
+        /// The value's number on the wire.
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: 0
+            case .running: 1
+            case .completed: 2
+            case .unrecognized(let value): value
+            }
+        }
+
+        /// The case for a number on the wire; unknown numbers become `.unrecognized`.
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .running
+            case 2: self = .completed
+            default: self = .unrecognized(rawValue)
+            }
+        }
+    }
+
+    /// The envelope: every frame on the wire is one Frame.
+    public struct Frame: WireMessage {
+        /// 0 = the connection itself; client picks stream IDs for operations
+        public var streamID: UInt64 = 0
+        public var kind: Wire.Frame.Kind? = nil
+
+        public enum Kind: Sendable, Hashable {
+            case hello(Wire.Hello)
+            case helloAck(Wire.HelloAck)
+            case `open`(Wire.Open)
+            case event(Wire.Event)
+            case persisted(Wire.Persisted)
+            case complete(Wire.Complete)
+            case cancel(Wire.Cancel)
+            case resume(Wire.Resume)
+            case window(Wire.Window)
+            case ping(Wire.Ping)
+            case pong(Wire.Pong)
+            case goAway(Wire.GoAway)
+            case error(Wire.ConnectionError)
+        }
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            streamID: UInt64 = 0,
+            kind: Wire.Frame.Kind? = nil
+        ) {
+            self.streamID = streamID
+            self.kind = kind
+        }
+    }
+
+    /// Connection limits. In Hello: what the client accepts (0 = no preference).
+    /// In HelloAck: the effective values both sides must respect for this
+    /// connection (the server takes the minimum of its own and the client's
+    /// non-zero values for max_frame_bytes; the rest are the server's).
+    public struct Limits: WireMessage {
+        /// bytes of one Frame (excluding the 4-byte prefix), both directions; default 4,194,304
+        public var maxFrameBytes: UInt32 = 0
+        /// operation streams open at once per connection
+        public var maxConcurrentStreams: UInt32 = 0
+        /// events per stream when Open/Resume.initial_window is 0
+        public var initialStreamWindow: UInt32 = 0
+        /// ms; each side pings when idle this long (0 = never)
+        public var pingIntervalMs: UInt32 = 0
+        /// ms without any frame received before IDLE_TIMEOUT
+        public var idleTimeoutMs: UInt32 = 0
+        /// items (records, zones, IDs …) per request; default 400
+        public var maxItemsPerOperation: UInt32 = 0
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            maxFrameBytes: UInt32 = 0,
+            maxConcurrentStreams: UInt32 = 0,
+            initialStreamWindow: UInt32 = 0,
+            pingIntervalMs: UInt32 = 0,
+            idleTimeoutMs: UInt32 = 0,
+            maxItemsPerOperation: UInt32 = 0
+        ) {
+            self.maxFrameBytes = maxFrameBytes
+            self.maxConcurrentStreams = maxConcurrentStreams
+            self.initialStreamWindow = initialStreamWindow
+            self.pingIntervalMs = pingIntervalMs
+            self.idleTimeoutMs = idleTimeoutMs
+            self.maxItemsPerOperation = maxItemsPerOperation
+        }
+    }
+
+    /// Client → server, stream 0, the first frame.
     public struct Hello: WireMessage {
+        /// this file describes version 1
         public var protocolVersion: UInt32 = 0
+        /// e.g. "CirrusKit", "cirrus-cli"
         public var clientName: String = ""
+        /// e.g. "0.1.0"
+        public var clientVersion: String = ""
+        /// Bearer token authentication; absent = authenticate by the TLS client
+        /// certificate (subject → user record name).
         public var bearerToken: String? = nil
+        /// what the client accepts
+        public var limits: Wire.Limits? = nil
 
         /// A value with every field at its default.
         public init() {}
@@ -18,14 +132,307 @@ extension Wire {
         public init(
             protocolVersion: UInt32 = 0,
             clientName: String = "",
-            bearerToken: String? = nil
+            clientVersion: String = "",
+            bearerToken: String? = nil,
+            limits: Wire.Limits? = nil
         ) {
             self.protocolVersion = protocolVersion
             self.clientName = clientName
+            self.clientVersion = clientVersion
             self.bearerToken = bearerToken
+            self.limits = limits
         }
     }
 
+    /// Server → client, stream 0, answer to Hello.
+    public struct HelloAck: WireMessage {
+        /// version the server speaks on this connection
+        public var protocolVersion: UInt32 = 0
+        /// e.g. "cirrusd/0.1.0 node-a"
+        public var serverName: String = ""
+        /// the authenticated user, e.g. "_alice"
+        public var userRecordName: String = ""
+        /// the effective limits
+        public var limits: Wire.Limits? = nil
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            protocolVersion: UInt32 = 0,
+            serverName: String = "",
+            userRecordName: String = "",
+            limits: Wire.Limits? = nil
+        ) {
+            self.protocolVersion = protocolVersion
+            self.serverName = serverName
+            self.userRecordName = userRecordName
+            self.limits = limits
+        }
+    }
+
+    /// Client → server: start an operation on a new stream.
+    public struct Open: WireMessage {
+        /// Client-generated unique ID (CKOperation.operationID, a UUID string).
+        /// For long-lived operations it is the ID used by Resume and listed by
+        /// FetchLongLivedOperationIDs; a duplicate of a live ID of the same user is
+        /// refused with DUPLICATE_OPERATION_ID.
+        public var operationID: String = ""
+        /// UNSPECIFIED for container-level operations
+        public var databaseScope: Wire.DatabaseScope = .unspecified
+        /// e.g. "iCloud.com.example.notes"
+        public var containerIdentifier: String = ""
+        /// the operation's explicitly set values (see config.proto merge rule)
+        public var configuration: Wire.OperationConfiguration? = nil
+        /// absent = no group
+        public var group: Wire.OperationGroup? = nil
+        /// events the server may send before more credit; 0 = Limits.initial_stream_window
+        public var initialWindow: UInt32 = 0
+        /// The typed request; its case decides the operation kind and the Event
+        /// payload / Complete result cases the server uses (same field numbers).
+        public var request: Wire.Open.Request? = nil
+
+        /// The typed request; its case decides the operation kind and the Event
+        /// payload / Complete result cases the server uses (same field numbers).
+        public enum Request: Sendable, Hashable {
+            case modifyRecords(Wire.ModifyRecordsRequest)
+            case fetchRecords(Wire.FetchRecordsRequest)
+            case query(Wire.QueryRequest)
+            case modifyRecordZones(Wire.ModifyRecordZonesRequest)
+            case fetchRecordZones(Wire.FetchRecordZonesRequest)
+            case fetchRecordZoneChanges(Wire.FetchRecordZoneChangesRequest)
+            case fetchDatabaseChanges(Wire.FetchDatabaseChangesRequest)
+            case modifySubscriptions(Wire.ModifySubscriptionsRequest)
+            case fetchSubscriptions(Wire.FetchSubscriptionsRequest)
+            case fetchNotificationChanges(Wire.FetchNotificationChangesRequest)
+            case markNotificationsRead(Wire.MarkNotificationsReadRequest)
+            case modifyBadge(Wire.ModifyBadgeRequest)
+            case fetchShareMetadata(Wire.FetchShareMetadataRequest)
+            case fetchShareParticipants(Wire.FetchShareParticipantsRequest)
+            case acceptShares(Wire.AcceptSharesRequest)
+            case discoverUserIdentities(Wire.DiscoverUserIdentitiesRequest)
+            case discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesRequest)
+            case fetchWebAuthToken(Wire.FetchWebAuthTokenRequest)
+            /// Cirrus extensions
+            case watchNotifications(Wire.WatchNotificationsRequest)
+            case uploadAsset(Wire.UploadAssetRequest)
+            case downloadAsset(Wire.DownloadAssetRequest)
+            /// CKContainer methods
+            case fetchLongLivedOperationIDs(Wire.FetchLongLivedOperationIDsRequest)
+            case fetchLongLivedOperation(Wire.FetchLongLivedOperationRequest)
+            case fetchUserRecordID(Wire.FetchUserRecordIDRequest)
+            case accountStatus(Wire.AccountStatusRequest)
+            case applicationPermission(Wire.ApplicationPermissionRequest)
+        }
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            operationID: String = "",
+            databaseScope: Wire.DatabaseScope = .unspecified,
+            containerIdentifier: String = "",
+            configuration: Wire.OperationConfiguration? = nil,
+            group: Wire.OperationGroup? = nil,
+            initialWindow: UInt32 = 0,
+            request: Wire.Open.Request? = nil
+        ) {
+            self.operationID = operationID
+            self.databaseScope = databaseScope
+            self.containerIdentifier = containerIdentifier
+            self.configuration = configuration
+            self.group = group
+            self.initialWindow = initialWindow
+            self.request = request
+        }
+    }
+
+    /// Server → client: one callback of the operation on this stream.
+    public struct Event: WireMessage {
+        /// 1, 2, 3 … per operation (not per stream): a resumed operation continues
+        /// its numbering. Never 0, never repeated, never skipped.
+        public var seq: UInt64 = 0
+        /// One event family per operation kind, same field number as the kind's
+        /// Open.request case.
+        public var payload: Wire.Event.Payload? = nil
+
+        /// One event family per operation kind, same field number as the kind's
+        /// Open.request case.
+        public enum Payload: Sendable, Hashable {
+            case modifyRecords(Wire.ModifyRecordsEvent)
+            case fetchRecords(Wire.FetchRecordsEvent)
+            case query(Wire.QueryEvent)
+            case modifyRecordZones(Wire.ModifyRecordZonesEvent)
+            case fetchRecordZones(Wire.FetchRecordZonesEvent)
+            case fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent)
+            case fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent)
+            case modifySubscriptions(Wire.ModifySubscriptionsEvent)
+            case fetchSubscriptions(Wire.FetchSubscriptionsEvent)
+            case fetchNotificationChanges(Wire.FetchNotificationChangesEvent)
+            case fetchShareMetadata(Wire.FetchShareMetadataEvent)
+            case fetchShareParticipants(Wire.FetchShareParticipantsEvent)
+            case acceptShares(Wire.AcceptSharesEvent)
+            case discoverUserIdentities(Wire.DiscoverUserIdentitiesEvent)
+            case discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesEvent)
+            case watchNotifications(Wire.WatchNotificationsEvent)
+            case downloadAsset(Wire.DownloadAssetEvent)
+        }
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            seq: UInt64 = 0,
+            payload: Wire.Event.Payload? = nil
+        ) {
+            self.seq = seq
+            self.payload = payload
+        }
+    }
+
+    /// Server → client: the long-lived operation on this stream is registered and
+    /// its request journaled (longLivedOperationWasPersistedBlock). Sent once per
+    /// operation on the Open stream, and again first thing on every Resume stream
+    /// (confirming the operation is known). Does not consume window credit.
+    public struct Persisted: WireMessage {
+        public var operationID: String = ""
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            operationID: String = ""
+        ) {
+            self.operationID = operationID
+        }
+    }
+
+    /// Server → client: the operation finished; last frame of the stream.
+    public struct Complete: WireMessage {
+        /// seq of the operation's last Event; 0 = it had none
+        public var lastSeq: UInt64 = 0
+        /// absent = success
+        public var error: Wire.OperationError? = nil
+        /// Final data for kinds whose completion carries data (same field numbers
+        /// as Open.request). Absent for the others, and on failure.
+        public var result: Wire.Complete.Result? = nil
+
+        /// Final data for kinds whose completion carries data (same field numbers
+        /// as Open.request). Absent for the others, and on failure.
+        public enum Result: Sendable, Hashable {
+            case query(Wire.QueryResult)
+            case fetchDatabaseChanges(Wire.FetchDatabaseChangesResult)
+            case fetchNotificationChanges(Wire.FetchNotificationChangesResult)
+            case markNotificationsRead(Wire.MarkNotificationsReadResult)
+            case fetchWebAuthToken(Wire.FetchWebAuthTokenResult)
+            case uploadAsset(Wire.UploadAssetResult)
+            case downloadAsset(Wire.DownloadAssetResult)
+            case fetchLongLivedOperationIDs(Wire.FetchLongLivedOperationIDsResult)
+            case fetchLongLivedOperation(Wire.LongLivedOperationInfo)
+            case fetchUserRecordID(Wire.FetchUserRecordIDResult)
+            case accountStatus(Wire.AccountStatusResult)
+            case applicationPermission(Wire.ApplicationPermissionResult)
+        }
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            lastSeq: UInt64 = 0,
+            error: Wire.OperationError? = nil,
+            result: Wire.Complete.Result? = nil
+        ) {
+            self.lastSeq = lastSeq
+            self.error = error
+            self.result = result
+        }
+    }
+
+    /// Client → server on an operation stream.
+    /// Default (both flags false): cancel the operation (CKOperation.cancel());
+    /// the server stops it and ends the stream with Complete, error
+    /// OPERATION_CANCELLED (changes already committed stay committed; a
+    /// long-lived operation is cancelled for good).
+    public struct Cancel: WireMessage {
+        /// free text for logs
+        public var reason: String = ""
+        /// Sent on the stream of a long-lived operation after its Complete was
+        /// received: the client has the result; the server drops the operation from
+        /// the long-lived list and its journal. Nothing is cancelled, nothing is
+        /// sent back.
+        public var completionAcknowledged: Bool = false
+        /// Long-lived only: stop streaming to this client but keep the operation
+        /// running (it can be resumed later). The server sends nothing more on the
+        /// stream; the client ignores frames already in flight.
+        public var detach: Bool = false
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            reason: String = "",
+            completionAcknowledged: Bool = false,
+            detach: Bool = false
+        ) {
+            self.reason = reason
+            self.completionAcknowledged = completionAcknowledged
+            self.detach = detach
+        }
+    }
+
+    /// Client → server on a new stream: reattach to a long-lived operation.
+    /// The server answers Persisted, then replays journaled events with
+    /// seq > last_seq, then live events, then Complete; it never re-runs the
+    /// operation. Unknown / not the caller's / expired ID: Complete with
+    /// UNKNOWN_OPERATION. Already followed by another live stream: that stream is
+    /// detached (it just stops) and this one takes over.
+    public struct Resume: WireMessage {
+        public var operationID: String = ""
+        /// the last seq the client already has (delivered); 0 = none
+        public var lastSeq: UInt64 = 0
+        /// as Open.initial_window
+        public var initialWindow: UInt32 = 0
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            operationID: String = "",
+            lastSeq: UInt64 = 0,
+            initialWindow: UInt32 = 0
+        ) {
+            self.operationID = operationID
+            self.lastSeq = lastSeq
+            self.initialWindow = initialWindow
+        }
+    }
+
+    /// Client → server on an operation stream: the server may send `credit` more
+    /// Events on this stream. Credits add up; a total above 2^32-1 outstanding is
+    /// FLOW_CONTROL_VIOLATION.
+    public struct Window: WireMessage {
+        /// additional events
+        public var credit: UInt32 = 0
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            credit: UInt32 = 0
+        ) {
+            self.credit = credit
+        }
+    }
+
+    /// Either side, stream 0: liveness check; the peer answers Pong with the same nonce.
     public struct Ping: WireMessage {
         public var nonce: UInt64 = 0
 
@@ -40,26 +447,264 @@ extension Wire {
         }
     }
 
-    public struct Frame: WireMessage {
-        public var streamID: UInt64 = 0
-        public var kind: Wire.Frame.Kind? = nil
-
-        public enum Kind: Sendable, Hashable {
-            case hello(Wire.Hello)
-            case ping(Wire.Ping)
-        }
+    /// Answer to Ping.
+    public struct Pong: WireMessage {
+        /// the Ping's nonce
+        public var nonce: UInt64 = 0
 
         /// A value with every field at its default.
         public init() {}
 
         /// A value with the given fields; omitted fields keep their defaults.
         public init(
-            streamID: UInt64 = 0,
-            kind: Wire.Frame.Kind? = nil
+            nonce: UInt64 = 0
         ) {
-            self.streamID = streamID
-            self.kind = kind
+            self.nonce = nonce
         }
+    }
+
+    /// Server → client, stream 0 (a client may send it too before closing):
+    /// the sender is draining. Streams with ID <= last_stream_id run to their
+    /// Complete; later ones were not started and may be retried on a new
+    /// connection. Long-lived operations keep running and can be resumed
+    /// elsewhere. The sender closes after the last Complete.
+    public struct GoAway: WireMessage {
+        public var lastStreamID: UInt64 = 0
+        /// usually SHUTTING_DOWN
+        public var code: Wire.ErrorCode = .unspecified
+        public var reason: String = ""
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            lastStreamID: UInt64 = 0,
+            code: Wire.ErrorCode = .unspecified,
+            reason: String = ""
+        ) {
+            self.lastStreamID = lastStreamID
+            self.code = code
+            self.reason = reason
+        }
+    }
+
+    /// Either side, stream 0: fatal connection error; the sender closes the
+    /// connection right after it.
+    public struct ConnectionError: WireMessage {
+        /// usually a protocol code (1000+) or NOT_AUTHENTICATED
+        public var code: Wire.ErrorCode = .unspecified
+        public var message: String = ""
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            code: Wire.ErrorCode = .unspecified,
+            message: String = ""
+        ) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    /// Result of FetchLongLivedOperation: everything needed to rebuild the
+    /// operation proxy of the right subclass (CKContainer.fetchLongLivedOperation).
+    public struct LongLivedOperationInfo: WireMessage {
+        public var operationID: String = ""
+        /// the original Open, request included (not the client's stream ID)
+        public var `open`: Wire.Open? = nil
+        public var status: Wire.LongLivedOperationStatus = .unspecified
+        /// events journaled so far
+        public var lastSeq: UInt64 = 0
+        /// when Persisted was first sent
+        public var creationDate: Wire.Timestamp? = nil
+        /// absent while running
+        public var completionDate: Wire.Timestamp? = nil
+
+        /// A value with every field at its default.
+        public init() {}
+
+        /// A value with the given fields; omitted fields keep their defaults.
+        public init(
+            operationID: String = "",
+            `open`: Wire.Open? = nil,
+            status: Wire.LongLivedOperationStatus = .unspecified,
+            lastSeq: UInt64 = 0,
+            creationDate: Wire.Timestamp? = nil,
+            completionDate: Wire.Timestamp? = nil
+        ) {
+            self.operationID = operationID
+            self.`open` = `open`
+            self.status = status
+            self.lastSeq = lastSeq
+            self.creationDate = creationDate
+            self.completionDate = completionDate
+        }
+    }
+}
+
+extension Wire.Frame {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Frame: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Frame
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Frame()
+        cirrus__v1__frame__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Frame> {
+        let message = arena.allocate(Cirrus__V1__Frame.self)
+        cirrus__v1__frame__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Frame>, arena: WireArena) {
+        c.pointee.stream_id = self.streamID
+        switch self.kind {
+        case nil: break
+        case .hello(let value)?:
+            c.pointee.kind_case = .init(rawValue: 2)
+            c.pointee.hello = value.cMake(in: arena)
+        case .helloAck(let value)?:
+            c.pointee.kind_case = .init(rawValue: 3)
+            c.pointee.hello_ack = value.cMake(in: arena)
+        case .`open`(let value)?:
+            c.pointee.kind_case = .init(rawValue: 4)
+            c.pointee.open = value.cMake(in: arena)
+        case .event(let value)?:
+            c.pointee.kind_case = .init(rawValue: 5)
+            c.pointee.event = value.cMake(in: arena)
+        case .persisted(let value)?:
+            c.pointee.kind_case = .init(rawValue: 6)
+            c.pointee.persisted = value.cMake(in: arena)
+        case .complete(let value)?:
+            c.pointee.kind_case = .init(rawValue: 7)
+            c.pointee.complete = value.cMake(in: arena)
+        case .cancel(let value)?:
+            c.pointee.kind_case = .init(rawValue: 8)
+            c.pointee.cancel = value.cMake(in: arena)
+        case .resume(let value)?:
+            c.pointee.kind_case = .init(rawValue: 9)
+            c.pointee.resume = value.cMake(in: arena)
+        case .window(let value)?:
+            c.pointee.kind_case = .init(rawValue: 10)
+            c.pointee.window = value.cMake(in: arena)
+        case .ping(let value)?:
+            c.pointee.kind_case = .init(rawValue: 11)
+            c.pointee.ping = value.cMake(in: arena)
+        case .pong(let value)?:
+            c.pointee.kind_case = .init(rawValue: 12)
+            c.pointee.pong = value.cMake(in: arena)
+        case .goAway(let value)?:
+            c.pointee.kind_case = .init(rawValue: 13)
+            c.pointee.go_away = value.cMake(in: arena)
+        case .error(let value)?:
+            c.pointee.kind_case = .init(rawValue: 14)
+            c.pointee.error = value.cMake(in: arena)
+        }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Frame>) {
+        self.init()
+        self.streamID = c.pointee.stream_id
+        switch c.pointee.kind_case.rawValue {
+        case 2:
+            if let value = c.pointee.hello { self.kind = .hello(Wire.Hello(cStruct: value)) }
+        case 3:
+            if let value = c.pointee.hello_ack { self.kind = .helloAck(Wire.HelloAck(cStruct: value)) }
+        case 4:
+            if let value = c.pointee.open { self.kind = .`open`(Wire.Open(cStruct: value)) }
+        case 5:
+            if let value = c.pointee.event { self.kind = .event(Wire.Event(cStruct: value)) }
+        case 6:
+            if let value = c.pointee.persisted { self.kind = .persisted(Wire.Persisted(cStruct: value)) }
+        case 7:
+            if let value = c.pointee.complete { self.kind = .complete(Wire.Complete(cStruct: value)) }
+        case 8:
+            if let value = c.pointee.cancel { self.kind = .cancel(Wire.Cancel(cStruct: value)) }
+        case 9:
+            if let value = c.pointee.resume { self.kind = .resume(Wire.Resume(cStruct: value)) }
+        case 10:
+            if let value = c.pointee.window { self.kind = .window(Wire.Window(cStruct: value)) }
+        case 11:
+            if let value = c.pointee.ping { self.kind = .ping(Wire.Ping(cStruct: value)) }
+        case 12:
+            if let value = c.pointee.pong { self.kind = .pong(Wire.Pong(cStruct: value)) }
+        case 13:
+            if let value = c.pointee.go_away { self.kind = .goAway(Wire.GoAway(cStruct: value)) }
+        case 14:
+            if let value = c.pointee.error { self.kind = .error(Wire.ConnectionError(cStruct: value)) }
+        default: break  // not set, or a case this version does not know: absent
+        }
+    }
+}
+
+extension Wire.Limits {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Limits: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Limits
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Limits()
+        cirrus__v1__limits__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Limits> {
+        let message = arena.allocate(Cirrus__V1__Limits.self)
+        cirrus__v1__limits__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Limits>, arena: WireArena) {
+        c.pointee.max_frame_bytes = self.maxFrameBytes
+        c.pointee.max_concurrent_streams = self.maxConcurrentStreams
+        c.pointee.initial_stream_window = self.initialStreamWindow
+        c.pointee.ping_interval_ms = self.pingIntervalMs
+        c.pointee.idle_timeout_ms = self.idleTimeoutMs
+        c.pointee.max_items_per_operation = self.maxItemsPerOperation
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Limits>) {
+        self.init()
+        self.maxFrameBytes = c.pointee.max_frame_bytes
+        self.maxConcurrentStreams = c.pointee.max_concurrent_streams
+        self.initialStreamWindow = c.pointee.initial_stream_window
+        self.pingIntervalMs = c.pointee.ping_interval_ms
+        self.idleTimeoutMs = c.pointee.idle_timeout_ms
+        self.maxItemsPerOperation = c.pointee.max_items_per_operation
     }
 }
 
@@ -97,19 +742,670 @@ extension Wire.Hello: CBackedMessage {
     func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Hello>, arena: WireArena) {
         c.pointee.protocol_version = self.protocolVersion
         if !self.clientName.isEmpty { c.pointee.client_name = arena.cString(self.clientName) }
+        if !self.clientVersion.isEmpty { c.pointee.client_version = arena.cString(self.clientVersion) }
         if let value = self.bearerToken {
-            c.pointee._bearer_token_case = .init(rawValue: 3)
+            c.pointee._bearer_token_case = .init(rawValue: 4)
             c.pointee.bearer_token = arena.cString(value)
         }
+        if let value = self.limits { c.pointee.limits = value.cMake(in: arena) }
     }
 
     init(cStruct c: UnsafePointer<Cirrus__V1__Hello>) {
         self.init()
         self.protocolVersion = c.pointee.protocol_version
         self.clientName = WireCConvert.string(c.pointee.client_name)
-        if c.pointee._bearer_token_case.rawValue == 3 {
+        self.clientVersion = WireCConvert.string(c.pointee.client_version)
+        if c.pointee._bearer_token_case.rawValue == 4 {
             if let value = c.pointee.bearer_token { self.bearerToken = WireCConvert.string(value) }
         }
+        if let value = c.pointee.limits { self.limits = Wire.Limits(cStruct: value) }
+    }
+}
+
+extension Wire.HelloAck {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.HelloAck: CBackedMessage {
+    typealias CStruct = Cirrus__V1__HelloAck
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__HelloAck()
+        cirrus__v1__hello_ack__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__HelloAck> {
+        let message = arena.allocate(Cirrus__V1__HelloAck.self)
+        cirrus__v1__hello_ack__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__HelloAck>, arena: WireArena) {
+        c.pointee.protocol_version = self.protocolVersion
+        if !self.serverName.isEmpty { c.pointee.server_name = arena.cString(self.serverName) }
+        if !self.userRecordName.isEmpty { c.pointee.user_record_name = arena.cString(self.userRecordName) }
+        if let value = self.limits { c.pointee.limits = value.cMake(in: arena) }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__HelloAck>) {
+        self.init()
+        self.protocolVersion = c.pointee.protocol_version
+        self.serverName = WireCConvert.string(c.pointee.server_name)
+        self.userRecordName = WireCConvert.string(c.pointee.user_record_name)
+        if let value = c.pointee.limits { self.limits = Wire.Limits(cStruct: value) }
+    }
+}
+
+extension Wire.Open {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Open: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Open
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Open()
+        cirrus__v1__open__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Open> {
+        let message = arena.allocate(Cirrus__V1__Open.self)
+        cirrus__v1__open__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Open>, arena: WireArena) {
+        if !self.operationID.isEmpty { c.pointee.operation_id = arena.cString(self.operationID) }
+        c.pointee.database_scope = .init(rawValue: .init(truncatingIfNeeded: self.databaseScope.rawValue))
+        if !self.containerIdentifier.isEmpty { c.pointee.container_identifier = arena.cString(self.containerIdentifier) }
+        if let value = self.configuration { c.pointee.configuration = value.cMake(in: arena) }
+        if let value = self.group { c.pointee.group = value.cMake(in: arena) }
+        c.pointee.initial_window = self.initialWindow
+        switch self.request {
+        case nil: break
+        case .modifyRecords(let value)?:
+            c.pointee.request_case = .init(rawValue: 20)
+            c.pointee.modify_records = value.cMake(in: arena)
+        case .fetchRecords(let value)?:
+            c.pointee.request_case = .init(rawValue: 21)
+            c.pointee.fetch_records = value.cMake(in: arena)
+        case .query(let value)?:
+            c.pointee.request_case = .init(rawValue: 22)
+            c.pointee.query = value.cMake(in: arena)
+        case .modifyRecordZones(let value)?:
+            c.pointee.request_case = .init(rawValue: 23)
+            c.pointee.modify_record_zones = value.cMake(in: arena)
+        case .fetchRecordZones(let value)?:
+            c.pointee.request_case = .init(rawValue: 24)
+            c.pointee.fetch_record_zones = value.cMake(in: arena)
+        case .fetchRecordZoneChanges(let value)?:
+            c.pointee.request_case = .init(rawValue: 25)
+            c.pointee.fetch_record_zone_changes = value.cMake(in: arena)
+        case .fetchDatabaseChanges(let value)?:
+            c.pointee.request_case = .init(rawValue: 26)
+            c.pointee.fetch_database_changes = value.cMake(in: arena)
+        case .modifySubscriptions(let value)?:
+            c.pointee.request_case = .init(rawValue: 27)
+            c.pointee.modify_subscriptions = value.cMake(in: arena)
+        case .fetchSubscriptions(let value)?:
+            c.pointee.request_case = .init(rawValue: 28)
+            c.pointee.fetch_subscriptions = value.cMake(in: arena)
+        case .fetchNotificationChanges(let value)?:
+            c.pointee.request_case = .init(rawValue: 29)
+            c.pointee.fetch_notification_changes = value.cMake(in: arena)
+        case .markNotificationsRead(let value)?:
+            c.pointee.request_case = .init(rawValue: 30)
+            c.pointee.mark_notifications_read = value.cMake(in: arena)
+        case .modifyBadge(let value)?:
+            c.pointee.request_case = .init(rawValue: 31)
+            c.pointee.modify_badge = value.cMake(in: arena)
+        case .fetchShareMetadata(let value)?:
+            c.pointee.request_case = .init(rawValue: 32)
+            c.pointee.fetch_share_metadata = value.cMake(in: arena)
+        case .fetchShareParticipants(let value)?:
+            c.pointee.request_case = .init(rawValue: 33)
+            c.pointee.fetch_share_participants = value.cMake(in: arena)
+        case .acceptShares(let value)?:
+            c.pointee.request_case = .init(rawValue: 34)
+            c.pointee.accept_shares = value.cMake(in: arena)
+        case .discoverUserIdentities(let value)?:
+            c.pointee.request_case = .init(rawValue: 35)
+            c.pointee.discover_user_identities = value.cMake(in: arena)
+        case .discoverAllUserIdentities(let value)?:
+            c.pointee.request_case = .init(rawValue: 36)
+            c.pointee.discover_all_user_identities = value.cMake(in: arena)
+        case .fetchWebAuthToken(let value)?:
+            c.pointee.request_case = .init(rawValue: 37)
+            c.pointee.fetch_web_auth_token = value.cMake(in: arena)
+        case .watchNotifications(let value)?:
+            c.pointee.request_case = .init(rawValue: 50)
+            c.pointee.watch_notifications = value.cMake(in: arena)
+        case .uploadAsset(let value)?:
+            c.pointee.request_case = .init(rawValue: 51)
+            c.pointee.upload_asset = value.cMake(in: arena)
+        case .downloadAsset(let value)?:
+            c.pointee.request_case = .init(rawValue: 52)
+            c.pointee.download_asset = value.cMake(in: arena)
+        case .fetchLongLivedOperationIDs(let value)?:
+            c.pointee.request_case = .init(rawValue: 60)
+            c.pointee.fetch_long_lived_operation_ids = value.cMake(in: arena)
+        case .fetchLongLivedOperation(let value)?:
+            c.pointee.request_case = .init(rawValue: 61)
+            c.pointee.fetch_long_lived_operation = value.cMake(in: arena)
+        case .fetchUserRecordID(let value)?:
+            c.pointee.request_case = .init(rawValue: 62)
+            c.pointee.fetch_user_record_id = value.cMake(in: arena)
+        case .accountStatus(let value)?:
+            c.pointee.request_case = .init(rawValue: 63)
+            c.pointee.account_status = value.cMake(in: arena)
+        case .applicationPermission(let value)?:
+            c.pointee.request_case = .init(rawValue: 64)
+            c.pointee.application_permission = value.cMake(in: arena)
+        }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Open>) {
+        self.init()
+        self.operationID = WireCConvert.string(c.pointee.operation_id)
+        self.databaseScope = Wire.DatabaseScope(rawValue: Int32(truncatingIfNeeded: c.pointee.database_scope.rawValue))
+        self.containerIdentifier = WireCConvert.string(c.pointee.container_identifier)
+        if let value = c.pointee.configuration { self.configuration = Wire.OperationConfiguration(cStruct: value) }
+        if let value = c.pointee.group { self.group = Wire.OperationGroup(cStruct: value) }
+        self.initialWindow = c.pointee.initial_window
+        switch c.pointee.request_case.rawValue {
+        case 20:
+            if let value = c.pointee.modify_records { self.request = .modifyRecords(Wire.ModifyRecordsRequest(cStruct: value)) }
+        case 21:
+            if let value = c.pointee.fetch_records { self.request = .fetchRecords(Wire.FetchRecordsRequest(cStruct: value)) }
+        case 22:
+            if let value = c.pointee.query { self.request = .query(Wire.QueryRequest(cStruct: value)) }
+        case 23:
+            if let value = c.pointee.modify_record_zones { self.request = .modifyRecordZones(Wire.ModifyRecordZonesRequest(cStruct: value)) }
+        case 24:
+            if let value = c.pointee.fetch_record_zones { self.request = .fetchRecordZones(Wire.FetchRecordZonesRequest(cStruct: value)) }
+        case 25:
+            if let value = c.pointee.fetch_record_zone_changes { self.request = .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesRequest(cStruct: value)) }
+        case 26:
+            if let value = c.pointee.fetch_database_changes { self.request = .fetchDatabaseChanges(Wire.FetchDatabaseChangesRequest(cStruct: value)) }
+        case 27:
+            if let value = c.pointee.modify_subscriptions { self.request = .modifySubscriptions(Wire.ModifySubscriptionsRequest(cStruct: value)) }
+        case 28:
+            if let value = c.pointee.fetch_subscriptions { self.request = .fetchSubscriptions(Wire.FetchSubscriptionsRequest(cStruct: value)) }
+        case 29:
+            if let value = c.pointee.fetch_notification_changes { self.request = .fetchNotificationChanges(Wire.FetchNotificationChangesRequest(cStruct: value)) }
+        case 30:
+            if let value = c.pointee.mark_notifications_read { self.request = .markNotificationsRead(Wire.MarkNotificationsReadRequest(cStruct: value)) }
+        case 31:
+            if let value = c.pointee.modify_badge { self.request = .modifyBadge(Wire.ModifyBadgeRequest(cStruct: value)) }
+        case 32:
+            if let value = c.pointee.fetch_share_metadata { self.request = .fetchShareMetadata(Wire.FetchShareMetadataRequest(cStruct: value)) }
+        case 33:
+            if let value = c.pointee.fetch_share_participants { self.request = .fetchShareParticipants(Wire.FetchShareParticipantsRequest(cStruct: value)) }
+        case 34:
+            if let value = c.pointee.accept_shares { self.request = .acceptShares(Wire.AcceptSharesRequest(cStruct: value)) }
+        case 35:
+            if let value = c.pointee.discover_user_identities { self.request = .discoverUserIdentities(Wire.DiscoverUserIdentitiesRequest(cStruct: value)) }
+        case 36:
+            if let value = c.pointee.discover_all_user_identities { self.request = .discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesRequest(cStruct: value)) }
+        case 37:
+            if let value = c.pointee.fetch_web_auth_token { self.request = .fetchWebAuthToken(Wire.FetchWebAuthTokenRequest(cStruct: value)) }
+        case 50:
+            if let value = c.pointee.watch_notifications { self.request = .watchNotifications(Wire.WatchNotificationsRequest(cStruct: value)) }
+        case 51:
+            if let value = c.pointee.upload_asset { self.request = .uploadAsset(Wire.UploadAssetRequest(cStruct: value)) }
+        case 52:
+            if let value = c.pointee.download_asset { self.request = .downloadAsset(Wire.DownloadAssetRequest(cStruct: value)) }
+        case 60:
+            if let value = c.pointee.fetch_long_lived_operation_ids { self.request = .fetchLongLivedOperationIDs(Wire.FetchLongLivedOperationIDsRequest(cStruct: value)) }
+        case 61:
+            if let value = c.pointee.fetch_long_lived_operation { self.request = .fetchLongLivedOperation(Wire.FetchLongLivedOperationRequest(cStruct: value)) }
+        case 62:
+            if let value = c.pointee.fetch_user_record_id { self.request = .fetchUserRecordID(Wire.FetchUserRecordIDRequest(cStruct: value)) }
+        case 63:
+            if let value = c.pointee.account_status { self.request = .accountStatus(Wire.AccountStatusRequest(cStruct: value)) }
+        case 64:
+            if let value = c.pointee.application_permission { self.request = .applicationPermission(Wire.ApplicationPermissionRequest(cStruct: value)) }
+        default: break  // not set, or a case this version does not know: absent
+        }
+    }
+}
+
+extension Wire.Event {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Event: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Event
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Event()
+        cirrus__v1__event__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Event> {
+        let message = arena.allocate(Cirrus__V1__Event.self)
+        cirrus__v1__event__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Event>, arena: WireArena) {
+        c.pointee.seq = self.seq
+        switch self.payload {
+        case nil: break
+        case .modifyRecords(let value)?:
+            c.pointee.payload_case = .init(rawValue: 20)
+            c.pointee.modify_records = value.cMake(in: arena)
+        case .fetchRecords(let value)?:
+            c.pointee.payload_case = .init(rawValue: 21)
+            c.pointee.fetch_records = value.cMake(in: arena)
+        case .query(let value)?:
+            c.pointee.payload_case = .init(rawValue: 22)
+            c.pointee.query = value.cMake(in: arena)
+        case .modifyRecordZones(let value)?:
+            c.pointee.payload_case = .init(rawValue: 23)
+            c.pointee.modify_record_zones = value.cMake(in: arena)
+        case .fetchRecordZones(let value)?:
+            c.pointee.payload_case = .init(rawValue: 24)
+            c.pointee.fetch_record_zones = value.cMake(in: arena)
+        case .fetchRecordZoneChanges(let value)?:
+            c.pointee.payload_case = .init(rawValue: 25)
+            c.pointee.fetch_record_zone_changes = value.cMake(in: arena)
+        case .fetchDatabaseChanges(let value)?:
+            c.pointee.payload_case = .init(rawValue: 26)
+            c.pointee.fetch_database_changes = value.cMake(in: arena)
+        case .modifySubscriptions(let value)?:
+            c.pointee.payload_case = .init(rawValue: 27)
+            c.pointee.modify_subscriptions = value.cMake(in: arena)
+        case .fetchSubscriptions(let value)?:
+            c.pointee.payload_case = .init(rawValue: 28)
+            c.pointee.fetch_subscriptions = value.cMake(in: arena)
+        case .fetchNotificationChanges(let value)?:
+            c.pointee.payload_case = .init(rawValue: 29)
+            c.pointee.fetch_notification_changes = value.cMake(in: arena)
+        case .fetchShareMetadata(let value)?:
+            c.pointee.payload_case = .init(rawValue: 32)
+            c.pointee.fetch_share_metadata = value.cMake(in: arena)
+        case .fetchShareParticipants(let value)?:
+            c.pointee.payload_case = .init(rawValue: 33)
+            c.pointee.fetch_share_participants = value.cMake(in: arena)
+        case .acceptShares(let value)?:
+            c.pointee.payload_case = .init(rawValue: 34)
+            c.pointee.accept_shares = value.cMake(in: arena)
+        case .discoverUserIdentities(let value)?:
+            c.pointee.payload_case = .init(rawValue: 35)
+            c.pointee.discover_user_identities = value.cMake(in: arena)
+        case .discoverAllUserIdentities(let value)?:
+            c.pointee.payload_case = .init(rawValue: 36)
+            c.pointee.discover_all_user_identities = value.cMake(in: arena)
+        case .watchNotifications(let value)?:
+            c.pointee.payload_case = .init(rawValue: 50)
+            c.pointee.watch_notifications = value.cMake(in: arena)
+        case .downloadAsset(let value)?:
+            c.pointee.payload_case = .init(rawValue: 52)
+            c.pointee.download_asset = value.cMake(in: arena)
+        }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Event>) {
+        self.init()
+        self.seq = c.pointee.seq
+        switch c.pointee.payload_case.rawValue {
+        case 20:
+            if let value = c.pointee.modify_records { self.payload = .modifyRecords(Wire.ModifyRecordsEvent(cStruct: value)) }
+        case 21:
+            if let value = c.pointee.fetch_records { self.payload = .fetchRecords(Wire.FetchRecordsEvent(cStruct: value)) }
+        case 22:
+            if let value = c.pointee.query { self.payload = .query(Wire.QueryEvent(cStruct: value)) }
+        case 23:
+            if let value = c.pointee.modify_record_zones { self.payload = .modifyRecordZones(Wire.ModifyRecordZonesEvent(cStruct: value)) }
+        case 24:
+            if let value = c.pointee.fetch_record_zones { self.payload = .fetchRecordZones(Wire.FetchRecordZonesEvent(cStruct: value)) }
+        case 25:
+            if let value = c.pointee.fetch_record_zone_changes { self.payload = .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(cStruct: value)) }
+        case 26:
+            if let value = c.pointee.fetch_database_changes { self.payload = .fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(cStruct: value)) }
+        case 27:
+            if let value = c.pointee.modify_subscriptions { self.payload = .modifySubscriptions(Wire.ModifySubscriptionsEvent(cStruct: value)) }
+        case 28:
+            if let value = c.pointee.fetch_subscriptions { self.payload = .fetchSubscriptions(Wire.FetchSubscriptionsEvent(cStruct: value)) }
+        case 29:
+            if let value = c.pointee.fetch_notification_changes { self.payload = .fetchNotificationChanges(Wire.FetchNotificationChangesEvent(cStruct: value)) }
+        case 32:
+            if let value = c.pointee.fetch_share_metadata { self.payload = .fetchShareMetadata(Wire.FetchShareMetadataEvent(cStruct: value)) }
+        case 33:
+            if let value = c.pointee.fetch_share_participants { self.payload = .fetchShareParticipants(Wire.FetchShareParticipantsEvent(cStruct: value)) }
+        case 34:
+            if let value = c.pointee.accept_shares { self.payload = .acceptShares(Wire.AcceptSharesEvent(cStruct: value)) }
+        case 35:
+            if let value = c.pointee.discover_user_identities { self.payload = .discoverUserIdentities(Wire.DiscoverUserIdentitiesEvent(cStruct: value)) }
+        case 36:
+            if let value = c.pointee.discover_all_user_identities { self.payload = .discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesEvent(cStruct: value)) }
+        case 50:
+            if let value = c.pointee.watch_notifications { self.payload = .watchNotifications(Wire.WatchNotificationsEvent(cStruct: value)) }
+        case 52:
+            if let value = c.pointee.download_asset { self.payload = .downloadAsset(Wire.DownloadAssetEvent(cStruct: value)) }
+        default: break  // not set, or a case this version does not know: absent
+        }
+    }
+}
+
+extension Wire.Persisted {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Persisted: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Persisted
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Persisted()
+        cirrus__v1__persisted__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Persisted> {
+        let message = arena.allocate(Cirrus__V1__Persisted.self)
+        cirrus__v1__persisted__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Persisted>, arena: WireArena) {
+        if !self.operationID.isEmpty { c.pointee.operation_id = arena.cString(self.operationID) }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Persisted>) {
+        self.init()
+        self.operationID = WireCConvert.string(c.pointee.operation_id)
+    }
+}
+
+extension Wire.Complete {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Complete: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Complete
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Complete()
+        cirrus__v1__complete__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Complete> {
+        let message = arena.allocate(Cirrus__V1__Complete.self)
+        cirrus__v1__complete__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Complete>, arena: WireArena) {
+        c.pointee.last_seq = self.lastSeq
+        if let value = self.error { c.pointee.error = value.cMake(in: arena) }
+        switch self.result {
+        case nil: break
+        case .query(let value)?:
+            c.pointee.result_case = .init(rawValue: 22)
+            c.pointee.query = value.cMake(in: arena)
+        case .fetchDatabaseChanges(let value)?:
+            c.pointee.result_case = .init(rawValue: 26)
+            c.pointee.fetch_database_changes = value.cMake(in: arena)
+        case .fetchNotificationChanges(let value)?:
+            c.pointee.result_case = .init(rawValue: 29)
+            c.pointee.fetch_notification_changes = value.cMake(in: arena)
+        case .markNotificationsRead(let value)?:
+            c.pointee.result_case = .init(rawValue: 30)
+            c.pointee.mark_notifications_read = value.cMake(in: arena)
+        case .fetchWebAuthToken(let value)?:
+            c.pointee.result_case = .init(rawValue: 37)
+            c.pointee.fetch_web_auth_token = value.cMake(in: arena)
+        case .uploadAsset(let value)?:
+            c.pointee.result_case = .init(rawValue: 51)
+            c.pointee.upload_asset = value.cMake(in: arena)
+        case .downloadAsset(let value)?:
+            c.pointee.result_case = .init(rawValue: 52)
+            c.pointee.download_asset = value.cMake(in: arena)
+        case .fetchLongLivedOperationIDs(let value)?:
+            c.pointee.result_case = .init(rawValue: 60)
+            c.pointee.fetch_long_lived_operation_ids = value.cMake(in: arena)
+        case .fetchLongLivedOperation(let value)?:
+            c.pointee.result_case = .init(rawValue: 61)
+            c.pointee.fetch_long_lived_operation = value.cMake(in: arena)
+        case .fetchUserRecordID(let value)?:
+            c.pointee.result_case = .init(rawValue: 62)
+            c.pointee.fetch_user_record_id = value.cMake(in: arena)
+        case .accountStatus(let value)?:
+            c.pointee.result_case = .init(rawValue: 63)
+            c.pointee.account_status = value.cMake(in: arena)
+        case .applicationPermission(let value)?:
+            c.pointee.result_case = .init(rawValue: 64)
+            c.pointee.application_permission = value.cMake(in: arena)
+        }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Complete>) {
+        self.init()
+        self.lastSeq = c.pointee.last_seq
+        if let value = c.pointee.error { self.error = Wire.OperationError(cStruct: value) }
+        switch c.pointee.result_case.rawValue {
+        case 22:
+            if let value = c.pointee.query { self.result = .query(Wire.QueryResult(cStruct: value)) }
+        case 26:
+            if let value = c.pointee.fetch_database_changes { self.result = .fetchDatabaseChanges(Wire.FetchDatabaseChangesResult(cStruct: value)) }
+        case 29:
+            if let value = c.pointee.fetch_notification_changes { self.result = .fetchNotificationChanges(Wire.FetchNotificationChangesResult(cStruct: value)) }
+        case 30:
+            if let value = c.pointee.mark_notifications_read { self.result = .markNotificationsRead(Wire.MarkNotificationsReadResult(cStruct: value)) }
+        case 37:
+            if let value = c.pointee.fetch_web_auth_token { self.result = .fetchWebAuthToken(Wire.FetchWebAuthTokenResult(cStruct: value)) }
+        case 51:
+            if let value = c.pointee.upload_asset { self.result = .uploadAsset(Wire.UploadAssetResult(cStruct: value)) }
+        case 52:
+            if let value = c.pointee.download_asset { self.result = .downloadAsset(Wire.DownloadAssetResult(cStruct: value)) }
+        case 60:
+            if let value = c.pointee.fetch_long_lived_operation_ids { self.result = .fetchLongLivedOperationIDs(Wire.FetchLongLivedOperationIDsResult(cStruct: value)) }
+        case 61:
+            if let value = c.pointee.fetch_long_lived_operation { self.result = .fetchLongLivedOperation(Wire.LongLivedOperationInfo(cStruct: value)) }
+        case 62:
+            if let value = c.pointee.fetch_user_record_id { self.result = .fetchUserRecordID(Wire.FetchUserRecordIDResult(cStruct: value)) }
+        case 63:
+            if let value = c.pointee.account_status { self.result = .accountStatus(Wire.AccountStatusResult(cStruct: value)) }
+        case 64:
+            if let value = c.pointee.application_permission { self.result = .applicationPermission(Wire.ApplicationPermissionResult(cStruct: value)) }
+        default: break  // not set, or a case this version does not know: absent
+        }
+    }
+}
+
+extension Wire.Cancel {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Cancel: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Cancel
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Cancel()
+        cirrus__v1__cancel__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Cancel> {
+        let message = arena.allocate(Cirrus__V1__Cancel.self)
+        cirrus__v1__cancel__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Cancel>, arena: WireArena) {
+        if !self.reason.isEmpty { c.pointee.reason = arena.cString(self.reason) }
+        c.pointee.completion_acknowledged = (self.completionAcknowledged ? 1 : 0)
+        c.pointee.detach = (self.detach ? 1 : 0)
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Cancel>) {
+        self.init()
+        self.reason = WireCConvert.string(c.pointee.reason)
+        self.completionAcknowledged = c.pointee.completion_acknowledged != 0
+        self.detach = c.pointee.detach != 0
+    }
+}
+
+extension Wire.Resume {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Resume: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Resume
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Resume()
+        cirrus__v1__resume__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Resume> {
+        let message = arena.allocate(Cirrus__V1__Resume.self)
+        cirrus__v1__resume__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Resume>, arena: WireArena) {
+        if !self.operationID.isEmpty { c.pointee.operation_id = arena.cString(self.operationID) }
+        c.pointee.last_seq = self.lastSeq
+        c.pointee.initial_window = self.initialWindow
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Resume>) {
+        self.init()
+        self.operationID = WireCConvert.string(c.pointee.operation_id)
+        self.lastSeq = c.pointee.last_seq
+        self.initialWindow = c.pointee.initial_window
+    }
+}
+
+extension Wire.Window {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.Window: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Window
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__Window()
+        cirrus__v1__window__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Window> {
+        let message = arena.allocate(Cirrus__V1__Window.self)
+        cirrus__v1__window__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Window>, arena: WireArena) {
+        c.pointee.credit = self.credit
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Window>) {
+        self.init()
+        self.credit = c.pointee.credit
     }
 }
 
@@ -154,7 +1450,7 @@ extension Wire.Ping: CBackedMessage {
     }
 }
 
-extension Wire.Frame {
+extension Wire.Pong {
     public var serializedSize: Int { WireCodec.serializedSize(of: self) }
     public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
     public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
@@ -170,43 +1466,166 @@ extension Wire.Frame {
     }
 }
 
-extension Wire.Frame: CBackedMessage {
-    typealias CStruct = Cirrus__V1__Frame
+extension Wire.Pong: CBackedMessage {
+    typealias CStruct = Cirrus__V1__Pong
 
     static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
-        var message = Cirrus__V1__Frame()
-        cirrus__v1__frame__init(&message)
+        var message = Cirrus__V1__Pong()
+        cirrus__v1__pong__init(&message)
         return message.base.descriptor
     }
 
-    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Frame> {
-        let message = arena.allocate(Cirrus__V1__Frame.self)
-        cirrus__v1__frame__init(message)
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__Pong> {
+        let message = arena.allocate(Cirrus__V1__Pong.self)
+        cirrus__v1__pong__init(message)
         return message
     }
 
-    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Frame>, arena: WireArena) {
-        c.pointee.stream_id = self.streamID
-        switch self.kind {
-        case nil: break
-        case .hello(let value)?:
-            c.pointee.kind_case = .init(rawValue: 2)
-            c.pointee.hello = value.cMake(in: arena)
-        case .ping(let value)?:
-            c.pointee.kind_case = .init(rawValue: 3)
-            c.pointee.ping = value.cMake(in: arena)
-        }
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Pong>, arena: WireArena) {
+        c.pointee.nonce = self.nonce
     }
 
-    init(cStruct c: UnsafePointer<Cirrus__V1__Frame>) {
+    init(cStruct c: UnsafePointer<Cirrus__V1__Pong>) {
         self.init()
-        self.streamID = c.pointee.stream_id
-        switch c.pointee.kind_case.rawValue {
-        case 2:
-            if let value = c.pointee.hello { self.kind = .hello(Wire.Hello(cStruct: value)) }
-        case 3:
-            if let value = c.pointee.ping { self.kind = .ping(Wire.Ping(cStruct: value)) }
-        default: break  // not set, or a case this version does not know: absent
-        }
+        self.nonce = c.pointee.nonce
+    }
+}
+
+extension Wire.GoAway {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.GoAway: CBackedMessage {
+    typealias CStruct = Cirrus__V1__GoAway
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__GoAway()
+        cirrus__v1__go_away__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__GoAway> {
+        let message = arena.allocate(Cirrus__V1__GoAway.self)
+        cirrus__v1__go_away__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__GoAway>, arena: WireArena) {
+        c.pointee.last_stream_id = self.lastStreamID
+        c.pointee.code = .init(rawValue: .init(truncatingIfNeeded: self.code.rawValue))
+        if !self.reason.isEmpty { c.pointee.reason = arena.cString(self.reason) }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__GoAway>) {
+        self.init()
+        self.lastStreamID = c.pointee.last_stream_id
+        self.code = Wire.ErrorCode(rawValue: Int32(truncatingIfNeeded: c.pointee.code.rawValue))
+        self.reason = WireCConvert.string(c.pointee.reason)
+    }
+}
+
+extension Wire.ConnectionError {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.ConnectionError: CBackedMessage {
+    typealias CStruct = Cirrus__V1__ConnectionError
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__ConnectionError()
+        cirrus__v1__connection_error__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__ConnectionError> {
+        let message = arena.allocate(Cirrus__V1__ConnectionError.self)
+        cirrus__v1__connection_error__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__ConnectionError>, arena: WireArena) {
+        c.pointee.code = .init(rawValue: .init(truncatingIfNeeded: self.code.rawValue))
+        if !self.message.isEmpty { c.pointee.message = arena.cString(self.message) }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__ConnectionError>) {
+        self.init()
+        self.code = Wire.ErrorCode(rawValue: Int32(truncatingIfNeeded: c.pointee.code.rawValue))
+        self.message = WireCConvert.string(c.pointee.message)
+    }
+}
+
+extension Wire.LongLivedOperationInfo {
+    public var serializedSize: Int { WireCodec.serializedSize(of: self) }
+    public func serializedBytes() -> [UInt8] { WireCodec.serializedBytes(of: self) }
+    public func serialize(into buffer: inout ByteBuffer) { WireCodec.serialize(self, into: &buffer) }
+    public func serialize(into buffer: inout ByteBuffer, arena: WireArena) {
+        WireCodec.serialize(self, into: &buffer, arena: arena)
+    }
+    public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
+    public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
+        try WireCodec.decode(Self.self, from: bytes, arena: arena)
+    }
+}
+
+extension Wire.LongLivedOperationInfo: CBackedMessage {
+    typealias CStruct = Cirrus__V1__LongLivedOperationInfo
+
+    static var cDescriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+        var message = Cirrus__V1__LongLivedOperationInfo()
+        cirrus__v1__long_lived_operation_info__init(&message)
+        return message.base.descriptor
+    }
+
+    static func cAllocate(in arena: WireArena) -> UnsafeMutablePointer<Cirrus__V1__LongLivedOperationInfo> {
+        let message = arena.allocate(Cirrus__V1__LongLivedOperationInfo.self)
+        cirrus__v1__long_lived_operation_info__init(message)
+        return message
+    }
+
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__LongLivedOperationInfo>, arena: WireArena) {
+        if !self.operationID.isEmpty { c.pointee.operation_id = arena.cString(self.operationID) }
+        if let value = self.`open` { c.pointee.open = value.cMake(in: arena) }
+        c.pointee.status = .init(rawValue: .init(truncatingIfNeeded: self.status.rawValue))
+        c.pointee.last_seq = self.lastSeq
+        if let value = self.creationDate { c.pointee.creation_date = value.cMake(in: arena) }
+        if let value = self.completionDate { c.pointee.completion_date = value.cMake(in: arena) }
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__LongLivedOperationInfo>) {
+        self.init()
+        self.operationID = WireCConvert.string(c.pointee.operation_id)
+        if let value = c.pointee.open { self.`open` = Wire.Open(cStruct: value) }
+        self.status = Wire.LongLivedOperationStatus(rawValue: Int32(truncatingIfNeeded: c.pointee.status.rawValue))
+        self.lastSeq = c.pointee.last_seq
+        if let value = c.pointee.creation_date { self.creationDate = Wire.Timestamp(cStruct: value) }
+        if let value = c.pointee.completion_date { self.completionDate = Wire.Timestamp(cStruct: value) }
     }
 }

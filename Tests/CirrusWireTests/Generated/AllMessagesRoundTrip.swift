@@ -8,40 +8,1631 @@ import Testing
 enum GeneratedSamples {
     /// Every message type with all fields at their defaults.
     static let empty: [WireSample] = [
-        WireSample("Wire.Hello", Wire.Hello()),
-        WireSample("Wire.Ping", Wire.Ping()),
+        WireSample("Wire.OperationConfiguration", Wire.OperationConfiguration()),
+        WireSample("Wire.OperationGroup", Wire.OperationGroup()),
+        WireSample("Wire.Timestamp", Wire.Timestamp()),
+        WireSample("Wire.Location", Wire.Location()),
+        WireSample("Wire.RecordZoneID", Wire.RecordZoneID()),
+        WireSample("Wire.RecordID", Wire.RecordID()),
+        WireSample("Wire.ServerChangeToken", Wire.ServerChangeToken()),
+        WireSample("Wire.UserIdentityLookupInfo", Wire.UserIdentityLookupInfo()),
+        WireSample("Wire.UserNameComponents", Wire.UserNameComponents()),
+        WireSample("Wire.UserIdentity", Wire.UserIdentity()),
+        WireSample("Wire.ShareParticipant", Wire.ShareParticipant()),
+        WireSample("Wire.ShareFields", Wire.ShareFields()),
+        WireSample("Wire.Reference", Wire.Reference()),
+        WireSample("Wire.Asset", Wire.Asset()),
+        WireSample("Wire.StringList", Wire.StringList()),
+        WireSample("Wire.Int64List", Wire.Int64List()),
+        WireSample("Wire.DoubleList", Wire.DoubleList()),
+        WireSample("Wire.BytesList", Wire.BytesList()),
+        WireSample("Wire.TimestampList", Wire.TimestampList()),
+        WireSample("Wire.ReferenceList", Wire.ReferenceList()),
+        WireSample("Wire.LocationList", Wire.LocationList()),
+        WireSample("Wire.AssetList", Wire.AssetList()),
+        WireSample("Wire.FieldValue", Wire.FieldValue()),
+        WireSample("Wire.RecordField", Wire.RecordField()),
+        WireSample("Wire.Record", Wire.Record()),
+        WireSample("Wire.ZoneCapabilities", Wire.ZoneCapabilities()),
+        WireSample("Wire.RecordZone", Wire.RecordZone()),
+        WireSample("Wire.OperationError", Wire.OperationError()),
+        WireSample("Wire.ItemError", Wire.ItemError()),
+        WireSample("Wire.ComparisonPredicate", Wire.ComparisonPredicate()),
+        WireSample("Wire.AndPredicate", Wire.AndPredicate()),
+        WireSample("Wire.NotPredicate", Wire.NotPredicate()),
+        WireSample("Wire.TruePredicate", Wire.TruePredicate()),
+        WireSample("Wire.FalsePredicate", Wire.FalsePredicate()),
+        WireSample("Wire.TextSearchPredicate", Wire.TextSearchPredicate()),
+        WireSample("Wire.DistancePredicate", Wire.DistancePredicate()),
+        WireSample("Wire.QueryPredicate", Wire.QueryPredicate()),
+        WireSample("Wire.QuerySortDescriptor", Wire.QuerySortDescriptor()),
+        WireSample("Wire.Query", Wire.Query()),
+        WireSample("Wire.QueryCursor", Wire.QueryCursor()),
+        WireSample("Wire.RecordProgress", Wire.RecordProgress()),
+        WireSample("Wire.RecordOutcome", Wire.RecordOutcome()),
+        WireSample("Wire.RecordZoneOutcome", Wire.RecordZoneOutcome()),
+        WireSample("Wire.ModifyRecordsRequest", Wire.ModifyRecordsRequest()),
+        WireSample("Wire.ModifyRecordsPerRecordSave", Wire.ModifyRecordsPerRecordSave()),
+        WireSample("Wire.ModifyRecordsPerRecordDelete", Wire.ModifyRecordsPerRecordDelete()),
+        WireSample("Wire.ModifyRecordsEvent", Wire.ModifyRecordsEvent()),
+        WireSample("Wire.FetchRecordsRequest", Wire.FetchRecordsRequest()),
+        WireSample("Wire.FetchRecordsEvent", Wire.FetchRecordsEvent()),
+        WireSample("Wire.QueryRequest", Wire.QueryRequest()),
+        WireSample("Wire.QueryEvent", Wire.QueryEvent()),
+        WireSample("Wire.QueryResult", Wire.QueryResult()),
+        WireSample("Wire.ModifyRecordZonesRequest", Wire.ModifyRecordZonesRequest()),
+        WireSample("Wire.RecordZoneDeleted", Wire.RecordZoneDeleted()),
+        WireSample("Wire.ModifyRecordZonesEvent", Wire.ModifyRecordZonesEvent()),
+        WireSample("Wire.FetchRecordZonesRequest", Wire.FetchRecordZonesRequest()),
+        WireSample("Wire.FetchRecordZonesEvent", Wire.FetchRecordZonesEvent()),
+        WireSample("Wire.ZoneChangesConfiguration", Wire.ZoneChangesConfiguration()),
+        WireSample("Wire.FetchRecordZoneChangesRequest", Wire.FetchRecordZoneChangesRequest()),
+        WireSample("Wire.RecordDeleted", Wire.RecordDeleted()),
+        WireSample("Wire.RecordZoneChangeTokensUpdated", Wire.RecordZoneChangeTokensUpdated()),
+        WireSample("Wire.RecordZoneFetchSuccess", Wire.RecordZoneFetchSuccess()),
+        WireSample("Wire.RecordZoneFetchResult", Wire.RecordZoneFetchResult()),
+        WireSample("Wire.FetchRecordZoneChangesEvent", Wire.FetchRecordZoneChangesEvent()),
+        WireSample("Wire.FetchDatabaseChangesRequest", Wire.FetchDatabaseChangesRequest()),
+        WireSample("Wire.FetchDatabaseChangesEvent", Wire.FetchDatabaseChangesEvent()),
+        WireSample("Wire.FetchDatabaseChangesResult", Wire.FetchDatabaseChangesResult()),
+        WireSample("Wire.NotificationInfo", Wire.NotificationInfo()),
+        WireSample("Wire.QuerySubscription", Wire.QuerySubscription()),
+        WireSample("Wire.RecordZoneSubscription", Wire.RecordZoneSubscription()),
+        WireSample("Wire.DatabaseSubscription", Wire.DatabaseSubscription()),
+        WireSample("Wire.Subscription", Wire.Subscription()),
+        WireSample("Wire.NotificationAlert", Wire.NotificationAlert()),
+        WireSample("Wire.QueryNotification", Wire.QueryNotification()),
+        WireSample("Wire.RecordZoneNotification", Wire.RecordZoneNotification()),
+        WireSample("Wire.DatabaseNotification", Wire.DatabaseNotification()),
+        WireSample("Wire.PushNotification", Wire.PushNotification()),
+        WireSample("Wire.SubscriptionOutcome", Wire.SubscriptionOutcome()),
+        WireSample("Wire.ModifySubscriptionsRequest", Wire.ModifySubscriptionsRequest()),
+        WireSample("Wire.SubscriptionDeleted", Wire.SubscriptionDeleted()),
+        WireSample("Wire.ModifySubscriptionsEvent", Wire.ModifySubscriptionsEvent()),
+        WireSample("Wire.FetchSubscriptionsRequest", Wire.FetchSubscriptionsRequest()),
+        WireSample("Wire.FetchSubscriptionsEvent", Wire.FetchSubscriptionsEvent()),
+        WireSample("Wire.FetchNotificationChangesRequest", Wire.FetchNotificationChangesRequest()),
+        WireSample("Wire.FetchNotificationChangesEvent", Wire.FetchNotificationChangesEvent()),
+        WireSample("Wire.FetchNotificationChangesResult", Wire.FetchNotificationChangesResult()),
+        WireSample("Wire.MarkNotificationsReadRequest", Wire.MarkNotificationsReadRequest()),
+        WireSample("Wire.MarkNotificationsReadResult", Wire.MarkNotificationsReadResult()),
+        WireSample("Wire.ModifyBadgeRequest", Wire.ModifyBadgeRequest()),
+        WireSample("Wire.WatchNotificationsRequest", Wire.WatchNotificationsRequest()),
+        WireSample("Wire.WatchedNotification", Wire.WatchedNotification()),
+        WireSample("Wire.WatchNotificationsEvent", Wire.WatchNotificationsEvent()),
+        WireSample("Wire.ShareMetadata", Wire.ShareMetadata()),
+        WireSample("Wire.FetchShareMetadataRequest", Wire.FetchShareMetadataRequest()),
+        WireSample("Wire.ShareMetadataOutcome", Wire.ShareMetadataOutcome()),
+        WireSample("Wire.FetchShareMetadataEvent", Wire.FetchShareMetadataEvent()),
+        WireSample("Wire.FetchShareParticipantsRequest", Wire.FetchShareParticipantsRequest()),
+        WireSample("Wire.ShareParticipantOutcome", Wire.ShareParticipantOutcome()),
+        WireSample("Wire.FetchShareParticipantsEvent", Wire.FetchShareParticipantsEvent()),
+        WireSample("Wire.AcceptSharesRequest", Wire.AcceptSharesRequest()),
+        WireSample("Wire.ShareOutcome", Wire.ShareOutcome()),
+        WireSample("Wire.AcceptSharesEvent", Wire.AcceptSharesEvent()),
+        WireSample("Wire.DiscoverUserIdentitiesRequest", Wire.DiscoverUserIdentitiesRequest()),
+        WireSample("Wire.UserIdentityDiscovered", Wire.UserIdentityDiscovered()),
+        WireSample("Wire.DiscoverUserIdentitiesEvent", Wire.DiscoverUserIdentitiesEvent()),
+        WireSample("Wire.DiscoverAllUserIdentitiesRequest", Wire.DiscoverAllUserIdentitiesRequest()),
+        WireSample("Wire.DiscoverAllUserIdentitiesEvent", Wire.DiscoverAllUserIdentitiesEvent()),
+        WireSample("Wire.UploadAssetRequest", Wire.UploadAssetRequest()),
+        WireSample("Wire.UploadAssetResult", Wire.UploadAssetResult()),
+        WireSample("Wire.DownloadAssetRequest", Wire.DownloadAssetRequest()),
+        WireSample("Wire.AssetChunk", Wire.AssetChunk()),
+        WireSample("Wire.DownloadAssetEvent", Wire.DownloadAssetEvent()),
+        WireSample("Wire.DownloadAssetResult", Wire.DownloadAssetResult()),
+        WireSample("Wire.FetchLongLivedOperationIDsRequest", Wire.FetchLongLivedOperationIDsRequest()),
+        WireSample("Wire.FetchLongLivedOperationIDsResult", Wire.FetchLongLivedOperationIDsResult()),
+        WireSample("Wire.FetchLongLivedOperationRequest", Wire.FetchLongLivedOperationRequest()),
+        WireSample("Wire.FetchUserRecordIDRequest", Wire.FetchUserRecordIDRequest()),
+        WireSample("Wire.FetchUserRecordIDResult", Wire.FetchUserRecordIDResult()),
+        WireSample("Wire.AccountStatusRequest", Wire.AccountStatusRequest()),
+        WireSample("Wire.AccountStatusResult", Wire.AccountStatusResult()),
+        WireSample("Wire.ApplicationPermissionRequest", Wire.ApplicationPermissionRequest()),
+        WireSample("Wire.ApplicationPermissionResult", Wire.ApplicationPermissionResult()),
+        WireSample("Wire.FetchWebAuthTokenRequest", Wire.FetchWebAuthTokenRequest()),
+        WireSample("Wire.FetchWebAuthTokenResult", Wire.FetchWebAuthTokenResult()),
         WireSample("Wire.Frame", Wire.Frame()),
+        WireSample("Wire.Limits", Wire.Limits()),
+        WireSample("Wire.Hello", Wire.Hello()),
+        WireSample("Wire.HelloAck", Wire.HelloAck()),
+        WireSample("Wire.Open", Wire.Open()),
+        WireSample("Wire.Event", Wire.Event()),
+        WireSample("Wire.Persisted", Wire.Persisted()),
+        WireSample("Wire.Complete", Wire.Complete()),
+        WireSample("Wire.Cancel", Wire.Cancel()),
+        WireSample("Wire.Resume", Wire.Resume()),
+        WireSample("Wire.Window", Wire.Window()),
+        WireSample("Wire.Ping", Wire.Ping()),
+        WireSample("Wire.Pong", Wire.Pong()),
+        WireSample("Wire.GoAway", Wire.GoAway()),
+        WireSample("Wire.ConnectionError", Wire.ConnectionError()),
+        WireSample("Wire.LongLivedOperationInfo", Wire.LongLivedOperationInfo()),
     ]
 
     /// Every message type with every field set (first oneof case, presence fields at zero).
     static let maximal: [WireSample] = [
-        WireSample("Wire.Hello", sampleHello(depth: 2)),
-        WireSample("Wire.Ping", samplePing(depth: 2)),
+        WireSample("Wire.OperationConfiguration", sampleOperationConfiguration(depth: 2)),
+        WireSample("Wire.OperationGroup", sampleOperationGroup(depth: 2)),
+        WireSample("Wire.Timestamp", sampleTimestamp(depth: 2)),
+        WireSample("Wire.Location", sampleLocation(depth: 2)),
+        WireSample("Wire.RecordZoneID", sampleRecordZoneID(depth: 2)),
+        WireSample("Wire.RecordID", sampleRecordID(depth: 2)),
+        WireSample("Wire.ServerChangeToken", sampleServerChangeToken(depth: 2)),
+        WireSample("Wire.UserIdentityLookupInfo", sampleUserIdentityLookupInfo(depth: 2)),
+        WireSample("Wire.UserNameComponents", sampleUserNameComponents(depth: 2)),
+        WireSample("Wire.UserIdentity", sampleUserIdentity(depth: 2)),
+        WireSample("Wire.ShareParticipant", sampleShareParticipant(depth: 2)),
+        WireSample("Wire.ShareFields", sampleShareFields(depth: 2)),
+        WireSample("Wire.Reference", sampleReference(depth: 2)),
+        WireSample("Wire.Asset", sampleAsset(depth: 2)),
+        WireSample("Wire.StringList", sampleStringList(depth: 2)),
+        WireSample("Wire.Int64List", sampleInt64List(depth: 2)),
+        WireSample("Wire.DoubleList", sampleDoubleList(depth: 2)),
+        WireSample("Wire.BytesList", sampleBytesList(depth: 2)),
+        WireSample("Wire.TimestampList", sampleTimestampList(depth: 2)),
+        WireSample("Wire.ReferenceList", sampleReferenceList(depth: 2)),
+        WireSample("Wire.LocationList", sampleLocationList(depth: 2)),
+        WireSample("Wire.AssetList", sampleAssetList(depth: 2)),
+        WireSample("Wire.FieldValue", sampleFieldValue(depth: 2)),
+        WireSample("Wire.RecordField", sampleRecordField(depth: 2)),
+        WireSample("Wire.Record", sampleRecord(depth: 2)),
+        WireSample("Wire.ZoneCapabilities", sampleZoneCapabilities(depth: 2)),
+        WireSample("Wire.RecordZone", sampleRecordZone(depth: 2)),
+        WireSample("Wire.OperationError", sampleOperationError(depth: 2)),
+        WireSample("Wire.ItemError", sampleItemError(depth: 2)),
+        WireSample("Wire.ComparisonPredicate", sampleComparisonPredicate(depth: 2)),
+        WireSample("Wire.AndPredicate", sampleAndPredicate(depth: 2)),
+        WireSample("Wire.NotPredicate", sampleNotPredicate(depth: 2)),
+        WireSample("Wire.TruePredicate", sampleTruePredicate(depth: 2)),
+        WireSample("Wire.FalsePredicate", sampleFalsePredicate(depth: 2)),
+        WireSample("Wire.TextSearchPredicate", sampleTextSearchPredicate(depth: 2)),
+        WireSample("Wire.DistancePredicate", sampleDistancePredicate(depth: 2)),
+        WireSample("Wire.QueryPredicate", sampleQueryPredicate(depth: 2)),
+        WireSample("Wire.QuerySortDescriptor", sampleQuerySortDescriptor(depth: 2)),
+        WireSample("Wire.Query", sampleQuery(depth: 2)),
+        WireSample("Wire.QueryCursor", sampleQueryCursor(depth: 2)),
+        WireSample("Wire.RecordProgress", sampleRecordProgress(depth: 2)),
+        WireSample("Wire.RecordOutcome", sampleRecordOutcome(depth: 2)),
+        WireSample("Wire.RecordZoneOutcome", sampleRecordZoneOutcome(depth: 2)),
+        WireSample("Wire.ModifyRecordsRequest", sampleModifyRecordsRequest(depth: 2)),
+        WireSample("Wire.ModifyRecordsPerRecordSave", sampleModifyRecordsPerRecordSave(depth: 2)),
+        WireSample("Wire.ModifyRecordsPerRecordDelete", sampleModifyRecordsPerRecordDelete(depth: 2)),
+        WireSample("Wire.ModifyRecordsEvent", sampleModifyRecordsEvent(depth: 2)),
+        WireSample("Wire.FetchRecordsRequest", sampleFetchRecordsRequest(depth: 2)),
+        WireSample("Wire.FetchRecordsEvent", sampleFetchRecordsEvent(depth: 2)),
+        WireSample("Wire.QueryRequest", sampleQueryRequest(depth: 2)),
+        WireSample("Wire.QueryEvent", sampleQueryEvent(depth: 2)),
+        WireSample("Wire.QueryResult", sampleQueryResult(depth: 2)),
+        WireSample("Wire.ModifyRecordZonesRequest", sampleModifyRecordZonesRequest(depth: 2)),
+        WireSample("Wire.RecordZoneDeleted", sampleRecordZoneDeleted(depth: 2)),
+        WireSample("Wire.ModifyRecordZonesEvent", sampleModifyRecordZonesEvent(depth: 2)),
+        WireSample("Wire.FetchRecordZonesRequest", sampleFetchRecordZonesRequest(depth: 2)),
+        WireSample("Wire.FetchRecordZonesEvent", sampleFetchRecordZonesEvent(depth: 2)),
+        WireSample("Wire.ZoneChangesConfiguration", sampleZoneChangesConfiguration(depth: 2)),
+        WireSample("Wire.FetchRecordZoneChangesRequest", sampleFetchRecordZoneChangesRequest(depth: 2)),
+        WireSample("Wire.RecordDeleted", sampleRecordDeleted(depth: 2)),
+        WireSample("Wire.RecordZoneChangeTokensUpdated", sampleRecordZoneChangeTokensUpdated(depth: 2)),
+        WireSample("Wire.RecordZoneFetchSuccess", sampleRecordZoneFetchSuccess(depth: 2)),
+        WireSample("Wire.RecordZoneFetchResult", sampleRecordZoneFetchResult(depth: 2)),
+        WireSample("Wire.FetchRecordZoneChangesEvent", sampleFetchRecordZoneChangesEvent(depth: 2)),
+        WireSample("Wire.FetchDatabaseChangesRequest", sampleFetchDatabaseChangesRequest(depth: 2)),
+        WireSample("Wire.FetchDatabaseChangesEvent", sampleFetchDatabaseChangesEvent(depth: 2)),
+        WireSample("Wire.FetchDatabaseChangesResult", sampleFetchDatabaseChangesResult(depth: 2)),
+        WireSample("Wire.NotificationInfo", sampleNotificationInfo(depth: 2)),
+        WireSample("Wire.QuerySubscription", sampleQuerySubscription(depth: 2)),
+        WireSample("Wire.RecordZoneSubscription", sampleRecordZoneSubscription(depth: 2)),
+        WireSample("Wire.DatabaseSubscription", sampleDatabaseSubscription(depth: 2)),
+        WireSample("Wire.Subscription", sampleSubscription(depth: 2)),
+        WireSample("Wire.NotificationAlert", sampleNotificationAlert(depth: 2)),
+        WireSample("Wire.QueryNotification", sampleQueryNotification(depth: 2)),
+        WireSample("Wire.RecordZoneNotification", sampleRecordZoneNotification(depth: 2)),
+        WireSample("Wire.DatabaseNotification", sampleDatabaseNotification(depth: 2)),
+        WireSample("Wire.PushNotification", samplePushNotification(depth: 2)),
+        WireSample("Wire.SubscriptionOutcome", sampleSubscriptionOutcome(depth: 2)),
+        WireSample("Wire.ModifySubscriptionsRequest", sampleModifySubscriptionsRequest(depth: 2)),
+        WireSample("Wire.SubscriptionDeleted", sampleSubscriptionDeleted(depth: 2)),
+        WireSample("Wire.ModifySubscriptionsEvent", sampleModifySubscriptionsEvent(depth: 2)),
+        WireSample("Wire.FetchSubscriptionsRequest", sampleFetchSubscriptionsRequest(depth: 2)),
+        WireSample("Wire.FetchSubscriptionsEvent", sampleFetchSubscriptionsEvent(depth: 2)),
+        WireSample("Wire.FetchNotificationChangesRequest", sampleFetchNotificationChangesRequest(depth: 2)),
+        WireSample("Wire.FetchNotificationChangesEvent", sampleFetchNotificationChangesEvent(depth: 2)),
+        WireSample("Wire.FetchNotificationChangesResult", sampleFetchNotificationChangesResult(depth: 2)),
+        WireSample("Wire.MarkNotificationsReadRequest", sampleMarkNotificationsReadRequest(depth: 2)),
+        WireSample("Wire.MarkNotificationsReadResult", sampleMarkNotificationsReadResult(depth: 2)),
+        WireSample("Wire.ModifyBadgeRequest", sampleModifyBadgeRequest(depth: 2)),
+        WireSample("Wire.WatchNotificationsRequest", sampleWatchNotificationsRequest(depth: 2)),
+        WireSample("Wire.WatchedNotification", sampleWatchedNotification(depth: 2)),
+        WireSample("Wire.WatchNotificationsEvent", sampleWatchNotificationsEvent(depth: 2)),
+        WireSample("Wire.ShareMetadata", sampleShareMetadata(depth: 2)),
+        WireSample("Wire.FetchShareMetadataRequest", sampleFetchShareMetadataRequest(depth: 2)),
+        WireSample("Wire.ShareMetadataOutcome", sampleShareMetadataOutcome(depth: 2)),
+        WireSample("Wire.FetchShareMetadataEvent", sampleFetchShareMetadataEvent(depth: 2)),
+        WireSample("Wire.FetchShareParticipantsRequest", sampleFetchShareParticipantsRequest(depth: 2)),
+        WireSample("Wire.ShareParticipantOutcome", sampleShareParticipantOutcome(depth: 2)),
+        WireSample("Wire.FetchShareParticipantsEvent", sampleFetchShareParticipantsEvent(depth: 2)),
+        WireSample("Wire.AcceptSharesRequest", sampleAcceptSharesRequest(depth: 2)),
+        WireSample("Wire.ShareOutcome", sampleShareOutcome(depth: 2)),
+        WireSample("Wire.AcceptSharesEvent", sampleAcceptSharesEvent(depth: 2)),
+        WireSample("Wire.DiscoverUserIdentitiesRequest", sampleDiscoverUserIdentitiesRequest(depth: 2)),
+        WireSample("Wire.UserIdentityDiscovered", sampleUserIdentityDiscovered(depth: 2)),
+        WireSample("Wire.DiscoverUserIdentitiesEvent", sampleDiscoverUserIdentitiesEvent(depth: 2)),
+        WireSample("Wire.DiscoverAllUserIdentitiesRequest", sampleDiscoverAllUserIdentitiesRequest(depth: 2)),
+        WireSample("Wire.DiscoverAllUserIdentitiesEvent", sampleDiscoverAllUserIdentitiesEvent(depth: 2)),
+        WireSample("Wire.UploadAssetRequest", sampleUploadAssetRequest(depth: 2)),
+        WireSample("Wire.UploadAssetResult", sampleUploadAssetResult(depth: 2)),
+        WireSample("Wire.DownloadAssetRequest", sampleDownloadAssetRequest(depth: 2)),
+        WireSample("Wire.AssetChunk", sampleAssetChunk(depth: 2)),
+        WireSample("Wire.DownloadAssetEvent", sampleDownloadAssetEvent(depth: 2)),
+        WireSample("Wire.DownloadAssetResult", sampleDownloadAssetResult(depth: 2)),
+        WireSample("Wire.FetchLongLivedOperationIDsRequest", sampleFetchLongLivedOperationIDsRequest(depth: 2)),
+        WireSample("Wire.FetchLongLivedOperationIDsResult", sampleFetchLongLivedOperationIDsResult(depth: 2)),
+        WireSample("Wire.FetchLongLivedOperationRequest", sampleFetchLongLivedOperationRequest(depth: 2)),
+        WireSample("Wire.FetchUserRecordIDRequest", sampleFetchUserRecordIDRequest(depth: 2)),
+        WireSample("Wire.FetchUserRecordIDResult", sampleFetchUserRecordIDResult(depth: 2)),
+        WireSample("Wire.AccountStatusRequest", sampleAccountStatusRequest(depth: 2)),
+        WireSample("Wire.AccountStatusResult", sampleAccountStatusResult(depth: 2)),
+        WireSample("Wire.ApplicationPermissionRequest", sampleApplicationPermissionRequest(depth: 2)),
+        WireSample("Wire.ApplicationPermissionResult", sampleApplicationPermissionResult(depth: 2)),
+        WireSample("Wire.FetchWebAuthTokenRequest", sampleFetchWebAuthTokenRequest(depth: 2)),
+        WireSample("Wire.FetchWebAuthTokenResult", sampleFetchWebAuthTokenResult(depth: 2)),
         WireSample("Wire.Frame", sampleFrame(depth: 2)),
+        WireSample("Wire.Limits", sampleLimits(depth: 2)),
+        WireSample("Wire.Hello", sampleHello(depth: 2)),
+        WireSample("Wire.HelloAck", sampleHelloAck(depth: 2)),
+        WireSample("Wire.Open", sampleOpen(depth: 2)),
+        WireSample("Wire.Event", sampleEvent(depth: 2)),
+        WireSample("Wire.Persisted", samplePersisted(depth: 2)),
+        WireSample("Wire.Complete", sampleComplete(depth: 2)),
+        WireSample("Wire.Cancel", sampleCancel(depth: 2)),
+        WireSample("Wire.Resume", sampleResume(depth: 2)),
+        WireSample("Wire.Window", sampleWindow(depth: 2)),
+        WireSample("Wire.Ping", samplePing(depth: 2)),
+        WireSample("Wire.Pong", samplePong(depth: 2)),
+        WireSample("Wire.GoAway", sampleGoAway(depth: 2)),
+        WireSample("Wire.ConnectionError", sampleConnectionError(depth: 2)),
+        WireSample("Wire.LongLivedOperationInfo", sampleLongLivedOperationInfo(depth: 2)),
     ]
 
     /// One value per case of every oneof (presence fields set to a non-default value).
     static let oneofCases: [WireSample] = [
-        WireSample("Wire.Hello.bearerToken", Wire.Hello(bearerToken: "日本語テキスト 🧪 ñ")),
+        WireSample("Wire.OperationConfiguration.containerIdentifier", Wire.OperationConfiguration(containerIdentifier: "héllo 👋🏽 世界 e\u{301} ✓")),
+        WireSample("Wire.OperationConfiguration.qualityOfService", Wire.OperationConfiguration(qualityOfService: .utility)),
+        WireSample("Wire.OperationConfiguration.allowsCellularAccess", Wire.OperationConfiguration(allowsCellularAccess: true)),
+        WireSample("Wire.OperationConfiguration.isLongLived", Wire.OperationConfiguration(isLongLived: true)),
+        WireSample("Wire.OperationConfiguration.timeoutIntervalForRequestMs", Wire.OperationConfiguration(timeoutIntervalForRequestMs: 1)),
+        WireSample("Wire.OperationConfiguration.timeoutIntervalForResourceMs", Wire.OperationConfiguration(timeoutIntervalForResourceMs: UInt64(UInt32.max) + 1)),
+        WireSample("Wire.Asset.content.uploadHandle", Wire.Asset(content: .uploadHandle("Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"))),
+        WireSample("Wire.Asset.content.inlineData", Wire.Asset(content: .inlineData([0xFF, 0x00]))),
+        WireSample("Wire.Asset.content.downloadHandle", Wire.Asset(content: .downloadHandle("Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"))),
+        WireSample("Wire.FieldValue.kind.stringValue", Wire.FieldValue(kind: .stringValue("héllo 👋🏽 世界 e\u{301} ✓"))),
+        WireSample("Wire.FieldValue.kind.int64Value", Wire.FieldValue(kind: .int64Value(Int64.min))),
+        WireSample("Wire.FieldValue.kind.doubleValue", Wire.FieldValue(kind: .doubleValue(Double.infinity))),
+        WireSample("Wire.FieldValue.kind.bytesValue", Wire.FieldValue(kind: .bytesValue([0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]))),
+        WireSample("Wire.FieldValue.kind.dateValue", Wire.FieldValue(kind: .dateValue(sampleTimestamp(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.referenceValue", Wire.FieldValue(kind: .referenceValue(sampleReference(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.locationValue", Wire.FieldValue(kind: .locationValue(sampleLocation(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.assetValue", Wire.FieldValue(kind: .assetValue(sampleAsset(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.stringList", Wire.FieldValue(kind: .stringList(sampleStringList(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.int64List", Wire.FieldValue(kind: .int64List(sampleInt64List(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.doubleList", Wire.FieldValue(kind: .doubleList(sampleDoubleList(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.bytesList", Wire.FieldValue(kind: .bytesList(sampleBytesList(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.dateList", Wire.FieldValue(kind: .dateList(sampleTimestampList(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.referenceList", Wire.FieldValue(kind: .referenceList(sampleReferenceList(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.locationList", Wire.FieldValue(kind: .locationList(sampleLocationList(depth: 1)))),
+        WireSample("Wire.FieldValue.kind.assetList", Wire.FieldValue(kind: .assetList(sampleAssetList(depth: 1)))),
+        WireSample("Wire.OperationError.retryAfterSeconds", Wire.OperationError(retryAfterSeconds: Double.greatestFiniteMagnitude)),
+        WireSample("Wire.ItemError.item.recordID", Wire.ItemError(item: .recordID(sampleRecordID(depth: 1)))),
+        WireSample("Wire.ItemError.item.zoneID", Wire.ItemError(item: .zoneID(sampleRecordZoneID(depth: 1)))),
+        WireSample("Wire.ItemError.item.subscriptionID", Wire.ItemError(item: .subscriptionID("héllo 👋🏽 世界 e\u{301} ✓"))),
+        WireSample("Wire.ItemError.item.shareURL", Wire.ItemError(item: .shareURL("héllo 👋🏽 世界 e\u{301} ✓"))),
+        WireSample("Wire.ItemError.item.lookupInfo", Wire.ItemError(item: .lookupInfo(sampleUserIdentityLookupInfo(depth: 1)))),
+        WireSample("Wire.ItemError.item.notificationID", Wire.ItemError(item: .notificationID("héllo 👋🏽 世界 e\u{301} ✓"))),
+        WireSample("Wire.QueryPredicate.node.comparison", Wire.QueryPredicate(node: .comparison(sampleComparisonPredicate(depth: 1)))),
+        WireSample("Wire.QueryPredicate.node.andPredicate", Wire.QueryPredicate(node: .andPredicate(sampleAndPredicate(depth: 1)))),
+        WireSample("Wire.QueryPredicate.node.notPredicate", Wire.QueryPredicate(node: .notPredicate(sampleNotPredicate(depth: 1)))),
+        WireSample("Wire.QueryPredicate.node.truePredicate", Wire.QueryPredicate(node: .truePredicate(sampleTruePredicate(depth: 1)))),
+        WireSample("Wire.QueryPredicate.node.falsePredicate", Wire.QueryPredicate(node: .falsePredicate(sampleFalsePredicate(depth: 1)))),
+        WireSample("Wire.QueryPredicate.node.textSearch", Wire.QueryPredicate(node: .textSearch(sampleTextSearchPredicate(depth: 1)))),
+        WireSample("Wire.QueryPredicate.node.distance", Wire.QueryPredicate(node: .distance(sampleDistancePredicate(depth: 1)))),
+        WireSample("Wire.RecordOutcome.outcome.record", Wire.RecordOutcome(outcome: .record(sampleRecord(depth: 1)))),
+        WireSample("Wire.RecordOutcome.outcome.error", Wire.RecordOutcome(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.RecordZoneOutcome.outcome.zone", Wire.RecordZoneOutcome(outcome: .zone(sampleRecordZone(depth: 1)))),
+        WireSample("Wire.RecordZoneOutcome.outcome.error", Wire.RecordZoneOutcome(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.ModifyRecordsRequest.isAtomic", Wire.ModifyRecordsRequest(isAtomic: true)),
+        WireSample("Wire.ModifyRecordsPerRecordSave.outcome.record", Wire.ModifyRecordsPerRecordSave(outcome: .record(sampleRecord(depth: 1)))),
+        WireSample("Wire.ModifyRecordsPerRecordSave.outcome.error", Wire.ModifyRecordsPerRecordSave(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.ModifyRecordsEvent.callback.perRecordProgress", Wire.ModifyRecordsEvent(callback: .perRecordProgress(sampleRecordProgress(depth: 1)))),
+        WireSample("Wire.ModifyRecordsEvent.callback.perRecordSave", Wire.ModifyRecordsEvent(callback: .perRecordSave(sampleModifyRecordsPerRecordSave(depth: 1)))),
+        WireSample("Wire.ModifyRecordsEvent.callback.perRecordDelete", Wire.ModifyRecordsEvent(callback: .perRecordDelete(sampleModifyRecordsPerRecordDelete(depth: 1)))),
+        WireSample("Wire.FetchRecordsEvent.callback.perRecordProgress", Wire.FetchRecordsEvent(callback: .perRecordProgress(sampleRecordProgress(depth: 1)))),
+        WireSample("Wire.FetchRecordsEvent.callback.perRecordResult", Wire.FetchRecordsEvent(callback: .perRecordResult(sampleRecordOutcome(depth: 1)))),
+        WireSample("Wire.QueryRequest.start.query", Wire.QueryRequest(start: .query(sampleQuery(depth: 1)))),
+        WireSample("Wire.QueryRequest.start.cursor", Wire.QueryRequest(start: .cursor(sampleQueryCursor(depth: 1)))),
+        WireSample("Wire.QueryEvent.callback.recordMatched", Wire.QueryEvent(callback: .recordMatched(sampleRecordOutcome(depth: 1)))),
+        WireSample("Wire.ModifyRecordZonesEvent.callback.perRecordZoneSave", Wire.ModifyRecordZonesEvent(callback: .perRecordZoneSave(sampleRecordZoneOutcome(depth: 1)))),
+        WireSample("Wire.ModifyRecordZonesEvent.callback.perRecordZoneDelete", Wire.ModifyRecordZonesEvent(callback: .perRecordZoneDelete(sampleRecordZoneDeleted(depth: 1)))),
+        WireSample("Wire.FetchRecordZonesEvent.callback.perRecordZoneResult", Wire.FetchRecordZonesEvent(callback: .perRecordZoneResult(sampleRecordZoneOutcome(depth: 1)))),
+        WireSample("Wire.FetchRecordZoneChangesRequest.fetchAllChanges", Wire.FetchRecordZoneChangesRequest(fetchAllChanges: true)),
+        WireSample("Wire.RecordZoneFetchResult.outcome.success", Wire.RecordZoneFetchResult(outcome: .success(sampleRecordZoneFetchSuccess(depth: 1)))),
+        WireSample("Wire.RecordZoneFetchResult.outcome.error", Wire.RecordZoneFetchResult(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.FetchRecordZoneChangesEvent.callback.recordWasChanged", Wire.FetchRecordZoneChangesEvent(callback: .recordWasChanged(sampleRecordOutcome(depth: 1)))),
+        WireSample("Wire.FetchRecordZoneChangesEvent.callback.recordWithIDWasDeleted", Wire.FetchRecordZoneChangesEvent(callback: .recordWithIDWasDeleted(sampleRecordDeleted(depth: 1)))),
+        WireSample("Wire.FetchRecordZoneChangesEvent.callback.recordZoneChangeTokensUpdated", Wire.FetchRecordZoneChangesEvent(callback: .recordZoneChangeTokensUpdated(sampleRecordZoneChangeTokensUpdated(depth: 1)))),
+        WireSample("Wire.FetchRecordZoneChangesEvent.callback.recordZoneFetchResult", Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(sampleRecordZoneFetchResult(depth: 1)))),
+        WireSample("Wire.FetchDatabaseChangesRequest.fetchAllChanges", Wire.FetchDatabaseChangesRequest(fetchAllChanges: true)),
+        WireSample("Wire.FetchDatabaseChangesEvent.callback.recordZoneWithIDChanged", Wire.FetchDatabaseChangesEvent(callback: .recordZoneWithIDChanged(sampleRecordZoneID(depth: 1)))),
+        WireSample("Wire.FetchDatabaseChangesEvent.callback.recordZoneWithIDWasDeleted", Wire.FetchDatabaseChangesEvent(callback: .recordZoneWithIDWasDeleted(sampleRecordZoneID(depth: 1)))),
+        WireSample("Wire.FetchDatabaseChangesEvent.callback.recordZoneWithIDWasPurged", Wire.FetchDatabaseChangesEvent(callback: .recordZoneWithIDWasPurged(sampleRecordZoneID(depth: 1)))),
+        WireSample("Wire.FetchDatabaseChangesEvent.callback.recordZoneWithIDWasDeletedDueToUserEncryptedDataReset", Wire.FetchDatabaseChangesEvent(callback: .recordZoneWithIDWasDeletedDueToUserEncryptedDataReset(sampleRecordZoneID(depth: 1)))),
+        WireSample("Wire.FetchDatabaseChangesEvent.callback.changeTokenUpdated", Wire.FetchDatabaseChangesEvent(callback: .changeTokenUpdated(sampleServerChangeToken(depth: 1)))),
+        WireSample("Wire.Subscription.kind.query", Wire.Subscription(kind: .query(sampleQuerySubscription(depth: 1)))),
+        WireSample("Wire.Subscription.kind.recordZone", Wire.Subscription(kind: .recordZone(sampleRecordZoneSubscription(depth: 1)))),
+        WireSample("Wire.Subscription.kind.database", Wire.Subscription(kind: .database(sampleDatabaseSubscription(depth: 1)))),
+        WireSample("Wire.PushNotification.badge", Wire.PushNotification(badge: 1)),
+        WireSample("Wire.PushNotification.detail.query", Wire.PushNotification(detail: .query(sampleQueryNotification(depth: 1)))),
+        WireSample("Wire.PushNotification.detail.recordZone", Wire.PushNotification(detail: .recordZone(sampleRecordZoneNotification(depth: 1)))),
+        WireSample("Wire.PushNotification.detail.database", Wire.PushNotification(detail: .database(sampleDatabaseNotification(depth: 1)))),
+        WireSample("Wire.SubscriptionOutcome.outcome.subscription", Wire.SubscriptionOutcome(outcome: .subscription(sampleSubscription(depth: 1)))),
+        WireSample("Wire.SubscriptionOutcome.outcome.error", Wire.SubscriptionOutcome(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.ModifySubscriptionsEvent.callback.perSubscriptionSave", Wire.ModifySubscriptionsEvent(callback: .perSubscriptionSave(sampleSubscriptionOutcome(depth: 1)))),
+        WireSample("Wire.ModifySubscriptionsEvent.callback.perSubscriptionDelete", Wire.ModifySubscriptionsEvent(callback: .perSubscriptionDelete(sampleSubscriptionDeleted(depth: 1)))),
+        WireSample("Wire.FetchSubscriptionsEvent.callback.perSubscriptionResult", Wire.FetchSubscriptionsEvent(callback: .perSubscriptionResult(sampleSubscriptionOutcome(depth: 1)))),
+        WireSample("Wire.FetchNotificationChangesEvent.callback.notificationChanged", Wire.FetchNotificationChangesEvent(callback: .notificationChanged(samplePushNotification(depth: 1)))),
+        WireSample("Wire.WatchNotificationsEvent.callback.notification", Wire.WatchNotificationsEvent(callback: .notification(sampleWatchedNotification(depth: 1)))),
+        WireSample("Wire.ShareMetadataOutcome.outcome.metadata", Wire.ShareMetadataOutcome(outcome: .metadata(sampleShareMetadata(depth: 1)))),
+        WireSample("Wire.ShareMetadataOutcome.outcome.error", Wire.ShareMetadataOutcome(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.FetchShareMetadataEvent.callback.perShareMetadataResult", Wire.FetchShareMetadataEvent(callback: .perShareMetadataResult(sampleShareMetadataOutcome(depth: 1)))),
+        WireSample("Wire.ShareParticipantOutcome.outcome.participant", Wire.ShareParticipantOutcome(outcome: .participant(sampleShareParticipant(depth: 1)))),
+        WireSample("Wire.ShareParticipantOutcome.outcome.error", Wire.ShareParticipantOutcome(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.FetchShareParticipantsEvent.callback.perShareParticipantResult", Wire.FetchShareParticipantsEvent(callback: .perShareParticipantResult(sampleShareParticipantOutcome(depth: 1)))),
+        WireSample("Wire.ShareOutcome.outcome.share", Wire.ShareOutcome(outcome: .share(sampleRecord(depth: 1)))),
+        WireSample("Wire.ShareOutcome.outcome.error", Wire.ShareOutcome(outcome: .error(sampleOperationError(depth: 1)))),
+        WireSample("Wire.AcceptSharesEvent.callback.perShareResult", Wire.AcceptSharesEvent(callback: .perShareResult(sampleShareOutcome(depth: 1)))),
+        WireSample("Wire.DiscoverUserIdentitiesEvent.callback.userIdentityDiscovered", Wire.DiscoverUserIdentitiesEvent(callback: .userIdentityDiscovered(sampleUserIdentityDiscovered(depth: 1)))),
+        WireSample("Wire.DiscoverAllUserIdentitiesEvent.callback.userIdentityDiscovered", Wire.DiscoverAllUserIdentitiesEvent(callback: .userIdentityDiscovered(sampleUserIdentity(depth: 1)))),
+        WireSample("Wire.DownloadAssetEvent.callback.chunk", Wire.DownloadAssetEvent(callback: .chunk(sampleAssetChunk(depth: 1)))),
         WireSample("Wire.Frame.kind.hello", Wire.Frame(kind: .hello(sampleHello(depth: 1)))),
+        WireSample("Wire.Frame.kind.helloAck", Wire.Frame(kind: .helloAck(sampleHelloAck(depth: 1)))),
+        WireSample("Wire.Frame.kind.open", Wire.Frame(kind: .`open`(sampleOpen(depth: 1)))),
+        WireSample("Wire.Frame.kind.event", Wire.Frame(kind: .event(sampleEvent(depth: 1)))),
+        WireSample("Wire.Frame.kind.persisted", Wire.Frame(kind: .persisted(samplePersisted(depth: 1)))),
+        WireSample("Wire.Frame.kind.complete", Wire.Frame(kind: .complete(sampleComplete(depth: 1)))),
+        WireSample("Wire.Frame.kind.cancel", Wire.Frame(kind: .cancel(sampleCancel(depth: 1)))),
+        WireSample("Wire.Frame.kind.resume", Wire.Frame(kind: .resume(sampleResume(depth: 1)))),
+        WireSample("Wire.Frame.kind.window", Wire.Frame(kind: .window(sampleWindow(depth: 1)))),
         WireSample("Wire.Frame.kind.ping", Wire.Frame(kind: .ping(samplePing(depth: 1)))),
+        WireSample("Wire.Frame.kind.pong", Wire.Frame(kind: .pong(samplePong(depth: 1)))),
+        WireSample("Wire.Frame.kind.goAway", Wire.Frame(kind: .goAway(sampleGoAway(depth: 1)))),
+        WireSample("Wire.Frame.kind.error", Wire.Frame(kind: .error(sampleConnectionError(depth: 1)))),
+        WireSample("Wire.Hello.bearerToken", Wire.Hello(bearerToken: "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭")),
+        WireSample("Wire.Open.request.modifyRecords", Wire.Open(request: .modifyRecords(sampleModifyRecordsRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchRecords", Wire.Open(request: .fetchRecords(sampleFetchRecordsRequest(depth: 1)))),
+        WireSample("Wire.Open.request.query", Wire.Open(request: .query(sampleQueryRequest(depth: 1)))),
+        WireSample("Wire.Open.request.modifyRecordZones", Wire.Open(request: .modifyRecordZones(sampleModifyRecordZonesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchRecordZones", Wire.Open(request: .fetchRecordZones(sampleFetchRecordZonesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchRecordZoneChanges", Wire.Open(request: .fetchRecordZoneChanges(sampleFetchRecordZoneChangesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchDatabaseChanges", Wire.Open(request: .fetchDatabaseChanges(sampleFetchDatabaseChangesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.modifySubscriptions", Wire.Open(request: .modifySubscriptions(sampleModifySubscriptionsRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchSubscriptions", Wire.Open(request: .fetchSubscriptions(sampleFetchSubscriptionsRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchNotificationChanges", Wire.Open(request: .fetchNotificationChanges(sampleFetchNotificationChangesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.markNotificationsRead", Wire.Open(request: .markNotificationsRead(sampleMarkNotificationsReadRequest(depth: 1)))),
+        WireSample("Wire.Open.request.modifyBadge", Wire.Open(request: .modifyBadge(sampleModifyBadgeRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchShareMetadata", Wire.Open(request: .fetchShareMetadata(sampleFetchShareMetadataRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchShareParticipants", Wire.Open(request: .fetchShareParticipants(sampleFetchShareParticipantsRequest(depth: 1)))),
+        WireSample("Wire.Open.request.acceptShares", Wire.Open(request: .acceptShares(sampleAcceptSharesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.discoverUserIdentities", Wire.Open(request: .discoverUserIdentities(sampleDiscoverUserIdentitiesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.discoverAllUserIdentities", Wire.Open(request: .discoverAllUserIdentities(sampleDiscoverAllUserIdentitiesRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchWebAuthToken", Wire.Open(request: .fetchWebAuthToken(sampleFetchWebAuthTokenRequest(depth: 1)))),
+        WireSample("Wire.Open.request.watchNotifications", Wire.Open(request: .watchNotifications(sampleWatchNotificationsRequest(depth: 1)))),
+        WireSample("Wire.Open.request.uploadAsset", Wire.Open(request: .uploadAsset(sampleUploadAssetRequest(depth: 1)))),
+        WireSample("Wire.Open.request.downloadAsset", Wire.Open(request: .downloadAsset(sampleDownloadAssetRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchLongLivedOperationIDs", Wire.Open(request: .fetchLongLivedOperationIDs(sampleFetchLongLivedOperationIDsRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchLongLivedOperation", Wire.Open(request: .fetchLongLivedOperation(sampleFetchLongLivedOperationRequest(depth: 1)))),
+        WireSample("Wire.Open.request.fetchUserRecordID", Wire.Open(request: .fetchUserRecordID(sampleFetchUserRecordIDRequest(depth: 1)))),
+        WireSample("Wire.Open.request.accountStatus", Wire.Open(request: .accountStatus(sampleAccountStatusRequest(depth: 1)))),
+        WireSample("Wire.Open.request.applicationPermission", Wire.Open(request: .applicationPermission(sampleApplicationPermissionRequest(depth: 1)))),
+        WireSample("Wire.Event.payload.modifyRecords", Wire.Event(payload: .modifyRecords(sampleModifyRecordsEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchRecords", Wire.Event(payload: .fetchRecords(sampleFetchRecordsEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.query", Wire.Event(payload: .query(sampleQueryEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.modifyRecordZones", Wire.Event(payload: .modifyRecordZones(sampleModifyRecordZonesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchRecordZones", Wire.Event(payload: .fetchRecordZones(sampleFetchRecordZonesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchRecordZoneChanges", Wire.Event(payload: .fetchRecordZoneChanges(sampleFetchRecordZoneChangesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchDatabaseChanges", Wire.Event(payload: .fetchDatabaseChanges(sampleFetchDatabaseChangesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.modifySubscriptions", Wire.Event(payload: .modifySubscriptions(sampleModifySubscriptionsEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchSubscriptions", Wire.Event(payload: .fetchSubscriptions(sampleFetchSubscriptionsEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchNotificationChanges", Wire.Event(payload: .fetchNotificationChanges(sampleFetchNotificationChangesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchShareMetadata", Wire.Event(payload: .fetchShareMetadata(sampleFetchShareMetadataEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.fetchShareParticipants", Wire.Event(payload: .fetchShareParticipants(sampleFetchShareParticipantsEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.acceptShares", Wire.Event(payload: .acceptShares(sampleAcceptSharesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.discoverUserIdentities", Wire.Event(payload: .discoverUserIdentities(sampleDiscoverUserIdentitiesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.discoverAllUserIdentities", Wire.Event(payload: .discoverAllUserIdentities(sampleDiscoverAllUserIdentitiesEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.watchNotifications", Wire.Event(payload: .watchNotifications(sampleWatchNotificationsEvent(depth: 1)))),
+        WireSample("Wire.Event.payload.downloadAsset", Wire.Event(payload: .downloadAsset(sampleDownloadAssetEvent(depth: 1)))),
+        WireSample("Wire.Complete.result.query", Wire.Complete(result: .query(sampleQueryResult(depth: 1)))),
+        WireSample("Wire.Complete.result.fetchDatabaseChanges", Wire.Complete(result: .fetchDatabaseChanges(sampleFetchDatabaseChangesResult(depth: 1)))),
+        WireSample("Wire.Complete.result.fetchNotificationChanges", Wire.Complete(result: .fetchNotificationChanges(sampleFetchNotificationChangesResult(depth: 1)))),
+        WireSample("Wire.Complete.result.markNotificationsRead", Wire.Complete(result: .markNotificationsRead(sampleMarkNotificationsReadResult(depth: 1)))),
+        WireSample("Wire.Complete.result.fetchWebAuthToken", Wire.Complete(result: .fetchWebAuthToken(sampleFetchWebAuthTokenResult(depth: 1)))),
+        WireSample("Wire.Complete.result.uploadAsset", Wire.Complete(result: .uploadAsset(sampleUploadAssetResult(depth: 1)))),
+        WireSample("Wire.Complete.result.downloadAsset", Wire.Complete(result: .downloadAsset(sampleDownloadAssetResult(depth: 1)))),
+        WireSample("Wire.Complete.result.fetchLongLivedOperationIDs", Wire.Complete(result: .fetchLongLivedOperationIDs(sampleFetchLongLivedOperationIDsResult(depth: 1)))),
+        WireSample("Wire.Complete.result.fetchLongLivedOperation", Wire.Complete(result: .fetchLongLivedOperation(sampleLongLivedOperationInfo(depth: 1)))),
+        WireSample("Wire.Complete.result.fetchUserRecordID", Wire.Complete(result: .fetchUserRecordID(sampleFetchUserRecordIDResult(depth: 1)))),
+        WireSample("Wire.Complete.result.accountStatus", Wire.Complete(result: .accountStatus(sampleAccountStatusResult(depth: 1)))),
+        WireSample("Wire.Complete.result.applicationPermission", Wire.Complete(result: .applicationPermission(sampleApplicationPermissionResult(depth: 1)))),
     ]
 
-    /// Every field of `Wire.Hello` set; nested messages filled down to `depth` 0.
-    static func sampleHello(depth: Int) -> Wire.Hello {
-        var value = Wire.Hello()
+    /// Every field of `Wire.OperationConfiguration` set; nested messages filled down to `depth` 0.
+    static func sampleOperationConfiguration(depth: Int) -> Wire.OperationConfiguration {
+        var value = Wire.OperationConfiguration()
         guard depth > 0 else { return value }
-        value.protocolVersion = UInt32.max
-        value.clientName = "ascii only"
-        value.bearerToken = ""
+        value.containerIdentifier = ""
+        value.qualityOfService = .unspecified
+        value.allowsCellularAccess = false
+        value.isLongLived = false
+        value.timeoutIntervalForRequestMs = 0
+        value.timeoutIntervalForResourceMs = 0
         return value
     }
 
-    /// Every field of `Wire.Ping` set; nested messages filled down to `depth` 0.
-    static func samplePing(depth: Int) -> Wire.Ping {
-        var value = Wire.Ping()
+    /// Every field of `Wire.OperationGroup` set; nested messages filled down to `depth` 0.
+    static func sampleOperationGroup(depth: Int) -> Wire.OperationGroup {
+        var value = Wire.OperationGroup()
         guard depth > 0 else { return value }
-        value.nonce = UInt64.max
+        value.operationGroupID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.name = "ascii only"
+        value.quantity = UInt64(UInt32.max) + 1
+        value.expectedSendSize = .hundredsOfMegabytes
+        value.expectedReceiveSize = .gigabytes
+        value.defaultConfiguration = sampleOperationConfiguration(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.Timestamp` set; nested messages filled down to `depth` 0.
+    static func sampleTimestamp(depth: Int) -> Wire.Timestamp {
+        var value = Wire.Timestamp()
+        guard depth > 0 else { return value }
+        value.seconds = Int64.min
+        value.nanos = Int32.max
+        return value
+    }
+
+    /// Every field of `Wire.Location` set; nested messages filled down to `depth` 0.
+    static func sampleLocation(depth: Int) -> Wire.Location {
+        var value = Wire.Location()
+        guard depth > 0 else { return value }
+        value.latitude = Double.infinity
+        value.longitude = -Double.infinity
+        value.altitude = Double.greatestFiniteMagnitude
+        value.horizontalAccuracy = -Double.greatestFiniteMagnitude
+        value.verticalAccuracy = -1.5e30
+        value.course = Double.leastNonzeroMagnitude
+        value.speed = Double.infinity
+        value.timestamp = sampleTimestamp(depth: depth - 1)
+        value.courseAccuracy = Double.greatestFiniteMagnitude
+        value.speedAccuracy = -Double.greatestFiniteMagnitude
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneID` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneID(depth: Int) -> Wire.RecordZoneID {
+        var value = Wire.RecordZoneID()
+        guard depth > 0 else { return value }
+        value.zoneName = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.ownerName = "ascii only"
+        return value
+    }
+
+    /// Every field of `Wire.RecordID` set; nested messages filled down to `depth` 0.
+    static func sampleRecordID(depth: Int) -> Wire.RecordID {
+        var value = Wire.RecordID()
+        guard depth > 0 else { return value }
+        value.recordName = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.ServerChangeToken` set; nested messages filled down to `depth` 0.
+    static func sampleServerChangeToken(depth: Int) -> Wire.ServerChangeToken {
+        var value = Wire.ServerChangeToken()
+        guard depth > 0 else { return value }
+        value.opaque = [0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]
+        return value
+    }
+
+    /// Every field of `Wire.UserIdentityLookupInfo` set; nested messages filled down to `depth` 0.
+    static func sampleUserIdentityLookupInfo(depth: Int) -> Wire.UserIdentityLookupInfo {
+        var value = Wire.UserIdentityLookupInfo()
+        guard depth > 0 else { return value }
+        value.emailAddress = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.phoneNumber = "ascii only"
+        value.userRecordID = sampleRecordID(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.UserNameComponents` set; nested messages filled down to `depth` 0.
+    static func sampleUserNameComponents(depth: Int) -> Wire.UserNameComponents {
+        var value = Wire.UserNameComponents()
+        guard depth > 0 else { return value }
+        value.namePrefix = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.givenName = "ascii only"
+        value.middleName = "日本語テキスト 🧪 ñ"
+        value.familyName = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
+        value.nameSuffix = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.nickname = "ascii only"
+        return value
+    }
+
+    /// Every field of `Wire.UserIdentity` set; nested messages filled down to `depth` 0.
+    static func sampleUserIdentity(depth: Int) -> Wire.UserIdentity {
+        var value = Wire.UserIdentity()
+        guard depth > 0 else { return value }
+        value.userRecordID = sampleRecordID(depth: depth - 1)
+        value.lookupInfo = sampleUserIdentityLookupInfo(depth: depth - 1)
+        value.nameComponents = sampleUserNameComponents(depth: depth - 1)
+        value.hasIcloudAccount = true
+        value.contactIdentifiers = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        return value
+    }
+
+    /// Every field of `Wire.ShareParticipant` set; nested messages filled down to `depth` 0.
+    static func sampleShareParticipant(depth: Int) -> Wire.ShareParticipant {
+        var value = Wire.ShareParticipant()
+        guard depth > 0 else { return value }
+        value.participantID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.userIdentity = sampleUserIdentity(depth: depth - 1)
+        value.role = .publicUser
+        value.acceptanceStatus = .unrecognized(4242)
+        value.permission = .none
+        return value
+    }
+
+    /// Every field of `Wire.ShareFields` set; nested messages filled down to `depth` 0.
+    static func sampleShareFields(depth: Int) -> Wire.ShareFields {
+        var value = Wire.ShareFields()
+        guard depth > 0 else { return value }
+        value.participants = [sampleShareParticipant(depth: depth - 1), sampleShareParticipant(depth: depth - 1), sampleShareParticipant(depth: depth - 1)]
+        value.publicPermission = .readOnly
+        value.owner = sampleShareParticipant(depth: depth - 1)
+        value.currentUserParticipant = sampleShareParticipant(depth: depth - 1)
+        value.url = "héllo 👋🏽 世界 e\u{301} ✓"
+        return value
+    }
+
+    /// Every field of `Wire.Reference` set; nested messages filled down to `depth` 0.
+    static func sampleReference(depth: Int) -> Wire.Reference {
+        var value = Wire.Reference()
+        guard depth > 0 else { return value }
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.action = .deleteSelf
+        return value
+    }
+
+    /// Every field of `Wire.Asset` set; nested messages filled down to `depth` 0.
+    static func sampleAsset(depth: Int) -> Wire.Asset {
+        var value = Wire.Asset()
+        guard depth > 0 else { return value }
+        value.sha256 = [0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]
+        value.size = 1
+        value.fileName = "日本語テキスト 🧪 ñ"
+        value.content = .uploadHandle("Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭")
+        return value
+    }
+
+    /// Every field of `Wire.StringList` set; nested messages filled down to `depth` 0.
+    static func sampleStringList(depth: Int) -> Wire.StringList {
+        var value = Wire.StringList()
+        guard depth > 0 else { return value }
+        value.values = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        return value
+    }
+
+    /// Every field of `Wire.Int64List` set; nested messages filled down to `depth` 0.
+    static func sampleInt64List(depth: Int) -> Wire.Int64List {
+        var value = Wire.Int64List()
+        guard depth > 0 else { return value }
+        value.values = [Int64.min, Int64.max, -1]
+        return value
+    }
+
+    /// Every field of `Wire.DoubleList` set; nested messages filled down to `depth` 0.
+    static func sampleDoubleList(depth: Int) -> Wire.DoubleList {
+        var value = Wire.DoubleList()
+        guard depth > 0 else { return value }
+        value.values = [Double.infinity, -Double.infinity, Double.greatestFiniteMagnitude]
+        return value
+    }
+
+    /// Every field of `Wire.BytesList` set; nested messages filled down to `depth` 0.
+    static func sampleBytesList(depth: Int) -> Wire.BytesList {
+        var value = Wire.BytesList()
+        guard depth > 0 else { return value }
+        value.values = [[0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01], [0xFF, 0x00], [0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]]
+        return value
+    }
+
+    /// Every field of `Wire.TimestampList` set; nested messages filled down to `depth` 0.
+    static func sampleTimestampList(depth: Int) -> Wire.TimestampList {
+        var value = Wire.TimestampList()
+        guard depth > 0 else { return value }
+        value.values = [sampleTimestamp(depth: depth - 1), sampleTimestamp(depth: depth - 1), sampleTimestamp(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.ReferenceList` set; nested messages filled down to `depth` 0.
+    static func sampleReferenceList(depth: Int) -> Wire.ReferenceList {
+        var value = Wire.ReferenceList()
+        guard depth > 0 else { return value }
+        value.values = [sampleReference(depth: depth - 1), sampleReference(depth: depth - 1), sampleReference(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.LocationList` set; nested messages filled down to `depth` 0.
+    static func sampleLocationList(depth: Int) -> Wire.LocationList {
+        var value = Wire.LocationList()
+        guard depth > 0 else { return value }
+        value.values = [sampleLocation(depth: depth - 1), sampleLocation(depth: depth - 1), sampleLocation(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.AssetList` set; nested messages filled down to `depth` 0.
+    static func sampleAssetList(depth: Int) -> Wire.AssetList {
+        var value = Wire.AssetList()
+        guard depth > 0 else { return value }
+        value.values = [sampleAsset(depth: depth - 1), sampleAsset(depth: depth - 1), sampleAsset(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.FieldValue` set; nested messages filled down to `depth` 0.
+    static func sampleFieldValue(depth: Int) -> Wire.FieldValue {
+        var value = Wire.FieldValue()
+        guard depth > 0 else { return value }
+        value.kind = .stringValue("héllo 👋🏽 世界 e\u{301} ✓")
+        return value
+    }
+
+    /// Every field of `Wire.RecordField` set; nested messages filled down to `depth` 0.
+    static func sampleRecordField(depth: Int) -> Wire.RecordField {
+        var value = Wire.RecordField()
+        guard depth > 0 else { return value }
+        value.key = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.value = sampleFieldValue(depth: depth - 1)
+        value.isEncrypted = true
+        return value
+    }
+
+    /// Every field of `Wire.Record` set; nested messages filled down to `depth` 0.
+    static func sampleRecord(depth: Int) -> Wire.Record {
+        var value = Wire.Record()
+        guard depth > 0 else { return value }
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.recordType = "ascii only"
+        value.recordChangeTag = "日本語テキスト 🧪 ñ"
+        value.creationDate = sampleTimestamp(depth: depth - 1)
+        value.modificationDate = sampleTimestamp(depth: depth - 1)
+        value.creatorUserRecordID = sampleRecordID(depth: depth - 1)
+        value.lastModifiedUserRecordID = sampleRecordID(depth: depth - 1)
+        value.fields = [sampleRecordField(depth: depth - 1), sampleRecordField(depth: depth - 1), sampleRecordField(depth: depth - 1)]
+        value.parent = sampleReference(depth: depth - 1)
+        value.share = sampleReference(depth: depth - 1)
+        value.changedKeys = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
+        value.shareFields = sampleShareFields(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.ZoneCapabilities` set; nested messages filled down to `depth` 0.
+    static func sampleZoneCapabilities(depth: Int) -> Wire.ZoneCapabilities {
+        var value = Wire.ZoneCapabilities()
+        guard depth > 0 else { return value }
+        value.fetchChanges = true
+        value.atomic = true
+        value.sharing = true
+        value.zoneWideSharing = true
+        return value
+    }
+
+    /// Every field of `Wire.RecordZone` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZone(depth: Int) -> Wire.RecordZone {
+        var value = Wire.RecordZone()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.capabilities = sampleZoneCapabilities(depth: depth - 1)
+        value.share = sampleReference(depth: depth - 1)
+        value.encryptionScope = .perRecord
+        return value
+    }
+
+    /// Every field of `Wire.OperationError` set; nested messages filled down to `depth` 0.
+    static func sampleOperationError(depth: Int) -> Wire.OperationError {
+        var value = Wire.OperationError()
+        guard depth > 0 else { return value }
+        value.code = .internalError
+        value.message = "ascii only"
+        value.retryAfterSeconds = 0
+        value.serverRecord = sampleRecord(depth: depth - 1)
+        value.clientRecord = sampleRecord(depth: depth - 1)
+        value.ancestorRecord = sampleRecord(depth: depth - 1)
+        value.partialErrors = [sampleItemError(depth: depth - 1), sampleItemError(depth: depth - 1), sampleItemError(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.ItemError` set; nested messages filled down to `depth` 0.
+    static func sampleItemError(depth: Int) -> Wire.ItemError {
+        var value = Wire.ItemError()
+        guard depth > 0 else { return value }
+        value.item = .recordID(sampleRecordID(depth: depth - 1))
+        value.error = sampleOperationError(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.ComparisonPredicate` set; nested messages filled down to `depth` 0.
+    static func sampleComparisonPredicate(depth: Int) -> Wire.ComparisonPredicate {
+        var value = Wire.ComparisonPredicate()
+        guard depth > 0 else { return value }
+        value.key = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.comparisonOperator = .notEquals
+        value.value = sampleFieldValue(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.AndPredicate` set; nested messages filled down to `depth` 0.
+    static func sampleAndPredicate(depth: Int) -> Wire.AndPredicate {
+        var value = Wire.AndPredicate()
+        guard depth > 0 else { return value }
+        value.operands = [sampleQueryPredicate(depth: depth - 1), sampleQueryPredicate(depth: depth - 1), sampleQueryPredicate(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.NotPredicate` set; nested messages filled down to `depth` 0.
+    static func sampleNotPredicate(depth: Int) -> Wire.NotPredicate {
+        var value = Wire.NotPredicate()
+        guard depth > 0 else { return value }
+        value.operand = sampleQueryPredicate(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.TruePredicate` set; nested messages filled down to `depth` 0.
+    static func sampleTruePredicate(depth: Int) -> Wire.TruePredicate {
+        Wire.TruePredicate()
+    }
+
+    /// Every field of `Wire.FalsePredicate` set; nested messages filled down to `depth` 0.
+    static func sampleFalsePredicate(depth: Int) -> Wire.FalsePredicate {
+        Wire.FalsePredicate()
+    }
+
+    /// Every field of `Wire.TextSearchPredicate` set; nested messages filled down to `depth` 0.
+    static func sampleTextSearchPredicate(depth: Int) -> Wire.TextSearchPredicate {
+        var value = Wire.TextSearchPredicate()
+        guard depth > 0 else { return value }
+        value.text = "héllo 👋🏽 世界 e\u{301} ✓"
+        return value
+    }
+
+    /// Every field of `Wire.DistancePredicate` set; nested messages filled down to `depth` 0.
+    static func sampleDistancePredicate(depth: Int) -> Wire.DistancePredicate {
+        var value = Wire.DistancePredicate()
+        guard depth > 0 else { return value }
+        value.key = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.fromLocation = sampleLocation(depth: depth - 1)
+        value.radiusMeters = Double.greatestFiniteMagnitude
+        value.comparisonOperator = .lessOrEqual
+        return value
+    }
+
+    /// Every field of `Wire.QueryPredicate` set; nested messages filled down to `depth` 0.
+    static func sampleQueryPredicate(depth: Int) -> Wire.QueryPredicate {
+        var value = Wire.QueryPredicate()
+        guard depth > 0 else { return value }
+        value.format = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.node = .comparison(sampleComparisonPredicate(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.QuerySortDescriptor` set; nested messages filled down to `depth` 0.
+    static func sampleQuerySortDescriptor(depth: Int) -> Wire.QuerySortDescriptor {
+        var value = Wire.QuerySortDescriptor()
+        guard depth > 0 else { return value }
+        value.key = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.ascending = true
+        value.relativeLocation = sampleLocation(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.Query` set; nested messages filled down to `depth` 0.
+    static func sampleQuery(depth: Int) -> Wire.Query {
+        var value = Wire.Query()
+        guard depth > 0 else { return value }
+        value.recordType = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.predicate = sampleQueryPredicate(depth: depth - 1)
+        value.sortDescriptors = [sampleQuerySortDescriptor(depth: depth - 1), sampleQuerySortDescriptor(depth: depth - 1), sampleQuerySortDescriptor(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.QueryCursor` set; nested messages filled down to `depth` 0.
+    static func sampleQueryCursor(depth: Int) -> Wire.QueryCursor {
+        var value = Wire.QueryCursor()
+        guard depth > 0 else { return value }
+        value.opaque = [0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]
+        return value
+    }
+
+    /// Every field of `Wire.RecordProgress` set; nested messages filled down to `depth` 0.
+    static func sampleRecordProgress(depth: Int) -> Wire.RecordProgress {
+        var value = Wire.RecordProgress()
+        guard depth > 0 else { return value }
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.progress = -Double.infinity
+        return value
+    }
+
+    /// Every field of `Wire.RecordOutcome` set; nested messages filled down to `depth` 0.
+    static func sampleRecordOutcome(depth: Int) -> Wire.RecordOutcome {
+        var value = Wire.RecordOutcome()
+        guard depth > 0 else { return value }
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.outcome = .record(sampleRecord(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneOutcome` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneOutcome(depth: Int) -> Wire.RecordZoneOutcome {
+        var value = Wire.RecordZoneOutcome()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.outcome = .zone(sampleRecordZone(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.ModifyRecordsRequest` set; nested messages filled down to `depth` 0.
+    static func sampleModifyRecordsRequest(depth: Int) -> Wire.ModifyRecordsRequest {
+        var value = Wire.ModifyRecordsRequest()
+        guard depth > 0 else { return value }
+        value.recordsToSave = [sampleRecord(depth: depth - 1), sampleRecord(depth: depth - 1), sampleRecord(depth: depth - 1)]
+        value.recordIDsToDelete = [sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1)]
+        value.savePolicy = .allKeys
+        value.clientChangeToken = [0xFF, 0x00]
+        value.isAtomic = false
+        return value
+    }
+
+    /// Every field of `Wire.ModifyRecordsPerRecordSave` set; nested messages filled down to `depth` 0.
+    static func sampleModifyRecordsPerRecordSave(depth: Int) -> Wire.ModifyRecordsPerRecordSave {
+        var value = Wire.ModifyRecordsPerRecordSave()
+        guard depth > 0 else { return value }
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.outcome = .record(sampleRecord(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.ModifyRecordsPerRecordDelete` set; nested messages filled down to `depth` 0.
+    static func sampleModifyRecordsPerRecordDelete(depth: Int) -> Wire.ModifyRecordsPerRecordDelete {
+        var value = Wire.ModifyRecordsPerRecordDelete()
+        guard depth > 0 else { return value }
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.error = sampleOperationError(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.ModifyRecordsEvent` set; nested messages filled down to `depth` 0.
+    static func sampleModifyRecordsEvent(depth: Int) -> Wire.ModifyRecordsEvent {
+        var value = Wire.ModifyRecordsEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perRecordProgress(sampleRecordProgress(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchRecordsRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchRecordsRequest(depth: Int) -> Wire.FetchRecordsRequest {
+        var value = Wire.FetchRecordsRequest()
+        guard depth > 0 else { return value }
+        value.recordIDs = [sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1)]
+        value.desiredKeys = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.desiredKeysSpecified = true
+        return value
+    }
+
+    /// Every field of `Wire.FetchRecordsEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchRecordsEvent(depth: Int) -> Wire.FetchRecordsEvent {
+        var value = Wire.FetchRecordsEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perRecordProgress(sampleRecordProgress(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.QueryRequest` set; nested messages filled down to `depth` 0.
+    static func sampleQueryRequest(depth: Int) -> Wire.QueryRequest {
+        var value = Wire.QueryRequest()
+        guard depth > 0 else { return value }
+        value.start = .query(sampleQuery(depth: depth - 1))
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.desiredKeys = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
+        value.desiredKeysSpecified = true
+        value.resultsLimit = 1
+        return value
+    }
+
+    /// Every field of `Wire.QueryEvent` set; nested messages filled down to `depth` 0.
+    static func sampleQueryEvent(depth: Int) -> Wire.QueryEvent {
+        var value = Wire.QueryEvent()
+        guard depth > 0 else { return value }
+        value.callback = .recordMatched(sampleRecordOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.QueryResult` set; nested messages filled down to `depth` 0.
+    static func sampleQueryResult(depth: Int) -> Wire.QueryResult {
+        var value = Wire.QueryResult()
+        guard depth > 0 else { return value }
+        value.cursor = sampleQueryCursor(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.ModifyRecordZonesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleModifyRecordZonesRequest(depth: Int) -> Wire.ModifyRecordZonesRequest {
+        var value = Wire.ModifyRecordZonesRequest()
+        guard depth > 0 else { return value }
+        value.recordZonesToSave = [sampleRecordZone(depth: depth - 1), sampleRecordZone(depth: depth - 1), sampleRecordZone(depth: depth - 1)]
+        value.recordZoneIDsToDelete = [sampleRecordZoneID(depth: depth - 1), sampleRecordZoneID(depth: depth - 1), sampleRecordZoneID(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneDeleted` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneDeleted(depth: Int) -> Wire.RecordZoneDeleted {
+        var value = Wire.RecordZoneDeleted()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.error = sampleOperationError(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.ModifyRecordZonesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleModifyRecordZonesEvent(depth: Int) -> Wire.ModifyRecordZonesEvent {
+        var value = Wire.ModifyRecordZonesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perRecordZoneSave(sampleRecordZoneOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchRecordZonesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchRecordZonesRequest(depth: Int) -> Wire.FetchRecordZonesRequest {
+        var value = Wire.FetchRecordZonesRequest()
+        guard depth > 0 else { return value }
+        value.recordZoneIDs = [sampleRecordZoneID(depth: depth - 1), sampleRecordZoneID(depth: depth - 1), sampleRecordZoneID(depth: depth - 1)]
+        value.fetchAllRecordZones = true
+        return value
+    }
+
+    /// Every field of `Wire.FetchRecordZonesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchRecordZonesEvent(depth: Int) -> Wire.FetchRecordZonesEvent {
+        var value = Wire.FetchRecordZonesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perRecordZoneResult(sampleRecordZoneOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.ZoneChangesConfiguration` set; nested messages filled down to `depth` 0.
+    static func sampleZoneChangesConfiguration(depth: Int) -> Wire.ZoneChangesConfiguration {
+        var value = Wire.ZoneChangesConfiguration()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.previousServerChangeToken = sampleServerChangeToken(depth: depth - 1)
+        value.resultsLimit = 300
+        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.desiredKeysSpecified = true
+        return value
+    }
+
+    /// Every field of `Wire.FetchRecordZoneChangesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchRecordZoneChangesRequest(depth: Int) -> Wire.FetchRecordZoneChangesRequest {
+        var value = Wire.FetchRecordZoneChangesRequest()
+        guard depth > 0 else { return value }
+        value.zoneConfigurations = [sampleZoneChangesConfiguration(depth: depth - 1), sampleZoneChangesConfiguration(depth: depth - 1), sampleZoneChangesConfiguration(depth: depth - 1)]
+        value.fetchAllChanges = false
+        return value
+    }
+
+    /// Every field of `Wire.RecordDeleted` set; nested messages filled down to `depth` 0.
+    static func sampleRecordDeleted(depth: Int) -> Wire.RecordDeleted {
+        var value = Wire.RecordDeleted()
+        guard depth > 0 else { return value }
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.recordType = "ascii only"
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneChangeTokensUpdated` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneChangeTokensUpdated(depth: Int) -> Wire.RecordZoneChangeTokensUpdated {
+        var value = Wire.RecordZoneChangeTokensUpdated()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.serverChangeToken = sampleServerChangeToken(depth: depth - 1)
+        value.clientChangeToken = [0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneFetchSuccess` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneFetchSuccess(depth: Int) -> Wire.RecordZoneFetchSuccess {
+        var value = Wire.RecordZoneFetchSuccess()
+        guard depth > 0 else { return value }
+        value.serverChangeToken = sampleServerChangeToken(depth: depth - 1)
+        value.clientChangeToken = [0xFF, 0x00]
+        value.moreComing = true
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneFetchResult` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneFetchResult(depth: Int) -> Wire.RecordZoneFetchResult {
+        var value = Wire.RecordZoneFetchResult()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.outcome = .success(sampleRecordZoneFetchSuccess(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchRecordZoneChangesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchRecordZoneChangesEvent(depth: Int) -> Wire.FetchRecordZoneChangesEvent {
+        var value = Wire.FetchRecordZoneChangesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .recordWasChanged(sampleRecordOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchDatabaseChangesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchDatabaseChangesRequest(depth: Int) -> Wire.FetchDatabaseChangesRequest {
+        var value = Wire.FetchDatabaseChangesRequest()
+        guard depth > 0 else { return value }
+        value.previousServerChangeToken = sampleServerChangeToken(depth: depth - 1)
+        value.resultsLimit = 1
+        value.fetchAllChanges = false
+        return value
+    }
+
+    /// Every field of `Wire.FetchDatabaseChangesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchDatabaseChangesEvent(depth: Int) -> Wire.FetchDatabaseChangesEvent {
+        var value = Wire.FetchDatabaseChangesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .recordZoneWithIDChanged(sampleRecordZoneID(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchDatabaseChangesResult` set; nested messages filled down to `depth` 0.
+    static func sampleFetchDatabaseChangesResult(depth: Int) -> Wire.FetchDatabaseChangesResult {
+        var value = Wire.FetchDatabaseChangesResult()
+        guard depth > 0 else { return value }
+        value.serverChangeToken = sampleServerChangeToken(depth: depth - 1)
+        value.moreComing = true
+        return value
+    }
+
+    /// Every field of `Wire.NotificationInfo` set; nested messages filled down to `depth` 0.
+    static func sampleNotificationInfo(depth: Int) -> Wire.NotificationInfo {
+        var value = Wire.NotificationInfo()
+        guard depth > 0 else { return value }
+        value.alertBody = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.alertLocalizationKey = "ascii only"
+        value.alertLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
+        value.alertActionLocalizationKey = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
+        value.alertLaunchImage = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.title = "ascii only"
+        value.titleLocalizationKey = "日本語テキスト 🧪 ñ"
+        value.titleLocalizationArgs = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.subtitle = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.subtitleLocalizationKey = "ascii only"
+        value.subtitleLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
+        value.soundName = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
+        value.shouldBadge = true
+        value.shouldSendContentAvailable = true
+        value.shouldSendMutableContent = true
+        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.category = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.collapseIDKey = "ascii only"
+        return value
+    }
+
+    /// Every field of `Wire.QuerySubscription` set; nested messages filled down to `depth` 0.
+    static func sampleQuerySubscription(depth: Int) -> Wire.QuerySubscription {
+        var value = Wire.QuerySubscription()
+        guard depth > 0 else { return value }
+        value.recordType = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.predicate = sampleQueryPredicate(depth: depth - 1)
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.firesOnRecordCreation = true
+        value.firesOnRecordUpdate = true
+        value.firesOnRecordDeletion = true
+        value.firesOnce = true
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneSubscription` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneSubscription(depth: Int) -> Wire.RecordZoneSubscription {
+        var value = Wire.RecordZoneSubscription()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.recordType = "ascii only"
+        return value
+    }
+
+    /// Every field of `Wire.DatabaseSubscription` set; nested messages filled down to `depth` 0.
+    static func sampleDatabaseSubscription(depth: Int) -> Wire.DatabaseSubscription {
+        var value = Wire.DatabaseSubscription()
+        guard depth > 0 else { return value }
+        value.recordType = "héllo 👋🏽 世界 e\u{301} ✓"
+        return value
+    }
+
+    /// Every field of `Wire.Subscription` set; nested messages filled down to `depth` 0.
+    static func sampleSubscription(depth: Int) -> Wire.Subscription {
+        var value = Wire.Subscription()
+        guard depth > 0 else { return value }
+        value.subscriptionID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.kind = .query(sampleQuerySubscription(depth: depth - 1))
+        value.notificationInfo = sampleNotificationInfo(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.NotificationAlert` set; nested messages filled down to `depth` 0.
+    static func sampleNotificationAlert(depth: Int) -> Wire.NotificationAlert {
+        var value = Wire.NotificationAlert()
+        guard depth > 0 else { return value }
+        value.title = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.titleLocalizationKey = "ascii only"
+        value.titleLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
+        value.subtitle = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
+        value.subtitleLocalizationKey = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.subtitleLocalizationArgs = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.body = "日本語テキスト 🧪 ñ"
+        value.bodyLocalizationKey = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
+        value.bodyLocalizationArgs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.actionLocalizationKey = "ascii only"
+        value.launchImage = "日本語テキスト 🧪 ñ"
+        return value
+    }
+
+    /// Every field of `Wire.QueryNotification` set; nested messages filled down to `depth` 0.
+    static func sampleQueryNotification(depth: Int) -> Wire.QueryNotification {
+        var value = Wire.QueryNotification()
+        guard depth > 0 else { return value }
+        value.reason = .recordCreated
+        value.recordID = sampleRecordID(depth: depth - 1)
+        value.recordFields = [sampleRecordField(depth: depth - 1), sampleRecordField(depth: depth - 1), sampleRecordField(depth: depth - 1)]
+        value.databaseScope = .unrecognized(4242)
+        return value
+    }
+
+    /// Every field of `Wire.RecordZoneNotification` set; nested messages filled down to `depth` 0.
+    static func sampleRecordZoneNotification(depth: Int) -> Wire.RecordZoneNotification {
+        var value = Wire.RecordZoneNotification()
+        guard depth > 0 else { return value }
+        value.zoneID = sampleRecordZoneID(depth: depth - 1)
+        value.databaseScope = .`private`
+        return value
+    }
+
+    /// Every field of `Wire.DatabaseNotification` set; nested messages filled down to `depth` 0.
+    static func sampleDatabaseNotification(depth: Int) -> Wire.DatabaseNotification {
+        var value = Wire.DatabaseNotification()
+        guard depth > 0 else { return value }
+        value.databaseScope = .`public`
+        return value
+    }
+
+    /// Every field of `Wire.PushNotification` set; nested messages filled down to `depth` 0.
+    static func samplePushNotification(depth: Int) -> Wire.PushNotification {
+        var value = Wire.PushNotification()
+        guard depth > 0 else { return value }
+        value.notificationID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.notificationType = .recordZone
+        value.containerIdentifier = "日本語テキスト 🧪 ñ"
+        value.subscriptionID = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
+        value.subscriptionOwnerUserRecordID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.isPruned = true
+        value.alert = sampleNotificationAlert(depth: depth - 1)
+        value.badge = 0
+        value.soundName = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.category = "ascii only"
+        value.creationDate = sampleTimestamp(depth: depth - 1)
+        value.detail = .query(sampleQueryNotification(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.SubscriptionOutcome` set; nested messages filled down to `depth` 0.
+    static func sampleSubscriptionOutcome(depth: Int) -> Wire.SubscriptionOutcome {
+        var value = Wire.SubscriptionOutcome()
+        guard depth > 0 else { return value }
+        value.subscriptionID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.outcome = .subscription(sampleSubscription(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.ModifySubscriptionsRequest` set; nested messages filled down to `depth` 0.
+    static func sampleModifySubscriptionsRequest(depth: Int) -> Wire.ModifySubscriptionsRequest {
+        var value = Wire.ModifySubscriptionsRequest()
+        guard depth > 0 else { return value }
+        value.subscriptionsToSave = [sampleSubscription(depth: depth - 1), sampleSubscription(depth: depth - 1), sampleSubscription(depth: depth - 1)]
+        value.subscriptionIDsToDelete = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        return value
+    }
+
+    /// Every field of `Wire.SubscriptionDeleted` set; nested messages filled down to `depth` 0.
+    static func sampleSubscriptionDeleted(depth: Int) -> Wire.SubscriptionDeleted {
+        var value = Wire.SubscriptionDeleted()
+        guard depth > 0 else { return value }
+        value.subscriptionID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.error = sampleOperationError(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.ModifySubscriptionsEvent` set; nested messages filled down to `depth` 0.
+    static func sampleModifySubscriptionsEvent(depth: Int) -> Wire.ModifySubscriptionsEvent {
+        var value = Wire.ModifySubscriptionsEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perSubscriptionSave(sampleSubscriptionOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchSubscriptionsRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchSubscriptionsRequest(depth: Int) -> Wire.FetchSubscriptionsRequest {
+        var value = Wire.FetchSubscriptionsRequest()
+        guard depth > 0 else { return value }
+        value.subscriptionIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.fetchAllSubscriptions = true
+        return value
+    }
+
+    /// Every field of `Wire.FetchSubscriptionsEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchSubscriptionsEvent(depth: Int) -> Wire.FetchSubscriptionsEvent {
+        var value = Wire.FetchSubscriptionsEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perSubscriptionResult(sampleSubscriptionOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchNotificationChangesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchNotificationChangesRequest(depth: Int) -> Wire.FetchNotificationChangesRequest {
+        var value = Wire.FetchNotificationChangesRequest()
+        guard depth > 0 else { return value }
+        value.previousServerChangeToken = sampleServerChangeToken(depth: depth - 1)
+        value.resultsLimit = 1
+        return value
+    }
+
+    /// Every field of `Wire.FetchNotificationChangesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchNotificationChangesEvent(depth: Int) -> Wire.FetchNotificationChangesEvent {
+        var value = Wire.FetchNotificationChangesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .notificationChanged(samplePushNotification(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchNotificationChangesResult` set; nested messages filled down to `depth` 0.
+    static func sampleFetchNotificationChangesResult(depth: Int) -> Wire.FetchNotificationChangesResult {
+        var value = Wire.FetchNotificationChangesResult()
+        guard depth > 0 else { return value }
+        value.serverChangeToken = sampleServerChangeToken(depth: depth - 1)
+        value.moreComing = true
+        return value
+    }
+
+    /// Every field of `Wire.MarkNotificationsReadRequest` set; nested messages filled down to `depth` 0.
+    static func sampleMarkNotificationsReadRequest(depth: Int) -> Wire.MarkNotificationsReadRequest {
+        var value = Wire.MarkNotificationsReadRequest()
+        guard depth > 0 else { return value }
+        value.notificationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        return value
+    }
+
+    /// Every field of `Wire.MarkNotificationsReadResult` set; nested messages filled down to `depth` 0.
+    static func sampleMarkNotificationsReadResult(depth: Int) -> Wire.MarkNotificationsReadResult {
+        var value = Wire.MarkNotificationsReadResult()
+        guard depth > 0 else { return value }
+        value.notificationIDsMarkedRead = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        return value
+    }
+
+    /// Every field of `Wire.ModifyBadgeRequest` set; nested messages filled down to `depth` 0.
+    static func sampleModifyBadgeRequest(depth: Int) -> Wire.ModifyBadgeRequest {
+        var value = Wire.ModifyBadgeRequest()
+        guard depth > 0 else { return value }
+        value.badgeValue = UInt32.max
+        return value
+    }
+
+    /// Every field of `Wire.WatchNotificationsRequest` set; nested messages filled down to `depth` 0.
+    static func sampleWatchNotificationsRequest(depth: Int) -> Wire.WatchNotificationsRequest {
+        var value = Wire.WatchNotificationsRequest()
+        guard depth > 0 else { return value }
+        value.since = sampleServerChangeToken(depth: depth - 1)
+        value.databaseScopes = [.`private`, .shared, .unrecognized(4242)]
+        return value
+    }
+
+    /// Every field of `Wire.WatchedNotification` set; nested messages filled down to `depth` 0.
+    static func sampleWatchedNotification(depth: Int) -> Wire.WatchedNotification {
+        var value = Wire.WatchedNotification()
+        guard depth > 0 else { return value }
+        value.notification = samplePushNotification(depth: depth - 1)
+        value.changeToken = sampleServerChangeToken(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.WatchNotificationsEvent` set; nested messages filled down to `depth` 0.
+    static func sampleWatchNotificationsEvent(depth: Int) -> Wire.WatchNotificationsEvent {
+        var value = Wire.WatchNotificationsEvent()
+        guard depth > 0 else { return value }
+        value.callback = .notification(sampleWatchedNotification(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.ShareMetadata` set; nested messages filled down to `depth` 0.
+    static func sampleShareMetadata(depth: Int) -> Wire.ShareMetadata {
+        var value = Wire.ShareMetadata()
+        guard depth > 0 else { return value }
+        value.containerIdentifier = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.share = sampleRecord(depth: depth - 1)
+        value.hierarchicalRootRecordID = sampleRecordID(depth: depth - 1)
+        value.rootRecord = sampleRecord(depth: depth - 1)
+        value.participantRole = .owner
+        value.participantStatus = .accepted
+        value.participantPermission = .readWrite
+        value.ownerIdentity = sampleUserIdentity(depth: depth - 1)
+        value.shareURL = "héllo 👋🏽 世界 e\u{301} ✓"
+        return value
+    }
+
+    /// Every field of `Wire.FetchShareMetadataRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchShareMetadataRequest(depth: Int) -> Wire.FetchShareMetadataRequest {
+        var value = Wire.FetchShareMetadataRequest()
+        guard depth > 0 else { return value }
+        value.shareURLs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.shouldFetchRootRecord = true
+        value.rootRecordDesiredKeys = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
+        value.rootRecordDesiredKeysSpecified = true
+        return value
+    }
+
+    /// Every field of `Wire.ShareMetadataOutcome` set; nested messages filled down to `depth` 0.
+    static func sampleShareMetadataOutcome(depth: Int) -> Wire.ShareMetadataOutcome {
+        var value = Wire.ShareMetadataOutcome()
+        guard depth > 0 else { return value }
+        value.shareURL = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.outcome = .metadata(sampleShareMetadata(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchShareMetadataEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchShareMetadataEvent(depth: Int) -> Wire.FetchShareMetadataEvent {
+        var value = Wire.FetchShareMetadataEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perShareMetadataResult(sampleShareMetadataOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchShareParticipantsRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchShareParticipantsRequest(depth: Int) -> Wire.FetchShareParticipantsRequest {
+        var value = Wire.FetchShareParticipantsRequest()
+        guard depth > 0 else { return value }
+        value.userIdentityLookupInfos = [sampleUserIdentityLookupInfo(depth: depth - 1), sampleUserIdentityLookupInfo(depth: depth - 1), sampleUserIdentityLookupInfo(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.ShareParticipantOutcome` set; nested messages filled down to `depth` 0.
+    static func sampleShareParticipantOutcome(depth: Int) -> Wire.ShareParticipantOutcome {
+        var value = Wire.ShareParticipantOutcome()
+        guard depth > 0 else { return value }
+        value.lookupInfo = sampleUserIdentityLookupInfo(depth: depth - 1)
+        value.outcome = .participant(sampleShareParticipant(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.FetchShareParticipantsEvent` set; nested messages filled down to `depth` 0.
+    static func sampleFetchShareParticipantsEvent(depth: Int) -> Wire.FetchShareParticipantsEvent {
+        var value = Wire.FetchShareParticipantsEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perShareParticipantResult(sampleShareParticipantOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.AcceptSharesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleAcceptSharesRequest(depth: Int) -> Wire.AcceptSharesRequest {
+        var value = Wire.AcceptSharesRequest()
+        guard depth > 0 else { return value }
+        value.shareMetadatas = [sampleShareMetadata(depth: depth - 1), sampleShareMetadata(depth: depth - 1), sampleShareMetadata(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.ShareOutcome` set; nested messages filled down to `depth` 0.
+    static func sampleShareOutcome(depth: Int) -> Wire.ShareOutcome {
+        var value = Wire.ShareOutcome()
+        guard depth > 0 else { return value }
+        value.shareURL = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.outcome = .share(sampleRecord(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.AcceptSharesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleAcceptSharesEvent(depth: Int) -> Wire.AcceptSharesEvent {
+        var value = Wire.AcceptSharesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .perShareResult(sampleShareOutcome(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.DiscoverUserIdentitiesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleDiscoverUserIdentitiesRequest(depth: Int) -> Wire.DiscoverUserIdentitiesRequest {
+        var value = Wire.DiscoverUserIdentitiesRequest()
+        guard depth > 0 else { return value }
+        value.userIdentityLookupInfos = [sampleUserIdentityLookupInfo(depth: depth - 1), sampleUserIdentityLookupInfo(depth: depth - 1), sampleUserIdentityLookupInfo(depth: depth - 1)]
+        return value
+    }
+
+    /// Every field of `Wire.UserIdentityDiscovered` set; nested messages filled down to `depth` 0.
+    static func sampleUserIdentityDiscovered(depth: Int) -> Wire.UserIdentityDiscovered {
+        var value = Wire.UserIdentityDiscovered()
+        guard depth > 0 else { return value }
+        value.identity = sampleUserIdentity(depth: depth - 1)
+        value.lookupInfo = sampleUserIdentityLookupInfo(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.DiscoverUserIdentitiesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleDiscoverUserIdentitiesEvent(depth: Int) -> Wire.DiscoverUserIdentitiesEvent {
+        var value = Wire.DiscoverUserIdentitiesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .userIdentityDiscovered(sampleUserIdentityDiscovered(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.DiscoverAllUserIdentitiesRequest` set; nested messages filled down to `depth` 0.
+    static func sampleDiscoverAllUserIdentitiesRequest(depth: Int) -> Wire.DiscoverAllUserIdentitiesRequest {
+        Wire.DiscoverAllUserIdentitiesRequest()
+    }
+
+    /// Every field of `Wire.DiscoverAllUserIdentitiesEvent` set; nested messages filled down to `depth` 0.
+    static func sampleDiscoverAllUserIdentitiesEvent(depth: Int) -> Wire.DiscoverAllUserIdentitiesEvent {
+        var value = Wire.DiscoverAllUserIdentitiesEvent()
+        guard depth > 0 else { return value }
+        value.callback = .userIdentityDiscovered(sampleUserIdentity(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.UploadAssetRequest` set; nested messages filled down to `depth` 0.
+    static func sampleUploadAssetRequest(depth: Int) -> Wire.UploadAssetRequest {
+        var value = Wire.UploadAssetRequest()
+        guard depth > 0 else { return value }
+        value.uploadID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.offset = 1
+        value.data = [0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]
+        value.totalSize = UInt64.max
+        value.sha256 = [0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]
+        value.isFinal = true
+        return value
+    }
+
+    /// Every field of `Wire.UploadAssetResult` set; nested messages filled down to `depth` 0.
+    static func sampleUploadAssetResult(depth: Int) -> Wire.UploadAssetResult {
+        var value = Wire.UploadAssetResult()
+        guard depth > 0 else { return value }
+        value.receivedBytes = UInt64.max
+        value.uploadHandle = "ascii only"
+        return value
+    }
+
+    /// Every field of `Wire.DownloadAssetRequest` set; nested messages filled down to `depth` 0.
+    static func sampleDownloadAssetRequest(depth: Int) -> Wire.DownloadAssetRequest {
+        var value = Wire.DownloadAssetRequest()
+        guard depth > 0 else { return value }
+        value.downloadHandle = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.offset = 1
+        value.length = UInt64(UInt32.max) + 1
+        value.chunkBytes = UInt32.max
+        return value
+    }
+
+    /// Every field of `Wire.AssetChunk` set; nested messages filled down to `depth` 0.
+    static func sampleAssetChunk(depth: Int) -> Wire.AssetChunk {
+        var value = Wire.AssetChunk()
+        guard depth > 0 else { return value }
+        value.offset = UInt64.max
+        value.data = [0xFF, 0x00]
+        return value
+    }
+
+    /// Every field of `Wire.DownloadAssetEvent` set; nested messages filled down to `depth` 0.
+    static func sampleDownloadAssetEvent(depth: Int) -> Wire.DownloadAssetEvent {
+        var value = Wire.DownloadAssetEvent()
+        guard depth > 0 else { return value }
+        value.callback = .chunk(sampleAssetChunk(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.DownloadAssetResult` set; nested messages filled down to `depth` 0.
+    static func sampleDownloadAssetResult(depth: Int) -> Wire.DownloadAssetResult {
+        var value = Wire.DownloadAssetResult()
+        guard depth > 0 else { return value }
+        value.size = UInt64.max
+        value.sha256 = [0xFF, 0x00]
+        return value
+    }
+
+    /// Every field of `Wire.FetchLongLivedOperationIDsRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchLongLivedOperationIDsRequest(depth: Int) -> Wire.FetchLongLivedOperationIDsRequest {
+        Wire.FetchLongLivedOperationIDsRequest()
+    }
+
+    /// Every field of `Wire.FetchLongLivedOperationIDsResult` set; nested messages filled down to `depth` 0.
+    static func sampleFetchLongLivedOperationIDsResult(depth: Int) -> Wire.FetchLongLivedOperationIDsResult {
+        var value = Wire.FetchLongLivedOperationIDsResult()
+        guard depth > 0 else { return value }
+        value.operationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        return value
+    }
+
+    /// Every field of `Wire.FetchLongLivedOperationRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchLongLivedOperationRequest(depth: Int) -> Wire.FetchLongLivedOperationRequest {
+        var value = Wire.FetchLongLivedOperationRequest()
+        guard depth > 0 else { return value }
+        value.operationID = "héllo 👋🏽 世界 e\u{301} ✓"
+        return value
+    }
+
+    /// Every field of `Wire.FetchUserRecordIDRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchUserRecordIDRequest(depth: Int) -> Wire.FetchUserRecordIDRequest {
+        Wire.FetchUserRecordIDRequest()
+    }
+
+    /// Every field of `Wire.FetchUserRecordIDResult` set; nested messages filled down to `depth` 0.
+    static func sampleFetchUserRecordIDResult(depth: Int) -> Wire.FetchUserRecordIDResult {
+        var value = Wire.FetchUserRecordIDResult()
+        guard depth > 0 else { return value }
+        value.userRecordID = sampleRecordID(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.AccountStatusRequest` set; nested messages filled down to `depth` 0.
+    static func sampleAccountStatusRequest(depth: Int) -> Wire.AccountStatusRequest {
+        Wire.AccountStatusRequest()
+    }
+
+    /// Every field of `Wire.AccountStatusResult` set; nested messages filled down to `depth` 0.
+    static func sampleAccountStatusResult(depth: Int) -> Wire.AccountStatusResult {
+        var value = Wire.AccountStatusResult()
+        guard depth > 0 else { return value }
+        value.status = .available
+        return value
+    }
+
+    /// Every field of `Wire.ApplicationPermissionRequest` set; nested messages filled down to `depth` 0.
+    static func sampleApplicationPermissionRequest(depth: Int) -> Wire.ApplicationPermissionRequest {
+        var value = Wire.ApplicationPermissionRequest()
+        guard depth > 0 else { return value }
+        value.permission = .userDiscoverability
+        value.action = .request
+        return value
+    }
+
+    /// Every field of `Wire.ApplicationPermissionResult` set; nested messages filled down to `depth` 0.
+    static func sampleApplicationPermissionResult(depth: Int) -> Wire.ApplicationPermissionResult {
+        var value = Wire.ApplicationPermissionResult()
+        guard depth > 0 else { return value }
+        value.status = .couldNotComplete
+        return value
+    }
+
+    /// Every field of `Wire.FetchWebAuthTokenRequest` set; nested messages filled down to `depth` 0.
+    static func sampleFetchWebAuthTokenRequest(depth: Int) -> Wire.FetchWebAuthTokenRequest {
+        var value = Wire.FetchWebAuthTokenRequest()
+        guard depth > 0 else { return value }
+        value.apiToken = "héllo 👋🏽 世界 e\u{301} ✓"
+        return value
+    }
+
+    /// Every field of `Wire.FetchWebAuthTokenResult` set; nested messages filled down to `depth` 0.
+    static func sampleFetchWebAuthTokenResult(depth: Int) -> Wire.FetchWebAuthTokenResult {
+        var value = Wire.FetchWebAuthTokenResult()
+        guard depth > 0 else { return value }
+        value.webAuthToken = "héllo 👋🏽 世界 e\u{301} ✓"
         return value
     }
 
@@ -54,9 +1645,162 @@ enum GeneratedSamples {
         return value
     }
 
+    /// Every field of `Wire.Limits` set; nested messages filled down to `depth` 0.
+    static func sampleLimits(depth: Int) -> Wire.Limits {
+        var value = Wire.Limits()
+        guard depth > 0 else { return value }
+        value.maxFrameBytes = UInt32.max
+        value.maxConcurrentStreams = 1
+        value.initialStreamWindow = 300
+        value.pingIntervalMs = UInt32.max
+        value.idleTimeoutMs = 1
+        value.maxItemsPerOperation = 300
+        return value
+    }
+
+    /// Every field of `Wire.Hello` set; nested messages filled down to `depth` 0.
+    static func sampleHello(depth: Int) -> Wire.Hello {
+        var value = Wire.Hello()
+        guard depth > 0 else { return value }
+        value.protocolVersion = UInt32.max
+        value.clientName = "ascii only"
+        value.clientVersion = "日本語テキスト 🧪 ñ"
+        value.bearerToken = ""
+        value.limits = sampleLimits(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.HelloAck` set; nested messages filled down to `depth` 0.
+    static func sampleHelloAck(depth: Int) -> Wire.HelloAck {
+        var value = Wire.HelloAck()
+        guard depth > 0 else { return value }
+        value.protocolVersion = UInt32.max
+        value.serverName = "ascii only"
+        value.userRecordName = "日本語テキスト 🧪 ñ"
+        value.limits = sampleLimits(depth: depth - 1)
+        return value
+    }
+
+    /// Every field of `Wire.Open` set; nested messages filled down to `depth` 0.
+    static func sampleOpen(depth: Int) -> Wire.Open {
+        var value = Wire.Open()
+        guard depth > 0 else { return value }
+        value.operationID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.databaseScope = .`private`
+        value.containerIdentifier = "日本語テキスト 🧪 ñ"
+        value.configuration = sampleOperationConfiguration(depth: depth - 1)
+        value.group = sampleOperationGroup(depth: depth - 1)
+        value.initialWindow = 300
+        value.request = .modifyRecords(sampleModifyRecordsRequest(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.Event` set; nested messages filled down to `depth` 0.
+    static func sampleEvent(depth: Int) -> Wire.Event {
+        var value = Wire.Event()
+        guard depth > 0 else { return value }
+        value.seq = UInt64.max
+        value.payload = .modifyRecords(sampleModifyRecordsEvent(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.Persisted` set; nested messages filled down to `depth` 0.
+    static func samplePersisted(depth: Int) -> Wire.Persisted {
+        var value = Wire.Persisted()
+        guard depth > 0 else { return value }
+        value.operationID = "héllo 👋🏽 世界 e\u{301} ✓"
+        return value
+    }
+
+    /// Every field of `Wire.Complete` set; nested messages filled down to `depth` 0.
+    static func sampleComplete(depth: Int) -> Wire.Complete {
+        var value = Wire.Complete()
+        guard depth > 0 else { return value }
+        value.lastSeq = UInt64.max
+        value.error = sampleOperationError(depth: depth - 1)
+        value.result = .query(sampleQueryResult(depth: depth - 1))
+        return value
+    }
+
+    /// Every field of `Wire.Cancel` set; nested messages filled down to `depth` 0.
+    static func sampleCancel(depth: Int) -> Wire.Cancel {
+        var value = Wire.Cancel()
+        guard depth > 0 else { return value }
+        value.reason = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.completionAcknowledged = true
+        value.detach = true
+        return value
+    }
+
+    /// Every field of `Wire.Resume` set; nested messages filled down to `depth` 0.
+    static func sampleResume(depth: Int) -> Wire.Resume {
+        var value = Wire.Resume()
+        guard depth > 0 else { return value }
+        value.operationID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.lastSeq = 1
+        value.initialWindow = 300
+        return value
+    }
+
+    /// Every field of `Wire.Window` set; nested messages filled down to `depth` 0.
+    static func sampleWindow(depth: Int) -> Wire.Window {
+        var value = Wire.Window()
+        guard depth > 0 else { return value }
+        value.credit = UInt32.max
+        return value
+    }
+
+    /// Every field of `Wire.Ping` set; nested messages filled down to `depth` 0.
+    static func samplePing(depth: Int) -> Wire.Ping {
+        var value = Wire.Ping()
+        guard depth > 0 else { return value }
+        value.nonce = UInt64.max
+        return value
+    }
+
+    /// Every field of `Wire.Pong` set; nested messages filled down to `depth` 0.
+    static func samplePong(depth: Int) -> Wire.Pong {
+        var value = Wire.Pong()
+        guard depth > 0 else { return value }
+        value.nonce = UInt64.max
+        return value
+    }
+
+    /// Every field of `Wire.GoAway` set; nested messages filled down to `depth` 0.
+    static func sampleGoAway(depth: Int) -> Wire.GoAway {
+        var value = Wire.GoAway()
+        guard depth > 0 else { return value }
+        value.lastStreamID = UInt64.max
+        value.code = .partialFailure
+        value.reason = "日本語テキスト 🧪 ñ"
+        return value
+    }
+
+    /// Every field of `Wire.ConnectionError` set; nested messages filled down to `depth` 0.
+    static func sampleConnectionError(depth: Int) -> Wire.ConnectionError {
+        var value = Wire.ConnectionError()
+        guard depth > 0 else { return value }
+        value.code = .internalError
+        value.message = "ascii only"
+        return value
+    }
+
+    /// Every field of `Wire.LongLivedOperationInfo` set; nested messages filled down to `depth` 0.
+    static func sampleLongLivedOperationInfo(depth: Int) -> Wire.LongLivedOperationInfo {
+        var value = Wire.LongLivedOperationInfo()
+        guard depth > 0 else { return value }
+        value.operationID = "héllo 👋🏽 世界 e\u{301} ✓"
+        value.`open` = sampleOpen(depth: depth - 1)
+        value.status = .unrecognized(4242)
+        value.lastSeq = UInt64.max
+        value.creationDate = sampleTimestamp(depth: depth - 1)
+        value.completionDate = sampleTimestamp(depth: depth - 1)
+        return value
+    }
+
     /// Field numbers from `Wire.Frame` to a message on a type cycle, then around the cycle;
     /// nil when the protocol has no recursive message reachable from `Frame`.
-    static let frameRecursion: (prefix: [UInt32], cycle: [UInt32])? = nil
+    static let frameRecursion: (prefix: [UInt32], cycle: [UInt32])? = ([7, 2], [7, 10])
 }
 
 @Test(arguments: GeneratedSamples.empty)
