@@ -7,6 +7,96 @@
 #endif
 
 #include "cirrus/v1/frame.pb-c.h"
+void   cirrus__v1__frame__init
+                     (Cirrus__V1__Frame         *message)
+{
+  static const Cirrus__V1__Frame init_value = CIRRUS__V1__FRAME__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__frame__get_packed_size
+                     (const Cirrus__V1__Frame *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__frame__pack
+                     (const Cirrus__V1__Frame *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__frame__pack_to_buffer
+                     (const Cirrus__V1__Frame *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Frame *
+       cirrus__v1__frame__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Frame *)
+     protobuf_c_message_unpack (&cirrus__v1__frame__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__frame__free_unpacked
+                     (Cirrus__V1__Frame *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__limits__init
+                     (Cirrus__V1__Limits         *message)
+{
+  static const Cirrus__V1__Limits init_value = CIRRUS__V1__LIMITS__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__limits__get_packed_size
+                     (const Cirrus__V1__Limits *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__limits__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__limits__pack
+                     (const Cirrus__V1__Limits *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__limits__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__limits__pack_to_buffer
+                     (const Cirrus__V1__Limits *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__limits__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Limits *
+       cirrus__v1__limits__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Limits *)
+     protobuf_c_message_unpack (&cirrus__v1__limits__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__limits__free_unpacked
+                     (Cirrus__V1__Limits *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__limits__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   cirrus__v1__hello__init
                      (Cirrus__V1__Hello         *message)
 {
@@ -50,6 +140,366 @@ void   cirrus__v1__hello__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &cirrus__v1__hello__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__hello_ack__init
+                     (Cirrus__V1__HelloAck         *message)
+{
+  static const Cirrus__V1__HelloAck init_value = CIRRUS__V1__HELLO_ACK__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__hello_ack__get_packed_size
+                     (const Cirrus__V1__HelloAck *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__hello_ack__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__hello_ack__pack
+                     (const Cirrus__V1__HelloAck *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__hello_ack__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__hello_ack__pack_to_buffer
+                     (const Cirrus__V1__HelloAck *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__hello_ack__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__HelloAck *
+       cirrus__v1__hello_ack__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__HelloAck *)
+     protobuf_c_message_unpack (&cirrus__v1__hello_ack__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__hello_ack__free_unpacked
+                     (Cirrus__V1__HelloAck *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__hello_ack__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__open__init
+                     (Cirrus__V1__Open         *message)
+{
+  static const Cirrus__V1__Open init_value = CIRRUS__V1__OPEN__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__open__get_packed_size
+                     (const Cirrus__V1__Open *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__open__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__open__pack
+                     (const Cirrus__V1__Open *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__open__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__open__pack_to_buffer
+                     (const Cirrus__V1__Open *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__open__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Open *
+       cirrus__v1__open__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Open *)
+     protobuf_c_message_unpack (&cirrus__v1__open__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__open__free_unpacked
+                     (Cirrus__V1__Open *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__open__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__event__init
+                     (Cirrus__V1__Event         *message)
+{
+  static const Cirrus__V1__Event init_value = CIRRUS__V1__EVENT__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__event__get_packed_size
+                     (const Cirrus__V1__Event *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__event__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__event__pack
+                     (const Cirrus__V1__Event *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__event__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__event__pack_to_buffer
+                     (const Cirrus__V1__Event *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__event__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Event *
+       cirrus__v1__event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Event *)
+     protobuf_c_message_unpack (&cirrus__v1__event__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__event__free_unpacked
+                     (Cirrus__V1__Event *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__event__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__persisted__init
+                     (Cirrus__V1__Persisted         *message)
+{
+  static const Cirrus__V1__Persisted init_value = CIRRUS__V1__PERSISTED__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__persisted__get_packed_size
+                     (const Cirrus__V1__Persisted *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__persisted__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__persisted__pack
+                     (const Cirrus__V1__Persisted *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__persisted__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__persisted__pack_to_buffer
+                     (const Cirrus__V1__Persisted *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__persisted__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Persisted *
+       cirrus__v1__persisted__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Persisted *)
+     protobuf_c_message_unpack (&cirrus__v1__persisted__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__persisted__free_unpacked
+                     (Cirrus__V1__Persisted *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__persisted__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__complete__init
+                     (Cirrus__V1__Complete         *message)
+{
+  static const Cirrus__V1__Complete init_value = CIRRUS__V1__COMPLETE__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__complete__get_packed_size
+                     (const Cirrus__V1__Complete *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__complete__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__complete__pack
+                     (const Cirrus__V1__Complete *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__complete__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__complete__pack_to_buffer
+                     (const Cirrus__V1__Complete *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__complete__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Complete *
+       cirrus__v1__complete__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Complete *)
+     protobuf_c_message_unpack (&cirrus__v1__complete__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__complete__free_unpacked
+                     (Cirrus__V1__Complete *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__complete__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__cancel__init
+                     (Cirrus__V1__Cancel         *message)
+{
+  static const Cirrus__V1__Cancel init_value = CIRRUS__V1__CANCEL__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__cancel__get_packed_size
+                     (const Cirrus__V1__Cancel *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__cancel__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__cancel__pack
+                     (const Cirrus__V1__Cancel *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__cancel__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__cancel__pack_to_buffer
+                     (const Cirrus__V1__Cancel *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__cancel__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Cancel *
+       cirrus__v1__cancel__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Cancel *)
+     protobuf_c_message_unpack (&cirrus__v1__cancel__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__cancel__free_unpacked
+                     (Cirrus__V1__Cancel *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__cancel__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__resume__init
+                     (Cirrus__V1__Resume         *message)
+{
+  static const Cirrus__V1__Resume init_value = CIRRUS__V1__RESUME__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__resume__get_packed_size
+                     (const Cirrus__V1__Resume *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__resume__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__resume__pack
+                     (const Cirrus__V1__Resume *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__resume__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__resume__pack_to_buffer
+                     (const Cirrus__V1__Resume *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__resume__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Resume *
+       cirrus__v1__resume__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Resume *)
+     protobuf_c_message_unpack (&cirrus__v1__resume__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__resume__free_unpacked
+                     (Cirrus__V1__Resume *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__resume__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__window__init
+                     (Cirrus__V1__Window         *message)
+{
+  static const Cirrus__V1__Window init_value = CIRRUS__V1__WINDOW__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__window__get_packed_size
+                     (const Cirrus__V1__Window *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__window__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__window__pack
+                     (const Cirrus__V1__Window *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__window__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__window__pack_to_buffer
+                     (const Cirrus__V1__Window *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__window__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__Window *
+       cirrus__v1__window__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__Window *)
+     protobuf_c_message_unpack (&cirrus__v1__window__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__window__free_unpacked
+                     (Cirrus__V1__Window *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__window__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   cirrus__v1__ping__init
@@ -97,52 +547,497 @@ void   cirrus__v1__ping__free_unpacked
   assert(message->base.descriptor == &cirrus__v1__ping__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void   cirrus__v1__frame__init
-                     (Cirrus__V1__Frame         *message)
+void   cirrus__v1__pong__init
+                     (Cirrus__V1__Pong         *message)
 {
-  static const Cirrus__V1__Frame init_value = CIRRUS__V1__FRAME__INIT;
+  static const Cirrus__V1__Pong init_value = CIRRUS__V1__PONG__INIT;
   *message = init_value;
 }
-size_t cirrus__v1__frame__get_packed_size
-                     (const Cirrus__V1__Frame *message)
+size_t cirrus__v1__pong__get_packed_size
+                     (const Cirrus__V1__Pong *message)
 {
-  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  assert(message->base.descriptor == &cirrus__v1__pong__descriptor);
   return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t cirrus__v1__frame__pack
-                     (const Cirrus__V1__Frame *message,
+size_t cirrus__v1__pong__pack
+                     (const Cirrus__V1__Pong *message,
                       uint8_t       *out)
 {
-  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  assert(message->base.descriptor == &cirrus__v1__pong__descriptor);
   return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t cirrus__v1__frame__pack_to_buffer
-                     (const Cirrus__V1__Frame *message,
+size_t cirrus__v1__pong__pack_to_buffer
+                     (const Cirrus__V1__Pong *message,
                       ProtobufCBuffer *buffer)
 {
-  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  assert(message->base.descriptor == &cirrus__v1__pong__descriptor);
   return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Cirrus__V1__Frame *
-       cirrus__v1__frame__unpack
+Cirrus__V1__Pong *
+       cirrus__v1__pong__unpack
                      (ProtobufCAllocator  *allocator,
                       size_t               len,
                       const uint8_t       *data)
 {
-  return (Cirrus__V1__Frame *)
-     protobuf_c_message_unpack (&cirrus__v1__frame__descriptor,
+  return (Cirrus__V1__Pong *)
+     protobuf_c_message_unpack (&cirrus__v1__pong__descriptor,
                                 allocator, len, data);
 }
-void   cirrus__v1__frame__free_unpacked
-                     (Cirrus__V1__Frame *message,
+void   cirrus__v1__pong__free_unpacked
+                     (Cirrus__V1__Pong *message,
                       ProtobufCAllocator *allocator)
 {
   if(!message)
     return;
-  assert(message->base.descriptor == &cirrus__v1__frame__descriptor);
+  assert(message->base.descriptor == &cirrus__v1__pong__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor cirrus__v1__hello__field_descriptors[3] =
+void   cirrus__v1__go_away__init
+                     (Cirrus__V1__GoAway         *message)
+{
+  static const Cirrus__V1__GoAway init_value = CIRRUS__V1__GO_AWAY__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__go_away__get_packed_size
+                     (const Cirrus__V1__GoAway *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__go_away__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__go_away__pack
+                     (const Cirrus__V1__GoAway *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__go_away__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__go_away__pack_to_buffer
+                     (const Cirrus__V1__GoAway *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__go_away__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__GoAway *
+       cirrus__v1__go_away__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__GoAway *)
+     protobuf_c_message_unpack (&cirrus__v1__go_away__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__go_away__free_unpacked
+                     (Cirrus__V1__GoAway *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__go_away__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__connection_error__init
+                     (Cirrus__V1__ConnectionError         *message)
+{
+  static const Cirrus__V1__ConnectionError init_value = CIRRUS__V1__CONNECTION_ERROR__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__connection_error__get_packed_size
+                     (const Cirrus__V1__ConnectionError *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__connection_error__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__connection_error__pack
+                     (const Cirrus__V1__ConnectionError *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__connection_error__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__connection_error__pack_to_buffer
+                     (const Cirrus__V1__ConnectionError *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__connection_error__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__ConnectionError *
+       cirrus__v1__connection_error__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__ConnectionError *)
+     protobuf_c_message_unpack (&cirrus__v1__connection_error__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__connection_error__free_unpacked
+                     (Cirrus__V1__ConnectionError *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__connection_error__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   cirrus__v1__long_lived_operation_info__init
+                     (Cirrus__V1__LongLivedOperationInfo         *message)
+{
+  static const Cirrus__V1__LongLivedOperationInfo init_value = CIRRUS__V1__LONG_LIVED_OPERATION_INFO__INIT;
+  *message = init_value;
+}
+size_t cirrus__v1__long_lived_operation_info__get_packed_size
+                     (const Cirrus__V1__LongLivedOperationInfo *message)
+{
+  assert(message->base.descriptor == &cirrus__v1__long_lived_operation_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t cirrus__v1__long_lived_operation_info__pack
+                     (const Cirrus__V1__LongLivedOperationInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &cirrus__v1__long_lived_operation_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t cirrus__v1__long_lived_operation_info__pack_to_buffer
+                     (const Cirrus__V1__LongLivedOperationInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &cirrus__v1__long_lived_operation_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Cirrus__V1__LongLivedOperationInfo *
+       cirrus__v1__long_lived_operation_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Cirrus__V1__LongLivedOperationInfo *)
+     protobuf_c_message_unpack (&cirrus__v1__long_lived_operation_info__descriptor,
+                                allocator, len, data);
+}
+void   cirrus__v1__long_lived_operation_info__free_unpacked
+                     (Cirrus__V1__LongLivedOperationInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &cirrus__v1__long_lived_operation_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor cirrus__v1__frame__field_descriptors[14] =
+{
+  {
+    "stream_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Frame, stream_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hello",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, hello),
+    &cirrus__v1__hello__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hello_ack",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, hello_ack),
+    &cirrus__v1__hello_ack__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "open",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, open),
+    &cirrus__v1__open__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, event),
+    &cirrus__v1__event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "persisted",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, persisted),
+    &cirrus__v1__persisted__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "complete",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, complete),
+    &cirrus__v1__complete__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cancel",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, cancel),
+    &cirrus__v1__cancel__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "resume",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, resume),
+    &cirrus__v1__resume__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "window",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, window),
+    &cirrus__v1__window__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ping",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, ping),
+    &cirrus__v1__ping__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pong",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, pong),
+    &cirrus__v1__pong__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "go_away",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, go_away),
+    &cirrus__v1__go_away__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Frame, kind_case),
+    offsetof(Cirrus__V1__Frame, error),
+    &cirrus__v1__connection_error__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__frame__field_indices_by_name[] = {
+  7,   /* field[7] = cancel */
+  6,   /* field[6] = complete */
+  13,   /* field[13] = error */
+  4,   /* field[4] = event */
+  12,   /* field[12] = go_away */
+  1,   /* field[1] = hello */
+  2,   /* field[2] = hello_ack */
+  3,   /* field[3] = open */
+  5,   /* field[5] = persisted */
+  10,   /* field[10] = ping */
+  11,   /* field[11] = pong */
+  8,   /* field[8] = resume */
+  0,   /* field[0] = stream_id */
+  9,   /* field[9] = window */
+};
+static const ProtobufCIntRange cirrus__v1__frame__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 14 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__frame__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Frame",
+  "Frame",
+  "Cirrus__V1__Frame",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Frame),
+  14,
+  cirrus__v1__frame__field_descriptors,
+  cirrus__v1__frame__field_indices_by_name,
+  1,  cirrus__v1__frame__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__frame__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__limits__field_descriptors[6] =
+{
+  {
+    "max_frame_bytes",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Limits, max_frame_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_concurrent_streams",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Limits, max_concurrent_streams),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "initial_stream_window",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Limits, initial_stream_window),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ping_interval_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Limits, ping_interval_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "idle_timeout_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Limits, idle_timeout_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_items_per_operation",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Limits, max_items_per_operation),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__limits__field_indices_by_name[] = {
+  4,   /* field[4] = idle_timeout_ms */
+  2,   /* field[2] = initial_stream_window */
+  1,   /* field[1] = max_concurrent_streams */
+  0,   /* field[0] = max_frame_bytes */
+  5,   /* field[5] = max_items_per_operation */
+  3,   /* field[3] = ping_interval_ms */
+};
+static const ProtobufCIntRange cirrus__v1__limits__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__limits__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Limits",
+  "Limits",
+  "Cirrus__V1__Limits",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Limits),
+  6,
+  cirrus__v1__limits__field_descriptors,
+  cirrus__v1__limits__field_indices_by_name,
+  1,  cirrus__v1__limits__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__limits__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__hello__field_descriptors[5] =
 {
   {
     "protocol_version",
@@ -169,8 +1064,20 @@ static const ProtobufCFieldDescriptor cirrus__v1__hello__field_descriptors[3] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "bearer_token",
+    "client_version",
     3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Hello, client_version),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bearer_token",
+    4,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_STRING,
     offsetof(Cirrus__V1__Hello, _bearer_token_case),
@@ -180,16 +1087,30 @@ static const ProtobufCFieldDescriptor cirrus__v1__hello__field_descriptors[3] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "limits",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Hello, limits),
+    &cirrus__v1__limits__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned cirrus__v1__hello__field_indices_by_name[] = {
-  2,   /* field[2] = bearer_token */
+  3,   /* field[3] = bearer_token */
   1,   /* field[1] = client_name */
+  2,   /* field[2] = client_version */
+  4,   /* field[4] = limits */
   0,   /* field[0] = protocol_version */
 };
 static const ProtobufCIntRange cirrus__v1__hello__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor cirrus__v1__hello__descriptor =
 {
@@ -199,11 +1120,1212 @@ const ProtobufCMessageDescriptor cirrus__v1__hello__descriptor =
   "Cirrus__V1__Hello",
   "cirrus.v1",
   sizeof(Cirrus__V1__Hello),
-  3,
+  5,
   cirrus__v1__hello__field_descriptors,
   cirrus__v1__hello__field_indices_by_name,
   1,  cirrus__v1__hello__number_ranges,
   (ProtobufCMessageInit) cirrus__v1__hello__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__hello_ack__field_descriptors[4] =
+{
+  {
+    "protocol_version",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__HelloAck, protocol_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "server_name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__HelloAck, server_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_record_name",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__HelloAck, user_record_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limits",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__HelloAck, limits),
+    &cirrus__v1__limits__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__hello_ack__field_indices_by_name[] = {
+  3,   /* field[3] = limits */
+  0,   /* field[0] = protocol_version */
+  1,   /* field[1] = server_name */
+  2,   /* field[2] = user_record_name */
+};
+static const ProtobufCIntRange cirrus__v1__hello_ack__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__hello_ack__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.HelloAck",
+  "HelloAck",
+  "Cirrus__V1__HelloAck",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__HelloAck),
+  4,
+  cirrus__v1__hello_ack__field_descriptors,
+  cirrus__v1__hello_ack__field_indices_by_name,
+  1,  cirrus__v1__hello_ack__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__hello_ack__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__open__field_descriptors[32] =
+{
+  {
+    "operation_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Open, operation_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "database_scope",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Open, database_scope),
+    &cirrus__v1__database_scope__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "container_identifier",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Open, container_identifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "configuration",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Open, configuration),
+    &cirrus__v1__operation_configuration__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "group",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Open, group),
+    &cirrus__v1__operation_group__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "initial_window",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Open, initial_window),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "modify_records",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, modify_records),
+    &cirrus__v1__modify_records_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_records",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_records),
+    &cirrus__v1__fetch_records_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "query",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, query),
+    &cirrus__v1__query_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "modify_record_zones",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, modify_record_zones),
+    &cirrus__v1__modify_record_zones_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_record_zones",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_record_zones),
+    &cirrus__v1__fetch_record_zones_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_record_zone_changes",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_record_zone_changes),
+    &cirrus__v1__fetch_record_zone_changes_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_database_changes",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_database_changes),
+    &cirrus__v1__fetch_database_changes_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "modify_subscriptions",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, modify_subscriptions),
+    &cirrus__v1__modify_subscriptions_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_subscriptions",
+    28,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_subscriptions),
+    &cirrus__v1__fetch_subscriptions_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_notification_changes",
+    29,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_notification_changes),
+    &cirrus__v1__fetch_notification_changes_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mark_notifications_read",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, mark_notifications_read),
+    &cirrus__v1__mark_notifications_read_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "modify_badge",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, modify_badge),
+    &cirrus__v1__modify_badge_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_share_metadata",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_share_metadata),
+    &cirrus__v1__fetch_share_metadata_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_share_participants",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_share_participants),
+    &cirrus__v1__fetch_share_participants_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "accept_shares",
+    34,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, accept_shares),
+    &cirrus__v1__accept_shares_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "discover_user_identities",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, discover_user_identities),
+    &cirrus__v1__discover_user_identities_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "discover_all_user_identities",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, discover_all_user_identities),
+    &cirrus__v1__discover_all_user_identities_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_web_auth_token",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_web_auth_token),
+    &cirrus__v1__fetch_web_auth_token_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "watch_notifications",
+    50,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, watch_notifications),
+    &cirrus__v1__watch_notifications_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "upload_asset",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, upload_asset),
+    &cirrus__v1__upload_asset_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "download_asset",
+    52,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, download_asset),
+    &cirrus__v1__download_asset_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_long_lived_operation_ids",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_long_lived_operation_ids),
+    &cirrus__v1__fetch_long_lived_operation_ids_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_long_lived_operation",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_long_lived_operation),
+    &cirrus__v1__fetch_long_lived_operation_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_user_record_id",
+    62,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, fetch_user_record_id),
+    &cirrus__v1__fetch_user_record_idrequest__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "account_status",
+    63,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, account_status),
+    &cirrus__v1__account_status_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "application_permission",
+    64,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Open, request_case),
+    offsetof(Cirrus__V1__Open, application_permission),
+    &cirrus__v1__application_permission_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__open__field_indices_by_name[] = {
+  20,   /* field[20] = accept_shares */
+  30,   /* field[30] = account_status */
+  31,   /* field[31] = application_permission */
+  3,   /* field[3] = configuration */
+  2,   /* field[2] = container_identifier */
+  1,   /* field[1] = database_scope */
+  22,   /* field[22] = discover_all_user_identities */
+  21,   /* field[21] = discover_user_identities */
+  26,   /* field[26] = download_asset */
+  12,   /* field[12] = fetch_database_changes */
+  28,   /* field[28] = fetch_long_lived_operation */
+  27,   /* field[27] = fetch_long_lived_operation_ids */
+  15,   /* field[15] = fetch_notification_changes */
+  11,   /* field[11] = fetch_record_zone_changes */
+  10,   /* field[10] = fetch_record_zones */
+  7,   /* field[7] = fetch_records */
+  18,   /* field[18] = fetch_share_metadata */
+  19,   /* field[19] = fetch_share_participants */
+  14,   /* field[14] = fetch_subscriptions */
+  29,   /* field[29] = fetch_user_record_id */
+  23,   /* field[23] = fetch_web_auth_token */
+  4,   /* field[4] = group */
+  5,   /* field[5] = initial_window */
+  16,   /* field[16] = mark_notifications_read */
+  17,   /* field[17] = modify_badge */
+  9,   /* field[9] = modify_record_zones */
+  6,   /* field[6] = modify_records */
+  13,   /* field[13] = modify_subscriptions */
+  0,   /* field[0] = operation_id */
+  8,   /* field[8] = query */
+  25,   /* field[25] = upload_asset */
+  24,   /* field[24] = watch_notifications */
+};
+static const ProtobufCIntRange cirrus__v1__open__number_ranges[4 + 1] =
+{
+  { 1, 0 },
+  { 20, 6 },
+  { 50, 24 },
+  { 60, 27 },
+  { 0, 32 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__open__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Open",
+  "Open",
+  "Cirrus__V1__Open",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Open),
+  32,
+  cirrus__v1__open__field_descriptors,
+  cirrus__v1__open__field_indices_by_name,
+  4,  cirrus__v1__open__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__open__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__event__field_descriptors[18] =
+{
+  {
+    "seq",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Event, seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "modify_records",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, modify_records),
+    &cirrus__v1__modify_records_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_records",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_records),
+    &cirrus__v1__fetch_records_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "query",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, query),
+    &cirrus__v1__query_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "modify_record_zones",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, modify_record_zones),
+    &cirrus__v1__modify_record_zones_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_record_zones",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_record_zones),
+    &cirrus__v1__fetch_record_zones_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_record_zone_changes",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_record_zone_changes),
+    &cirrus__v1__fetch_record_zone_changes_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_database_changes",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_database_changes),
+    &cirrus__v1__fetch_database_changes_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "modify_subscriptions",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, modify_subscriptions),
+    &cirrus__v1__modify_subscriptions_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_subscriptions",
+    28,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_subscriptions),
+    &cirrus__v1__fetch_subscriptions_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_notification_changes",
+    29,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_notification_changes),
+    &cirrus__v1__fetch_notification_changes_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_share_metadata",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_share_metadata),
+    &cirrus__v1__fetch_share_metadata_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_share_participants",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, fetch_share_participants),
+    &cirrus__v1__fetch_share_participants_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "accept_shares",
+    34,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, accept_shares),
+    &cirrus__v1__accept_shares_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "discover_user_identities",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, discover_user_identities),
+    &cirrus__v1__discover_user_identities_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "discover_all_user_identities",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, discover_all_user_identities),
+    &cirrus__v1__discover_all_user_identities_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "watch_notifications",
+    50,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, watch_notifications),
+    &cirrus__v1__watch_notifications_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "download_asset",
+    52,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Event, payload_case),
+    offsetof(Cirrus__V1__Event, download_asset),
+    &cirrus__v1__download_asset_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__event__field_indices_by_name[] = {
+  13,   /* field[13] = accept_shares */
+  15,   /* field[15] = discover_all_user_identities */
+  14,   /* field[14] = discover_user_identities */
+  17,   /* field[17] = download_asset */
+  7,   /* field[7] = fetch_database_changes */
+  10,   /* field[10] = fetch_notification_changes */
+  6,   /* field[6] = fetch_record_zone_changes */
+  5,   /* field[5] = fetch_record_zones */
+  2,   /* field[2] = fetch_records */
+  11,   /* field[11] = fetch_share_metadata */
+  12,   /* field[12] = fetch_share_participants */
+  9,   /* field[9] = fetch_subscriptions */
+  4,   /* field[4] = modify_record_zones */
+  1,   /* field[1] = modify_records */
+  8,   /* field[8] = modify_subscriptions */
+  3,   /* field[3] = query */
+  0,   /* field[0] = seq */
+  16,   /* field[16] = watch_notifications */
+};
+static const ProtobufCIntRange cirrus__v1__event__number_ranges[5 + 1] =
+{
+  { 1, 0 },
+  { 20, 1 },
+  { 32, 11 },
+  { 50, 16 },
+  { 52, 17 },
+  { 0, 18 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__event__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Event",
+  "Event",
+  "Cirrus__V1__Event",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Event),
+  18,
+  cirrus__v1__event__field_descriptors,
+  cirrus__v1__event__field_indices_by_name,
+  5,  cirrus__v1__event__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__persisted__field_descriptors[1] =
+{
+  {
+    "operation_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Persisted, operation_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__persisted__field_indices_by_name[] = {
+  0,   /* field[0] = operation_id */
+};
+static const ProtobufCIntRange cirrus__v1__persisted__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__persisted__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Persisted",
+  "Persisted",
+  "Cirrus__V1__Persisted",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Persisted),
+  1,
+  cirrus__v1__persisted__field_descriptors,
+  cirrus__v1__persisted__field_indices_by_name,
+  1,  cirrus__v1__persisted__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__persisted__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__complete__field_descriptors[14] =
+{
+  {
+    "last_seq",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Complete, last_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Complete, error),
+    &cirrus__v1__operation_error__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "query",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, query),
+    &cirrus__v1__query_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_database_changes",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, fetch_database_changes),
+    &cirrus__v1__fetch_database_changes_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_notification_changes",
+    29,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, fetch_notification_changes),
+    &cirrus__v1__fetch_notification_changes_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mark_notifications_read",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, mark_notifications_read),
+    &cirrus__v1__mark_notifications_read_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_web_auth_token",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, fetch_web_auth_token),
+    &cirrus__v1__fetch_web_auth_token_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "upload_asset",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, upload_asset),
+    &cirrus__v1__upload_asset_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "download_asset",
+    52,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, download_asset),
+    &cirrus__v1__download_asset_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_long_lived_operation_ids",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, fetch_long_lived_operation_ids),
+    &cirrus__v1__fetch_long_lived_operation_ids_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_long_lived_operation",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, fetch_long_lived_operation),
+    &cirrus__v1__long_lived_operation_info__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fetch_user_record_id",
+    62,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, fetch_user_record_id),
+    &cirrus__v1__fetch_user_record_idresult__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "account_status",
+    63,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, account_status),
+    &cirrus__v1__account_status_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "application_permission",
+    64,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__Complete, result_case),
+    offsetof(Cirrus__V1__Complete, application_permission),
+    &cirrus__v1__application_permission_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__complete__field_indices_by_name[] = {
+  12,   /* field[12] = account_status */
+  13,   /* field[13] = application_permission */
+  8,   /* field[8] = download_asset */
+  1,   /* field[1] = error */
+  3,   /* field[3] = fetch_database_changes */
+  10,   /* field[10] = fetch_long_lived_operation */
+  9,   /* field[9] = fetch_long_lived_operation_ids */
+  4,   /* field[4] = fetch_notification_changes */
+  11,   /* field[11] = fetch_user_record_id */
+  6,   /* field[6] = fetch_web_auth_token */
+  0,   /* field[0] = last_seq */
+  5,   /* field[5] = mark_notifications_read */
+  2,   /* field[2] = query */
+  7,   /* field[7] = upload_asset */
+};
+static const ProtobufCIntRange cirrus__v1__complete__number_ranges[7 + 1] =
+{
+  { 1, 0 },
+  { 22, 2 },
+  { 26, 3 },
+  { 29, 4 },
+  { 37, 6 },
+  { 51, 7 },
+  { 60, 9 },
+  { 0, 14 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__complete__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Complete",
+  "Complete",
+  "Cirrus__V1__Complete",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Complete),
+  14,
+  cirrus__v1__complete__field_descriptors,
+  cirrus__v1__complete__field_indices_by_name,
+  7,  cirrus__v1__complete__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__complete__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__cancel__field_descriptors[3] =
+{
+  {
+    "reason",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Cancel, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "completion_acknowledged",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Cancel, completion_acknowledged),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "detach",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Cancel, detach),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__cancel__field_indices_by_name[] = {
+  1,   /* field[1] = completion_acknowledged */
+  2,   /* field[2] = detach */
+  0,   /* field[0] = reason */
+};
+static const ProtobufCIntRange cirrus__v1__cancel__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__cancel__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Cancel",
+  "Cancel",
+  "Cirrus__V1__Cancel",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Cancel),
+  3,
+  cirrus__v1__cancel__field_descriptors,
+  cirrus__v1__cancel__field_indices_by_name,
+  1,  cirrus__v1__cancel__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__cancel__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__resume__field_descriptors[3] =
+{
+  {
+    "operation_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Resume, operation_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_seq",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Resume, last_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "initial_window",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Resume, initial_window),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__resume__field_indices_by_name[] = {
+  2,   /* field[2] = initial_window */
+  1,   /* field[1] = last_seq */
+  0,   /* field[0] = operation_id */
+};
+static const ProtobufCIntRange cirrus__v1__resume__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__resume__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Resume",
+  "Resume",
+  "Cirrus__V1__Resume",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Resume),
+  3,
+  cirrus__v1__resume__field_descriptors,
+  cirrus__v1__resume__field_indices_by_name,
+  1,  cirrus__v1__resume__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__resume__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__window__field_descriptors[1] =
+{
+  {
+    "credit",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__Window, credit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__window__field_indices_by_name[] = {
+  0,   /* field[0] = credit */
+};
+static const ProtobufCIntRange cirrus__v1__window__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__window__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Window",
+  "Window",
+  "Cirrus__V1__Window",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Window),
+  1,
+  cirrus__v1__window__field_descriptors,
+  cirrus__v1__window__field_indices_by_name,
+  1,  cirrus__v1__window__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__window__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor cirrus__v1__ping__field_descriptors[1] =
@@ -244,67 +2366,289 @@ const ProtobufCMessageDescriptor cirrus__v1__ping__descriptor =
   (ProtobufCMessageInit) cirrus__v1__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor cirrus__v1__frame__field_descriptors[3] =
+static const ProtobufCFieldDescriptor cirrus__v1__pong__field_descriptors[1] =
 {
   {
-    "stream_id",
+    "nonce",
     1,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT64,
     0,   /* quantifier_offset */
-    offsetof(Cirrus__V1__Frame, stream_id),
+    offsetof(Cirrus__V1__Pong, nonce),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__pong__field_indices_by_name[] = {
+  0,   /* field[0] = nonce */
+};
+static const ProtobufCIntRange cirrus__v1__pong__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__pong__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.Pong",
+  "Pong",
+  "Cirrus__V1__Pong",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__Pong),
+  1,
+  cirrus__v1__pong__field_descriptors,
+  cirrus__v1__pong__field_indices_by_name,
+  1,  cirrus__v1__pong__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__pong__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__go_away__field_descriptors[3] =
+{
+  {
+    "last_stream_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__GoAway, last_stream_id),
     NULL,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "hello",
+    "code",
     2,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_MESSAGE,
-    offsetof(Cirrus__V1__Frame, kind_case),
-    offsetof(Cirrus__V1__Frame, hello),
-    &cirrus__v1__hello__descriptor,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__GoAway, code),
+    &cirrus__v1__error_code__descriptor,
     NULL,
-    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "ping",
+    "reason",
     3,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_MESSAGE,
-    offsetof(Cirrus__V1__Frame, kind_case),
-    offsetof(Cirrus__V1__Frame, ping),
-    &cirrus__v1__ping__descriptor,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__GoAway, reason),
     NULL,
-    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    &protobuf_c_empty_string,
+    0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
 };
-static const unsigned cirrus__v1__frame__field_indices_by_name[] = {
-  1,   /* field[1] = hello */
-  2,   /* field[2] = ping */
-  0,   /* field[0] = stream_id */
+static const unsigned cirrus__v1__go_away__field_indices_by_name[] = {
+  1,   /* field[1] = code */
+  0,   /* field[0] = last_stream_id */
+  2,   /* field[2] = reason */
 };
-static const ProtobufCIntRange cirrus__v1__frame__number_ranges[1 + 1] =
+static const ProtobufCIntRange cirrus__v1__go_away__number_ranges[1 + 1] =
 {
   { 1, 0 },
   { 0, 3 }
 };
-const ProtobufCMessageDescriptor cirrus__v1__frame__descriptor =
+const ProtobufCMessageDescriptor cirrus__v1__go_away__descriptor =
 {
   PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "cirrus.v1.Frame",
-  "Frame",
-  "Cirrus__V1__Frame",
+  "cirrus.v1.GoAway",
+  "GoAway",
+  "Cirrus__V1__GoAway",
   "cirrus.v1",
-  sizeof(Cirrus__V1__Frame),
+  sizeof(Cirrus__V1__GoAway),
   3,
-  cirrus__v1__frame__field_descriptors,
-  cirrus__v1__frame__field_indices_by_name,
-  1,  cirrus__v1__frame__number_ranges,
-  (ProtobufCMessageInit) cirrus__v1__frame__init,
+  cirrus__v1__go_away__field_descriptors,
+  cirrus__v1__go_away__field_indices_by_name,
+  1,  cirrus__v1__go_away__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__go_away__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__connection_error__field_descriptors[2] =
+{
+  {
+    "code",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__ConnectionError, code),
+    &cirrus__v1__error_code__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__ConnectionError, message),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__connection_error__field_indices_by_name[] = {
+  0,   /* field[0] = code */
+  1,   /* field[1] = message */
+};
+static const ProtobufCIntRange cirrus__v1__connection_error__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__connection_error__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.ConnectionError",
+  "ConnectionError",
+  "Cirrus__V1__ConnectionError",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__ConnectionError),
+  2,
+  cirrus__v1__connection_error__field_descriptors,
+  cirrus__v1__connection_error__field_indices_by_name,
+  1,  cirrus__v1__connection_error__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__connection_error__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor cirrus__v1__long_lived_operation_info__field_descriptors[6] =
+{
+  {
+    "operation_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__LongLivedOperationInfo, operation_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "open",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__LongLivedOperationInfo, open),
+    &cirrus__v1__open__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "status",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__LongLivedOperationInfo, status),
+    &cirrus__v1__long_lived_operation_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_seq",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__LongLivedOperationInfo, last_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "creation_date",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__LongLivedOperationInfo, creation_date),
+    &cirrus__v1__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "completion_date",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__LongLivedOperationInfo, completion_date),
+    &cirrus__v1__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned cirrus__v1__long_lived_operation_info__field_indices_by_name[] = {
+  5,   /* field[5] = completion_date */
+  4,   /* field[4] = creation_date */
+  3,   /* field[3] = last_seq */
+  1,   /* field[1] = open */
+  0,   /* field[0] = operation_id */
+  2,   /* field[2] = status */
+};
+static const ProtobufCIntRange cirrus__v1__long_lived_operation_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor cirrus__v1__long_lived_operation_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "cirrus.v1.LongLivedOperationInfo",
+  "LongLivedOperationInfo",
+  "Cirrus__V1__LongLivedOperationInfo",
+  "cirrus.v1",
+  sizeof(Cirrus__V1__LongLivedOperationInfo),
+  6,
+  cirrus__v1__long_lived_operation_info__field_descriptors,
+  cirrus__v1__long_lived_operation_info__field_indices_by_name,
+  1,  cirrus__v1__long_lived_operation_info__number_ranges,
+  (ProtobufCMessageInit) cirrus__v1__long_lived_operation_info__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue cirrus__v1__long_lived_operation_status__enum_values_by_number[3] =
+{
+  { "LONG_LIVED_OPERATION_STATUS_UNSPECIFIED", "CIRRUS__V1__LONG_LIVED_OPERATION_STATUS__LONG_LIVED_OPERATION_STATUS_UNSPECIFIED", 0 },
+  { "LONG_LIVED_OPERATION_STATUS_RUNNING", "CIRRUS__V1__LONG_LIVED_OPERATION_STATUS__LONG_LIVED_OPERATION_STATUS_RUNNING", 1 },
+  { "LONG_LIVED_OPERATION_STATUS_COMPLETED", "CIRRUS__V1__LONG_LIVED_OPERATION_STATUS__LONG_LIVED_OPERATION_STATUS_COMPLETED", 2 },
+};
+static const ProtobufCIntRange cirrus__v1__long_lived_operation_status__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex cirrus__v1__long_lived_operation_status__enum_values_by_name[3] =
+{
+  { "LONG_LIVED_OPERATION_STATUS_COMPLETED", 2 },
+  { "LONG_LIVED_OPERATION_STATUS_RUNNING", 1 },
+  { "LONG_LIVED_OPERATION_STATUS_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor cirrus__v1__long_lived_operation_status__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "cirrus.v1.LongLivedOperationStatus",
+  "LongLivedOperationStatus",
+  "Cirrus__V1__LongLivedOperationStatus",
+  "cirrus.v1",
+  3,
+  cirrus__v1__long_lived_operation_status__enum_values_by_number,
+  3,
+  cirrus__v1__long_lived_operation_status__enum_values_by_name,
+  1,
+  cirrus__v1__long_lived_operation_status__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

@@ -1,0 +1,48 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The key of each thread's scratch arena; the destructor releases the arena
+/// when its thread exits.
+private let scratchArenaKey: pthread_key_t = {
+    var key = pthread_key_t()
+    let status = pthread_key_create(&key) { pointer in
+        // Optional on Glibc, non-optional on Darwin.
+        let pointer: UnsafeMutableRawPointer? = pointer
+        if let pointer { Unmanaged<WireArena>.fromOpaque(pointer).release() }
+    }
+    if status != 0 { fatalError("pthread_key_create failed: \(status)") }
+    return key
+}()
+
+extension WireArena {
+    /// Runs `body` with this thread's scratch arena, used by the convenience
+    /// APIs that take no arena. The arena is reset afterwards. Nested use on
+    /// the same thread gets a fresh arena instead.
+    static func withScratch<Result, Failure: Error>(
+        _ body: (WireArena) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let arena: WireArena
+        if let existing = pthread_getspecific(scratchArenaKey) {
+            arena = Unmanaged<WireArena>.fromOpaque(existing).takeUnretainedValue()
+        } else {
+            arena = WireArena()
+            pthread_setspecific(scratchArenaKey, Unmanaged.passRetained(arena).toOpaque())
+        }
+        guard !arena.isScratchInUse else {
+            let fresh = WireArena()
+            defer { fresh.reset() }
+            return try body(fresh)
+        }
+        arena.isScratchInUse = true
+        defer {
+            arena.reset()
+            arena.isScratchInUse = false
+        }
+        return try body(arena)
+    }
+}

@@ -1,0 +1,124 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A bump-pointer allocator for the temporary C structs of one encode or decode.
+///
+/// Encoding builds the protobuf-c struct tree of a message (structs, pointer
+/// arrays, strings, byte strings) in the arena, packs it and resets the arena;
+/// decoding hands the arena to `protobuf_c_message_unpack` as its allocator
+/// (free is a no-op), converts the result to Swift and resets. Nothing the
+/// arena handed out is used after a reset, so no C memory outlives a call.
+///
+/// An arena is not thread-safe: use one per channel or thread and reuse it, so
+/// steady-state encoding and decoding do not call `malloc`.
+///
+/// For example:
+/// ```swift
+/// let arena = WireArena()
+/// let frame = try bytes.withUnsafeBytes { try Wire.Frame.decode($0, arena: arena) }
+/// ```
+public final class WireArena {
+    /// Bytes per regular chunk.
+    public let chunkSize: Int
+    /// Regular chunks kept across resets; more are freed by `reset()`.
+    public let retainedChunkLimit: Int
+    /// The most memory one decode may take from the arena. A message whose
+    /// unpacked form needs more is rejected as malformed.
+    public var decodeByteLimit: Int
+
+    private var chunks: [UnsafeMutableRawPointer] = []
+    /// Allocations too large for a chunk, freed by `reset()`.
+    private var oversized: [UnsafeMutableRawPointer] = []
+    private var chunkIndex = 0
+    private var offset = 0
+    private var bytesInUse = 0
+    /// Set while this arena is lent out as a thread's scratch arena.
+    var isScratchInUse = false
+
+    /// The largest number of chunks (regular and oversized) held at once.
+    public private(set) var highWaterChunkCount = 0
+
+    /// Chunks held now (regular and oversized).
+    public var chunkCount: Int { chunks.count + oversized.count }
+
+    /// Creates an empty arena; memory is allocated on first use.
+    public init(chunkSize: Int = 16 * 1024, retainedChunkLimit: Int = 4, decodeByteLimit: Int = 64 << 20) {
+        self.chunkSize = max(chunkSize, 256)
+        self.retainedChunkLimit = max(retainedChunkLimit, 1)
+        self.decodeByteLimit = decodeByteLimit
+    }
+
+    deinit {
+        for chunk in chunks { free(chunk) }
+        for block in oversized { free(block) }
+    }
+
+    /// Forgets every allocation. Keeps up to `retainedChunkLimit` chunks for reuse.
+    public func reset() {
+        for block in oversized { free(block) }
+        oversized.removeAll(keepingCapacity: true)
+        while chunks.count > retainedChunkLimit {
+            free(chunks.removeLast())
+        }
+        chunkIndex = 0
+        offset = 0
+        bytesInUse = 0
+    }
+
+    /// `byteCount` bytes aligned to `alignment` (a power of two up to 16), or
+    /// nil when `malloc` fails.
+    func allocateIfPossible(byteCount: Int, alignment: Int) -> UnsafeMutableRawPointer? {
+        let byteCount = max(byteCount, 1)
+        bytesInUse += byteCount
+        if byteCount > chunkSize / 4 {
+            guard let block = malloc(byteCount) else { return nil }
+            oversized.append(block)
+            noteChunkCount()
+            return block
+        }
+        while true {
+            if chunkIndex < chunks.count {
+                let aligned = (offset + alignment - 1) & ~(alignment - 1)
+                if aligned + byteCount <= chunkSize {
+                    offset = aligned + byteCount
+                    return chunks[chunkIndex] + aligned
+                }
+                if chunkIndex + 1 < chunks.count {
+                    chunkIndex += 1
+                    offset = 0
+                    continue
+                }
+            }
+            guard let chunk = malloc(chunkSize) else { return nil }
+            chunks.append(chunk)
+            chunkIndex = chunks.count - 1
+            offset = 0
+            noteChunkCount()
+        }
+    }
+
+    /// Memory for protobuf-c's unpacker: nil once the decode limit is reached.
+    func allocateForDecoder(byteCount: Int) -> UnsafeMutableRawPointer? {
+        guard byteCount <= decodeByteLimit - bytesInUse else { return nil }
+        return allocateIfPossible(byteCount: byteCount, alignment: 16)
+    }
+
+    /// `byteCount` bytes for encoding. Running out of memory here is treated
+    /// like Swift's own allocation failure (a trap); the sizes come from
+    /// values this process built, never from a peer.
+    func allocate(byteCount: Int, alignment: Int) -> UnsafeMutableRawPointer {
+        guard let pointer = allocateIfPossible(byteCount: byteCount, alignment: alignment) else {
+            fatalError("WireArena: out of memory allocating \(byteCount) bytes")
+        }
+        return pointer
+    }
+
+    private func noteChunkCount() {
+        highWaterChunkCount = max(highWaterChunkCount, chunkCount)
+    }
+}

@@ -1,0 +1,57 @@
+internal import CProtobufC
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Conversions from the fields of structs unpacked by protobuf-c to Swift.
+/// Each accepts NULL (absent) and never traps on what a peer sent.
+enum WireCConvert {
+    /// The string of a NUL-terminated protobuf-c string; invalid UTF-8 is
+    /// repaired with U+FFFD. protobuf-c strings end at their first NUL.
+    static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
+        guard let pointer else { return "" }
+        let count = strlen(pointer)
+        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    static func bytes(_ data: ProtobufCBinaryData) -> [UInt8] {
+        guard let base = data.data, data.len > 0 else { return [] }
+        return [UInt8](UnsafeBufferPointer(start: base, count: data.len))
+    }
+
+    /// `count` elements at `base`, each converted by `transform`.
+    static func array<CElement, Element>(
+        _ base: UnsafeMutablePointer<CElement>?,
+        count: Int,
+        _ transform: (CElement) -> Element
+    ) -> [Element] {
+        guard let base, count > 0 else { return [] }
+        var result: [Element] = []
+        result.reserveCapacity(count)
+        for index in 0..<count {
+            result.append(transform(base[index]))
+        }
+        return result
+    }
+
+    /// The messages of a repeated message field; NULL elements are skipped.
+    static func messages<M: CBackedMessage>(
+        _ base: UnsafeMutablePointer<UnsafeMutablePointer<M.CStruct>?>?,
+        count: Int
+    ) -> [M] {
+        guard let base, count > 0 else { return [] }
+        var result: [M] = []
+        result.reserveCapacity(count)
+        for index in 0..<count {
+            if let element = base[index] {
+                result.append(M(cStruct: element))
+            }
+        }
+        return result
+    }
+}
