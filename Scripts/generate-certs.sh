@@ -35,7 +35,10 @@ ca() {
         -addext "subjectKeyIdentifier=hash"
 }
 
-# leaf NAME CA SUBJECT EXTENSIONS: a leaf certificate signed by CA; NAME.pem holds leaf + CA chain.
+# leaf NAME CA SUBJECT EXTENSIONS: a leaf certificate signed by CA. NAME.pem is the
+# chain sent to peers: the leaf, then intermediates (none here). The root stays
+# out, as peers must already trust it, so an untrusted peer reads "unable to get
+# local issuer certificate".
 leaf() {
     local name="$1" issuer="$2" subject="$3" extensions="$4"
     key "$name"
@@ -44,8 +47,7 @@ leaf() {
     openssl req -new -sha256 -key "$name-key.pem" -subj "$subject" -out "$WORK/$name.csr"
     openssl x509 -req -sha256 -days "$DAYS" -in "$WORK/$name.csr" \
         -CA "$issuer.pem" -CAkey "$issuer-key.pem" -set_serial "0x$(openssl rand -hex 16)" \
-        -extfile "$WORK/$name.ext" -out "$WORK/$name.leaf.pem"
-    cat "$WORK/$name.leaf.pem" "$issuer.pem" > "$name.pem"
+        -extfile "$WORK/$name.ext" -out "$name.pem"
 }
 
 SERVER_EXT="basicConstraints=critical,CA:FALSE

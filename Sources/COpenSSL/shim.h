@@ -35,6 +35,7 @@ static inline uint64_t cirrus_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options
 static const uint64_t cirrus_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
 static const uint64_t cirrus_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
 static const long cirrus_SSL_MODE_RELEASE_BUFFERS = SSL_MODE_RELEASE_BUFFERS;
+static const long cirrus_SSL_MODE_NO_AUTO_CHAIN = SSL_MODE_NO_AUTO_CHAIN;
 static const long cirrus_SSL_SESS_CACHE_OFF = SSL_SESS_CACHE_OFF;
 static const unsigned long cirrus_XN_FLAG_RFC2253 = XN_FLAG_RFC2253;
 

@@ -40,7 +40,9 @@ public final class TLSContext: @unchecked Sendable {
             try Self.setProtocolVersions(sslContext, configuration)
             _ = cirrus_SSL_CTX_set_options(sslContext, cirrus_SSL_OP_NO_COMPRESSION | cirrus_SSL_OP_NO_RENEGOTIATION)
             // Idle connections give their record buffers back to the allocator.
-            _ = cirrus_SSL_CTX_set_mode(sslContext, cirrus_SSL_MODE_RELEASE_BUFFERS)
+            // The chain sent is the chain file, as written: without NO_AUTO_CHAIN
+            // OpenSSL would complete it from the CAs loaded to check peers.
+            _ = cirrus_SSL_CTX_set_mode(sslContext, cirrus_SSL_MODE_RELEASE_BUFFERS | cirrus_SSL_MODE_NO_AUTO_CHAIN)
             // Resumption uses tickets, which need no server-side cache; without
             // this a TLS 1.2 server would keep up to 20,480 sessions in memory.
             _ = cirrus_SSL_CTX_set_session_cache_mode(sslContext, cirrus_SSL_SESS_CACHE_OFF)

@@ -73,7 +73,7 @@ public struct TLSError: Error, CustomStringConvertible, Sendable {
 
     public var description: String {
         var text = "TLSError.\(self.code): \(self.message)"
-        if let verifyResult = self.verifyResult {
+        if let verifyResult = self.verifyResult, !self.message.contains(verifyResult) {
             text += " (certificate verification: \(verifyResult))"
         }
         if !self.openSSLErrors.isEmpty {
