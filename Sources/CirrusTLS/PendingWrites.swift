@@ -5,6 +5,8 @@ import NIOCore
 struct PendingWrites {
     private var writes = CircularBuffer<(ByteBuffer, EventLoopPromise<Void>?)>()
     private var flushedCount = 0
+    /// Readable bytes of all pending writes.
+    private(set) var bytes = 0
 
     var isEmpty: Bool {
         self.writes.isEmpty
@@ -16,6 +18,7 @@ struct PendingWrites {
 
     mutating func append(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?) {
         self.writes.append((buffer, promise))
+        self.bytes += buffer.readableBytes
     }
 
     /// Everything written so far becomes ready to send.
@@ -28,7 +31,9 @@ struct PendingWrites {
             return nil
         }
         self.flushedCount -= 1
-        return self.writes.removeFirst()
+        let write = self.writes.removeFirst()
+        self.bytes -= write.0.readableBytes
+        return write
     }
 
     /// Fails and forgets every write, flushed or not.
@@ -36,6 +41,7 @@ struct PendingWrites {
         let writes = self.writes
         self.writes.removeAll()
         self.flushedCount = 0
+        self.bytes = 0
         for (_, promise) in writes {
             promise?.fail(error)
         }

@@ -131,13 +131,12 @@ final class TLSConnection {
         cirrus_BIO_pending(self.networkIn) + Int(SSL_pending(self.ssl))
     }
 
-    /// Moves all ciphertext waiting for the network into one buffer.
-    func takeNetworkOutput(allocator: ByteBufferAllocator) -> ByteBuffer? {
+    /// Appends all ciphertext waiting for the network to `buffer`.
+    func readNetworkOutput(into buffer: inout ByteBuffer) {
         let pending = self.pendingNetworkBytes
         guard pending > 0 else {
-            return nil
+            return
         }
-        var buffer = allocator.buffer(capacity: pending)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { bytes in
             guard let base = bytes.baseAddress else {
                 return 0
@@ -145,13 +144,11 @@ final class TLSConnection {
             let read = BIO_read(self.networkOut, base, Int32(clamping: pending))
             return max(Int(read), 0)
         }
-        self.releaseIdleBIOs()
-        return buffer
     }
 
     /// Replaces an empty memory BIO that has grown large: a memory BIO never
-    /// gives back what it once allocated.
-    private func releaseIdleBIOs() {
+    /// gives back what it once allocated. Call after each burst.
+    func releaseIdleBIOs() {
         if cirrus_BIO_pending(self.networkOut) == 0,
             cirrus_BIO_mem_capacity(self.networkOut) > Self.retainedBIOCapacity,
             let fresh = BIO_new(BIO_s_mem())

@@ -35,7 +35,8 @@ public final class TLSHandler: ChannelDuplexHandler {
         case idle
         case handshaking
         case active
-        /// close_notify sent or received; the channel is closing.
+        /// close_notify sent or received; the channel is closing. Data still
+        /// arriving is decrypted; nothing more is sent.
         case closing
         /// Failed, closed, or removed.
         case closed
@@ -46,6 +47,8 @@ public final class TLSHandler: ChannelDuplexHandler {
     private var connection: TLSConnection?
     private var state = State.idle
     private var pendingWrites = PendingWrites()
+    private var plaintextBuffers = RecyclingBuffer()
+    private var ciphertextBuffers = RecyclingBuffer()
 
     /// What the handshake settled; nil until it completes. Event loop only.
     public private(set) var handshakeResult: TLSHandshakeCompleted?
@@ -160,9 +163,11 @@ public final class TLSHandler: ChannelDuplexHandler {
             guard self.continueHandshake(context: context) else {
                 return
             }
-        case .active:
+        case .active, .closing:
+            // While closing, the peer may still send data and its close_notify
+            // (after close(mode: .output), or before the channel is gone).
             connection.receiveFromNetwork(self.unwrapInboundIn(data))
-        case .idle, .closing, .closed:
+        case .idle, .closed:
             return
         }
         self.readPlaintext(context: context, connection: connection)
@@ -180,8 +185,8 @@ public final class TLSHandler: ChannelDuplexHandler {
     /// Decrypts everything received so far and passes it on as one buffer.
     private func readPlaintext(context: ChannelHandlerContext, connection: TLSConnection) {
         // Plaintext is never longer than the ciphertext it came from, so one
-        // allocation, sized by what arrived, holds the whole burst.
-        var plaintext = context.channel.allocator.buffer(capacity: connection.pendingInboundBytes)
+        // buffer, sized by what arrived, holds the whole burst.
+        var plaintext = self.plaintextBuffers.take(capacity: connection.pendingInboundBytes, allocator: context.channel.allocator)
         var outcome = TLSConnection.ReadResult.needsMoreData
         reading: while true {
             switch connection.read(into: &plaintext) {
@@ -195,6 +200,7 @@ public final class TLSHandler: ChannelDuplexHandler {
         if plaintext.readableBytes > 0 {
             context.fireChannelRead(self.wrapInboundOut(plaintext))
         }
+        self.plaintextBuffers.giveBack(plaintext)
         switch outcome {
         case .data, .needsMoreData:
             // Session tickets, key updates: whatever OpenSSL wants to answer.
@@ -278,11 +284,13 @@ public final class TLSHandler: ChannelDuplexHandler {
             guard failure == nil else {
                 return
             }
-            failure = buffer.withUnsafeReadableBytes { connection.write($0) }
-            // Hands big bursts downstream as they go so the memory BIO stays small.
+            // Hands big bursts downstream as they go so the memory BIO stays
+            // small; the last piece always waits for the final write, which
+            // carries the promises.
             if connection.pendingNetworkBytes >= Self.outputChunk {
                 self.writeNetworkOutput(context: context, flush: false)
             }
+            failure = buffer.withUnsafeReadableBytes { connection.write($0) }
         }
 
         while let (buffer, promise) = self.pendingWrites.popFlushed() {
@@ -304,7 +312,8 @@ public final class TLSHandler: ChannelDuplexHandler {
                 coalesced = pending
             } else if self.pendingWrites.hasFlushed {
                 // More small writes follow: gather them into full records.
-                var pending = context.channel.allocator.buffer(capacity: TLSConnection.maximumRecordSize)
+                let capacity = min(buffer.readableBytes + self.pendingWrites.bytes, TLSConnection.maximumRecordSize)
+                var pending = context.channel.allocator.buffer(capacity: capacity)
                 var buffer = buffer
                 pending.writeBuffer(&buffer)
                 coalesced = pending
@@ -328,14 +337,18 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     /// Writes what OpenSSL produced for the network as one buffer.
     private func writeNetworkOutput(context: ChannelHandlerContext, flush: Bool, promises: [EventLoopPromise<Void>] = []) {
-        guard let output = self.connection?.takeNetworkOutput(allocator: context.channel.allocator) else {
+        guard let connection = self.connection, connection.pendingNetworkBytes > 0 else {
             // Nothing new to send; earlier writes of this flush carry the data.
+            self.connection?.releaseIdleBIOs()
             if flush {
                 context.flush()
             }
             promises.forEach { $0.succeed() }
             return
         }
+        var output = self.ciphertextBuffers.take(capacity: connection.pendingNetworkBytes, allocator: context.channel.allocator)
+        connection.readNetworkOutput(into: &output)
+        connection.releaseIdleBIOs()
         let promise: EventLoopPromise<Void>?
         switch promises.count {
         case 0:
@@ -350,6 +363,7 @@ public final class TLSHandler: ChannelDuplexHandler {
             promise = combined
         }
         context.write(self.wrapOutboundOut(output), promise: promise)
+        self.ciphertextBuffers.giveBack(output)
         if flush {
             context.flush()
         }

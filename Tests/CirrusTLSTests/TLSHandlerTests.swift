@@ -195,3 +195,92 @@ import Testing
         #expect(!channel.isActive)
     }
 }
+
+/// How reads are delivered and how a connection ends.
+@Suite struct TLSHandlerReadTests {
+    @Test func manyRecordsInOneReadAreOneChannelRead() throws {
+        let pair = try InMemoryPair()
+        try pair.handshake()
+        var ciphertext = pair.client.allocator.buffer(capacity: 0)
+        for index in 0..<10 {
+            pair.clientWrite([UInt8(index)])
+            var record = try #require(try pair.client.readOutbound(as: ByteBuffer.self))
+            ciphertext.writeBuffer(&record)
+        }
+        let readCompletesBefore = pair.serverRecorder.readCompleteCount
+
+        try pair.server.writeInbound(ciphertext)
+
+        #expect(pair.serverRecorder.received == (0..<10).map { UInt8($0) })
+        #expect(pair.serverRecorder.readCount == 1)
+        #expect(pair.serverRecorder.readCompleteCount == readCompletesBefore + 1)
+    }
+
+    @Test func recordSplitAcrossReadsIsDeliveredWhole() throws {
+        let pair = try InMemoryPair()
+        try pair.handshake()
+        pair.clientWrite(Array("split record".utf8))
+        var ciphertext = try #require(try pair.client.readOutbound(as: ByteBuffer.self))
+
+        while let byte = ciphertext.readSlice(length: 1) {
+            try pair.server.writeInbound(byte)
+        }
+
+        #expect(pair.serverRecorder.received == Array("split record".utf8))
+        #expect(pair.serverRecorder.readCount == 1)
+    }
+
+    @Test func dataAndCloseNotifyInOneReadAreBothDelivered() throws {
+        let pair = try InMemoryPair()
+        try pair.handshake()
+        pair.clientWrite(Array("last words".utf8))
+        pair.client.close(promise: nil)
+        var ciphertext = pair.client.allocator.buffer(capacity: 0)
+        while var buffer = try pair.client.readOutbound(as: ByteBuffer.self) {
+            ciphertext.writeBuffer(&buffer)
+        }
+
+        try pair.server.writeInbound(ciphertext)
+
+        #expect(pair.serverRecorder.received == Array("last words".utf8))
+        #expect(pair.serverRecorder.sawShutdownCompleted)
+        #expect(!pair.server.isActive)
+        #expect(pair.serverRecorder.errors.isEmpty)
+    }
+
+    @Test func garbageAfterTheHandshakeIsAnError() throws {
+        let pair = try InMemoryPair()
+        try pair.handshake()
+
+        try pair.server.writeInbound(pair.server.allocator.buffer(bytes: [0x17, 0x03, 0x03, 0x00, 0x05, 1, 2, 3, 4, 5]))
+
+        let error = try #require(pair.serverRecorder.tlsErrors.first)
+        #expect(error.code == .ioFailure || error.code == .alertReceived)
+        #expect(!error.openSSLErrors.isEmpty)
+        #expect(!pair.server.isActive)
+        // The alert OpenSSL made reaches the client, which reports it.
+        try interactInMemory(pair.client, pair.server)
+        #expect(pair.clientRecorder.tlsErrors.first?.code == .alertReceived)
+    }
+
+    @Test func finishingBothChannelsReleasesThemCleanly() throws {
+        let pair = try InMemoryPair()
+        try pair.handshake()
+        pair.clientWrite(Array("in flight".utf8))
+
+        _ = try pair.client.finish(acceptAlreadyClosed: true)
+        _ = try pair.server.finish(acceptAlreadyClosed: true)
+
+        #expect(pair.clientRecorder.isInactive)
+        #expect(pair.serverRecorder.isInactive)
+    }
+
+    @Test func tearingDownMidHandshakeIsSafe() throws {
+        let pair = try InMemoryPair()
+        try pair.connect()
+        pair.clientWrite(Array("never sent".utf8))
+
+        _ = try pair.client.finish(acceptAlreadyClosed: true)
+        _ = try pair.server.finish(acceptAlreadyClosed: true)
+    }
+}
