@@ -30,22 +30,10 @@ public final class TLSHandler: ChannelDuplexHandler {
     public typealias OutboundIn = ByteBuffer
     public typealias OutboundOut = ByteBuffer
 
-    private enum State {
-        /// Added, channel not active yet.
-        case idle
-        case handshaking
-        case active
-        /// close_notify sent or received; the channel is closing. Data still
-        /// arriving is decrypted; nothing more is sent.
-        case closing
-        /// Failed, closed, or removed.
-        case closed
-    }
-
     private let tlsContext: TLSContext
     private let serverHostname: String?
     private var connection: TLSConnection?
-    private var state = State.idle
+    private var stateMachine = TLSHandlerStateMachine()
     private var pendingWrites = PendingWrites()
     private var plaintextBuffers = RecyclingBuffer()
     private var ciphertextBuffers = RecyclingBuffer()
@@ -66,55 +54,57 @@ public final class TLSHandler: ChannelDuplexHandler {
     // MARK: Lifecycle
 
     public func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive {
+        if context.channel.isActive, self.stateMachine.channelActive() == .startHandshake {
             self.startHandshake(context: context)
         }
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
-        self.state = .closed
+        self.stateMachine.handlerRemoved()
         self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
         // Releases the SSL object and its BIOs (TLSConnection.deinit).
         self.connection = nil
     }
 
     public func channelActive(context: ChannelHandlerContext) {
-        self.startHandshake(context: context)
+        if self.stateMachine.channelActive() == .startHandshake {
+            self.startHandshake(context: context)
+        }
         context.fireChannelActive()
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
-        let error: TLSError?
-        switch self.state {
-        case .handshaking:
-            error = TLSError(code: .unexpectedEOF, message: "the connection closed during the TLS handshake")
-        case .active:
-            error = TLSError(code: .unexpectedEOF, message: "the connection closed without a TLS close_notify")
-        case .idle, .closing, .closed:
-            error = nil
-        }
-        self.state = .closed
-        self.pendingWrites.failAll(error ?? ChannelError.ioOnClosedChannel)
-        if let error {
+        switch self.stateMachine.channelInactive() {
+        case .fireUnexpectedEOF(let duringHandshake):
+            let error = TLSError(
+                code: .unexpectedEOF,
+                message: duringHandshake
+                    ? "the connection closed during the TLS handshake"
+                    : "the connection closed without a TLS close_notify"
+            )
+            self.pendingWrites.failAll(error)
             context.fireErrorCaught(error)
+        case .none:
+            self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
         }
         context.fireChannelInactive()
     }
 
-    private func startHandshake(context: ChannelHandlerContext) {
-        guard case .idle = self.state else {
-            return
-        }
-        self.state = .handshaking
+    /// Makes the SSL object and sends the first flight (a client's ClientHello).
+    /// Returns whether the handshake is still under way (a failure has been
+    /// handled).
+    @discardableResult
+    private func startHandshake(context: ChannelHandlerContext) -> Bool {
         do {
             // Made here, not in handlerAdded, so a configuration error reaches
             // the handlers added after this one.
             self.connection = try TLSConnection(context: self.tlsContext, serverHostname: self.serverHostname)
         } catch {
             self.fail(context: context, error: error)
-            return
+            return false
         }
         self.continueHandshake(context: context)
+        return self.stateMachine.state == .handshaking
     }
 
     /// Runs the handshake as far as the bytes received allow.
@@ -132,12 +122,14 @@ public final class TLSHandler: ChannelDuplexHandler {
             self.fail(context: context, error: error)
             return false
         case .complete:
-            self.state = .active
+            guard self.stateMachine.handshakeCompleted() else {
+                return false
+            }
             let result = connection.handshakeCompleted()
             self.handshakeResult = result
             context.fireUserInboundEventTriggered(result)
             context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: result.negotiatedProtocol))
-            guard case .active = self.state else {
+            guard self.stateMachine.canSend else {
                 return false  // the events closed the channel
             }
             // Sends the handshake's last flight and what the application
@@ -150,31 +142,39 @@ public final class TLSHandler: ChannelDuplexHandler {
     // MARK: Inbound
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .idle = self.state {
+        switch self.stateMachine.channelRead() {
+        case .startHandshakeAndContinue:
             // Bytes before channelActive: a handler added to an active channel.
-            self.startHandshake(context: context)
-        }
-        guard let connection = self.connection else {
-            return
-        }
-        switch self.state {
-        case .handshaking:
+            guard self.startHandshake(context: context), let connection = self.connection else {
+                return
+            }
             connection.receiveFromNetwork(self.unwrapInboundIn(data))
             guard self.continueHandshake(context: context) else {
                 return
             }
-        case .active, .closing:
-            // While closing, the peer may still send data and its close_notify
-            // (after close(mode: .output), or before the channel is gone).
+            self.readPlaintext(context: context, connection: connection)
+        case .continueHandshake:
+            guard let connection = self.connection else {
+                return
+            }
             connection.receiveFromNetwork(self.unwrapInboundIn(data))
-        case .idle, .closed:
+            guard self.continueHandshake(context: context) else {
+                return
+            }
+            self.readPlaintext(context: context, connection: connection)
+        case .decrypt:
+            guard let connection = self.connection else {
+                return
+            }
+            connection.receiveFromNetwork(self.unwrapInboundIn(data))
+            self.readPlaintext(context: context, connection: connection)
+        case .ignore:
             return
         }
-        self.readPlaintext(context: context, connection: connection)
     }
 
     public func channelReadComplete(context: ChannelHandlerContext) {
-        if case .handshaking = self.state {
+        if self.stateMachine.state == .handshaking {
             // The handshake needs the peer's answer even if the application
             // turned auto-read off.
             context.read()
@@ -213,10 +213,9 @@ public final class TLSHandler: ChannelDuplexHandler {
     }
 
     private func peerSentCloseNotify(context: ChannelHandlerContext) {
-        guard case .active = self.state, let connection = self.connection else {
+        guard self.stateMachine.closeNotifyReceived() == .replyAndClose, let connection = self.connection else {
             return
         }
-        self.state = .closing
         self.pendingWrites.failAll(ChannelError.outputClosed)
         connection.shutdown()
         self.writeNetworkOutput(context: context, flush: true)
@@ -227,39 +226,33 @@ public final class TLSHandler: ChannelDuplexHandler {
     // MARK: Outbound
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch self.state {
-        case .idle, .handshaking, .active:
+        switch self.stateMachine.write() {
+        case .buffer:
             self.pendingWrites.append(self.unwrapOutboundIn(data), promise: promise)
-        case .closing, .closed:
+        case .fail:
             promise?.fail(ChannelError.ioOnClosedChannel)
         }
     }
 
     public func flush(context: ChannelHandlerContext) {
         self.pendingWrites.markFlushed()
-        if case .active = self.state {
+        if self.stateMachine.canSend {
             self.encryptFlushedWrites(context: context)
         }
     }
 
     public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode != .input else {
-            context.close(mode: mode, promise: promise)
-            return
-        }
-        switch self.state {
-        case .active:
-            self.state = .closing
+        switch self.stateMachine.close(mode: mode) {
+        case .sendCloseNotifyAndClose:
             // Written-and-flushed data goes out before close_notify; data
             // written and never flushed is dropped, as on a plain channel.
-            self.encryptFlushedWrites(context: context, force: true)
+            self.encryptFlushedWrites(context: context)
             self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
             self.connection?.shutdown()
             self.writeNetworkOutput(context: context, flush: true)
-        case .idle, .handshaking:
-            self.state = .closed
+        case .failPendingAndClose:
             self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
-        case .closing, .closed:
+        case .forward:
             break
         }
         context.close(mode: mode, promise: promise)
@@ -267,14 +260,9 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     /// Encrypts the flushed writes, coalescing small ones, and writes the
     /// ciphertext downstream with one flush.
-    private func encryptFlushedWrites(context: ChannelHandlerContext, force: Bool = false) {
+    private func encryptFlushedWrites(context: ChannelHandlerContext) {
         guard let connection = self.connection else {
             return
-        }
-        if !force {
-            guard case .active = self.state else {
-                return
-            }
         }
         var promises: [EventLoopPromise<Void>] = []
         var coalesced: ByteBuffer?
@@ -373,13 +361,9 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     /// Sends any alert OpenSSL produced, reports the error, and closes.
     private func fail(context: ChannelHandlerContext, error: Error) {
-        switch self.state {
-        case .closed:
+        guard self.stateMachine.failed() == .reportAndClose else {
             return
-        case .idle, .handshaking, .active, .closing:
-            break
         }
-        self.state = .closed
         self.writeNetworkOutput(context: context, flush: true)
         self.pendingWrites.failAll(error)
         context.fireErrorCaught(error)
