@@ -45,7 +45,9 @@ public final class TLSHandler: ChannelDuplexHandler {
     ///
     /// - parameter serverHostname: client only: the name sent as SNI and,
     ///   when `verifyHostname` is on (the default), checked against the
-    ///   server certificate (an IP literal is checked as an IP address).
+    ///   server certificate (an IP literal is checked as an IP address and
+    ///   not sent as SNI). Required while `verifyHostname` is on: without it
+    ///   the handshake fails with a `configuration` ``TLSError``.
     public init(context: TLSContext, serverHostname: String? = nil) {
         self.tlsContext = context
         self.serverHostname = serverHostname
