@@ -1,6 +1,116 @@
 #ifndef CIRRUS_COPENSSL_SHIM_H
 #define CIRRUS_COPENSSL_SHIM_H
+
+// OpenSSL 3.x for CirrusTLS, plus `static inline` wrappers for what Swift
+// cannot import: function-like macros and a C callback. Every wrapper is
+// prefixed `cirrus_` and does nothing but call through.
+
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <openssl/buffer.h>
+
+// MARK: SSL_CTX settings (macros over SSL_CTX_ctrl).
+
+static inline int cirrus_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, version);
+}
+
+static inline int cirrus_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_max_proto_version(ctx, version);
+}
+
+static inline long cirrus_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_mode(ctx, mode);
+}
+
+static inline long cirrus_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_session_cache_mode(ctx, mode);
+}
+
+static inline uint64_t cirrus_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options) {
+    return SSL_CTX_set_options(ctx, options);
+}
+
+static const uint64_t cirrus_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
+static const uint64_t cirrus_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
+static const long cirrus_SSL_MODE_RELEASE_BUFFERS = SSL_MODE_RELEASE_BUFFERS;
+static const long cirrus_SSL_MODE_NO_AUTO_CHAIN = SSL_MODE_NO_AUTO_CHAIN;
+static const long cirrus_SSL_SESS_CACHE_OFF = SSL_SESS_CACHE_OFF;
+static const unsigned long cirrus_XN_FLAG_RFC2253 = XN_FLAG_RFC2253;
+
+// MARK: SSL settings.
+
+static inline int cirrus_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+// MARK: BIOs.
+
+static inline size_t cirrus_BIO_pending(BIO *bio) {
+    return BIO_ctrl_pending(bio);
+}
+
+/// The bytes a memory BIO has allocated (its `BUF_MEM.max`), 0 if unknown.
+static inline size_t cirrus_BIO_mem_capacity(BIO *bio) {
+    BUF_MEM *memory = NULL;
+    if (BIO_get_mem_ptr(bio, &memory) <= 0 || memory == NULL) {
+        return 0;
+    }
+    return memory->max;
+}
+
+// MARK: Errors and memory.
+
+static inline int cirrus_ERR_GET_LIB(unsigned long error) {
+    return ERR_GET_LIB(error);
+}
+
+static inline int cirrus_ERR_GET_REASON(unsigned long error) {
+    return ERR_GET_REASON(error);
+}
+
+static const int cirrus_ERR_LIB_SSL = ERR_LIB_SSL;
+static const int cirrus_SSL_AD_REASON_OFFSET = SSL_AD_REASON_OFFSET;
+static const int cirrus_SSL_R_NO_APPLICATION_PROTOCOL = SSL_R_NO_APPLICATION_PROTOCOL;
+static const int cirrus_SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL = SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL;
+
+static inline void cirrus_OPENSSL_free(void *pointer) {
+    OPENSSL_free(pointer);
+}
+
+// MARK: ALPN on the server.
+
+/// A server's protocols in ALPN wire format (length-prefixed names), owned by
+/// the Swift `TLSContext` and outliving every SSL made from its SSL_CTX.
+typedef struct {
+    unsigned int length;
+    const unsigned char *bytes;
+} cirrus_alpn_protocols;
+
+static inline int cirrus_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                                     const unsigned char *in, unsigned int inlen, void *arg) {
+    (void)ssl;
+    const cirrus_alpn_protocols *server = (const cirrus_alpn_protocols *)arg;
+    unsigned char *selected = NULL;
+    unsigned char selectedLength = 0;
+    if (server == NULL || server->length == 0 || inlen == 0) {
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    // Picks the first of the server's protocols that the client also offered.
+    if (SSL_select_next_proto(&selected, &selectedLength, server->bytes, server->length, in, inlen)
+        != OPENSSL_NPN_NEGOTIATED) {
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    *out = selected;
+    *outlen = selectedLength;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/// Installs `cirrus_alpn_select`: a client offering ALPN with no protocol in
+/// common gets a fatal `no_application_protocol` alert.
+static inline void cirrus_SSL_CTX_set_alpn_select(SSL_CTX *ctx, const cirrus_alpn_protocols *protocols) {
+    SSL_CTX_set_alpn_select_cb(ctx, cirrus_alpn_select, (void *)protocols);
+}
+
 #endif

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Generates the development certificates in Certs/ (ECDSA P-256, SHA-256, 10 years).
+#
+#   Scripts/generate-certs.sh          # create whatever is missing
+#   Scripts/generate-certs.sh --force  # throw everything away and start over
+#
+# Idempotent: a file that exists is kept, so running it twice changes nothing.
+# These certificates are for development and tests only; never use them in production.
+set -euo pipefail
+
+cd "$(dirname "$0")/../Certs"
+
+if [[ "${1:-}" == "--force" ]]; then
+    rm -f ./*.pem ./*.srl
+fi
+
+DAYS=3650
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+# key NAME: writes NAME-key.pem (PKCS#8, unencrypted) unless it exists.
+key() {
+    [[ -f "$1-key.pem" ]] || openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1-key.pem"
+}
+
+# ca NAME CN: a self-signed CA.
+ca() {
+    local name="$1" cn="$2"
+    key "$name"
+    [[ -f "$name.pem" ]] && return
+    openssl req -x509 -new -sha256 -days "$DAYS" -key "$name-key.pem" -out "$name.pem" \
+        -subj "/O=Cirrus Development/CN=$cn" \
+        -addext "basicConstraints=critical,CA:TRUE,pathlen:0" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign" \
+        -addext "subjectKeyIdentifier=hash"
+}
+
+# leaf NAME CA SUBJECT EXTENSIONS: a leaf certificate signed by CA. NAME.pem is the
+# chain sent to peers: the leaf, then intermediates (none here). The root stays
+# out, as peers must already trust it, so an untrusted peer reads "unable to get
+# local issuer certificate".
+leaf() {
+    local name="$1" issuer="$2" subject="$3" extensions="$4"
+    key "$name"
+    [[ -f "$name.pem" ]] && return
+    printf '%s\n' "$extensions" > "$WORK/$name.ext"
+    openssl req -new -sha256 -key "$name-key.pem" -subj "$subject" -out "$WORK/$name.csr"
+    openssl x509 -req -sha256 -days "$DAYS" -in "$WORK/$name.csr" \
+        -CA "$issuer.pem" -CAkey "$issuer-key.pem" -set_serial "0x$(openssl rand -hex 16)" \
+        -extfile "$WORK/$name.ext" -out "$name.pem"
+}
+
+SERVER_EXT="basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1
+authorityKeyIdentifier=keyid"
+
+CLIENT_EXT="basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=clientAuth
+authorityKeyIdentifier=keyid"
+
+ca ca "Cirrus Development CA"
+leaf server ca "/O=Cirrus Development/CN=localhost" "$SERVER_EXT"
+# Client subjects are exactly CN=<user record name>: the server maps the CN to the user.
+leaf alice ca "/CN=alice" "$CLIENT_EXT"
+leaf bob ca "/CN=bob" "$CLIENT_EXT"
+
+# A second CA nobody trusts, for the refusal tests.
+ca other-ca "Cirrus Untrusted CA"
+leaf mallory other-ca "/CN=mallory" "$CLIENT_EXT"
+leaf other-server other-ca "/O=Cirrus Development/CN=localhost" "$SERVER_EXT"
+
+for name in server alice bob; do
+    openssl verify -CAfile ca.pem "$name.pem" > /dev/null
+done
+for name in mallory other-server; do
+    openssl verify -CAfile other-ca.pem "$name.pem" > /dev/null
+done
+echo "Certificates in $(pwd) are ready."

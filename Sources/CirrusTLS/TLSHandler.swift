@@ -1,0 +1,377 @@
+import NIOCore
+import NIOTLS
+
+/// A channel handler that speaks TLS over OpenSSL: ciphertext below it,
+/// plaintext above it. Put it first in the pipeline of a server's child
+/// channel or a client's channel.
+///
+/// For example:
+///
+/// ```swift
+/// let context = try TLSContext(configuration: .client(trustRootsPath: "Certs/ca.pem"))
+/// ClientBootstrap(group: group).channelInitializer { channel in
+///     channel.eventLoop.makeCompletedFuture {
+///         try channel.pipeline.syncOperations.addHandler(TLSHandler(context: context, serverHostname: "localhost"))
+///     }
+/// }
+/// ```
+///
+/// When the handshake completes it fires ``TLSHandshakeCompleted`` and then
+/// NIOTLS's `TLSUserEvent.handshakeCompleted(negotiatedProtocol:)`. Writes
+/// made before then are held and sent after it. Writes are encrypted on
+/// `flush`, coalesced into records of up to 16 KiB. `close` sends
+/// close_notify first; a peer's close_notify is answered and the channel
+/// closed (`TLSUserEvent.shutdownCompleted` is fired). Failures are fired as
+/// ``TLSError`` through `errorCaught`, after any alert is sent, and then the
+/// channel is closed.
+public final class TLSHandler: ChannelDuplexHandler {
+    public typealias InboundIn = ByteBuffer
+    public typealias InboundOut = ByteBuffer
+    public typealias OutboundIn = ByteBuffer
+    public typealias OutboundOut = ByteBuffer
+
+    private let tlsContext: TLSContext
+    private let serverHostname: String?
+    private var connection: TLSConnection?
+    private var stateMachine = TLSHandlerStateMachine()
+    private var pendingWrites = PendingWrites()
+    private var plaintextBuffers = RecyclingBuffer()
+    private var ciphertextBuffers = RecyclingBuffer()
+
+    /// What the handshake settled; nil until it completes. Event loop only.
+    public private(set) var handshakeResult: TLSHandshakeCompleted?
+
+    /// A handler playing the role of `context`'s configuration.
+    ///
+    /// - parameter serverHostname: client only: the name sent as SNI and,
+    ///   when `verifyHostname` is on (the default), checked against the
+    ///   server certificate (an IP literal is checked as an IP address and
+    ///   not sent as SNI). Required while `verifyHostname` is on: without it
+    ///   the handshake fails with a `configuration` ``TLSError``.
+    public init(context: TLSContext, serverHostname: String? = nil) {
+        self.tlsContext = context
+        self.serverHostname = serverHostname
+    }
+
+    // MARK: Lifecycle
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive, self.stateMachine.channelActive() == .startHandshake {
+            self.startHandshake(context: context)
+        }
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        self.stateMachine.handlerRemoved()
+        self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+        // Releases the SSL object and its BIOs (TLSConnection.deinit).
+        self.connection = nil
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        if self.stateMachine.channelActive() == .startHandshake {
+            self.startHandshake(context: context)
+        }
+        context.fireChannelActive()
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        switch self.stateMachine.channelInactive() {
+        case .fireUnexpectedEOF(let duringHandshake):
+            let error = TLSError(
+                code: .unexpectedEOF,
+                message: duringHandshake
+                    ? "the connection closed during the TLS handshake"
+                    : "the connection closed without a TLS close_notify"
+            )
+            self.pendingWrites.failAll(error)
+            context.fireErrorCaught(error)
+        case .none:
+            self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+        }
+        context.fireChannelInactive()
+    }
+
+    /// Makes the SSL object and sends the first flight (a client's ClientHello).
+    /// Returns whether the handshake is still under way (a failure has been
+    /// handled).
+    @discardableResult
+    private func startHandshake(context: ChannelHandlerContext) -> Bool {
+        do {
+            // Made here, not in handlerAdded, so a configuration error reaches
+            // the handlers added after this one.
+            self.connection = try TLSConnection(context: self.tlsContext, serverHostname: self.serverHostname)
+        } catch {
+            self.fail(context: context, error: error)
+            return false
+        }
+        self.continueHandshake(context: context)
+        return self.stateMachine.state == .handshaking
+    }
+
+    /// Runs the handshake as far as the bytes received allow.
+    /// Returns whether it is complete.
+    @discardableResult
+    private func continueHandshake(context: ChannelHandlerContext) -> Bool {
+        guard let connection = self.connection else {
+            return false
+        }
+        switch connection.handshake() {
+        case .needsMoreData:
+            self.writeNetworkOutput(context: context, flush: true)
+            return false
+        case .failed(let error):
+            self.fail(context: context, error: error)
+            return false
+        case .complete:
+            guard self.stateMachine.handshakeCompleted() else {
+                return false
+            }
+            let result = connection.handshakeCompleted()
+            self.handshakeResult = result
+            context.fireUserInboundEventTriggered(result)
+            context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: result.negotiatedProtocol))
+            guard self.stateMachine.canSend else {
+                return false  // the events closed the channel
+            }
+            // Sends the handshake's last flight and what the application
+            // wrote and flushed while it ran, in one flushed write.
+            self.encryptFlushedWrites(context: context)
+            return true
+        }
+    }
+
+    // MARK: Inbound
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.stateMachine.channelRead() {
+        case .startHandshakeAndContinue:
+            // Bytes before channelActive: a handler added to an active channel.
+            guard self.startHandshake(context: context), let connection = self.connection else {
+                return
+            }
+            connection.receiveFromNetwork(self.unwrapInboundIn(data))
+            guard self.continueHandshake(context: context) else {
+                return
+            }
+            self.readPlaintext(context: context, connection: connection)
+        case .continueHandshake:
+            guard let connection = self.connection else {
+                return
+            }
+            connection.receiveFromNetwork(self.unwrapInboundIn(data))
+            guard self.continueHandshake(context: context) else {
+                return
+            }
+            self.readPlaintext(context: context, connection: connection)
+        case .decrypt:
+            guard let connection = self.connection else {
+                return
+            }
+            connection.receiveFromNetwork(self.unwrapInboundIn(data))
+            self.readPlaintext(context: context, connection: connection)
+        case .ignore:
+            return
+        }
+    }
+
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        if self.stateMachine.state == .handshaking {
+            // The handshake needs the peer's answer even if the application
+            // turned auto-read off.
+            context.read()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    /// Decrypts everything received so far and passes it on as one buffer.
+    private func readPlaintext(context: ChannelHandlerContext, connection: TLSConnection) {
+        // Plaintext is never longer than the ciphertext it came from, so one
+        // buffer, sized by what arrived, holds the whole burst.
+        var plaintext = self.plaintextBuffers.take(capacity: connection.pendingInboundBytes, allocator: context.channel.allocator)
+        var outcome = TLSConnection.ReadResult.needsMoreData
+        reading: while true {
+            switch connection.read(into: &plaintext) {
+            case .data:
+                continue
+            case let result:
+                outcome = result
+                break reading
+            }
+        }
+        if plaintext.readableBytes > 0 {
+            context.fireChannelRead(self.wrapInboundOut(plaintext))
+        }
+        self.plaintextBuffers.giveBack(plaintext)
+        switch outcome {
+        case .data, .needsMoreData:
+            // Session tickets, key updates: whatever OpenSSL wants to answer.
+            self.writeNetworkOutput(context: context, flush: true)
+        case .closeNotify:
+            self.peerSentCloseNotify(context: context)
+        case .failed(let error):
+            self.fail(context: context, error: error)
+        }
+    }
+
+    private func peerSentCloseNotify(context: ChannelHandlerContext) {
+        guard self.stateMachine.closeNotifyReceived() == .replyAndClose, let connection = self.connection else {
+            return
+        }
+        self.pendingWrites.failAll(ChannelError.outputClosed)
+        connection.shutdown()
+        self.writeNetworkOutput(context: context, flush: true)
+        context.fireUserInboundEventTriggered(TLSUserEvent.shutdownCompleted)
+        context.close(promise: nil)
+    }
+
+    // MARK: Outbound
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch self.stateMachine.write() {
+        case .buffer:
+            self.pendingWrites.append(self.unwrapOutboundIn(data), promise: promise)
+        case .fail:
+            promise?.fail(ChannelError.ioOnClosedChannel)
+        }
+    }
+
+    public func flush(context: ChannelHandlerContext) {
+        self.pendingWrites.markFlushed()
+        if self.stateMachine.canSend {
+            self.encryptFlushedWrites(context: context)
+        }
+    }
+
+    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        switch self.stateMachine.close(mode: mode) {
+        case .sendCloseNotifyAndClose:
+            // Written-and-flushed data goes out before close_notify; data
+            // written and never flushed is dropped, as on a plain channel.
+            self.encryptFlushedWrites(context: context)
+            self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+            self.connection?.shutdown()
+            self.writeNetworkOutput(context: context, flush: true)
+        case .failPendingAndClose:
+            self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+        case .forward:
+            break
+        }
+        context.close(mode: mode, promise: promise)
+    }
+
+    /// Encrypts the flushed writes, coalescing small ones, and writes the
+    /// ciphertext downstream with one flush.
+    private func encryptFlushedWrites(context: ChannelHandlerContext) {
+        guard let connection = self.connection else {
+            return
+        }
+        var promises: [EventLoopPromise<Void>] = []
+        var coalesced: ByteBuffer?
+        var failure: TLSError?
+
+        func encrypt(_ buffer: ByteBuffer) {
+            guard failure == nil else {
+                return
+            }
+            // Hands big bursts downstream as they go so the memory BIO stays
+            // small; the last piece always waits for the final write, which
+            // carries the promises.
+            if connection.pendingNetworkBytes >= Self.outputChunk {
+                self.writeNetworkOutput(context: context, flush: false)
+            }
+            failure = buffer.withUnsafeReadableBytes { connection.write($0) }
+        }
+
+        while let (buffer, promise) = self.pendingWrites.popFlushed() {
+            if let promise {
+                promises.append(promise)
+            }
+            if buffer.readableBytes >= TLSConnection.maximumRecordSize {
+                if let pending = coalesced.take() {
+                    encrypt(pending)
+                }
+                encrypt(buffer)
+            } else if var pending = coalesced.take() {
+                if pending.readableBytes + buffer.readableBytes > TLSConnection.maximumRecordSize {
+                    encrypt(pending)
+                    pending.clear()
+                }
+                var buffer = buffer
+                pending.writeBuffer(&buffer)
+                coalesced = pending
+            } else if self.pendingWrites.hasFlushed {
+                // More small writes follow: gather them into full records.
+                let capacity = min(buffer.readableBytes + self.pendingWrites.bytes, TLSConnection.maximumRecordSize)
+                var pending = context.channel.allocator.buffer(capacity: capacity)
+                var buffer = buffer
+                pending.writeBuffer(&buffer)
+                coalesced = pending
+            } else {
+                encrypt(buffer)
+            }
+        }
+        if let pending = coalesced.take() {
+            encrypt(pending)
+        }
+        if let failure {
+            promises.forEach { $0.fail(failure) }
+            self.fail(context: context, error: failure)
+            return
+        }
+        self.writeNetworkOutput(context: context, flush: true, promises: promises)
+    }
+
+    /// Bytes of ciphertext after which a long flush hands some downstream.
+    private static let outputChunk = 256 * 1_024
+
+    /// Writes what OpenSSL produced for the network as one buffer.
+    private func writeNetworkOutput(context: ChannelHandlerContext, flush: Bool, promises: [EventLoopPromise<Void>] = []) {
+        guard let connection = self.connection, connection.pendingNetworkBytes > 0 else {
+            // Nothing new to send; earlier writes of this flush carry the data.
+            self.connection?.releaseIdleBIOs()
+            if flush {
+                context.flush()
+            }
+            promises.forEach { $0.succeed() }
+            return
+        }
+        var output = self.ciphertextBuffers.take(capacity: connection.pendingNetworkBytes, allocator: context.channel.allocator)
+        connection.readNetworkOutput(into: &output)
+        connection.releaseIdleBIOs()
+        let promise: EventLoopPromise<Void>?
+        switch promises.count {
+        case 0:
+            promise = nil
+        case 1:
+            promise = promises[0]
+        default:
+            let combined = context.eventLoop.makePromise(of: Void.self)
+            combined.futureResult.whenComplete { result in
+                promises.forEach { $0.completeWith(result) }
+            }
+            promise = combined
+        }
+        context.write(self.wrapOutboundOut(output), promise: promise)
+        self.ciphertextBuffers.giveBack(output)
+        if flush {
+            context.flush()
+        }
+    }
+
+    // MARK: Failure
+
+    /// Sends any alert OpenSSL produced, reports the error, and closes.
+    private func fail(context: ChannelHandlerContext, error: Error) {
+        guard self.stateMachine.failed() == .reportAndClose else {
+            return
+        }
+        self.writeNetworkOutput(context: context, flush: true)
+        self.pendingWrites.failAll(error)
+        context.fireErrorCaught(error)
+        context.close(promise: nil)
+    }
+}
+
+@available(*, unavailable)
+extension TLSHandler: Sendable {}

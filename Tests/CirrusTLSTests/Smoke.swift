@@ -1,4 +1,0 @@
-import Testing
-@testable import CirrusTLS
-
-@Test func moduleLoads() {}
