@@ -155,7 +155,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             break
         case .sendPong(let nonce):
             self.send(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))), context: context)
-        case .deliver:
+        case .deliver, .helloAckReceived:
             break
         case .peerGoingAway(_, let closeNow):
             if closeNow {

@@ -51,8 +51,11 @@ struct Cirrusd: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var logger = Logger(label: "cirrusd")
-        logger.logLevel = Logger.Level(rawValue: self.logLevel) ?? .info
+        let logger = {
+            var logger = Logger(label: "cirrusd")
+            logger.logLevel = Logger.Level(rawValue: self.logLevel) ?? .info
+            return logger
+        }()
 
         let certs = DevelopmentCertificates.locate()
         var tls = TLSConfiguration.server(
@@ -75,8 +78,8 @@ struct Cirrusd: AsyncParsableCommand {
 
         let server = CirrusServer(configuration: configuration, logger: logger)
         let address = try await server.start()
-        print("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)")
-        fflush(stdout)
+        // Unbuffered, so a supervisor or test reading a pipe sees it at once.
+        FileHandle.standardOutput.write(Data("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n".utf8))
 
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) {
             logger.notice("shutting down: draining connections")

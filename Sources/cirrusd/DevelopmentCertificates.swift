@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 
 /// Finds the development certificates (`Certs/`) when no paths are given: in the working

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 
 /// Runs `handler` once when any of `signals` arrives, instead of the default action.
-final class SignalWatcher: Sendable {
+final class SignalWatcher {
     private let sources: [any DispatchSourceSignal]
 
     init(signals: [Int32], handler: @escaping @Sendable () -> Void) {

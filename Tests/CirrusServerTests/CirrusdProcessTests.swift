@@ -11,7 +11,7 @@ private func sClient(port: Int, extraArguments: [String] = []) throws -> (status
             "openssl", "s_client", "-connect", "127.0.0.1:\(port)", "-servername", "localhost",
             "-CAfile", TestCertificates.path("ca.pem"),
             "-cert", TestCertificates.path("alice.pem"), "-key", TestCertificates.path("alice-key.pem"),
-            "-alpn", "cirrus/1", "-verify_return_error", "-brief",
+            "-alpn", "cirrus/1", "-verify_return_error",
         ] + extraArguments
     let output = Pipe()
     process.standardOutput = output
@@ -29,9 +29,9 @@ struct CirrusdProcessTests {
         let server = try CirrusdProcess()
         defer { server.stop() }
         let (_, output) = try sClient(port: server.port)
-        #expect(output.contains("Protocol version: TLSv1.3"), "\(output)")
+        #expect(output.contains("New, TLSv1.3,"), "\(output)")
         #expect(output.contains("ALPN protocol: cirrus/1"), "\(output)")
-        #expect(output.contains("Verification: OK"), "\(output)")
+        #expect(output.contains("Verify return code: 0 (ok)"), "\(output)")
     }
 
     @Test func tls12OnlyClientIsRefused() throws {
@@ -39,14 +39,14 @@ struct CirrusdProcessTests {
         defer { server.stop() }
         let (status, output) = try sClient(port: server.port, extraArguments: ["-tls1_2"])
         #expect(status != 0)
-        #expect(!output.contains("CONNECTION ESTABLISHED"), "\(output)")
+        #expect(!output.contains("New, TLSv1.2,"), "\(output)")
     }
 
     @Test func tls12IsAcceptedWhenAllowed() throws {
         let server = try CirrusdProcess(arguments: ["--allow-tls12"])
         defer { server.stop() }
         let (_, output) = try sClient(port: server.port, extraArguments: ["-tls1_2"])
-        #expect(output.contains("Protocol version: TLSv1.2"), "\(output)")
+        #expect(output.contains("New, TLSv1.2,"), "\(output)")
     }
 
     @Test func helloAndPingOverTheWire() async throws {

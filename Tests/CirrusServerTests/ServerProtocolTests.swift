@@ -196,7 +196,7 @@ struct ServerProtocolTests {
 
     @Test func clientThatNeverReadsIsNotBufferedWithoutBound() async throws {
         try await withServer { server, port in
-            let raw = try await RawTLSClient.connect(port: port)
+            let raw = try await RawTLSClient.connect(port: port, receiveBufferBytes: 64 * 1024)
             var hello = ByteBuffer()
             try FrameEncoder.encode(
                 Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion))),
@@ -206,15 +206,16 @@ struct ServerProtocolTests {
             try await raw.waitForBytes()
             // Stop reading, then ping as fast as the server takes it. Every Ping asks for a
             // Pong the server cannot deliver: it must stop reading from us rather than keep
-            // them all (2,000 batches × 2,000 Pings would be ~40 MB of Pongs).
-            try await raw.channel.setOption(.autoRead, value: false)
+            // them all. 10,000 batches of 2,000 Pings are ~200 MB; the kernel buffers between
+            // us hold ~40 MB (the server's receive buffer autotunes up to 32 MiB here).
+            try await raw.channel.setOption(.autoRead, value: false).get()
             var batch = ByteBuffer()
             for nonce in 0..<2_000 {
                 try FrameEncoder.encode(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: UInt64(nonce)))), into: &batch)
             }
             var sent = 0
             var stalledPolls = 0
-            while sent < 2_000, raw.channel.isActive, stalledPolls < 400 {
+            while sent < 10_000, raw.channel.isActive, stalledPolls < 400 {
                 if raw.channel.isWritable {
                     raw.channel.writeAndFlush(batch, promise: nil)
                     sent += 1
@@ -224,7 +225,7 @@ struct ServerProtocolTests {
                     try await Task.sleep(for: .milliseconds(5))
                 }
             }
-            #expect(sent < 2_000, "the server stopped reading from a client that does not read")
+            #expect(sent < 10_000, "the server stopped reading from a client that does not read")
             await raw.close()
 
             let other = try await TestClient.connect(port: port, user: "bob")

@@ -15,7 +15,7 @@ struct RawTLSClient {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             var buffer = self.unwrapInboundIn(data)
-            self.received.withLockedValue { $0.writeBuffer(&buffer) }
+            _ = self.received.withLockedValue { $0.writeBuffer(&buffer) }
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -32,11 +32,17 @@ struct RawTLSClient {
     let channel: any Channel
     let collector: Collector
 
-    static func connect(port: Int, user: String = "alice") async throws -> RawTLSClient {
+    /// - Parameter receiveBufferBytes: a small socket receive buffer stands for a peer that
+    ///   reads slowly (it also turns off the kernel's buffer autotuning, up to 32 MiB here).
+    static func connect(port: Int, user: String = "alice", receiveBufferBytes: Int? = nil) async throws -> RawTLSClient {
         let context = try TLSContext(configuration: TestCertificates.client(user))
         let group = MultiThreadedEventLoopGroup.singleton
         let collector = Collector(closed: group.next().makePromise())
-        let channel = try await ClientBootstrap(group: group)
+        var bootstrap = ClientBootstrap(group: group)
+        if let receiveBufferBytes {
+            bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(receiveBufferBytes))
+        }
+        let channel = try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(TLSHandler(context: context, serverHostname: "localhost"))

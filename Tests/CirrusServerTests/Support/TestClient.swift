@@ -31,35 +31,41 @@ enum ClientEvent: Sendable {
     case closed
 }
 
-/// Collects everything that arrives on a test connection into an `AsyncStream`.
+/// Collects everything that arrives on a test connection, in order.
 final class EventCollector: ChannelInboundHandler, Sendable {
     typealias InboundIn = Wire.Frame
 
-    let events: AsyncStream<ClientEvent>
-    private let continuation: AsyncStream<ClientEvent>.Continuation
-
-    init() {
-        (self.events, self.continuation) = AsyncStream.makeStream()
-    }
+    private let events = NIOLockedValueBox<[ClientEvent]>([])
+    private let isFinished = NIOLockedValueBox(false)
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.continuation.yield(.frame(self.unwrapInboundIn(data)))
+        let frame = self.unwrapInboundIn(data)
+        self.events.withLockedValue { $0.append(.frame(frame)) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.continuation.yield(.error(error))
+        self.events.withLockedValue { $0.append(.error(error)) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.continuation.yield(.closed)
-        self.continuation.finish()
+        self.events.withLockedValue { $0.append(.closed) }
+    }
+
+    /// Takes the oldest event; after `.closed`, keeps answering `.closed`.
+    func take() -> ClientEvent? {
+        self.events.withLockedValue { events in
+            guard let first = events.first else { return nil }
+            if case .closed = first { return .closed }
+            events.removeFirst()
+            return first
+        }
     }
 }
 
 /// A minimal Cirrus client over real TLS and a real socket, for tests.
 struct TestClient {
     let channel: any Channel
-    private let iterator: NIOLockedValueBox<AsyncStream<ClientEvent>.AsyncIterator>
+    let collector: EventCollector
 
     static func connect(
         port: Int,
@@ -83,7 +89,7 @@ struct TestClient {
             }
             .connect(host: host, port: port)
             .get()
-        return TestClient(channel: channel, iterator: NIOLockedValueBox(collector.events.makeAsyncIterator()))
+        return TestClient(channel: channel, collector: collector)
     }
 
     func send(_ frame: Wire.Frame) async throws {
@@ -93,23 +99,12 @@ struct TestClient {
     /// The next thing that happens, or a test failure after `timeout` (a hang guard, not a
     /// speed assertion).
     func next(timeout: Duration = .seconds(20)) async throws -> ClientEvent {
-        let box = self.iterator
-        return try await withThrowingTaskGroup(of: ClientEvent?.self) { group in
-            group.addTask {
-                var iterator = box.withLockedValue { $0 }
-                let event = await iterator.next()
-                box.withLockedValue { $0 = iterator }
-                return event ?? .closed
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let event = first else {
-                throw TestTimeout()
-            }
-            return event
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while true {
+            if let event = self.collector.take() { return event }
+            guard clock.now < deadline else { throw TestTimeout() }
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 
