@@ -1,0 +1,133 @@
+import Benchmark
+import CirrusWire
+import Foundation
+import NIOCore
+
+/// Certs/ of the checkout this package sits in.
+private let certificates: String = {
+    var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+    parts.removeLast(4)  // CirrusBenchmarks.swift, CirrusBenchmarks, Benchmarks, Benchmarks
+    return parts.joined(separator: "/") + "/Certs"
+}()
+
+/// A ~100-byte event: a record saved, with two fields.
+private let eventFrame: Wire.Frame = {
+    let zone = Wire.RecordZoneID(zoneName: "Notes", ownerName: "_alice")
+    let record = Wire.Record(
+        recordID: Wire.RecordID(recordName: "note-0001", zoneID: zone),
+        recordType: "Note",
+        recordChangeTag: "7f3a",
+        fields: [
+            Wire.RecordField(key: "title", value: Wire.FieldValue(kind: .stringValue("Groceries"))),
+            Wire.RecordField(key: "count", value: Wire.FieldValue(kind: .int64Value(12))),
+        ]
+    )
+    let save = Wire.ModifyRecordsPerRecordSave(recordID: record.recordID, outcome: .record(record))
+    let event = Wire.Event(seq: 1, payload: .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save))))
+    return Wire.Frame(streamID: 7, kind: .event(event))
+}()
+
+private let pingFrame = Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 42)))
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .throughput, .mallocCountTotal],
+        warmupIterations: 10,
+        scalingFactor: .kilo,
+        maxDuration: .seconds(3),
+        maxIterations: 1_000_000
+    )
+
+    // MARK: Codec
+
+    Benchmark("Frame encode: Ping") { benchmark in
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(1024)
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            try FrameEncoder.encode(pingFrame, into: &buffer)
+        }
+        blackHole(buffer)
+    }
+
+    Benchmark("Frame encode: Event, record saved (\(eventFrame.serializedBytes().count) B)") { benchmark in
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(1024)
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            try FrameEncoder.encode(eventFrame, into: &buffer)
+        }
+        blackHole(buffer)
+    }
+
+    Benchmark("Frame decode: Ping") { benchmark in
+        var encoded = ByteBuffer()
+        try FrameEncoder.encode(pingFrame, into: &encoded)
+        var decoder = FrameDecoder()
+        for _ in benchmark.scaledIterations {
+            var input = encoded
+            blackHole(try decoder.decode(buffer: &input))
+        }
+    }
+
+    Benchmark("Frame decode: Event, record saved") { benchmark in
+        var encoded = ByteBuffer()
+        try FrameEncoder.encode(eventFrame, into: &encoded)
+        var decoder = FrameDecoder()
+        for _ in benchmark.scaledIterations {
+            var input = encoded
+            blackHole(try decoder.decode(buffer: &input))
+        }
+    }
+
+    // MARK: TLS in memory
+
+    Benchmark("TLS in memory: round trip of a 100-byte frame") { benchmark in
+        let pair = try InMemoryTLSPair(certificates: certificates)
+        let message = ByteBuffer(repeating: 0x5A, count: 100)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try pair.roundTrip(request: message, response: message))
+        }
+    }
+
+    Benchmark(
+        "TLS in memory: stream 100-byte frames (1,000 per flush)",
+        configuration: .init(scalingFactor: .one)
+    ) { benchmark in
+        let pair = try InMemoryTLSPair(certificates: certificates)
+        let message = ByteBuffer(repeating: 0x5A, count: 100)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try pair.stream(message, count: 1_000))
+        }
+    }
+
+    // MARK: Real loopback TLS against an in-process server
+
+    Benchmark(
+        "Loopback TLS: Ping round trips, 1 in flight (1,000 per iteration)",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try await LoopbackBench(certificates: certificates)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.pingRoundTrips(count: 1_000, inFlight: 1)
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
+        "Loopback TLS: Ping round trips, 64 in flight (6,400 per iteration)",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try await LoopbackBench(certificates: certificates)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.pingRoundTrips(count: 6_400, inFlight: 64)
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+}
