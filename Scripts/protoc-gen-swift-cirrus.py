@@ -465,6 +465,68 @@ def mark_cycles(messages):
                     field.indirect = True
 
 
+# Inline payloads above this many bytes (estimated) are stored out of line.
+# Without it a Frame carrying every operation's request and result inline
+# would be kilobytes, and each copy of it a kilobytes memcpy plus retains.
+OUT_OF_LINE_BYTES = 192
+
+SCALAR_BYTES = {
+    T_DOUBLE: 8, T_FLOAT: 4, T_INT64: 8, T_UINT64: 8, T_INT32: 4, T_FIXED64: 8, T_FIXED32: 4,
+    T_BOOL: 1, T_STRING: 16, T_BYTES: 8, T_UINT32: 4, T_ENUM: 5, T_SFIXED32: 4, T_SFIXED64: 8,
+    T_SINT32: 4, T_SINT64: 8,
+}
+
+
+def round8(size):
+    return (size + 7) // 8 * 8
+
+
+def mark_large(messages):
+    """Boxes singular message fields and makes oneof cases indirect when the
+    inline payload would exceed OUT_OF_LINE_BYTES. Sizes are estimates of the
+    Swift layout (each member rounded up to 8 bytes); fields already boxed for
+    a cycle count as one pointer, so the walk below never loops."""
+    by_name = {m.full_name: m for m in messages}
+    sizes = {}
+
+    def inline_size(field):
+        if field.repeated:
+            return 8
+        if field.type != T_MESSAGE:
+            return SCALAR_BYTES[field.type]
+        if field.boxed or field.indirect:
+            return 8
+        return size_of(by_name[field.type_name])
+
+    def size_of(message):
+        if message.full_name in sizes:
+            return sizes[message.full_name]
+        total = 0
+        for kind, member in message.members():
+            if kind == "field":
+                field = member
+                size = inline_size(field)
+                if field.type == T_MESSAGE and not field.repeated and size > OUT_OF_LINE_BYTES:
+                    field.boxed = True
+                    size = 8
+                presence = field.oneof_index is not None or (field.type == T_MESSAGE and not field.repeated)
+                total += round8(size + (1 if presence and not field.boxed else 0))
+            else:
+                largest = 0
+                for field in member.fields:
+                    size = inline_size(field)
+                    if field.type == T_MESSAGE and size > OUT_OF_LINE_BYTES:
+                        field.indirect = True
+                        size = 8
+                    largest = max(largest, size)
+                total += round8(largest + 1)
+        sizes[message.full_name] = max(total, 1)
+        return sizes[message.full_name]
+
+    for message in messages:
+        size_of(message)
+
+
 # ---------------------------------------------------------------------------
 # Swift emission
 # ---------------------------------------------------------------------------
@@ -501,6 +563,7 @@ class Generator:
         self.messages = {m.full_name: m for f in files for m in f.all_messages()}
         self.enums = {e.full_name: e for f in files for e in f.all_enums()}
         mark_cycles(list(self.messages.values()))
+        mark_large(list(self.messages.values()))
 
     # -- types ---------------------------------------------------------------
 
@@ -789,6 +852,12 @@ class Generator:
         w.dedent()
         w("}")
         w("public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {")
+        w.indent()
+        w("self = try WireCodec.decode(Self.self, from: bytes)")
+        w.dedent()
+        w("}")
+        w("/// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.")
+        w("public init(serializedBytes bytes: [UInt8]) throws(WireError) {")
         w.indent()
         w("self = try WireCodec.decode(Self.self, from: bytes)")
         w.dedent()

@@ -46,8 +46,8 @@ extension Wire {
         public enum Kind: Sendable, Hashable {
             case hello(Wire.Hello)
             case helloAck(Wire.HelloAck)
-            case `open`(Wire.Open)
-            case event(Wire.Event)
+            indirect case `open`(Wire.Open)
+            indirect case event(Wire.Event)
             case persisted(Wire.Persisted)
             case complete(Wire.Complete)
             case cancel(Wire.Cancel)
@@ -198,7 +198,7 @@ extension Wire {
         public enum Request: Sendable, Hashable {
             case modifyRecords(Wire.ModifyRecordsRequest)
             case fetchRecords(Wire.FetchRecordsRequest)
-            case query(Wire.QueryRequest)
+            indirect case query(Wire.QueryRequest)
             case modifyRecordZones(Wire.ModifyRecordZonesRequest)
             case fetchRecordZones(Wire.FetchRecordZonesRequest)
             case fetchRecordZoneChanges(Wire.FetchRecordZoneChangesRequest)
@@ -514,7 +514,11 @@ extension Wire {
     public struct LongLivedOperationInfo: WireMessage {
         public var operationID: String = ""
         /// the original Open, request included (not the client's stream ID)
-        public var `open`: Wire.Open? = nil
+        public var `open`: Wire.Open? {
+            get { _open?.value }
+            set { _open = newValue.map(WireBox.init) }
+        }
+        private var _open: WireBox<Wire.Open>? = nil
         public var status: Wire.LongLivedOperationStatus = .unspecified
         /// events journaled so far
         public var lastSeq: UInt64 = 0
@@ -553,6 +557,10 @@ extension Wire.Frame {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -667,6 +675,10 @@ extension Wire.Limits {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -716,6 +728,10 @@ extension Wire.Hello {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -772,6 +788,10 @@ extension Wire.HelloAck {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -817,6 +837,10 @@ extension Wire.Open {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -1006,6 +1030,10 @@ extension Wire.Event {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -1138,6 +1166,10 @@ extension Wire.Persisted {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -1177,6 +1209,10 @@ extension Wire.Complete {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -1288,6 +1324,10 @@ extension Wire.Cancel {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -1331,6 +1371,10 @@ extension Wire.Resume {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -1378,6 +1422,10 @@ extension Wire.Window {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -1417,6 +1465,10 @@ extension Wire.Ping {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -1460,6 +1512,10 @@ extension Wire.Pong {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -1499,6 +1555,10 @@ extension Wire.GoAway {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -1546,6 +1606,10 @@ extension Wire.ConnectionError {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -1587,6 +1651,10 @@ extension Wire.LongLivedOperationInfo {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }

@@ -152,7 +152,7 @@ extension Wire {
 
         public enum Outcome: Sendable, Hashable {
             /// the CKShare record after acceptance
-            case share(Wire.Record)
+            indirect case share(Wire.Record)
             case error(Wire.OperationError)
         }
 
@@ -196,6 +196,10 @@ extension Wire.FetchShareMetadataRequest {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -243,6 +247,10 @@ extension Wire.ShareMetadataOutcome {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -302,6 +310,10 @@ extension Wire.FetchShareMetadataEvent {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -352,6 +364,10 @@ extension Wire.FetchShareParticipantsRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -391,6 +407,10 @@ extension Wire.ShareParticipantOutcome {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -450,6 +470,10 @@ extension Wire.FetchShareParticipantsEvent {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -500,6 +524,10 @@ extension Wire.AcceptSharesRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -539,6 +567,10 @@ extension Wire.ShareOutcome {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -596,6 +628,10 @@ extension Wire.AcceptSharesEvent {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }

@@ -147,7 +147,7 @@ extension Wire {
 
         public enum Callback: Sendable, Hashable {
             /// notificationChangedBlock
-            case notificationChanged(Wire.PushNotification)
+            indirect case notificationChanged(Wire.PushNotification)
         }
 
         /// A value with every field at its default.
@@ -248,7 +248,11 @@ extension Wire {
     /// One pushed notification plus the feed token just after it, so a client can
     /// later catch up with FetchNotificationChanges from exactly this point.
     public struct WatchedNotification: WireMessage {
-        public var notification: Wire.PushNotification? = nil
+        public var notification: Wire.PushNotification? {
+            get { _notification?.value }
+            set { _notification = newValue.map(WireBox.init) }
+        }
+        private var _notification: WireBox<Wire.PushNotification>? = nil
         public var changeToken: Wire.ServerChangeToken? = nil
 
         /// A value with every field at its default.
@@ -291,6 +295,10 @@ extension Wire.SubscriptionOutcome {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -350,6 +358,10 @@ extension Wire.ModifySubscriptionsRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -393,6 +405,10 @@ extension Wire.SubscriptionDeleted {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -434,6 +450,10 @@ extension Wire.ModifySubscriptionsEvent {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -491,6 +511,10 @@ extension Wire.FetchSubscriptionsRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -532,6 +556,10 @@ extension Wire.FetchSubscriptionsEvent {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -584,6 +612,10 @@ extension Wire.FetchNotificationChangesRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -625,6 +657,10 @@ extension Wire.FetchNotificationChangesEvent {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -677,6 +713,10 @@ extension Wire.FetchNotificationChangesResult {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -720,6 +760,10 @@ extension Wire.MarkNotificationsReadRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -759,6 +803,10 @@ extension Wire.MarkNotificationsReadResult {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -802,6 +850,10 @@ extension Wire.ModifyBadgeRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -841,6 +893,10 @@ extension Wire.WatchNotificationsRequest {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -886,6 +942,10 @@ extension Wire.WatchedNotification {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -927,6 +987,10 @@ extension Wire.WatchNotificationsEvent {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }

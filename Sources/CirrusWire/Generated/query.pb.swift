@@ -294,6 +294,10 @@ extension Wire.ComparisonPredicate {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -339,6 +343,10 @@ extension Wire.AndPredicate {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -378,6 +386,10 @@ extension Wire.NotPredicate {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -421,6 +433,10 @@ extension Wire.TruePredicate {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -459,6 +475,10 @@ extension Wire.FalsePredicate {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -501,6 +521,10 @@ extension Wire.TextSearchPredicate {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -540,6 +564,10 @@ extension Wire.DistancePredicate {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -587,6 +615,10 @@ extension Wire.QueryPredicate {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -671,6 +703,10 @@ extension Wire.QuerySortDescriptor {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -716,6 +752,10 @@ extension Wire.Query {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -759,6 +799,10 @@ extension Wire.QueryCursor {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
