@@ -228,7 +228,8 @@ class Field:
         self.c_name = c_field_name(self.name)
         self.doc = []
         self.boxed = False  # singular message field on a type cycle
-        self.indirect = False  # oneof case on a type cycle
+        self.indirect = False  # oneof case on a type cycle or large
+        self.out_of_line = ""  # why boxed / indirect
 
 
 class Oneof:
@@ -463,6 +464,7 @@ def mark_cycles(messages):
                     field.boxed = True
                 else:
                     field.indirect = True
+                field.out_of_line = "on a cycle of message types"
 
 
 # Inline payloads above this many bytes (estimated) are stored out of line.
@@ -470,61 +472,71 @@ def mark_cycles(messages):
 # would be kilobytes, and each copy of it a kilobytes memcpy plus retains.
 OUT_OF_LINE_BYTES = 192
 
-SCALAR_BYTES = {
-    T_DOUBLE: 8, T_FLOAT: 4, T_INT64: 8, T_UINT64: 8, T_INT32: 4, T_FIXED64: 8, T_FIXED32: 4,
-    T_BOOL: 1, T_STRING: 16, T_BYTES: 8, T_UINT32: 4, T_ENUM: 5, T_SFIXED32: 4, T_SFIXED64: 8,
-    T_SINT32: 4, T_SINT64: 8,
+# (size, alignment, has spare bits for an Optional's tag) of Swift scalars.
+SCALAR_LAYOUT = {
+    T_DOUBLE: (8, 8, False), T_FLOAT: (4, 4, False), T_INT64: (8, 8, False), T_UINT64: (8, 8, False),
+    T_INT32: (4, 4, False), T_FIXED64: (8, 8, False), T_FIXED32: (4, 4, False), T_BOOL: (1, 1, True),
+    T_STRING: (16, 8, True), T_BYTES: (8, 8, True), T_UINT32: (4, 4, False), T_ENUM: (5, 4, True),
+    T_SFIXED32: (4, 4, False), T_SFIXED64: (8, 8, False), T_SINT32: (4, 4, False), T_SINT64: (8, 8, False),
 }
-
-
-def round8(size):
-    return (size + 7) // 8 * 8
+POINTER = (8, 8, True)
 
 
 def mark_large(messages):
     """Boxes singular message fields and makes oneof cases indirect when the
-    inline payload would exceed OUT_OF_LINE_BYTES. Sizes are estimates of the
-    Swift layout (each member rounded up to 8 bytes); fields already boxed for
-    a cycle count as one pointer, so the walk below never loops."""
+    inline payload would exceed OUT_OF_LINE_BYTES. Sizes model Swift's layout
+    (fields in order at their alignment; an Optional's tag uses spare bits when
+    the payload has them, else one byte); fields already boxed for a cycle are
+    one pointer, so the walk below never loops."""
     by_name = {m.full_name: m for m in messages}
-    sizes = {}
+    layouts = {}
 
-    def inline_size(field):
+    def optional(layout):
+        size, align, spare = layout
+        return layout if spare else (size + 1, align, True)
+
+    def field_layout(field):
         if field.repeated:
-            return 8
+            return POINTER
         if field.type != T_MESSAGE:
-            return SCALAR_BYTES[field.type]
+            return SCALAR_LAYOUT[field.type]
         if field.boxed or field.indirect:
-            return 8
-        return size_of(by_name[field.type_name])
+            return POINTER
+        return layout_of(by_name[field.type_name])
 
-    def size_of(message):
-        if message.full_name in sizes:
-            return sizes[message.full_name]
-        total = 0
+    def layout_of(message):
+        if message.full_name in layouts:
+            return layouts[message.full_name]
+        offset, align, spare = 0, 1, False
         for kind, member in message.members():
             if kind == "field":
                 field = member
-                size = inline_size(field)
-                if field.type == T_MESSAGE and not field.repeated and size > OUT_OF_LINE_BYTES:
+                layout = field_layout(field)
+                if field.type == T_MESSAGE and not field.repeated and layout[0] > OUT_OF_LINE_BYTES:
                     field.boxed = True
-                    size = 8
-                presence = field.oneof_index is not None or (field.type == T_MESSAGE and not field.repeated)
-                total += round8(size + (1 if presence and not field.boxed else 0))
+                    field.out_of_line = f"{layout[0]} bytes inline"
+                    layout = POINTER
+                if field.oneof_index is not None or (field.type == T_MESSAGE and not field.repeated):
+                    layout = optional(layout)
             else:
-                largest = 0
+                size, case_align = 0, 1
                 for field in member.fields:
-                    size = inline_size(field)
-                    if field.type == T_MESSAGE and size > OUT_OF_LINE_BYTES:
+                    case = field_layout(field)
+                    if field.type == T_MESSAGE and case[0] > OUT_OF_LINE_BYTES:
                         field.indirect = True
-                        size = 8
-                    largest = max(largest, size)
-                total += round8(largest + 1)
-        sizes[message.full_name] = max(total, 1)
-        return sizes[message.full_name]
+                        field.out_of_line = f"{case[0]} bytes inline"
+                        case = POINTER
+                    size, case_align = max(size, case[0]), max(case_align, case[1])
+                layout = (size + 1, case_align, True)  # case tag; nil is one more tag value
+            size, member_align, member_spare = layout
+            offset = (offset + member_align - 1) // member_align * member_align + size
+            align = max(align, member_align)
+            spare = spare or member_spare
+        layouts[message.full_name] = (offset, align, spare)
+        return layouts[message.full_name]
 
     for message in messages:
-        size_of(message)
+        layout_of(message)
 
 
 # ---------------------------------------------------------------------------
@@ -646,6 +658,7 @@ class Generator:
                     w(f"set {{ _{field.swift_name} = newValue.map(WireBox.init) }}")
                     w.dedent()
                     w("}")
+                    w(f"// Stored out of line: {field.out_of_line}.")
                     w(f"private var _{field.swift_name}: WireBox<{self.element_type(field)}>? = nil")
                 else:
                     w(f"public var {name}: {swift_type} = {self.field_default(field, presence)}")
@@ -660,6 +673,8 @@ class Generator:
                 w(f"public enum {member.swift_type.rsplit('.', 1)[1]}: Sendable, Hashable {{")
                 w.indent()
                 for field in member.fields:
+                    if field.indirect:
+                        w(f"// Stored out of line: {field.out_of_line}.")
                     w.doc(field.doc)
                     prefix = "indirect " if field.indirect else ""
                     w(f"{prefix}case {escape(field.swift_name)}({self.element_type(field)})")
@@ -995,7 +1010,7 @@ class Generator:
         w("static let maximal: [WireSample] = [")
         w.indent()
         for m in messages:
-            w(f'WireSample("{m.swift_name}", {self.sample_function(m)}(depth: 2)),')
+            w(f'WireSample("{m.swift_name}", {self.sample_function(m)}(depth: 3)),')
         w.dedent()
         w("]")
         w()

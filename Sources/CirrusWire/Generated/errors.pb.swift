@@ -242,16 +242,19 @@ extension Wire {
             get { _serverRecord?.value }
             set { _serverRecord = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 464 bytes inline.
         private var _serverRecord: WireBox<Wire.Record>? = nil
         public var clientRecord: Wire.Record? {
             get { _clientRecord?.value }
             set { _clientRecord = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 464 bytes inline.
         private var _clientRecord: WireBox<Wire.Record>? = nil
         public var ancestorRecord: Wire.Record? {
             get { _ancestorRecord?.value }
             set { _ancestorRecord = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 464 bytes inline.
         private var _ancestorRecord: WireBox<Wire.Record>? = nil
         /// partialFailure: one entry per failed item (CKPartialErrorsByItemIDKey).
         /// Nested errors never carry partial_errors themselves (depth 1).

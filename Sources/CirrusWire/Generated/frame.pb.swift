@@ -46,8 +46,9 @@ extension Wire {
         public enum Kind: Sendable, Hashable {
             case hello(Wire.Hello)
             case helloAck(Wire.HelloAck)
+            // Stored out of line: 258 bytes inline.
             indirect case `open`(Wire.Open)
-            indirect case event(Wire.Event)
+            case event(Wire.Event)
             case persisted(Wire.Persisted)
             case complete(Wire.Complete)
             case cancel(Wire.Cancel)
@@ -198,6 +199,7 @@ extension Wire {
         public enum Request: Sendable, Hashable {
             case modifyRecords(Wire.ModifyRecordsRequest)
             case fetchRecords(Wire.FetchRecordsRequest)
+            // Stored out of line: 216 bytes inline.
             indirect case query(Wire.QueryRequest)
             case modifyRecordZones(Wire.ModifyRecordZonesRequest)
             case fetchRecordZones(Wire.FetchRecordZonesRequest)
@@ -518,6 +520,7 @@ extension Wire {
             get { _open?.value }
             set { _open = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 258 bytes inline.
         private var _open: WireBox<Wire.Open>? = nil
         public var status: Wire.LongLivedOperationStatus = .unspecified
         /// events journaled so far

@@ -27,6 +27,7 @@ extension Wire {
             get { _identity?.value }
             set { _identity = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 240 bytes inline.
         private var _identity: WireBox<Wire.UserIdentity>? = nil
         /// the request entry it answers
         public var lookupInfo: Wire.UserIdentityLookupInfo? = nil
@@ -74,6 +75,7 @@ extension Wire {
         public var callback: Wire.DiscoverAllUserIdentitiesEvent.Callback? = nil
 
         public enum Callback: Sendable, Hashable {
+            // Stored out of line: 240 bytes inline.
             /// userIdentityDiscoveredBlock
             indirect case userIdentityDiscovered(Wire.UserIdentity)
         }

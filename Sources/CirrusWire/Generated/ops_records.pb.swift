@@ -83,6 +83,7 @@ extension Wire {
         public var outcome: Wire.ModifyRecordsPerRecordSave.Outcome? = nil
 
         public enum Outcome: Sendable, Hashable {
+            // Stored out of line: 464 bytes inline.
             indirect case record(Wire.Record)
             case error(Wire.OperationError)
         }

@@ -12,7 +12,8 @@ extension Wire {
         public var outcome: Wire.SubscriptionOutcome.Outcome? = nil
 
         public enum Outcome: Sendable, Hashable {
-            case subscription(Wire.Subscription)
+            // Stored out of line: 216 bytes inline.
+            indirect case subscription(Wire.Subscription)
             case error(Wire.OperationError)
         }
 
@@ -146,6 +147,7 @@ extension Wire {
         public var callback: Wire.FetchNotificationChangesEvent.Callback? = nil
 
         public enum Callback: Sendable, Hashable {
+            // Stored out of line: 358 bytes inline.
             /// notificationChangedBlock
             indirect case notificationChanged(Wire.PushNotification)
         }
@@ -252,6 +254,7 @@ extension Wire {
             get { _notification?.value }
             set { _notification = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 358 bytes inline.
         private var _notification: WireBox<Wire.PushNotification>? = nil
         public var changeToken: Wire.ServerChangeToken? = nil
 

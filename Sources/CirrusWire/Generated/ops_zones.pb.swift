@@ -47,7 +47,7 @@ extension Wire {
 
         public enum Callback: Sendable, Hashable {
             /// perRecordZoneSaveBlock (zone as saved, with capabilities)
-            indirect case perRecordZoneSave(Wire.RecordZoneOutcome)
+            case perRecordZoneSave(Wire.RecordZoneOutcome)
             /// perRecordZoneDeleteBlock
             case perRecordZoneDelete(Wire.RecordZoneDeleted)
         }
@@ -87,7 +87,7 @@ extension Wire {
 
         public enum Callback: Sendable, Hashable {
             /// perRecordZoneResultBlock; missing zone = ZONE_NOT_FOUND
-            indirect case perRecordZoneResult(Wire.RecordZoneOutcome)
+            case perRecordZoneResult(Wire.RecordZoneOutcome)
         }
 
         /// A value with every field at its default.

@@ -116,6 +116,7 @@ extension Wire {
             get { _operand?.value }
             set { _operand = newValue.map(WireBox.init) }
         }
+        // Stored out of line: on a cycle of message types.
         private var _operand: WireBox<Wire.QueryPredicate>? = nil
 
         /// A value with every field at its default.
@@ -199,6 +200,7 @@ extension Wire {
         public enum Node: Sendable, Hashable {
             case comparison(Wire.ComparisonPredicate)
             case andPredicate(Wire.AndPredicate)
+            // Stored out of line: on a cycle of message types.
             indirect case notPredicate(Wire.NotPredicate)
             case truePredicate(Wire.TruePredicate)
             case falsePredicate(Wire.FalsePredicate)

@@ -14,6 +14,7 @@ extension Wire {
             get { _share?.value }
             set { _share = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 464 bytes inline.
         private var _share: WireBox<Wire.Record>? = nil
         /// Root of the shared hierarchy (hierarchicalRootRecordID); absent for a
         /// zone-wide share.
@@ -24,6 +25,7 @@ extension Wire {
             get { _rootRecord?.value }
             set { _rootRecord = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 464 bytes inline.
         private var _rootRecord: WireBox<Wire.Record>? = nil
         /// the caller's role
         public var participantRole: Wire.ShareParticipantRole = .unspecified
@@ -35,6 +37,7 @@ extension Wire {
             get { _ownerIdentity?.value }
             set { _ownerIdentity = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 240 bytes inline.
         private var _ownerIdentity: WireBox<Wire.UserIdentity>? = nil
         /// the URL this metadata was fetched for
         public var shareURL: String = ""

@@ -121,6 +121,7 @@ extension Wire {
             get { _userIdentity?.value }
             set { _userIdentity = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 240 bytes inline.
         private var _userIdentity: WireBox<Wire.UserIdentity>? = nil
         public var role: Wire.ShareParticipantRole = .unspecified
         public var acceptanceStatus: Wire.ShareParticipantAcceptanceStatus = .unspecified

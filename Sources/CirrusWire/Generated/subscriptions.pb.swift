@@ -161,10 +161,11 @@ extension Wire {
             get { _notificationInfo?.value }
             set { _notificationInfo = newValue.map(WireBox.init) }
         }
+        // Stored out of line: 216 bytes inline.
         private var _notificationInfo: WireBox<Wire.NotificationInfo>? = nil
 
         public enum Kind: Sendable, Hashable {
-            indirect case query(Wire.QuerySubscription)
+            case query(Wire.QuerySubscription)
             case recordZone(Wire.RecordZoneSubscription)
             case database(Wire.DatabaseSubscription)
         }
