@@ -889,10 +889,11 @@ class Generator:
     def swift_file(self, proto):
         w = Writer()
         w.lines.append(HEADER.format(source=proto.name).rstrip("\n"))
-        w()
-        w("internal import CCirrusProto")
-        w("internal import CProtobufC")
-        w("public import NIOCore")
+        if proto.messages:
+            w()
+            w("internal import CCirrusProto")
+            w("internal import CProtobufC")
+            w("public import NIOCore")
         tops_enums = proto.enums
         tops = proto.messages
         if tops_enums or tops:
@@ -928,7 +929,7 @@ class Generator:
         t = field.type
         i = ordinal + element_index
         if t == T_STRING:
-            strings = ['"héllo 👋🏽 世界 e\\u{301} ✓"', '"ascii only"', '"日本語テキスト 🧪 ñ"', '"Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"']
+            strings = ['"héllo 👋🏽 世界 e\\u{301} ✓"', '"Ünïcödé ✓ 中文 🇨🇭 a\\u{308}"', '"日本語テキスト 🧪 ñ"', '"Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"']
             return strings[i % len(strings)]
         if t == T_BYTES:
             return "[0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]" if i % 2 == 0 else "[0xFF, 0x00]"

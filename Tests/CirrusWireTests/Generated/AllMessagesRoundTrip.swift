@@ -481,7 +481,7 @@ enum GeneratedSamples {
         var value = Wire.OperationGroup()
         guard depth > 0 else { return value }
         value.operationGroupID = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.name = "ascii only"
+        value.name = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.quantity = UInt64(UInt32.max) + 1
         value.expectedSendSize = .hundredsOfMegabytes
         value.expectedReceiveSize = .gigabytes
@@ -520,7 +520,7 @@ enum GeneratedSamples {
         var value = Wire.RecordZoneID()
         guard depth > 0 else { return value }
         value.zoneName = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.ownerName = "ascii only"
+        value.ownerName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -546,7 +546,7 @@ enum GeneratedSamples {
         var value = Wire.UserIdentityLookupInfo()
         guard depth > 0 else { return value }
         value.emailAddress = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.phoneNumber = "ascii only"
+        value.phoneNumber = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.userRecordID = sampleRecordID(depth: depth - 1)
         return value
     }
@@ -556,11 +556,11 @@ enum GeneratedSamples {
         var value = Wire.UserNameComponents()
         guard depth > 0 else { return value }
         value.namePrefix = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.givenName = "ascii only"
+        value.givenName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.middleName = "日本語テキスト 🧪 ñ"
         value.familyName = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.nameSuffix = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.nickname = "ascii only"
+        value.nickname = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -572,7 +572,7 @@ enum GeneratedSamples {
         value.lookupInfo = sampleUserIdentityLookupInfo(depth: depth - 1)
         value.nameComponents = sampleUserNameComponents(depth: depth - 1)
         value.hasIcloudAccount = true
-        value.contactIdentifiers = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.contactIdentifiers = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -624,7 +624,7 @@ enum GeneratedSamples {
     static func sampleStringList(depth: Int) -> Wire.StringList {
         var value = Wire.StringList()
         guard depth > 0 else { return value }
-        value.values = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.values = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -707,7 +707,7 @@ enum GeneratedSamples {
         var value = Wire.Record()
         guard depth > 0 else { return value }
         value.recordID = sampleRecordID(depth: depth - 1)
-        value.recordType = "ascii only"
+        value.recordType = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.recordChangeTag = "日本語テキスト 🧪 ñ"
         value.creationDate = sampleTimestamp(depth: depth - 1)
         value.modificationDate = sampleTimestamp(depth: depth - 1)
@@ -748,7 +748,7 @@ enum GeneratedSamples {
         var value = Wire.OperationError()
         guard depth > 0 else { return value }
         value.code = .internalError
-        value.message = "ascii only"
+        value.message = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.retryAfterSeconds = 0
         value.serverRecord = sampleRecord(depth: depth - 1)
         value.clientRecord = sampleRecord(depth: depth - 1)
@@ -928,7 +928,7 @@ enum GeneratedSamples {
         var value = Wire.FetchRecordsRequest()
         guard depth > 0 else { return value }
         value.recordIDs = [sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1)]
-        value.desiredKeys = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.desiredKeys = ["Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
         value.desiredKeysSpecified = true
         return value
     }
@@ -1019,7 +1019,7 @@ enum GeneratedSamples {
         value.zoneID = sampleRecordZoneID(depth: depth - 1)
         value.previousServerChangeToken = sampleServerChangeToken(depth: depth - 1)
         value.resultsLimit = 300
-        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"]
         value.desiredKeysSpecified = true
         return value
     }
@@ -1038,7 +1038,7 @@ enum GeneratedSamples {
         var value = Wire.RecordDeleted()
         guard depth > 0 else { return value }
         value.recordID = sampleRecordID(depth: depth - 1)
-        value.recordType = "ascii only"
+        value.recordType = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1111,23 +1111,23 @@ enum GeneratedSamples {
         var value = Wire.NotificationInfo()
         guard depth > 0 else { return value }
         value.alertBody = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.alertLocalizationKey = "ascii only"
+        value.alertLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.alertLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.alertActionLocalizationKey = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.alertLaunchImage = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.title = "ascii only"
+        value.title = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.titleLocalizationKey = "日本語テキスト 🧪 ñ"
-        value.titleLocalizationArgs = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.titleLocalizationArgs = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"]
         value.subtitle = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.subtitleLocalizationKey = "ascii only"
+        value.subtitleLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.subtitleLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.soundName = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.shouldBadge = true
         value.shouldSendContentAvailable = true
         value.shouldSendMutableContent = true
-        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"]
         value.category = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.collapseIDKey = "ascii only"
+        value.collapseIDKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1150,7 +1150,7 @@ enum GeneratedSamples {
         var value = Wire.RecordZoneSubscription()
         guard depth > 0 else { return value }
         value.zoneID = sampleRecordZoneID(depth: depth - 1)
-        value.recordType = "ascii only"
+        value.recordType = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1177,15 +1177,15 @@ enum GeneratedSamples {
         var value = Wire.NotificationAlert()
         guard depth > 0 else { return value }
         value.title = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.titleLocalizationKey = "ascii only"
+        value.titleLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.titleLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.subtitle = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.subtitleLocalizationKey = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.subtitleLocalizationArgs = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.subtitleLocalizationArgs = ["Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
         value.body = "日本語テキスト 🧪 ñ"
         value.bodyLocalizationKey = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
-        value.bodyLocalizationArgs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
-        value.actionLocalizationKey = "ascii only"
+        value.bodyLocalizationArgs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
+        value.actionLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.launchImage = "日本語テキスト 🧪 ñ"
         return value
     }
@@ -1231,7 +1231,7 @@ enum GeneratedSamples {
         value.alert = sampleNotificationAlert(depth: depth - 1)
         value.badge = 0
         value.soundName = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.category = "ascii only"
+        value.category = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.creationDate = sampleTimestamp(depth: depth - 1)
         value.detail = .query(sampleQueryNotification(depth: depth - 1))
         return value
@@ -1251,7 +1251,7 @@ enum GeneratedSamples {
         var value = Wire.ModifySubscriptionsRequest()
         guard depth > 0 else { return value }
         value.subscriptionsToSave = [sampleSubscription(depth: depth - 1), sampleSubscription(depth: depth - 1), sampleSubscription(depth: depth - 1)]
-        value.subscriptionIDsToDelete = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.subscriptionIDsToDelete = ["Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
         return value
     }
 
@@ -1276,7 +1276,7 @@ enum GeneratedSamples {
     static func sampleFetchSubscriptionsRequest(depth: Int) -> Wire.FetchSubscriptionsRequest {
         var value = Wire.FetchSubscriptionsRequest()
         guard depth > 0 else { return value }
-        value.subscriptionIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.subscriptionIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         value.fetchAllSubscriptions = true
         return value
     }
@@ -1319,7 +1319,7 @@ enum GeneratedSamples {
     static func sampleMarkNotificationsReadRequest(depth: Int) -> Wire.MarkNotificationsReadRequest {
         var value = Wire.MarkNotificationsReadRequest()
         guard depth > 0 else { return value }
-        value.notificationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.notificationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -1327,7 +1327,7 @@ enum GeneratedSamples {
     static func sampleMarkNotificationsReadResult(depth: Int) -> Wire.MarkNotificationsReadResult {
         var value = Wire.MarkNotificationsReadResult()
         guard depth > 0 else { return value }
-        value.notificationIDsMarkedRead = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.notificationIDsMarkedRead = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -1385,7 +1385,7 @@ enum GeneratedSamples {
     static func sampleFetchShareMetadataRequest(depth: Int) -> Wire.FetchShareMetadataRequest {
         var value = Wire.FetchShareMetadataRequest()
         guard depth > 0 else { return value }
-        value.shareURLs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.shareURLs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         value.shouldFetchRootRecord = true
         value.rootRecordDesiredKeys = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.rootRecordDesiredKeysSpecified = true
@@ -1515,7 +1515,7 @@ enum GeneratedSamples {
         var value = Wire.UploadAssetResult()
         guard depth > 0 else { return value }
         value.receivedBytes = UInt64.max
-        value.uploadHandle = "ascii only"
+        value.uploadHandle = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1565,7 +1565,7 @@ enum GeneratedSamples {
     static func sampleFetchLongLivedOperationIDsResult(depth: Int) -> Wire.FetchLongLivedOperationIDsResult {
         var value = Wire.FetchLongLivedOperationIDsResult()
         guard depth > 0 else { return value }
-        value.operationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.operationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -1663,7 +1663,7 @@ enum GeneratedSamples {
         var value = Wire.Hello()
         guard depth > 0 else { return value }
         value.protocolVersion = UInt32.max
-        value.clientName = "ascii only"
+        value.clientName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.clientVersion = "日本語テキスト 🧪 ñ"
         value.bearerToken = ""
         value.limits = sampleLimits(depth: depth - 1)
@@ -1675,7 +1675,7 @@ enum GeneratedSamples {
         var value = Wire.HelloAck()
         guard depth > 0 else { return value }
         value.protocolVersion = UInt32.max
-        value.serverName = "ascii only"
+        value.serverName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.userRecordName = "日本語テキスト 🧪 ñ"
         value.limits = sampleLimits(depth: depth - 1)
         return value
@@ -1781,7 +1781,7 @@ enum GeneratedSamples {
         var value = Wire.ConnectionError()
         guard depth > 0 else { return value }
         value.code = .internalError
-        value.message = "ascii only"
+        value.message = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
