@@ -2,7 +2,7 @@
 # Fails (exit 1, listing the differences) when the committed generated code is
 # not exactly what Scripts/generate-protos.sh makes from Protos/.
 #
-# Needs (installs nothing): protoc-c (apt: protobuf-compiler, protobuf-c-compiler) and python3.
+# Needs (installs nothing): protoc-c 1.4 (apt: protobuf-c-compiler) and python3 (standard library only).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

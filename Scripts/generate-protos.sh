@@ -9,7 +9,7 @@
 #   OUTPUT_ROOT defaults to the package root (check-generated.sh passes a temp dir).
 #   PROTO_ROOT (environment) overrides the proto directory (default: Protos).
 #
-# Needs (installs nothing): protoc-c (apt: protobuf-compiler, protobuf-c-compiler) and python3.
+# Needs (installs nothing): protoc-c 1.4 (apt: protobuf-c-compiler) and python3 (standard library only).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -228,7 +228,8 @@ class Field:
         self.c_name = c_field_name(self.name)
         self.doc = []
         self.boxed = False  # singular message field on a type cycle
-        self.indirect = False  # oneof case on a type cycle
+        self.indirect = False  # oneof case on a type cycle or large
+        self.out_of_line = ""  # why boxed / indirect
 
 
 class Oneof:
@@ -463,6 +464,79 @@ def mark_cycles(messages):
                     field.boxed = True
                 else:
                     field.indirect = True
+                field.out_of_line = "on a cycle of message types"
+
+
+# Inline payloads above this many bytes (estimated) are stored out of line.
+# Without it a Frame carrying every operation's request and result inline
+# would be kilobytes, and each copy of it a kilobytes memcpy plus retains.
+OUT_OF_LINE_BYTES = 192
+
+# (size, alignment, has spare bits for an Optional's tag) of Swift scalars.
+SCALAR_LAYOUT = {
+    T_DOUBLE: (8, 8, False), T_FLOAT: (4, 4, False), T_INT64: (8, 8, False), T_UINT64: (8, 8, False),
+    T_INT32: (4, 4, False), T_FIXED64: (8, 8, False), T_FIXED32: (4, 4, False), T_BOOL: (1, 1, True),
+    T_STRING: (16, 8, True), T_BYTES: (8, 8, True), T_UINT32: (4, 4, False), T_ENUM: (5, 4, True),
+    T_SFIXED32: (4, 4, False), T_SFIXED64: (8, 8, False), T_SINT32: (4, 4, False), T_SINT64: (8, 8, False),
+}
+POINTER = (8, 8, True)
+
+
+def mark_large(messages):
+    """Boxes singular message fields and makes oneof cases indirect when the
+    inline payload would exceed OUT_OF_LINE_BYTES. Sizes model Swift's layout
+    (fields in order at their alignment; an Optional's tag uses spare bits when
+    the payload has them, else one byte); fields already boxed for a cycle are
+    one pointer, so the walk below never loops."""
+    by_name = {m.full_name: m for m in messages}
+    layouts = {}
+
+    def optional(layout):
+        size, align, spare = layout
+        return layout if spare else (size + 1, align, True)
+
+    def field_layout(field):
+        if field.repeated:
+            return POINTER
+        if field.type != T_MESSAGE:
+            return SCALAR_LAYOUT[field.type]
+        if field.boxed or field.indirect:
+            return POINTER
+        return layout_of(by_name[field.type_name])
+
+    def layout_of(message):
+        if message.full_name in layouts:
+            return layouts[message.full_name]
+        offset, align, spare = 0, 1, False
+        for kind, member in message.members():
+            if kind == "field":
+                field = member
+                layout = field_layout(field)
+                if field.type == T_MESSAGE and not field.repeated and layout[0] > OUT_OF_LINE_BYTES:
+                    field.boxed = True
+                    field.out_of_line = f"{layout[0]} bytes inline"
+                    layout = POINTER
+                if field.oneof_index is not None or (field.type == T_MESSAGE and not field.repeated):
+                    layout = optional(layout)
+            else:
+                size, case_align = 0, 1
+                for field in member.fields:
+                    case = field_layout(field)
+                    if field.type == T_MESSAGE and case[0] > OUT_OF_LINE_BYTES:
+                        field.indirect = True
+                        field.out_of_line = f"{case[0]} bytes inline"
+                        case = POINTER
+                    size, case_align = max(size, case[0]), max(case_align, case[1])
+                layout = (size + 1, case_align, True)  # case tag; nil is one more tag value
+            size, member_align, member_spare = layout
+            offset = (offset + member_align - 1) // member_align * member_align + size
+            align = max(align, member_align)
+            spare = spare or member_spare
+        layouts[message.full_name] = (offset, align, spare)
+        return layouts[message.full_name]
+
+    for message in messages:
+        layout_of(message)
 
 
 # ---------------------------------------------------------------------------
@@ -501,6 +575,7 @@ class Generator:
         self.messages = {m.full_name: m for f in files for m in f.all_messages()}
         self.enums = {e.full_name: e for f in files for e in f.all_enums()}
         mark_cycles(list(self.messages.values()))
+        mark_large(list(self.messages.values()))
 
     # -- types ---------------------------------------------------------------
 
@@ -583,6 +658,7 @@ class Generator:
                     w(f"set {{ _{field.swift_name} = newValue.map(WireBox.init) }}")
                     w.dedent()
                     w("}")
+                    w(f"// Stored out of line: {field.out_of_line}.")
                     w(f"private var _{field.swift_name}: WireBox<{self.element_type(field)}>? = nil")
                 else:
                     w(f"public var {name}: {swift_type} = {self.field_default(field, presence)}")
@@ -597,6 +673,8 @@ class Generator:
                 w(f"public enum {member.swift_type.rsplit('.', 1)[1]}: Sendable, Hashable {{")
                 w.indent()
                 for field in member.fields:
+                    if field.indirect:
+                        w(f"// Stored out of line: {field.out_of_line}.")
                     w.doc(field.doc)
                     prefix = "indirect " if field.indirect else ""
                     w(f"{prefix}case {escape(field.swift_name)}({self.element_type(field)})")
@@ -793,6 +871,12 @@ class Generator:
         w("self = try WireCodec.decode(Self.self, from: bytes)")
         w.dedent()
         w("}")
+        w("/// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.")
+        w("public init(serializedBytes bytes: [UInt8]) throws(WireError) {")
+        w.indent()
+        w("self = try WireCodec.decode(Self.self, from: bytes)")
+        w.dedent()
+        w("}")
         w("public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }")
         w("public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {")
         w.indent()
@@ -805,10 +889,11 @@ class Generator:
     def swift_file(self, proto):
         w = Writer()
         w.lines.append(HEADER.format(source=proto.name).rstrip("\n"))
-        w()
-        w("internal import CCirrusProto")
-        w("internal import CProtobufC")
-        w("public import NIOCore")
+        if proto.messages:
+            w()
+            w("internal import CCirrusProto")
+            w("internal import CProtobufC")
+            w("public import NIOCore")
         tops_enums = proto.enums
         tops = proto.messages
         if tops_enums or tops:
@@ -844,7 +929,7 @@ class Generator:
         t = field.type
         i = ordinal + element_index
         if t == T_STRING:
-            strings = ['"héllo 👋🏽 世界 e\\u{301} ✓"', '"ascii only"', '"日本語テキスト 🧪 ñ"', '"Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"']
+            strings = ['"héllo 👋🏽 世界 e\\u{301} ✓"', '"Ünïcödé ✓ 中文 🇨🇭 a\\u{308}"', '"日本語テキスト 🧪 ñ"', '"Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"']
             return strings[i % len(strings)]
         if t == T_BYTES:
             return "[0x00, 0xFF, 0x7F, 0x80, 0x00, 0x01]" if i % 2 == 0 else "[0xFF, 0x00]"
@@ -926,7 +1011,7 @@ class Generator:
         w("static let maximal: [WireSample] = [")
         w.indent()
         for m in messages:
-            w(f'WireSample("{m.swift_name}", {self.sample_function(m)}(depth: 2)),')
+            w(f'WireSample("{m.swift_name}", {self.sample_function(m)}(depth: 3)),')
         w.dedent()
         w("]")
         w()

@@ -7,16 +7,16 @@ import Darwin
 #endif
 
 /// The key of each thread's scratch arena; the destructor releases the arena
-/// when its thread exits.
-private let scratchArenaKey: pthread_key_t = {
+/// when its thread exits. nil if the process ran out of keys: the convenience
+/// APIs then use a fresh arena per call.
+private let scratchArenaKey: pthread_key_t? = {
     var key = pthread_key_t()
     let status = pthread_key_create(&key) { pointer in
         // Optional on Glibc, non-optional on Darwin.
         let pointer: UnsafeMutableRawPointer? = pointer
         if let pointer { Unmanaged<WireArena>.fromOpaque(pointer).release() }
     }
-    if status != 0 { fatalError("pthread_key_create failed: \(status)") }
-    return key
+    return status == 0 ? key : nil
 }()
 
 extension WireArena {
@@ -27,11 +27,14 @@ extension WireArena {
         _ body: (WireArena) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         let arena: WireArena
-        if let existing = pthread_getspecific(scratchArenaKey) {
+        if let key = scratchArenaKey, let existing = pthread_getspecific(key) {
             arena = Unmanaged<WireArena>.fromOpaque(existing).takeUnretainedValue()
         } else {
             arena = WireArena()
-            pthread_setspecific(scratchArenaKey, Unmanaged.passRetained(arena).toOpaque())
+            if let key = scratchArenaKey {
+                let retained = Unmanaged.passRetained(arena)
+                if pthread_setspecific(key, retained.toOpaque()) != 0 { retained.release() }
+            }
         }
         guard !arena.isScratchInUse else {
             let fresh = WireArena()

@@ -31,17 +31,19 @@ public final class WireArena {
     /// unpacked form needs more is rejected as malformed.
     public var decodeByteLimit: Int
 
-    private var chunks: [UnsafeMutableRawPointer] = []
+    // The arena is confined to one thread at a time (it is not Sendable), so
+    // the runtime exclusivity checks on its hot state only cost time.
+    @exclusivity(unchecked) private var chunks: [UnsafeMutableRawPointer] = []
     /// Allocations too large for a chunk, freed by `reset()`.
-    private var oversized: [UnsafeMutableRawPointer] = []
-    private var chunkIndex = 0
-    private var offset = 0
-    private var bytesInUse = 0
+    @exclusivity(unchecked) private var oversized: [UnsafeMutableRawPointer] = []
+    @exclusivity(unchecked) private var chunkIndex = 0
+    @exclusivity(unchecked) private var offset = 0
+    @exclusivity(unchecked) private var bytesInUse = 0
     /// Set while this arena is lent out as a thread's scratch arena.
-    var isScratchInUse = false
+    @exclusivity(unchecked) var isScratchInUse = false
 
     /// The largest number of chunks (regular and oversized) held at once.
-    public private(set) var highWaterChunkCount = 0
+    @exclusivity(unchecked) public private(set) var highWaterChunkCount = 0
 
     /// Chunks held now (regular and oversized).
     public var chunkCount: Int { chunks.count + oversized.count }

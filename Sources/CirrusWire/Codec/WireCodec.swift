@@ -84,6 +84,16 @@ enum WireCodec {
         return try result.get()
     }
 
+    static func decode<M: CBackedMessage>(_: M.Type, from bytes: [UInt8]) throws(WireError) -> M {
+        try bytes.withUnsafeBytes { bytes in
+            Result { () throws(WireError) in
+                try WireArena.withScratch { (arena) throws(WireError) in
+                    try decode(M.self, from: bytes, arena: arena)
+                }
+            }
+        }.get()
+    }
+
     static func decode<M: CBackedMessage>(_: M.Type, from bytes: some Collection<UInt8>) throws(WireError) -> M {
         func decodeContiguous(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<M, WireError> {
             Result { () throws(WireError) in

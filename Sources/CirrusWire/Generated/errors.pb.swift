@@ -238,9 +238,24 @@ extension Wire {
         /// serverRecordChanged: the record as it is now on the server
         /// (CKRecordChangedErrorServerRecordKey), and, when known, the record the
         /// client tried to save and the ancestor it was based on.
-        public var serverRecord: Wire.Record? = nil
-        public var clientRecord: Wire.Record? = nil
-        public var ancestorRecord: Wire.Record? = nil
+        public var serverRecord: Wire.Record? {
+            get { _serverRecord?.value }
+            set { _serverRecord = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 464 bytes inline.
+        private var _serverRecord: WireBox<Wire.Record>? = nil
+        public var clientRecord: Wire.Record? {
+            get { _clientRecord?.value }
+            set { _clientRecord = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 464 bytes inline.
+        private var _clientRecord: WireBox<Wire.Record>? = nil
+        public var ancestorRecord: Wire.Record? {
+            get { _ancestorRecord?.value }
+            set { _ancestorRecord = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 464 bytes inline.
+        private var _ancestorRecord: WireBox<Wire.Record>? = nil
         /// partialFailure: one entry per failed item (CKPartialErrorsByItemIDKey).
         /// Nested errors never carry partial_errors themselves (depth 1).
         public var partialErrors: [Wire.ItemError] = []
@@ -308,6 +323,10 @@ extension Wire.OperationError {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -364,6 +383,10 @@ extension Wire.ItemError {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }

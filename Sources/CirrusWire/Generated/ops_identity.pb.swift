@@ -23,7 +23,12 @@ extension Wire {
     /// userIdentityDiscoveredBlock: one lookup info that resolved. Lookup infos
     /// that match no discoverable user produce no event (as in CloudKit).
     public struct UserIdentityDiscovered: WireMessage {
-        public var identity: Wire.UserIdentity? = nil
+        public var identity: Wire.UserIdentity? {
+            get { _identity?.value }
+            set { _identity = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 240 bytes inline.
+        private var _identity: WireBox<Wire.UserIdentity>? = nil
         /// the request entry it answers
         public var lookupInfo: Wire.UserIdentityLookupInfo? = nil
 
@@ -70,8 +75,9 @@ extension Wire {
         public var callback: Wire.DiscoverAllUserIdentitiesEvent.Callback? = nil
 
         public enum Callback: Sendable, Hashable {
+            // Stored out of line: 240 bytes inline.
             /// userIdentityDiscoveredBlock
-            case userIdentityDiscovered(Wire.UserIdentity)
+            indirect case userIdentityDiscovered(Wire.UserIdentity)
         }
 
         /// A value with every field at its default.
@@ -94,6 +100,10 @@ extension Wire.DiscoverUserIdentitiesRequest {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -137,6 +147,10 @@ extension Wire.UserIdentityDiscovered {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -178,6 +192,10 @@ extension Wire.DiscoverUserIdentitiesEvent {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
@@ -230,6 +248,10 @@ extension Wire.DiscoverAllUserIdentitiesRequest {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -268,6 +290,10 @@ extension Wire.DiscoverAllUserIdentitiesEvent {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }

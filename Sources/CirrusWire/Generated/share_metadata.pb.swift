@@ -10,20 +10,35 @@ extension Wire {
     public struct ShareMetadata: WireMessage {
         public var containerIdentifier: String = ""
         /// the CKShare record (record_type "cloudkit.share", share_fields set)
-        public var share: Wire.Record? = nil
+        public var share: Wire.Record? {
+            get { _share?.value }
+            set { _share = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 464 bytes inline.
+        private var _share: WireBox<Wire.Record>? = nil
         /// Root of the shared hierarchy (hierarchicalRootRecordID); absent for a
         /// zone-wide share.
         public var hierarchicalRootRecordID: Wire.RecordID? = nil
         /// The root record itself, when the request asked for it
         /// (should_fetch_root_record); absent otherwise or for zone-wide shares.
-        public var rootRecord: Wire.Record? = nil
+        public var rootRecord: Wire.Record? {
+            get { _rootRecord?.value }
+            set { _rootRecord = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 464 bytes inline.
+        private var _rootRecord: WireBox<Wire.Record>? = nil
         /// the caller's role
         public var participantRole: Wire.ShareParticipantRole = .unspecified
         /// the caller's status
         public var participantStatus: Wire.ShareParticipantAcceptanceStatus = .unspecified
         /// the caller's permission
         public var participantPermission: Wire.ShareParticipantPermission = .unspecified
-        public var ownerIdentity: Wire.UserIdentity? = nil
+        public var ownerIdentity: Wire.UserIdentity? {
+            get { _ownerIdentity?.value }
+            set { _ownerIdentity = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 240 bytes inline.
+        private var _ownerIdentity: WireBox<Wire.UserIdentity>? = nil
         /// the URL this metadata was fetched for
         public var shareURL: String = ""
 
@@ -63,6 +78,10 @@ extension Wire.ShareMetadata {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }

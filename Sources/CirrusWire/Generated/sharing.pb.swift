@@ -117,7 +117,12 @@ extension Wire {
     public struct ShareParticipant: WireMessage {
         /// server-assigned stable ID of this participant in this share; empty for a new participant
         public var participantID: String = ""
-        public var userIdentity: Wire.UserIdentity? = nil
+        public var userIdentity: Wire.UserIdentity? {
+            get { _userIdentity?.value }
+            set { _userIdentity = newValue.map(WireBox.init) }
+        }
+        // Stored out of line: 240 bytes inline.
+        private var _userIdentity: WireBox<Wire.UserIdentity>? = nil
         public var role: Wire.ShareParticipantRole = .unspecified
         public var acceptanceStatus: Wire.ShareParticipantAcceptanceStatus = .unspecified
         public var permission: Wire.ShareParticipantPermission = .unspecified
@@ -188,6 +193,10 @@ extension Wire.ShareParticipant {
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }
     public static func decode(_ bytes: UnsafeRawBufferPointer, arena: WireArena) throws(WireError) -> Self {
         try WireCodec.decode(Self.self, from: bytes, arena: arena)
@@ -235,6 +244,10 @@ extension Wire.ShareFields {
         WireCodec.serialize(self, into: &buffer, arena: arena)
     }
     public init(serializedBytes bytes: some Collection<UInt8>) throws(WireError) {
+        self = try WireCodec.decode(Self.self, from: bytes)
+    }
+    /// Decodes from an array; the same as the `some Collection<UInt8>` form, without generic overhead.
+    public init(serializedBytes bytes: [UInt8]) throws(WireError) {
         self = try WireCodec.decode(Self.self, from: bytes)
     }
     public init(buffer: ByteBuffer) throws(WireError) { self = try WireCodec.decode(Self.self, from: buffer) }

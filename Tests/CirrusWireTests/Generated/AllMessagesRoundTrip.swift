@@ -152,146 +152,146 @@ enum GeneratedSamples {
 
     /// Every message type with every field set (first oneof case, presence fields at zero).
     static let maximal: [WireSample] = [
-        WireSample("Wire.OperationConfiguration", sampleOperationConfiguration(depth: 2)),
-        WireSample("Wire.OperationGroup", sampleOperationGroup(depth: 2)),
-        WireSample("Wire.Timestamp", sampleTimestamp(depth: 2)),
-        WireSample("Wire.Location", sampleLocation(depth: 2)),
-        WireSample("Wire.RecordZoneID", sampleRecordZoneID(depth: 2)),
-        WireSample("Wire.RecordID", sampleRecordID(depth: 2)),
-        WireSample("Wire.ServerChangeToken", sampleServerChangeToken(depth: 2)),
-        WireSample("Wire.UserIdentityLookupInfo", sampleUserIdentityLookupInfo(depth: 2)),
-        WireSample("Wire.UserNameComponents", sampleUserNameComponents(depth: 2)),
-        WireSample("Wire.UserIdentity", sampleUserIdentity(depth: 2)),
-        WireSample("Wire.ShareParticipant", sampleShareParticipant(depth: 2)),
-        WireSample("Wire.ShareFields", sampleShareFields(depth: 2)),
-        WireSample("Wire.Reference", sampleReference(depth: 2)),
-        WireSample("Wire.Asset", sampleAsset(depth: 2)),
-        WireSample("Wire.StringList", sampleStringList(depth: 2)),
-        WireSample("Wire.Int64List", sampleInt64List(depth: 2)),
-        WireSample("Wire.DoubleList", sampleDoubleList(depth: 2)),
-        WireSample("Wire.BytesList", sampleBytesList(depth: 2)),
-        WireSample("Wire.TimestampList", sampleTimestampList(depth: 2)),
-        WireSample("Wire.ReferenceList", sampleReferenceList(depth: 2)),
-        WireSample("Wire.LocationList", sampleLocationList(depth: 2)),
-        WireSample("Wire.AssetList", sampleAssetList(depth: 2)),
-        WireSample("Wire.FieldValue", sampleFieldValue(depth: 2)),
-        WireSample("Wire.RecordField", sampleRecordField(depth: 2)),
-        WireSample("Wire.Record", sampleRecord(depth: 2)),
-        WireSample("Wire.ZoneCapabilities", sampleZoneCapabilities(depth: 2)),
-        WireSample("Wire.RecordZone", sampleRecordZone(depth: 2)),
-        WireSample("Wire.OperationError", sampleOperationError(depth: 2)),
-        WireSample("Wire.ItemError", sampleItemError(depth: 2)),
-        WireSample("Wire.ComparisonPredicate", sampleComparisonPredicate(depth: 2)),
-        WireSample("Wire.AndPredicate", sampleAndPredicate(depth: 2)),
-        WireSample("Wire.NotPredicate", sampleNotPredicate(depth: 2)),
-        WireSample("Wire.TruePredicate", sampleTruePredicate(depth: 2)),
-        WireSample("Wire.FalsePredicate", sampleFalsePredicate(depth: 2)),
-        WireSample("Wire.TextSearchPredicate", sampleTextSearchPredicate(depth: 2)),
-        WireSample("Wire.DistancePredicate", sampleDistancePredicate(depth: 2)),
-        WireSample("Wire.QueryPredicate", sampleQueryPredicate(depth: 2)),
-        WireSample("Wire.QuerySortDescriptor", sampleQuerySortDescriptor(depth: 2)),
-        WireSample("Wire.Query", sampleQuery(depth: 2)),
-        WireSample("Wire.QueryCursor", sampleQueryCursor(depth: 2)),
-        WireSample("Wire.RecordProgress", sampleRecordProgress(depth: 2)),
-        WireSample("Wire.RecordOutcome", sampleRecordOutcome(depth: 2)),
-        WireSample("Wire.RecordZoneOutcome", sampleRecordZoneOutcome(depth: 2)),
-        WireSample("Wire.ModifyRecordsRequest", sampleModifyRecordsRequest(depth: 2)),
-        WireSample("Wire.ModifyRecordsPerRecordSave", sampleModifyRecordsPerRecordSave(depth: 2)),
-        WireSample("Wire.ModifyRecordsPerRecordDelete", sampleModifyRecordsPerRecordDelete(depth: 2)),
-        WireSample("Wire.ModifyRecordsEvent", sampleModifyRecordsEvent(depth: 2)),
-        WireSample("Wire.FetchRecordsRequest", sampleFetchRecordsRequest(depth: 2)),
-        WireSample("Wire.FetchRecordsEvent", sampleFetchRecordsEvent(depth: 2)),
-        WireSample("Wire.QueryRequest", sampleQueryRequest(depth: 2)),
-        WireSample("Wire.QueryEvent", sampleQueryEvent(depth: 2)),
-        WireSample("Wire.QueryResult", sampleQueryResult(depth: 2)),
-        WireSample("Wire.ModifyRecordZonesRequest", sampleModifyRecordZonesRequest(depth: 2)),
-        WireSample("Wire.RecordZoneDeleted", sampleRecordZoneDeleted(depth: 2)),
-        WireSample("Wire.ModifyRecordZonesEvent", sampleModifyRecordZonesEvent(depth: 2)),
-        WireSample("Wire.FetchRecordZonesRequest", sampleFetchRecordZonesRequest(depth: 2)),
-        WireSample("Wire.FetchRecordZonesEvent", sampleFetchRecordZonesEvent(depth: 2)),
-        WireSample("Wire.ZoneChangesConfiguration", sampleZoneChangesConfiguration(depth: 2)),
-        WireSample("Wire.FetchRecordZoneChangesRequest", sampleFetchRecordZoneChangesRequest(depth: 2)),
-        WireSample("Wire.RecordDeleted", sampleRecordDeleted(depth: 2)),
-        WireSample("Wire.RecordZoneChangeTokensUpdated", sampleRecordZoneChangeTokensUpdated(depth: 2)),
-        WireSample("Wire.RecordZoneFetchSuccess", sampleRecordZoneFetchSuccess(depth: 2)),
-        WireSample("Wire.RecordZoneFetchResult", sampleRecordZoneFetchResult(depth: 2)),
-        WireSample("Wire.FetchRecordZoneChangesEvent", sampleFetchRecordZoneChangesEvent(depth: 2)),
-        WireSample("Wire.FetchDatabaseChangesRequest", sampleFetchDatabaseChangesRequest(depth: 2)),
-        WireSample("Wire.FetchDatabaseChangesEvent", sampleFetchDatabaseChangesEvent(depth: 2)),
-        WireSample("Wire.FetchDatabaseChangesResult", sampleFetchDatabaseChangesResult(depth: 2)),
-        WireSample("Wire.NotificationInfo", sampleNotificationInfo(depth: 2)),
-        WireSample("Wire.QuerySubscription", sampleQuerySubscription(depth: 2)),
-        WireSample("Wire.RecordZoneSubscription", sampleRecordZoneSubscription(depth: 2)),
-        WireSample("Wire.DatabaseSubscription", sampleDatabaseSubscription(depth: 2)),
-        WireSample("Wire.Subscription", sampleSubscription(depth: 2)),
-        WireSample("Wire.NotificationAlert", sampleNotificationAlert(depth: 2)),
-        WireSample("Wire.QueryNotification", sampleQueryNotification(depth: 2)),
-        WireSample("Wire.RecordZoneNotification", sampleRecordZoneNotification(depth: 2)),
-        WireSample("Wire.DatabaseNotification", sampleDatabaseNotification(depth: 2)),
-        WireSample("Wire.PushNotification", samplePushNotification(depth: 2)),
-        WireSample("Wire.SubscriptionOutcome", sampleSubscriptionOutcome(depth: 2)),
-        WireSample("Wire.ModifySubscriptionsRequest", sampleModifySubscriptionsRequest(depth: 2)),
-        WireSample("Wire.SubscriptionDeleted", sampleSubscriptionDeleted(depth: 2)),
-        WireSample("Wire.ModifySubscriptionsEvent", sampleModifySubscriptionsEvent(depth: 2)),
-        WireSample("Wire.FetchSubscriptionsRequest", sampleFetchSubscriptionsRequest(depth: 2)),
-        WireSample("Wire.FetchSubscriptionsEvent", sampleFetchSubscriptionsEvent(depth: 2)),
-        WireSample("Wire.FetchNotificationChangesRequest", sampleFetchNotificationChangesRequest(depth: 2)),
-        WireSample("Wire.FetchNotificationChangesEvent", sampleFetchNotificationChangesEvent(depth: 2)),
-        WireSample("Wire.FetchNotificationChangesResult", sampleFetchNotificationChangesResult(depth: 2)),
-        WireSample("Wire.MarkNotificationsReadRequest", sampleMarkNotificationsReadRequest(depth: 2)),
-        WireSample("Wire.MarkNotificationsReadResult", sampleMarkNotificationsReadResult(depth: 2)),
-        WireSample("Wire.ModifyBadgeRequest", sampleModifyBadgeRequest(depth: 2)),
-        WireSample("Wire.WatchNotificationsRequest", sampleWatchNotificationsRequest(depth: 2)),
-        WireSample("Wire.WatchedNotification", sampleWatchedNotification(depth: 2)),
-        WireSample("Wire.WatchNotificationsEvent", sampleWatchNotificationsEvent(depth: 2)),
-        WireSample("Wire.ShareMetadata", sampleShareMetadata(depth: 2)),
-        WireSample("Wire.FetchShareMetadataRequest", sampleFetchShareMetadataRequest(depth: 2)),
-        WireSample("Wire.ShareMetadataOutcome", sampleShareMetadataOutcome(depth: 2)),
-        WireSample("Wire.FetchShareMetadataEvent", sampleFetchShareMetadataEvent(depth: 2)),
-        WireSample("Wire.FetchShareParticipantsRequest", sampleFetchShareParticipantsRequest(depth: 2)),
-        WireSample("Wire.ShareParticipantOutcome", sampleShareParticipantOutcome(depth: 2)),
-        WireSample("Wire.FetchShareParticipantsEvent", sampleFetchShareParticipantsEvent(depth: 2)),
-        WireSample("Wire.AcceptSharesRequest", sampleAcceptSharesRequest(depth: 2)),
-        WireSample("Wire.ShareOutcome", sampleShareOutcome(depth: 2)),
-        WireSample("Wire.AcceptSharesEvent", sampleAcceptSharesEvent(depth: 2)),
-        WireSample("Wire.DiscoverUserIdentitiesRequest", sampleDiscoverUserIdentitiesRequest(depth: 2)),
-        WireSample("Wire.UserIdentityDiscovered", sampleUserIdentityDiscovered(depth: 2)),
-        WireSample("Wire.DiscoverUserIdentitiesEvent", sampleDiscoverUserIdentitiesEvent(depth: 2)),
-        WireSample("Wire.DiscoverAllUserIdentitiesRequest", sampleDiscoverAllUserIdentitiesRequest(depth: 2)),
-        WireSample("Wire.DiscoverAllUserIdentitiesEvent", sampleDiscoverAllUserIdentitiesEvent(depth: 2)),
-        WireSample("Wire.UploadAssetRequest", sampleUploadAssetRequest(depth: 2)),
-        WireSample("Wire.UploadAssetResult", sampleUploadAssetResult(depth: 2)),
-        WireSample("Wire.DownloadAssetRequest", sampleDownloadAssetRequest(depth: 2)),
-        WireSample("Wire.AssetChunk", sampleAssetChunk(depth: 2)),
-        WireSample("Wire.DownloadAssetEvent", sampleDownloadAssetEvent(depth: 2)),
-        WireSample("Wire.DownloadAssetResult", sampleDownloadAssetResult(depth: 2)),
-        WireSample("Wire.FetchLongLivedOperationIDsRequest", sampleFetchLongLivedOperationIDsRequest(depth: 2)),
-        WireSample("Wire.FetchLongLivedOperationIDsResult", sampleFetchLongLivedOperationIDsResult(depth: 2)),
-        WireSample("Wire.FetchLongLivedOperationRequest", sampleFetchLongLivedOperationRequest(depth: 2)),
-        WireSample("Wire.FetchUserRecordIDRequest", sampleFetchUserRecordIDRequest(depth: 2)),
-        WireSample("Wire.FetchUserRecordIDResult", sampleFetchUserRecordIDResult(depth: 2)),
-        WireSample("Wire.AccountStatusRequest", sampleAccountStatusRequest(depth: 2)),
-        WireSample("Wire.AccountStatusResult", sampleAccountStatusResult(depth: 2)),
-        WireSample("Wire.ApplicationPermissionRequest", sampleApplicationPermissionRequest(depth: 2)),
-        WireSample("Wire.ApplicationPermissionResult", sampleApplicationPermissionResult(depth: 2)),
-        WireSample("Wire.FetchWebAuthTokenRequest", sampleFetchWebAuthTokenRequest(depth: 2)),
-        WireSample("Wire.FetchWebAuthTokenResult", sampleFetchWebAuthTokenResult(depth: 2)),
-        WireSample("Wire.Frame", sampleFrame(depth: 2)),
-        WireSample("Wire.Limits", sampleLimits(depth: 2)),
-        WireSample("Wire.Hello", sampleHello(depth: 2)),
-        WireSample("Wire.HelloAck", sampleHelloAck(depth: 2)),
-        WireSample("Wire.Open", sampleOpen(depth: 2)),
-        WireSample("Wire.Event", sampleEvent(depth: 2)),
-        WireSample("Wire.Persisted", samplePersisted(depth: 2)),
-        WireSample("Wire.Complete", sampleComplete(depth: 2)),
-        WireSample("Wire.Cancel", sampleCancel(depth: 2)),
-        WireSample("Wire.Resume", sampleResume(depth: 2)),
-        WireSample("Wire.Window", sampleWindow(depth: 2)),
-        WireSample("Wire.Ping", samplePing(depth: 2)),
-        WireSample("Wire.Pong", samplePong(depth: 2)),
-        WireSample("Wire.GoAway", sampleGoAway(depth: 2)),
-        WireSample("Wire.ConnectionError", sampleConnectionError(depth: 2)),
-        WireSample("Wire.LongLivedOperationInfo", sampleLongLivedOperationInfo(depth: 2)),
+        WireSample("Wire.OperationConfiguration", sampleOperationConfiguration(depth: 3)),
+        WireSample("Wire.OperationGroup", sampleOperationGroup(depth: 3)),
+        WireSample("Wire.Timestamp", sampleTimestamp(depth: 3)),
+        WireSample("Wire.Location", sampleLocation(depth: 3)),
+        WireSample("Wire.RecordZoneID", sampleRecordZoneID(depth: 3)),
+        WireSample("Wire.RecordID", sampleRecordID(depth: 3)),
+        WireSample("Wire.ServerChangeToken", sampleServerChangeToken(depth: 3)),
+        WireSample("Wire.UserIdentityLookupInfo", sampleUserIdentityLookupInfo(depth: 3)),
+        WireSample("Wire.UserNameComponents", sampleUserNameComponents(depth: 3)),
+        WireSample("Wire.UserIdentity", sampleUserIdentity(depth: 3)),
+        WireSample("Wire.ShareParticipant", sampleShareParticipant(depth: 3)),
+        WireSample("Wire.ShareFields", sampleShareFields(depth: 3)),
+        WireSample("Wire.Reference", sampleReference(depth: 3)),
+        WireSample("Wire.Asset", sampleAsset(depth: 3)),
+        WireSample("Wire.StringList", sampleStringList(depth: 3)),
+        WireSample("Wire.Int64List", sampleInt64List(depth: 3)),
+        WireSample("Wire.DoubleList", sampleDoubleList(depth: 3)),
+        WireSample("Wire.BytesList", sampleBytesList(depth: 3)),
+        WireSample("Wire.TimestampList", sampleTimestampList(depth: 3)),
+        WireSample("Wire.ReferenceList", sampleReferenceList(depth: 3)),
+        WireSample("Wire.LocationList", sampleLocationList(depth: 3)),
+        WireSample("Wire.AssetList", sampleAssetList(depth: 3)),
+        WireSample("Wire.FieldValue", sampleFieldValue(depth: 3)),
+        WireSample("Wire.RecordField", sampleRecordField(depth: 3)),
+        WireSample("Wire.Record", sampleRecord(depth: 3)),
+        WireSample("Wire.ZoneCapabilities", sampleZoneCapabilities(depth: 3)),
+        WireSample("Wire.RecordZone", sampleRecordZone(depth: 3)),
+        WireSample("Wire.OperationError", sampleOperationError(depth: 3)),
+        WireSample("Wire.ItemError", sampleItemError(depth: 3)),
+        WireSample("Wire.ComparisonPredicate", sampleComparisonPredicate(depth: 3)),
+        WireSample("Wire.AndPredicate", sampleAndPredicate(depth: 3)),
+        WireSample("Wire.NotPredicate", sampleNotPredicate(depth: 3)),
+        WireSample("Wire.TruePredicate", sampleTruePredicate(depth: 3)),
+        WireSample("Wire.FalsePredicate", sampleFalsePredicate(depth: 3)),
+        WireSample("Wire.TextSearchPredicate", sampleTextSearchPredicate(depth: 3)),
+        WireSample("Wire.DistancePredicate", sampleDistancePredicate(depth: 3)),
+        WireSample("Wire.QueryPredicate", sampleQueryPredicate(depth: 3)),
+        WireSample("Wire.QuerySortDescriptor", sampleQuerySortDescriptor(depth: 3)),
+        WireSample("Wire.Query", sampleQuery(depth: 3)),
+        WireSample("Wire.QueryCursor", sampleQueryCursor(depth: 3)),
+        WireSample("Wire.RecordProgress", sampleRecordProgress(depth: 3)),
+        WireSample("Wire.RecordOutcome", sampleRecordOutcome(depth: 3)),
+        WireSample("Wire.RecordZoneOutcome", sampleRecordZoneOutcome(depth: 3)),
+        WireSample("Wire.ModifyRecordsRequest", sampleModifyRecordsRequest(depth: 3)),
+        WireSample("Wire.ModifyRecordsPerRecordSave", sampleModifyRecordsPerRecordSave(depth: 3)),
+        WireSample("Wire.ModifyRecordsPerRecordDelete", sampleModifyRecordsPerRecordDelete(depth: 3)),
+        WireSample("Wire.ModifyRecordsEvent", sampleModifyRecordsEvent(depth: 3)),
+        WireSample("Wire.FetchRecordsRequest", sampleFetchRecordsRequest(depth: 3)),
+        WireSample("Wire.FetchRecordsEvent", sampleFetchRecordsEvent(depth: 3)),
+        WireSample("Wire.QueryRequest", sampleQueryRequest(depth: 3)),
+        WireSample("Wire.QueryEvent", sampleQueryEvent(depth: 3)),
+        WireSample("Wire.QueryResult", sampleQueryResult(depth: 3)),
+        WireSample("Wire.ModifyRecordZonesRequest", sampleModifyRecordZonesRequest(depth: 3)),
+        WireSample("Wire.RecordZoneDeleted", sampleRecordZoneDeleted(depth: 3)),
+        WireSample("Wire.ModifyRecordZonesEvent", sampleModifyRecordZonesEvent(depth: 3)),
+        WireSample("Wire.FetchRecordZonesRequest", sampleFetchRecordZonesRequest(depth: 3)),
+        WireSample("Wire.FetchRecordZonesEvent", sampleFetchRecordZonesEvent(depth: 3)),
+        WireSample("Wire.ZoneChangesConfiguration", sampleZoneChangesConfiguration(depth: 3)),
+        WireSample("Wire.FetchRecordZoneChangesRequest", sampleFetchRecordZoneChangesRequest(depth: 3)),
+        WireSample("Wire.RecordDeleted", sampleRecordDeleted(depth: 3)),
+        WireSample("Wire.RecordZoneChangeTokensUpdated", sampleRecordZoneChangeTokensUpdated(depth: 3)),
+        WireSample("Wire.RecordZoneFetchSuccess", sampleRecordZoneFetchSuccess(depth: 3)),
+        WireSample("Wire.RecordZoneFetchResult", sampleRecordZoneFetchResult(depth: 3)),
+        WireSample("Wire.FetchRecordZoneChangesEvent", sampleFetchRecordZoneChangesEvent(depth: 3)),
+        WireSample("Wire.FetchDatabaseChangesRequest", sampleFetchDatabaseChangesRequest(depth: 3)),
+        WireSample("Wire.FetchDatabaseChangesEvent", sampleFetchDatabaseChangesEvent(depth: 3)),
+        WireSample("Wire.FetchDatabaseChangesResult", sampleFetchDatabaseChangesResult(depth: 3)),
+        WireSample("Wire.NotificationInfo", sampleNotificationInfo(depth: 3)),
+        WireSample("Wire.QuerySubscription", sampleQuerySubscription(depth: 3)),
+        WireSample("Wire.RecordZoneSubscription", sampleRecordZoneSubscription(depth: 3)),
+        WireSample("Wire.DatabaseSubscription", sampleDatabaseSubscription(depth: 3)),
+        WireSample("Wire.Subscription", sampleSubscription(depth: 3)),
+        WireSample("Wire.NotificationAlert", sampleNotificationAlert(depth: 3)),
+        WireSample("Wire.QueryNotification", sampleQueryNotification(depth: 3)),
+        WireSample("Wire.RecordZoneNotification", sampleRecordZoneNotification(depth: 3)),
+        WireSample("Wire.DatabaseNotification", sampleDatabaseNotification(depth: 3)),
+        WireSample("Wire.PushNotification", samplePushNotification(depth: 3)),
+        WireSample("Wire.SubscriptionOutcome", sampleSubscriptionOutcome(depth: 3)),
+        WireSample("Wire.ModifySubscriptionsRequest", sampleModifySubscriptionsRequest(depth: 3)),
+        WireSample("Wire.SubscriptionDeleted", sampleSubscriptionDeleted(depth: 3)),
+        WireSample("Wire.ModifySubscriptionsEvent", sampleModifySubscriptionsEvent(depth: 3)),
+        WireSample("Wire.FetchSubscriptionsRequest", sampleFetchSubscriptionsRequest(depth: 3)),
+        WireSample("Wire.FetchSubscriptionsEvent", sampleFetchSubscriptionsEvent(depth: 3)),
+        WireSample("Wire.FetchNotificationChangesRequest", sampleFetchNotificationChangesRequest(depth: 3)),
+        WireSample("Wire.FetchNotificationChangesEvent", sampleFetchNotificationChangesEvent(depth: 3)),
+        WireSample("Wire.FetchNotificationChangesResult", sampleFetchNotificationChangesResult(depth: 3)),
+        WireSample("Wire.MarkNotificationsReadRequest", sampleMarkNotificationsReadRequest(depth: 3)),
+        WireSample("Wire.MarkNotificationsReadResult", sampleMarkNotificationsReadResult(depth: 3)),
+        WireSample("Wire.ModifyBadgeRequest", sampleModifyBadgeRequest(depth: 3)),
+        WireSample("Wire.WatchNotificationsRequest", sampleWatchNotificationsRequest(depth: 3)),
+        WireSample("Wire.WatchedNotification", sampleWatchedNotification(depth: 3)),
+        WireSample("Wire.WatchNotificationsEvent", sampleWatchNotificationsEvent(depth: 3)),
+        WireSample("Wire.ShareMetadata", sampleShareMetadata(depth: 3)),
+        WireSample("Wire.FetchShareMetadataRequest", sampleFetchShareMetadataRequest(depth: 3)),
+        WireSample("Wire.ShareMetadataOutcome", sampleShareMetadataOutcome(depth: 3)),
+        WireSample("Wire.FetchShareMetadataEvent", sampleFetchShareMetadataEvent(depth: 3)),
+        WireSample("Wire.FetchShareParticipantsRequest", sampleFetchShareParticipantsRequest(depth: 3)),
+        WireSample("Wire.ShareParticipantOutcome", sampleShareParticipantOutcome(depth: 3)),
+        WireSample("Wire.FetchShareParticipantsEvent", sampleFetchShareParticipantsEvent(depth: 3)),
+        WireSample("Wire.AcceptSharesRequest", sampleAcceptSharesRequest(depth: 3)),
+        WireSample("Wire.ShareOutcome", sampleShareOutcome(depth: 3)),
+        WireSample("Wire.AcceptSharesEvent", sampleAcceptSharesEvent(depth: 3)),
+        WireSample("Wire.DiscoverUserIdentitiesRequest", sampleDiscoverUserIdentitiesRequest(depth: 3)),
+        WireSample("Wire.UserIdentityDiscovered", sampleUserIdentityDiscovered(depth: 3)),
+        WireSample("Wire.DiscoverUserIdentitiesEvent", sampleDiscoverUserIdentitiesEvent(depth: 3)),
+        WireSample("Wire.DiscoverAllUserIdentitiesRequest", sampleDiscoverAllUserIdentitiesRequest(depth: 3)),
+        WireSample("Wire.DiscoverAllUserIdentitiesEvent", sampleDiscoverAllUserIdentitiesEvent(depth: 3)),
+        WireSample("Wire.UploadAssetRequest", sampleUploadAssetRequest(depth: 3)),
+        WireSample("Wire.UploadAssetResult", sampleUploadAssetResult(depth: 3)),
+        WireSample("Wire.DownloadAssetRequest", sampleDownloadAssetRequest(depth: 3)),
+        WireSample("Wire.AssetChunk", sampleAssetChunk(depth: 3)),
+        WireSample("Wire.DownloadAssetEvent", sampleDownloadAssetEvent(depth: 3)),
+        WireSample("Wire.DownloadAssetResult", sampleDownloadAssetResult(depth: 3)),
+        WireSample("Wire.FetchLongLivedOperationIDsRequest", sampleFetchLongLivedOperationIDsRequest(depth: 3)),
+        WireSample("Wire.FetchLongLivedOperationIDsResult", sampleFetchLongLivedOperationIDsResult(depth: 3)),
+        WireSample("Wire.FetchLongLivedOperationRequest", sampleFetchLongLivedOperationRequest(depth: 3)),
+        WireSample("Wire.FetchUserRecordIDRequest", sampleFetchUserRecordIDRequest(depth: 3)),
+        WireSample("Wire.FetchUserRecordIDResult", sampleFetchUserRecordIDResult(depth: 3)),
+        WireSample("Wire.AccountStatusRequest", sampleAccountStatusRequest(depth: 3)),
+        WireSample("Wire.AccountStatusResult", sampleAccountStatusResult(depth: 3)),
+        WireSample("Wire.ApplicationPermissionRequest", sampleApplicationPermissionRequest(depth: 3)),
+        WireSample("Wire.ApplicationPermissionResult", sampleApplicationPermissionResult(depth: 3)),
+        WireSample("Wire.FetchWebAuthTokenRequest", sampleFetchWebAuthTokenRequest(depth: 3)),
+        WireSample("Wire.FetchWebAuthTokenResult", sampleFetchWebAuthTokenResult(depth: 3)),
+        WireSample("Wire.Frame", sampleFrame(depth: 3)),
+        WireSample("Wire.Limits", sampleLimits(depth: 3)),
+        WireSample("Wire.Hello", sampleHello(depth: 3)),
+        WireSample("Wire.HelloAck", sampleHelloAck(depth: 3)),
+        WireSample("Wire.Open", sampleOpen(depth: 3)),
+        WireSample("Wire.Event", sampleEvent(depth: 3)),
+        WireSample("Wire.Persisted", samplePersisted(depth: 3)),
+        WireSample("Wire.Complete", sampleComplete(depth: 3)),
+        WireSample("Wire.Cancel", sampleCancel(depth: 3)),
+        WireSample("Wire.Resume", sampleResume(depth: 3)),
+        WireSample("Wire.Window", sampleWindow(depth: 3)),
+        WireSample("Wire.Ping", samplePing(depth: 3)),
+        WireSample("Wire.Pong", samplePong(depth: 3)),
+        WireSample("Wire.GoAway", sampleGoAway(depth: 3)),
+        WireSample("Wire.ConnectionError", sampleConnectionError(depth: 3)),
+        WireSample("Wire.LongLivedOperationInfo", sampleLongLivedOperationInfo(depth: 3)),
     ]
 
     /// One value per case of every oneof (presence fields set to a non-default value).
@@ -481,7 +481,7 @@ enum GeneratedSamples {
         var value = Wire.OperationGroup()
         guard depth > 0 else { return value }
         value.operationGroupID = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.name = "ascii only"
+        value.name = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.quantity = UInt64(UInt32.max) + 1
         value.expectedSendSize = .hundredsOfMegabytes
         value.expectedReceiveSize = .gigabytes
@@ -520,7 +520,7 @@ enum GeneratedSamples {
         var value = Wire.RecordZoneID()
         guard depth > 0 else { return value }
         value.zoneName = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.ownerName = "ascii only"
+        value.ownerName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -546,7 +546,7 @@ enum GeneratedSamples {
         var value = Wire.UserIdentityLookupInfo()
         guard depth > 0 else { return value }
         value.emailAddress = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.phoneNumber = "ascii only"
+        value.phoneNumber = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.userRecordID = sampleRecordID(depth: depth - 1)
         return value
     }
@@ -556,11 +556,11 @@ enum GeneratedSamples {
         var value = Wire.UserNameComponents()
         guard depth > 0 else { return value }
         value.namePrefix = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.givenName = "ascii only"
+        value.givenName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.middleName = "日本語テキスト 🧪 ñ"
         value.familyName = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.nameSuffix = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.nickname = "ascii only"
+        value.nickname = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -572,7 +572,7 @@ enum GeneratedSamples {
         value.lookupInfo = sampleUserIdentityLookupInfo(depth: depth - 1)
         value.nameComponents = sampleUserNameComponents(depth: depth - 1)
         value.hasIcloudAccount = true
-        value.contactIdentifiers = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.contactIdentifiers = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -624,7 +624,7 @@ enum GeneratedSamples {
     static func sampleStringList(depth: Int) -> Wire.StringList {
         var value = Wire.StringList()
         guard depth > 0 else { return value }
-        value.values = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.values = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -707,7 +707,7 @@ enum GeneratedSamples {
         var value = Wire.Record()
         guard depth > 0 else { return value }
         value.recordID = sampleRecordID(depth: depth - 1)
-        value.recordType = "ascii only"
+        value.recordType = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.recordChangeTag = "日本語テキスト 🧪 ñ"
         value.creationDate = sampleTimestamp(depth: depth - 1)
         value.modificationDate = sampleTimestamp(depth: depth - 1)
@@ -748,7 +748,7 @@ enum GeneratedSamples {
         var value = Wire.OperationError()
         guard depth > 0 else { return value }
         value.code = .internalError
-        value.message = "ascii only"
+        value.message = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.retryAfterSeconds = 0
         value.serverRecord = sampleRecord(depth: depth - 1)
         value.clientRecord = sampleRecord(depth: depth - 1)
@@ -928,7 +928,7 @@ enum GeneratedSamples {
         var value = Wire.FetchRecordsRequest()
         guard depth > 0 else { return value }
         value.recordIDs = [sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1), sampleRecordID(depth: depth - 1)]
-        value.desiredKeys = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.desiredKeys = ["Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
         value.desiredKeysSpecified = true
         return value
     }
@@ -1019,7 +1019,7 @@ enum GeneratedSamples {
         value.zoneID = sampleRecordZoneID(depth: depth - 1)
         value.previousServerChangeToken = sampleServerChangeToken(depth: depth - 1)
         value.resultsLimit = 300
-        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"]
         value.desiredKeysSpecified = true
         return value
     }
@@ -1038,7 +1038,7 @@ enum GeneratedSamples {
         var value = Wire.RecordDeleted()
         guard depth > 0 else { return value }
         value.recordID = sampleRecordID(depth: depth - 1)
-        value.recordType = "ascii only"
+        value.recordType = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1111,23 +1111,23 @@ enum GeneratedSamples {
         var value = Wire.NotificationInfo()
         guard depth > 0 else { return value }
         value.alertBody = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.alertLocalizationKey = "ascii only"
+        value.alertLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.alertLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.alertActionLocalizationKey = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.alertLaunchImage = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.title = "ascii only"
+        value.title = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.titleLocalizationKey = "日本語テキスト 🧪 ñ"
-        value.titleLocalizationArgs = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.titleLocalizationArgs = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"]
         value.subtitle = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.subtitleLocalizationKey = "ascii only"
+        value.subtitleLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.subtitleLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.soundName = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.shouldBadge = true
         value.shouldSendContentAvailable = true
         value.shouldSendMutableContent = true
-        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "ascii only"]
+        value.desiredKeys = ["Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"]
         value.category = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.collapseIDKey = "ascii only"
+        value.collapseIDKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1150,7 +1150,7 @@ enum GeneratedSamples {
         var value = Wire.RecordZoneSubscription()
         guard depth > 0 else { return value }
         value.zoneID = sampleRecordZoneID(depth: depth - 1)
-        value.recordType = "ascii only"
+        value.recordType = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1177,15 +1177,15 @@ enum GeneratedSamples {
         var value = Wire.NotificationAlert()
         guard depth > 0 else { return value }
         value.title = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.titleLocalizationKey = "ascii only"
+        value.titleLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.titleLocalizationArgs = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.subtitle = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
         value.subtitleLocalizationKey = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.subtitleLocalizationArgs = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.subtitleLocalizationArgs = ["Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
         value.body = "日本語テキスト 🧪 ñ"
         value.bodyLocalizationKey = "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"
-        value.bodyLocalizationArgs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
-        value.actionLocalizationKey = "ascii only"
+        value.bodyLocalizationArgs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
+        value.actionLocalizationKey = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.launchImage = "日本語テキスト 🧪 ñ"
         return value
     }
@@ -1231,7 +1231,7 @@ enum GeneratedSamples {
         value.alert = sampleNotificationAlert(depth: depth - 1)
         value.badge = 0
         value.soundName = "héllo 👋🏽 世界 e\u{301} ✓"
-        value.category = "ascii only"
+        value.category = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.creationDate = sampleTimestamp(depth: depth - 1)
         value.detail = .query(sampleQueryNotification(depth: depth - 1))
         return value
@@ -1251,7 +1251,7 @@ enum GeneratedSamples {
         var value = Wire.ModifySubscriptionsRequest()
         guard depth > 0 else { return value }
         value.subscriptionsToSave = [sampleSubscription(depth: depth - 1), sampleSubscription(depth: depth - 1), sampleSubscription(depth: depth - 1)]
-        value.subscriptionIDsToDelete = ["ascii only", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
+        value.subscriptionIDsToDelete = ["Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭"]
         return value
     }
 
@@ -1276,7 +1276,7 @@ enum GeneratedSamples {
     static func sampleFetchSubscriptionsRequest(depth: Int) -> Wire.FetchSubscriptionsRequest {
         var value = Wire.FetchSubscriptionsRequest()
         guard depth > 0 else { return value }
-        value.subscriptionIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.subscriptionIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         value.fetchAllSubscriptions = true
         return value
     }
@@ -1319,7 +1319,7 @@ enum GeneratedSamples {
     static func sampleMarkNotificationsReadRequest(depth: Int) -> Wire.MarkNotificationsReadRequest {
         var value = Wire.MarkNotificationsReadRequest()
         guard depth > 0 else { return value }
-        value.notificationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.notificationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -1327,7 +1327,7 @@ enum GeneratedSamples {
     static func sampleMarkNotificationsReadResult(depth: Int) -> Wire.MarkNotificationsReadResult {
         var value = Wire.MarkNotificationsReadResult()
         guard depth > 0 else { return value }
-        value.notificationIDsMarkedRead = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.notificationIDsMarkedRead = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -1385,7 +1385,7 @@ enum GeneratedSamples {
     static func sampleFetchShareMetadataRequest(depth: Int) -> Wire.FetchShareMetadataRequest {
         var value = Wire.FetchShareMetadataRequest()
         guard depth > 0 else { return value }
-        value.shareURLs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.shareURLs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         value.shouldFetchRootRecord = true
         value.rootRecordDesiredKeys = ["日本語テキスト 🧪 ñ", "Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǒ̭", "héllo 👋🏽 世界 e\u{301} ✓"]
         value.rootRecordDesiredKeysSpecified = true
@@ -1515,7 +1515,7 @@ enum GeneratedSamples {
         var value = Wire.UploadAssetResult()
         guard depth > 0 else { return value }
         value.receivedBytes = UInt64.max
-        value.uploadHandle = "ascii only"
+        value.uploadHandle = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
@@ -1565,7 +1565,7 @@ enum GeneratedSamples {
     static func sampleFetchLongLivedOperationIDsResult(depth: Int) -> Wire.FetchLongLivedOperationIDsResult {
         var value = Wire.FetchLongLivedOperationIDsResult()
         guard depth > 0 else { return value }
-        value.operationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "ascii only", "日本語テキスト 🧪 ñ"]
+        value.operationIDs = ["héllo 👋🏽 世界 e\u{301} ✓", "Ünïcödé ✓ 中文 🇨🇭 a\u{308}", "日本語テキスト 🧪 ñ"]
         return value
     }
 
@@ -1663,7 +1663,7 @@ enum GeneratedSamples {
         var value = Wire.Hello()
         guard depth > 0 else { return value }
         value.protocolVersion = UInt32.max
-        value.clientName = "ascii only"
+        value.clientName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.clientVersion = "日本語テキスト 🧪 ñ"
         value.bearerToken = ""
         value.limits = sampleLimits(depth: depth - 1)
@@ -1675,7 +1675,7 @@ enum GeneratedSamples {
         var value = Wire.HelloAck()
         guard depth > 0 else { return value }
         value.protocolVersion = UInt32.max
-        value.serverName = "ascii only"
+        value.serverName = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.userRecordName = "日本語テキスト 🧪 ñ"
         value.limits = sampleLimits(depth: depth - 1)
         return value
@@ -1781,7 +1781,7 @@ enum GeneratedSamples {
         var value = Wire.ConnectionError()
         guard depth > 0 else { return value }
         value.code = .internalError
-        value.message = "ascii only"
+        value.message = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         return value
     }
 
