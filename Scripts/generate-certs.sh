@@ -42,7 +42,10 @@ ca() {
 leaf() {
     local name="$1" issuer="$2" subject="$3" extensions="$4"
     key "$name"
-    [[ -f "$name.pem" ]] && return
+    # Kept only while it still verifies against its CA (a remade CA remakes its leaves).
+    if [[ -f "$name.pem" ]] && openssl verify -CAfile "$issuer.pem" "$name.pem" > /dev/null 2>&1; then
+        return
+    fi
     printf '%s\n' "$extensions" > "$WORK/$name.ext"
     openssl req -new -sha256 -key "$name-key.pem" -subj "$subject" -out "$WORK/$name.csr"
     openssl x509 -req -sha256 -days "$DAYS" -in "$WORK/$name.csr" \

@@ -5,7 +5,7 @@ import NIOCore
 /// memory (ByteBuffer's copy-on-write), so sharing is always safe. Big buffers
 /// are not kept, so an idle connection stays cheap.
 struct RecyclingBuffer {
-    static let maximumRetainedCapacity = 2_048
+    static let maximumRetainedCapacity = 1_024
 
     private var buffer: ByteBuffer?
 

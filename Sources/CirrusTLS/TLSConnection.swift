@@ -25,7 +25,7 @@ final class TLSConnection {
     static let maximumRecordSize = 16_384
     /// A memory BIO that has grown past this while busy is replaced once it
     /// is empty, so a connection that once moved a lot is cheap when idle.
-    private static let retainedBIOCapacity = 8_192
+    private static let retainedBIOCapacity = 1_024
 
     let context: TLSContext
     private let ssl: OpaquePointer

@@ -37,6 +37,8 @@ public final class TLSHandler: ChannelDuplexHandler {
     private var pendingWrites = PendingWrites()
     private var plaintextBuffers = RecyclingBuffer()
     private var ciphertextBuffers = RecyclingBuffer()
+    /// Ciphertext was written downstream and not flushed yet.
+    private var hasUnflushedNetworkWrites = false
 
     /// What the handshake settled; nil until it completes. Event loop only.
     public private(set) var handshakeResult: TLSHandshakeCompleted?
@@ -118,7 +120,7 @@ public final class TLSHandler: ChannelDuplexHandler {
         }
         switch connection.handshake() {
         case .needsMoreData:
-            self.writeNetworkOutput(context: context, flush: true)
+            self.writeNetworkOutput(context: context, flush: .ifWritten)
             return false
         case .failed(let error):
             self.fail(context: context, error: error)
@@ -206,7 +208,7 @@ public final class TLSHandler: ChannelDuplexHandler {
         switch outcome {
         case .data, .needsMoreData:
             // Session tickets, key updates: whatever OpenSSL wants to answer.
-            self.writeNetworkOutput(context: context, flush: true)
+            self.writeNetworkOutput(context: context, flush: .ifWritten)
         case .closeNotify:
             self.peerSentCloseNotify(context: context)
         case .failed(let error):
@@ -220,7 +222,7 @@ public final class TLSHandler: ChannelDuplexHandler {
         }
         self.pendingWrites.failAll(ChannelError.outputClosed)
         connection.shutdown()
-        self.writeNetworkOutput(context: context, flush: true)
+        self.writeNetworkOutput(context: context, flush: .ifWritten)
         context.fireUserInboundEventTriggered(TLSUserEvent.shutdownCompleted)
         context.close(promise: nil)
     }
@@ -251,7 +253,7 @@ public final class TLSHandler: ChannelDuplexHandler {
             self.encryptFlushedWrites(context: context)
             self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
             self.connection?.shutdown()
-            self.writeNetworkOutput(context: context, flush: true)
+            self.writeNetworkOutput(context: context, flush: .ifWritten)
         case .failPendingAndClose:
             self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
         case .forward:
@@ -278,7 +280,7 @@ public final class TLSHandler: ChannelDuplexHandler {
             // small; the last piece always waits for the final write, which
             // carries the promises.
             if connection.pendingNetworkBytes >= Self.outputChunk {
-                self.writeNetworkOutput(context: context, flush: false)
+                self.writeNetworkOutput(context: context, flush: .never)
             }
             failure = buffer.withUnsafeReadableBytes { connection.write($0) }
         }
@@ -319,21 +321,36 @@ public final class TLSHandler: ChannelDuplexHandler {
             self.fail(context: context, error: failure)
             return
         }
-        self.writeNetworkOutput(context: context, flush: true, promises: promises)
+        self.writeNetworkOutput(context: context, flush: .always, promises: promises)
     }
 
     /// Bytes of ciphertext after which a long flush hands some downstream.
     private static let outputChunk = 256 * 1_024
 
+    /// When ``writeNetworkOutput(context:flush:promises:)`` flushes.
+    private enum NetworkFlush {
+        /// The application flushed: pass the flush on even with nothing new.
+        case always
+        /// Flush if this or an earlier unflushed call wrote something.
+        case ifWritten
+        /// More output follows in this burst.
+        case never
+    }
+
     /// Writes what OpenSSL produced for the network as one buffer.
-    private func writeNetworkOutput(context: ChannelHandlerContext, flush: Bool, promises: [EventLoopPromise<Void>] = []) {
+    private func writeNetworkOutput(context: ChannelHandlerContext, flush: NetworkFlush, promises: [EventLoopPromise<Void>] = []) {
         guard let connection = self.connection, connection.pendingNetworkBytes > 0 else {
             // Nothing new to send; earlier writes of this flush carry the data.
             self.connection?.releaseIdleBIOs()
-            if flush {
-                context.flush()
-            }
             promises.forEach { $0.succeed() }
+            switch flush {
+            case .always:
+                self.flushNetwork(context: context)
+            case .ifWritten where self.hasUnflushedNetworkWrites:
+                self.flushNetwork(context: context)
+            case .ifWritten, .never:
+                break
+            }
             return
         }
         var output = self.ciphertextBuffers.take(capacity: connection.pendingNetworkBytes, allocator: context.channel.allocator)
@@ -354,9 +371,17 @@ public final class TLSHandler: ChannelDuplexHandler {
         }
         context.write(self.wrapOutboundOut(output), promise: promise)
         self.ciphertextBuffers.giveBack(output)
-        if flush {
-            context.flush()
+        switch flush {
+        case .always, .ifWritten:
+            self.flushNetwork(context: context)
+        case .never:
+            self.hasUnflushedNetworkWrites = true
         }
+    }
+
+    private func flushNetwork(context: ChannelHandlerContext) {
+        self.hasUnflushedNetworkWrites = false
+        context.flush()
     }
 
     // MARK: Failure
@@ -366,7 +391,7 @@ public final class TLSHandler: ChannelDuplexHandler {
         guard self.stateMachine.failed() == .reportAndClose else {
             return
         }
-        self.writeNetworkOutput(context: context, flush: true)
+        self.writeNetworkOutput(context: context, flush: .ifWritten)
         self.pendingWrites.failAll(error)
         context.fireErrorCaught(error)
         context.close(promise: nil)

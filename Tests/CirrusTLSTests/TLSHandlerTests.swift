@@ -193,6 +193,7 @@ import Testing
         #expect(error.code == .configuration)
         #expect(error.message.contains("serverHostname"))
         #expect(!channel.isActive)
+        _ = try channel.finish(acceptAlreadyClosed: true)
     }
 }
 

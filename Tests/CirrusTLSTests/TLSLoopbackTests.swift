@@ -82,7 +82,13 @@ final class LoopbackPeer: ChannelInboundHandler {
     }
 }
 
-/// One server and one client on 127.0.0.1, with every wait bounded.
+/// Whether this machine has the IPv6 loopback address.
+let ipv6LoopbackAvailable: Bool = {
+    let devices = (try? System.enumerateDevices()) ?? []
+    return devices.contains { $0.address?.ipAddress == "::1" }
+}()
+
+/// One server and one client on loopback, with every wait bounded.
 struct LoopbackConnection {
     static let timeout = TimeAmount.seconds(10)
 
@@ -90,6 +96,7 @@ struct LoopbackConnection {
         server serverConfiguration: TLSConfiguration,
         client clientConfiguration: TLSConfiguration,
         serverHostname: String = "localhost",
+        host: String = "127.0.0.1",
         payload: [UInt8] = []
     ) async throws -> (client: Outcome, server: Outcome) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
@@ -99,6 +106,7 @@ struct LoopbackConnection {
                 server: serverConfiguration,
                 client: clientConfiguration,
                 serverHostname: serverHostname,
+                host: host,
                 payload: payload
             )
             try await group.shutdownGracefully()
@@ -114,6 +122,7 @@ struct LoopbackConnection {
         server serverConfiguration: TLSConfiguration,
         client clientConfiguration: TLSConfiguration,
         serverHostname: String,
+        host: String,
         payload: [UInt8]
     ) async throws -> (client: Outcome, server: Outcome) {
         let serverContext = try TLSContext(configuration: serverConfiguration)
@@ -132,7 +141,7 @@ struct LoopbackConnection {
                     ])
                 }
             }
-            .bind(host: "127.0.0.1", port: 0)
+            .bind(host: host, port: 0)
             .get()
         let port = try #require(listener.localAddress?.port)
 
@@ -146,7 +155,7 @@ struct LoopbackConnection {
                     ])
                 }
             }
-            .connect(host: "127.0.0.1", port: port)
+            .connect(host: host, port: port)
             .get()
 
         let clientResult: Outcome
@@ -203,6 +212,34 @@ struct LoopbackConnection {
         #expect(client.tlsErrors.isEmpty)
         #expect(server.tlsErrors.isEmpty)
         #expect(client.received == Array("hello".utf8))
+    }
+
+    @Test(.enabled(if: ipv6LoopbackAvailable))
+    func ipv6AddressIsVerifiedAgainstTheCertificate() async throws {
+        let (client, server) = try await LoopbackConnection.run(
+            server: Certs.serverConfiguration(),
+            client: Certs.clientConfiguration(),
+            serverHostname: "::1",
+            host: "::1",
+            payload: Array("hello".utf8)
+        )
+
+        #expect(client.tlsErrors.isEmpty)
+        #expect(server.tlsErrors.isEmpty)
+        #expect(client.received == Array("hello".utf8))
+    }
+
+    @Test func ipAddressNotInTheCertificateIsRefused() async throws {
+        let (client, _) = try await LoopbackConnection.run(
+            server: Certs.serverConfiguration(),
+            client: Certs.clientConfiguration(),
+            serverHostname: "127.0.0.2",
+            payload: Array("hello".utf8)
+        )
+
+        let error = try #require(client.firstError)
+        #expect(error.code == .certificateVerificationFailed)
+        #expect(error.verifyResult == "IP address mismatch")
     }
 
     @Test func untrustedServerCertificateIsRefusedByTheClient() async throws {

@@ -86,7 +86,8 @@ final class Recorder: ChannelInboundHandler {
 }
 
 /// A client and a server `EmbeddedChannel`, each a TLSHandler and a Recorder.
-struct InMemoryPair {
+/// Both channels are finished when the pair goes away, so nothing leaks.
+final class InMemoryPair {
     let client: EmbeddedChannel
     let server: EmbeddedChannel
     let clientRecorder = Recorder()
@@ -105,6 +106,11 @@ struct InMemoryPair {
         self.client = EmbeddedChannel()
         try self.server.pipeline.syncOperations.addHandlers([self.serverTLS, self.serverRecorder])
         try self.client.pipeline.syncOperations.addHandlers([self.clientTLS, self.clientRecorder])
+    }
+
+    deinit {
+        _ = try? self.client.finish(acceptAlreadyClosed: true)
+        _ = try? self.server.finish(acceptAlreadyClosed: true)
     }
 
     /// Makes both channels active; the client sends its ClientHello.
