@@ -1,6 +1,7 @@
 import CirrusServer
 import CirrusTLS
 import CirrusWire
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -195,7 +196,12 @@ struct ServerProtocolTests {
     }
 
     @Test func clientThatNeverReadsIsNotBufferedWithoutBound() async throws {
-        try await withServer { server, port in
+        // End to end over real sockets: the client's writes stall once the server stops taking
+        // its Pings. (The queued-control-frame limit, tested with the state machine, would also
+        // cut this peer off; it is lifted here. ConnectionHandlerTests checks the read hold
+        // itself deterministically; in a debug build the server is slow enough that this test
+        // alone cannot tell the hold from slowness.)
+        try await withServer(configure: { $0.connection.maximumQueuedControlFrames = .max }) { server, port in
             let raw = try await RawTLSClient.connect(port: port, receiveBufferBytes: 64 * 1024)
             var hello = ByteBuffer()
             try FrameEncoder.encode(
@@ -213,18 +219,29 @@ struct ServerProtocolTests {
             for nonce in 0..<2_000 {
                 try FrameEncoder.encode(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: UInt64(nonce)))), into: &batch)
             }
-            var sent = 0
-            var stalledPolls = 0
-            while sent < 10_000, raw.channel.isActive, stalledPolls < 400 {
-                if raw.channel.isWritable {
-                    raw.channel.writeAndFlush(batch, promise: nil)
-                    sent += 1
-                    stalledPolls = 0
-                } else {
-                    stalledPolls += 1
-                    try await Task.sleep(for: .milliseconds(5))
+            // Each write is awaited: it completes only once the kernel took the bytes, so
+            // `written` counts what really left this process.
+            let written = NIOLockedValueBox(0)
+            let channel = raw.channel
+            let writer = Task {
+                for _ in 0..<10_000 {
+                    try await channel.writeAndFlush(batch)
+                    written.withLockedValue { $0 += 1 }
                 }
             }
+            // Stalled = no write completed for 40 polls in a row.
+            var last = -1
+            var stalledPolls = 0
+            while stalledPolls < 40 {
+                try await Task.sleep(for: .milliseconds(50))
+                let now = written.withLockedValue { $0 }
+                if now == 10_000 { break }
+                stalledPolls = now == last ? stalledPolls + 1 : 0
+                last = now
+            }
+            await raw.close()
+            _ = await writer.result
+            let sent = written.withLockedValue { $0 }
             #expect(sent < 10_000, "the server stopped reading from a client that does not read")
             await raw.close()
 
