@@ -22,11 +22,11 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
 
     /// Frames whose body is longer than this are refused before they are buffered.
     public let maximumFrameBytes: Int
-    private let arena: WireArena
 
+    /// Decoding borrows the event loop thread's scratch arena rather than owning one: an idle
+    /// connection then holds no decode memory at all.
     public init(maximumFrameBytes: Int = FrameDecoder.defaultMaximumFrameBytes) {
         self.maximumFrameBytes = maximumFrameBytes
-        self.arena = WireArena()
     }
 
     public mutating func decode(buffer: inout ByteBuffer) throws -> Wire.Frame? {
@@ -40,10 +40,9 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         guard buffer.readableBytes >= total else {
             return nil
         }
-        let arena = self.arena
         let frame = try buffer.withUnsafeReadableBytes { bytes throws(WireError) -> Wire.Frame in
             let body = UnsafeRawBufferPointer(rebasing: bytes[Self.lengthPrefixBytes..<total])
-            return try Wire.Frame.decode(body, arena: arena)
+            return try WireArena.withScratch { arena throws(WireError) in try Wire.Frame.decode(body, arena: arena) }
         }
         buffer.moveReaderIndex(forwardBy: total)
         return frame
