@@ -180,6 +180,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             return
         }
         self.identity = identity
+        self.peerCertificate = nil  // Only needed to authenticate; idle connections stay small.
         let limits = Wire.Limits(
             maxFrameBytes: UInt32(clamping: self.configuration.maximumFrameBytes),
             maxConcurrentStreams: UInt32(clamping: self.configuration.connection.maximumConcurrentStreams),

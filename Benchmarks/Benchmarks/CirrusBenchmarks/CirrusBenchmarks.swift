@@ -103,6 +103,17 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark(
+        "TLS in memory: stream Event frames (\(eventFrame.serializedBytes().count) B) encode → TLS → decode, 1,000 per flush",
+        configuration: .init(scalingFactor: .one)
+    ) { benchmark in
+        let pair = try InMemoryTLSPair(certificates: certificates, framed: true)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try pair.streamFrames(eventFrame, count: 1_000))
+        }
+    }
+
     // MARK: Real loopback TLS against an in-process server
 
     Benchmark(

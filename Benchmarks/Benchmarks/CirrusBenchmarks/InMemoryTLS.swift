@@ -1,4 +1,5 @@
 import CirrusTLS
+import CirrusWire
 import NIOCore
 import NIOEmbedded
 
@@ -8,7 +9,8 @@ final class InMemoryTLSPair {
     let client: EmbeddedChannel
     let server: EmbeddedChannel
 
-    init(certificates: String) throws {
+    /// - Parameter framed: add the Cirrus frame codec above TLS (server encodes, client decodes).
+    init(certificates: String, framed: Bool = false) throws {
         let serverContext = try TLSContext(
             configuration: .server(
                 certificateChainPath: certificates + "/server.pem",
@@ -26,6 +28,10 @@ final class InMemoryTLSPair {
         )
         self.client = EmbeddedChannel(handler: TLSHandler(context: clientContext, serverHostname: "localhost"))
         self.server = EmbeddedChannel(handler: TLSHandler(context: serverContext))
+        if framed {
+            try self.client.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder()))
+            try self.server.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
+        }
         _ = try self.server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         _ = try self.client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         try self.shuttle()
@@ -59,6 +65,21 @@ final class InMemoryTLSPair {
         try self.shuttle()
         while let plaintext = try self.client.readInbound(as: ByteBuffer.self) {
             received += plaintext.readableBytes
+        }
+        return received
+    }
+
+    /// Server streams `count` frames in one flush through encoder and TLS; the client decrypts
+    /// and decodes them. Returns the frames decoded.
+    func streamFrames(_ frame: Wire.Frame, count: Int) throws -> Int {
+        for _ in 0..<count {
+            self.server.write(frame, promise: nil)
+        }
+        self.server.flush()
+        try self.shuttle()
+        var received = 0
+        while try self.client.readInbound(as: Wire.Frame.self) != nil {
+            received += 1
         }
         return received
     }
