@@ -27,7 +27,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var needsFlush = false
     private var inReadBurst = false
     private var pendingRead = false
+    private var flushScheduled = false
     private var isClosing = false
+    /// Set while the handler is in a pipeline; operations write through it.
+    private var context: ChannelHandlerContext?
+    /// Operations running on this connection, by stream ID.
+    private var operations: [UInt64: RunningOperation] = [:]
+
+    private struct RunningOperation {
+        var nextSeq: UInt64 = 1
+        var task: Task<Void, Never>?
+        /// The event waiting for credit, and whom to tell once it is written.
+        var waiting: (frame: Wire.Frame, written: EventLoopPromise<Void>)?
+    }
 
     init(configuration: ServerConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -41,6 +53,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     // MARK: - Life cycle
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         self.machine = ConnectionStateMachine(role: .server, configuration: self.configuration.connection, now: .now())
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         self.timer = context.eventLoop.scheduleRepeatedTask(
@@ -55,11 +68,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.timer?.cancel()
         self.timer = nil
+        self.stopAllOperations()
+        self.context = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         self.timer?.cancel()
         self.timer = nil
+        self.stopAllOperations()
         context.fireChannelInactive()
     }
 
@@ -135,7 +151,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .helloReceived(let hello):
             self.acceptHello(hello, context: context)
         case .openStream(let streamID, let open):
-            self.refuseOperation(streamID: streamID, kind: open.request.map(String.init(describing:)), context: context)
+            self.startOperation(streamID: streamID, open: open, context: context)
         case .resumeStream(let streamID, let resume):
             self.endStream(
                 streamID: streamID,
@@ -146,13 +162,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
             // Never admitted by the machine: written directly.
             let complete = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: code, message: message))
             self.write(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
-        case .cancelStream:
+        case .cancelStream(let streamID, _):
+            self.stopOperation(streamID: streamID)
             if self.machine.isDrained {
                 self.close(context: context)
             }
-        case .creditAvailable:
-            // No operation produces events yet; executors resume here.
-            break
+        case .creditAvailable(let streamID):
+            self.sendWaitingEvent(streamID: streamID, context: context)
         case .sendPong(let nonce):
             self.send(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))), context: context)
         case .deliver, .helloAckReceived:
@@ -206,12 +222,100 @@ final class ConnectionHandler: ChannelDuplexHandler {
         return self.peerCertificate.flatMap(ClientIdentity.init(certificate:))
     }
 
-    private func refuseOperation(streamID: UInt64, kind: String?, context: ChannelHandlerContext) {
-        let error =
-            kind == nil
-            ? Wire.OperationError(code: .unknownFrameKind, message: "Open carries no request this server knows")
-            : Wire.OperationError(code: .serverRejectedRequest, message: "this server does not run operations yet")
-        self.endStream(streamID: streamID, error: error, context: context)
+    // MARK: - Operations
+
+    private func startOperation(streamID: UInt64, open: Wire.Open, context: ChannelHandlerContext) {
+        guard open.request != nil else {
+            self.endStream(
+                streamID: streamID,
+                error: Wire.OperationError(code: .unknownFrameKind, message: "Open carries no request this server knows"),
+                context: context
+            )
+            return
+        }
+        guard let caller = self.identity else {
+            // The state machine admits Open only after HelloAck, which needs an identity.
+            self.endStream(streamID: streamID, error: Wire.OperationError(code: .notAuthenticated, message: "no identity"), context: context)
+            return
+        }
+        let stream = OperationStream(
+            streamID: streamID,
+            operationID: open.operationID,
+            handler: self,
+            eventLoop: context.eventLoop
+        )
+        let executor = self.configuration.executor
+        self.operations[streamID] = RunningOperation()
+        let task = Task {
+            let completion = await executor.run(open, caller: caller, stream: stream)
+            stream.complete(completion)
+        }
+        self.operations[streamID]?.task = task
+    }
+
+    /// Sends the next event of the operation on `streamID`; the future succeeds once it is
+    /// written (after waiting for credit, if need be) and fails if the stream is gone.
+    func emit(streamID: UInt64, payload: Wire.Event.Payload, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        guard let context = self.context, var operation = self.operations[streamID] else {
+            return eventLoop.makeFailedFuture(CancellationError())
+        }
+        let frame = Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: operation.nextSeq, payload: payload)))
+        switch self.machine.send(frame) {
+        case .send, .sendAndClose:
+            operation.nextSeq += 1
+            self.operations[streamID] = operation
+            self.write(frame, context: context)
+            return context.eventLoop.makeSucceededVoidFuture()
+        case .waitForCredit:
+            let written = context.eventLoop.makePromise(of: Void.self)
+            operation.waiting = (frame, written)
+            self.operations[streamID] = operation
+            return written.futureResult
+        case .drop:
+            return eventLoop.makeFailedFuture(CancellationError())
+        case .invalid(let reason):
+            self.logger.error("operation \(streamID) emitted out of turn: \(reason)")
+            return eventLoop.makeFailedFuture(CancellationError())
+        }
+    }
+
+    private func sendWaitingEvent(streamID: UInt64, context: ChannelHandlerContext) {
+        guard var operation = self.operations[streamID], let waiting = operation.waiting else { return }
+        switch self.machine.send(waiting.frame) {
+        case .send, .sendAndClose:
+            operation.waiting = nil
+            operation.nextSeq += 1
+            self.operations[streamID] = operation
+            self.write(waiting.frame, context: context)
+            waiting.written.succeed(())
+        case .waitForCredit:
+            break
+        case .drop, .invalid:
+            operation.waiting = nil
+            self.operations[streamID] = operation
+            waiting.written.fail(CancellationError())
+        }
+    }
+
+    /// Ends the operation on `streamID` with its `Complete`.
+    func complete(streamID: UInt64, completion: OperationCompletion) {
+        guard let context = self.context, let operation = self.operations.removeValue(forKey: streamID) else {
+            return
+        }
+        let complete = Wire.Complete(lastSeq: operation.nextSeq - 1, error: completion.error, result: completion.result)
+        self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
+    }
+
+    private func stopOperation(streamID: UInt64) {
+        guard let operation = self.operations.removeValue(forKey: streamID) else { return }
+        operation.task?.cancel()
+        operation.waiting?.written.fail(CancellationError())
+    }
+
+    private func stopAllOperations() {
+        for streamID in Array(self.operations.keys) {
+            self.stopOperation(streamID: streamID)
+        }
     }
 
     private func endStream(streamID: UInt64, error: Wire.OperationError, context: ChannelHandlerContext) {
@@ -270,8 +374,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
         guard !self.isClosing else { return }
         context.write(self.wrapOutboundOut(frame), promise: nil)
         self.needsFlush = true
-        if !self.inReadBurst {
-            self.flushIfNeeded(context: context)
+        if !self.inReadBurst, !self.flushScheduled {
+            // Outside a read burst (operations emitting, timers): flush once at the end of
+            // this event-loop tick, so events emitted together share TLS records.
+            self.flushScheduled = true
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.execute {
+                let (handler, context) = loopBound.value
+                handler.flushScheduled = false
+                handler.flushIfNeeded(context: context)
+            }
         }
     }
 

@@ -31,6 +31,9 @@ public struct ServerConfiguration: Sendable {
     /// Bearer tokens a client may present in `Hello` instead of a client certificate, each
     /// mapped to the user record name it authenticates (e.g. `"s3cret": "_alice"`).
     public var bearerTokens: [String: String] = [:]
+    /// Runs the operations clients open. The default runs none and refuses each `Open` on its
+    /// stream.
+    public var executor: any OperationExecutor = NoOperations()
     /// The name sent in `HelloAck`.
     public var serverName: String = "cirrusd"
 

@@ -1,0 +1,49 @@
+import CirrusWire
+
+/// Runs operations: the server hands it every `Open` of an authenticated caller, on a task of
+/// its own, with an ``OperationStream`` to send the operation's callbacks through.
+///
+/// For example, an executor that answers one event and succeeds:
+/// ```swift
+/// struct Echo: OperationExecutor {
+///     func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+///         try? await stream.emit(.fetchRecords(Wire.FetchRecordsEvent()))
+///         return .success()
+///     }
+/// }
+/// ```
+public protocol OperationExecutor: Sendable {
+    /// Runs `open` to its end. Events go out through `stream` (which waits for the client's
+    /// flow-control credit); the returned completion becomes the stream's `Complete`. When the
+    /// client cancels or disconnects, the task running this is cancelled and `emit` throws.
+    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion
+}
+
+/// How an operation ended: its final result (for kinds whose completion carries data) or its
+/// error.
+public struct OperationCompletion: Sendable, Hashable {
+    public var result: Wire.Complete.Result?
+    public var error: Wire.OperationError?
+
+    public init(result: Wire.Complete.Result? = nil, error: Wire.OperationError? = nil) {
+        self.result = result
+        self.error = error
+    }
+
+    public static func success(_ result: Wire.Complete.Result? = nil) -> OperationCompletion {
+        OperationCompletion(result: result)
+    }
+
+    public static func failure(_ code: Wire.ErrorCode, _ message: String) -> OperationCompletion {
+        OperationCompletion(error: Wire.OperationError(code: code, message: message))
+    }
+}
+
+/// The executor of a server that runs no operations: every `Open` is refused on its stream.
+public struct NoOperations: OperationExecutor {
+    public init() {}
+
+    public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        .failure(.serverRejectedRequest, "this server runs no operations")
+    }
+}

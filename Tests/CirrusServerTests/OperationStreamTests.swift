@@ -1,0 +1,151 @@
+import CirrusServer
+import CirrusWire
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+/// Emits `count` events (record-progress callbacks of a fetch), then succeeds; remembers
+/// whether it was cancelled.
+private struct CountingExecutor: OperationExecutor {
+    let count: Int
+    let cancelled = NIOLockedValueBox(false)
+    let emitted = NIOLockedValueBox(0)
+
+    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        for index in 0..<self.count {
+            let progress = Wire.RecordProgress(recordID: Wire.RecordID(recordName: "r\(index)"), progress: 1)
+            do {
+                try await stream.emit(.fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordProgress(progress))))
+                self.emitted.withLockedValue { $0 += 1 }
+            } catch {
+                self.cancelled.withLockedValue { $0 = true }
+                return .failure(.operationCancelled, "cancelled")
+            }
+        }
+        return .success()
+    }
+}
+
+private func open(_ streamID: UInt64, window: UInt32) -> Wire.Frame {
+    Wire.Frame(
+        streamID: streamID,
+        kind: .open(Wire.Open(operationID: "op-\(streamID)", initialWindow: window, request: .fetchRecords(.init())))
+    )
+}
+
+private func expectEvent(_ frame: Wire.Frame, streamID: UInt64, seq: UInt64) {
+    guard case .event(let event) = frame.kind else {
+        Issue.record("expected Event \(seq), got \(frame)")
+        return
+    }
+    #expect(frame.streamID == streamID)
+    #expect(event.seq == seq)
+}
+
+@Suite("Operations stream their events under flow control")
+struct OperationStreamTests {
+    @Test func eventsArriveInOrderThenComplete() async throws {
+        let executor = CountingExecutor(count: 500)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(open(1, window: 1_000))
+            for seq in 1...500 {
+                expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
+            }
+            let last = try await client.nextFrame()
+            #expect(last.kind == .complete(Wire.Complete(lastSeq: 500)))
+            await client.close()
+        }
+    }
+
+    @Test func theServerWaitsForCredit() async throws {
+        let executor = CountingExecutor(count: 10)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(open(1, window: 3))
+            for seq in 1...3 {
+                expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
+            }
+            // Without credit nothing more comes: a Ping overtakes the waiting events.
+            try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 1))))
+            #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 1)))
+            #expect(executor.emitted.withLockedValue { $0 } == 3)
+
+            try await client.send(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 100))))
+            for seq in 4...10 {
+                expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
+            }
+            #expect(try await client.nextFrame().kind == .complete(Wire.Complete(lastSeq: 10)))
+            await client.close()
+        }
+    }
+
+    @Test func cancelStopsTheOperation() async throws {
+        let executor = CountingExecutor(count: 1_000)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(open(1, window: 2))
+            expectEvent(try await client.nextFrame(), streamID: 1, seq: 1)
+            expectEvent(try await client.nextFrame(), streamID: 1, seq: 2)
+            try await client.send(Wire.Frame(streamID: 1, kind: .cancel(Wire.Cancel(reason: "test"))))
+            try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 2))))
+            // Nothing more of stream 1: not even a Complete.
+            #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 2)))
+            try await waitUntil { executor.cancelled.withLockedValue { $0 } }
+            #expect(executor.emitted.withLockedValue { $0 } == 2)
+            await client.close()
+        }
+    }
+
+    @Test func disconnectCancelsTheOperation() async throws {
+        let executor = CountingExecutor(count: 1_000)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(open(1, window: 1))
+            expectEvent(try await client.nextFrame(), streamID: 1, seq: 1)
+            await client.close()
+            try await waitUntil { executor.cancelled.withLockedValue { $0 } }
+        }
+    }
+
+    @Test func streamsAreMultiplexed() async throws {
+        let executor = CountingExecutor(count: 50)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(open(1, window: 100))
+            try await client.send(open(3, window: 100))
+            var nextSeq: [UInt64: UInt64] = [1: 1, 3: 1]
+            var completed = Set<UInt64>()
+            while completed.count < 2 {
+                let frame = try await client.nextFrame()
+                switch frame.kind {
+                case .event(let event):
+                    #expect(event.seq == nextSeq[frame.streamID])
+                    nextSeq[frame.streamID, default: 0] += 1
+                case .complete(let complete):
+                    #expect(complete.lastSeq == 50)
+                    completed.insert(frame.streamID)
+                default:
+                    Issue.record("unexpected \(frame)")
+                }
+            }
+            #expect(nextSeq == [1: 51, 3: 51])
+            await client.close()
+        }
+    }
+}
+
+/// Polls `condition` until it holds; fails after `timeout` (a hang guard).
+func waitUntil(timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while !condition() {
+        guard clock.now < deadline else { throw TestTimeout() }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
