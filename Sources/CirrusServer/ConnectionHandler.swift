@@ -35,10 +35,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var operations: [UInt64: RunningOperation] = [:]
 
     private struct RunningOperation {
+        let stream: OperationStream
         var nextSeq: UInt64 = 1
         var task: Task<Void, Never>?
-        /// The event waiting for credit, and whom to tell once it is written.
-        var waiting: (frame: Wire.Frame, written: EventLoopPromise<Void>)?
     }
 
     init(configuration: ServerConfiguration, logger: Logger) {
@@ -167,8 +166,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if self.machine.isDrained {
                 self.close(context: context)
             }
-        case .creditAvailable(let streamID):
-            self.sendWaitingEvent(streamID: streamID, context: context)
+        case .creditAvailable(let streamID, let granted):
+            self.operations[streamID]?.stream.grant(granted)
         case .sendPong(let nonce):
             self.send(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))), context: context)
         case .deliver, .helloAckReceived:
@@ -241,11 +240,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let stream = OperationStream(
             streamID: streamID,
             operationID: open.operationID,
+            credit: self.machine.credit(streamID: streamID),
             handler: self,
             eventLoop: context.eventLoop
         )
         let executor = self.configuration.executor
-        self.operations[streamID] = RunningOperation()
+        self.operations[streamID] = RunningOperation(stream: stream)
         let task = Task {
             let completion = await executor.run(open, caller: caller, stream: stream)
             stream.complete(completion)
@@ -253,52 +253,27 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.operations[streamID]?.task = task
     }
 
-    /// Sends the next event of the operation on `streamID`; the future succeeds once it is
-    /// written (after waiting for credit, if need be) and fails if the stream is gone.
-    func emit(streamID: UInt64, payload: Wire.Event.Payload, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        guard let context = self.context, var operation = self.operations[streamID] else {
-            return eventLoop.makeFailedFuture(CancellationError())
+    /// Writes the events the operation on `streamID` queued. The stream only queues what the
+    /// client's credit allows, so the state machine accepts each.
+    func drain(streamID: UInt64) {
+        guard let context = self.context, var operation = self.operations[streamID] else { return }
+        for payload in operation.stream.takeQueued() {
+            let frame = Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: operation.nextSeq, payload: payload)))
+            switch self.machine.send(frame) {
+            case .send, .sendAndClose:
+                operation.nextSeq += 1
+                self.write(frame, context: context)
+            case .waitForCredit, .drop, .invalid:
+                // The stream's credit mirrors the machine's; this means the stream is gone.
+                self.logger.debug("dropping an event of stream \(streamID): the stream ended")
+            }
         }
-        let frame = Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: operation.nextSeq, payload: payload)))
-        switch self.machine.send(frame) {
-        case .send, .sendAndClose:
-            operation.nextSeq += 1
-            self.operations[streamID] = operation
-            self.write(frame, context: context)
-            return context.eventLoop.makeSucceededVoidFuture()
-        case .waitForCredit:
-            let written = context.eventLoop.makePromise(of: Void.self)
-            operation.waiting = (frame, written)
-            self.operations[streamID] = operation
-            return written.futureResult
-        case .drop:
-            return eventLoop.makeFailedFuture(CancellationError())
-        case .invalid(let reason):
-            self.logger.error("operation \(streamID) emitted out of turn: \(reason)")
-            return eventLoop.makeFailedFuture(CancellationError())
-        }
+        self.operations[streamID] = operation
     }
 
-    private func sendWaitingEvent(streamID: UInt64, context: ChannelHandlerContext) {
-        guard var operation = self.operations[streamID], let waiting = operation.waiting else { return }
-        switch self.machine.send(waiting.frame) {
-        case .send, .sendAndClose:
-            operation.waiting = nil
-            operation.nextSeq += 1
-            self.operations[streamID] = operation
-            self.write(waiting.frame, context: context)
-            waiting.written.succeed(())
-        case .waitForCredit:
-            break
-        case .drop, .invalid:
-            operation.waiting = nil
-            self.operations[streamID] = operation
-            waiting.written.fail(CancellationError())
-        }
-    }
-
-    /// Ends the operation on `streamID` with its `Complete`.
+    /// Ends the operation on `streamID` with its `Complete`, after what it queued.
     func complete(streamID: UInt64, completion: OperationCompletion) {
+        self.drain(streamID: streamID)
         guard let context = self.context, let operation = self.operations.removeValue(forKey: streamID) else {
             return
         }
@@ -308,8 +283,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func stopOperation(streamID: UInt64) {
         guard let operation = self.operations.removeValue(forKey: streamID) else { return }
+        operation.stream.close()
         operation.task?.cancel()
-        operation.waiting?.written.fail(CancellationError())
     }
 
     private func stopAllOperations() {

@@ -130,6 +130,23 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
+        "Loopback TLS: server streams 10,000 Event frames (\(eventFrame.serializedBytes().count) B) per operation",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        guard case .event(let event) = eventFrame.kind, let payload = event.payload else { return }
+        let bench = try await LoopbackBench(
+            certificates: certificates,
+            executor: StreamingExecutor(count: 10_000, payload: payload)
+        )
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try await bench.streamOnce())
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
         "Loopback TLS: Ping round trips, 64 in flight (6,400 per iteration)",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
     ) { benchmark in

@@ -11,6 +11,9 @@ final class PongHandler: ChannelInboundHandler {
     typealias OutboundOut = Wire.Frame
 
     private var helloAck: EventLoopPromise<Void>?
+    private var streaming: (streamID: UInt64, received: Int, done: EventLoopPromise<Int>)?
+    private var nextStreamID: UInt64 = 1
+    static let streamWindow: UInt32 = 256
     private var run: (toSend: Int, outstanding: Int, done: EventLoopPromise<Void>)?
     private var nonce: UInt64 = 0
     private var needsFlush = false
@@ -35,9 +38,34 @@ final class PongHandler: ChannelInboundHandler {
         case .helloAck:
             self.helloAck?.succeed(())
             self.helloAck = nil
+        case .event:
+            guard var streaming = self.streaming, streaming.streamID == frame.streamID else { return }
+            streaming.received += 1
+            self.streaming = streaming
+            // Grant credit back in halves of the window, as a client that keeps up would.
+            if streaming.received % Int(Self.streamWindow / 2) == 0 {
+                let window = Wire.Window(credit: Self.streamWindow / 2)
+                context.write(self.wrapOutboundOut(Wire.Frame(streamID: frame.streamID, kind: .window(window))), promise: nil)
+                self.needsFlush = true
+            }
+        case .complete:
+            guard let streaming = self.streaming, streaming.streamID == frame.streamID else { return }
+            self.streaming = nil
+            streaming.done.succeed(streaming.received)
         default:
             break
         }
+    }
+
+    /// Opens one operation and counts its events until `Complete`.
+    func stream(context: ChannelHandlerContext) -> EventLoopFuture<Int> {
+        let done = context.eventLoop.makePromise(of: Int.self)
+        let streamID = self.nextStreamID
+        self.nextStreamID += 2
+        self.streaming = (streamID, 0, done)
+        let open = Wire.Open(operationID: "bench-\(streamID)", initialWindow: Self.streamWindow, request: .fetchRecords(.init()))
+        context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .open(open))), promise: nil)
+        return done.futureResult
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -80,7 +108,7 @@ final class LoopbackBench: Sendable {
     let server: CirrusServer
     let channel: any Channel
 
-    init(certificates: String) async throws {
+    init(certificates: String, executor: (any OperationExecutor)? = nil) async throws {
         var configuration = ServerConfiguration(
             tls: .server(
                 certificateChainPath: certificates + "/server.pem",
@@ -90,6 +118,9 @@ final class LoopbackBench: Sendable {
             )
         )
         configuration.port = 0
+        if let executor {
+            configuration.executor = executor
+        }
         let server = CirrusServer(configuration: configuration)
         let address = try await server.start()
         let context = try TLSContext(
@@ -117,11 +148,11 @@ final class LoopbackBench: Sendable {
         try await self.onHandler { handler, context in handler.hello(context: context) }
     }
 
-    private func onHandler(
-        _ body: @escaping @Sendable (PongHandler, ChannelHandlerContext) -> EventLoopFuture<Void>
-    ) async throws {
+    private func onHandler<Value: Sendable>(
+        _ body: @escaping @Sendable (PongHandler, ChannelHandlerContext) -> EventLoopFuture<Value>
+    ) async throws -> Value {
         let channel = self.channel
-        try await channel.eventLoop.flatSubmit {
+        return try await channel.eventLoop.flatSubmit {
             do {
                 let context = try channel.pipeline.syncOperations.context(handlerType: PongHandler.self)
                 let handler = try channel.pipeline.syncOperations.handler(type: PongHandler.self)
@@ -137,8 +168,30 @@ final class LoopbackBench: Sendable {
         try await self.onHandler { handler, context in handler.pings(total: count, inFlight: inFlight, context: context) }
     }
 
+    /// Runs one streaming operation; returns the events received.
+    func streamOnce() async throws -> Int {
+        try await self.onHandler { handler, context in handler.stream(context: context) }
+    }
+
     func close() async {
         try? await self.channel.close()
         await self.server.shutdownGracefully()
+    }
+}
+
+/// Streams `count` copies of one event per operation, as fast as credit allows.
+struct StreamingExecutor: OperationExecutor {
+    let count: Int
+    let payload: Wire.Event.Payload
+
+    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        for _ in 0..<self.count {
+            do {
+                try await stream.emit(self.payload)
+            } catch {
+                return .failure(.operationCancelled, "cancelled")
+            }
+        }
+        return .success()
     }
 }

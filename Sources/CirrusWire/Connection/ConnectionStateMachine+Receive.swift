@@ -20,8 +20,9 @@ extension ConnectionStateMachine {
         case refuseStream(streamID: UInt64, code: Wire.ErrorCode, message: String)
         /// Server: the client cancelled the operation on `streamID`.
         case cancelStream(streamID: UInt64, reason: String)
-        /// Server: the client granted credit on `streamID`; send what waits for it.
-        case creditAvailable(streamID: UInt64)
+        /// Server: the client granted `granted` more events on `streamID` (after clamping);
+        /// send what waits for it.
+        case creditAvailable(streamID: UInt64, granted: UInt64)
         /// Answer a `Ping`.
         case sendPong(nonce: UInt64)
         /// Client: hand this stream frame (`Event`, `Persisted`, `Complete`) to its operation.
@@ -214,9 +215,10 @@ extension ConnectionStateMachine {
     private mutating func receiveWindow(_ window: Wire.Window, streamID: UInt64) -> ReceiveAction {
         guard self.role == .server else { return self.violation("Window sent to a client") }
         guard streamID != 0 else { return self.violation("Window on stream 0") }
-        guard self.streams[streamID] != nil else { return .none }
+        guard let before = self.streams[streamID]?.credit else { return .none }
         self.grant(window.credit, to: streamID)
-        return .creditAvailable(streamID: streamID)
+        let granted = (self.streams[streamID]?.credit ?? before) - before
+        return .creditAvailable(streamID: streamID, granted: granted)
     }
 
     /// Credit for a new stream: what it asked for, or the default when it asked for 0.
