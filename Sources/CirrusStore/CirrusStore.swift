@@ -1,0 +1,1 @@
+// CirrusStore: see DESIGN.md §1.
