@@ -1,1 +1,0 @@
-// CirrusStore: see DESIGN.md §1.
