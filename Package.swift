@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .library(name: "CirrusWire", targets: ["CirrusWire"]),
         .library(name: "CirrusTLS", targets: ["CirrusTLS"]),
+        .library(name: "CirrusModel", targets: ["CirrusModel"]),
+        .library(name: "CirrusKit", targets: ["CirrusKit"]),
+        .library(name: "CirrusStore", targets: ["CirrusStore"]),
         .library(name: "CirrusServer", targets: ["CirrusServer"]),
         .executable(name: "cirrusd", targets: ["cirrusd"]),
     ],
@@ -14,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
     ],
     targets: [
         // C libraries and the shims for what Swift cannot import from them.
@@ -51,6 +55,31 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
             ]
         ),
+        // Value types both sides share: CKRecord, IDs, zones, references, assets, CKError …
+        .target(
+            name: "CirrusModel",
+            dependencies: ["CirrusWire"]
+        ),
+        // The client library: CKContainer, CKDatabase, CKOperation and its subclasses.
+        .target(
+            name: "CirrusKit",
+            dependencies: [
+                "CirrusModel",
+                "CirrusWire",
+                "CirrusTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        // The storage protocol and its SQLite engine.
+        .target(
+            name: "CirrusStore",
+            dependencies: [
+                "CirrusWire",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         // Connection handling and the listener.
         .target(
             name: "CirrusServer",
@@ -82,6 +111,14 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
             ]
+        ),
+        .testTarget(
+            name: "CirrusModelTests",
+            dependencies: ["CirrusModel", "CirrusWire"]
+        ),
+        .testTarget(
+            name: "CirrusStoreTests",
+            dependencies: ["CirrusStore", "CirrusWire"]
         ),
         .testTarget(
             name: "CirrusTLSTests",

@@ -1,6 +1,6 @@
 # Sourced by the Scripts: installs the Debian packages Cirrus builds and tests with, if any
 # is missing. Needs root or sudo the first time only.
-CIRRUS_DEBIAN_PACKAGES=(libssl-dev openssl libprotobuf-c-dev protobuf-c-compiler pkg-config python3)
+CIRRUS_DEBIAN_PACKAGES=(libssl-dev openssl libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev pkg-config python3)
 
 ensure_packages() {
     local missing=()

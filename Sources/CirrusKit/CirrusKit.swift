@@ -1,0 +1,1 @@
+// CirrusKit: see DESIGN.md §1.

@@ -1,0 +1,1 @@
+// CirrusModel: see DESIGN.md §1.

@@ -1,0 +1,225 @@
+import CirrusWire
+import Foundation
+
+/// Pure transformations of `Wire.Record` values between the wire and the store.
+enum RecordCodec {
+    static let defaultZoneName = "_defaultZone"
+    static let maxNameLength = 255
+
+    static func error(_ code: Wire.ErrorCode, _ message: String) -> Wire.OperationError {
+        Wire.OperationError(code: code, message: message)
+    }
+
+    /// Nil when `key` is a valid field name: an ASCII letter, then letters,
+    /// digits and '_', at most 255 characters.
+    static func checkFieldKey(_ key: String) -> Wire.OperationError? {
+        let bytes = Array(key.utf8)
+        guard let first = bytes.first, bytes.count <= maxNameLength, isLetter(first),
+            bytes.allSatisfy({ isLetter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F })
+        else {
+            return error(.invalidArguments, "invalid field name \"\(key)\"")
+        }
+        return nil
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+    }
+
+    /// Nil when `name` may name a record or zone: 1 ... 255 ASCII characters.
+    static func checkName(_ name: String, of what: String) -> Wire.OperationError? {
+        let bytes = name.utf8
+        guard !bytes.isEmpty, bytes.count <= maxNameLength, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+            return error(.invalidArguments, "invalid \(what) name \"\(name)\"")
+        }
+        return nil
+    }
+
+    /// Checks what a client sent in a record to save (system fields are ignored).
+    static func checkRecordToSave(_ record: Wire.Record) -> Wire.OperationError? {
+        guard let recordID = record.recordID else {
+            return error(.invalidArguments, "record without a record ID")
+        }
+        if let failure = checkName(recordID.recordName, of: "record") { return failure }
+        guard !record.recordType.isEmpty, record.recordType.utf8.count <= maxNameLength else {
+            return error(.invalidArguments, "record \(recordID.recordName) has an invalid record type")
+        }
+        for field in record.fields {
+            if let failure = checkFieldKey(field.key) { return failure }
+        }
+        for key in record.changedKeys {
+            if let failure = checkFieldKey(key) { return failure }
+        }
+        return nil
+    }
+
+    // MARK: - Fields
+
+    static func hasValue(_ field: Wire.RecordField) -> Bool { field.value?.kind != nil }
+
+    /// `base` with `update` applied: later fields replace earlier ones with the
+    /// same key; a nil value removes the key. Order: base order, then new keys.
+    static func merge(_ base: [Wire.RecordField], _ updates: [Wire.RecordField]) -> [Wire.RecordField] {
+        var result = base
+        var index: [String: Int] = [:]
+        for (i, field) in result.enumerated() { index[field.key] = i }
+        var removed = Set<String>()
+        for field in updates {
+            if let i = index[field.key] {
+                result[i] = field
+            } else {
+                index[field.key] = result.count
+                result.append(field)
+            }
+            if hasValue(field) { removed.remove(field.key) } else { removed.insert(field.key) }
+        }
+        return result.filter { hasValue($0) && !removed.contains($0.key) }
+    }
+
+    /// The fields a save writes, given the server's fields (nil = new record).
+    static func fieldsToStore(
+        client: Wire.Record, server: [Wire.RecordField]?, policy: Wire.SavePolicy
+    ) -> [Wire.RecordField] {
+        switch policy {
+        case .allKeys:
+            return merge([], client.fields)
+        case .changedKeys:
+            let changed = Set(client.changedKeys)
+            var updates = client.fields.filter { changed.contains($0.key) }
+            let sent = Set(updates.map(\.key))
+            for key in client.changedKeys where !sent.contains(key) {
+                updates.append(Wire.RecordField(key: key))
+            }
+            return merge(server ?? [], updates)
+        case .unspecified, .ifServerRecordUnchanged, .unrecognized:
+            return merge(server ?? [], client.fields)
+        }
+    }
+
+    /// Keeps only `desiredKeys` (nil = all fields; [] = none).
+    static func restrict(_ record: Wire.Record, to desiredKeys: [String]?) -> Wire.Record {
+        guard let desiredKeys else { return record }
+        let wanted = Set(desiredKeys)
+        var record = record
+        record.fields.removeAll { !wanted.contains($0.key) }
+        return record
+    }
+
+    // MARK: - Assets
+
+    /// Inline asset content taken out of a record to save.
+    struct AssetContent: Sendable {
+        var sha256: [UInt8]
+        var content: [UInt8]
+    }
+
+    /// Moves inline asset content out of `record` (leaving checksum and size),
+    /// verifying size and SHA-256. Upload handles are refused (no upload store yet).
+    static func extractAssets(_ record: inout Wire.Record) -> ItemResult<[AssetContent]> {
+        var contents: [AssetContent] = []
+        for i in record.fields.indices {
+            guard let kind = record.fields[i].value?.kind else { continue }
+            switch kind {
+            case .assetValue(var asset):
+                if let failure = extract(&asset, into: &contents) { return .failure(failure) }
+                record.fields[i].value = Wire.FieldValue(kind: .assetValue(asset))
+            case .assetList(var list):
+                for j in list.values.indices {
+                    if let failure = extract(&list.values[j], into: &contents) { return .failure(failure) }
+                }
+                record.fields[i].value = Wire.FieldValue(kind: .assetList(list))
+            default:
+                continue
+            }
+        }
+        return .success(contents)
+    }
+
+    private static func extract(_ asset: inout Wire.Asset, into contents: inout [AssetContent]) -> Wire.OperationError? {
+        switch asset.content {
+        case .inlineData(let bytes):
+            guard asset.size == UInt64(bytes.count) else {
+                return error(.assetFileModified, "asset size \(asset.size) but \(bytes.count) bytes sent")
+            }
+            let digest = SHA256.hash(bytes)
+            if asset.sha256.isEmpty {
+                asset.sha256 = digest
+            } else if asset.sha256 != digest {
+                return error(.assetFileModified, "asset content does not match its SHA-256")
+            }
+            contents.append(AssetContent(sha256: digest, content: bytes))
+        case .uploadHandle:
+            return error(.assetFileNotFound, "asset upload handles are not supported by this store yet")
+        case .downloadHandle, nil:
+            guard asset.sha256.count == 32 else {
+                return error(.invalidArguments, "asset without content needs its 32-byte SHA-256")
+            }
+        }
+        asset.content = nil
+        return nil
+    }
+
+    /// Every checksum of an asset value in `record` that lacks content.
+    static func assetChecksums(in record: Wire.Record) -> Set<[UInt8]> {
+        var result = Set<[UInt8]>()
+        for field in record.fields {
+            switch field.value?.kind {
+            case .assetValue(let asset) where asset.content == nil && !asset.sha256.isEmpty:
+                result.insert(asset.sha256)
+            case .assetList(let list):
+                for asset in list.values where asset.content == nil && !asset.sha256.isEmpty {
+                    result.insert(asset.sha256)
+                }
+            default:
+                continue
+            }
+        }
+        return result
+    }
+
+    /// Puts stored content back into the record's assets.
+    static func fillAssets(_ record: inout Wire.Record, from contents: [[UInt8]: [UInt8]]) {
+        func fill(_ asset: inout Wire.Asset) {
+            if asset.content == nil, let bytes = contents[asset.sha256] { asset.content = .inlineData(bytes) }
+        }
+        for i in record.fields.indices {
+            switch record.fields[i].value?.kind {
+            case .assetValue(var asset):
+                fill(&asset)
+                record.fields[i].value = Wire.FieldValue(kind: .assetValue(asset))
+            case .assetList(var list):
+                for j in list.values.indices { fill(&list.values[j]) }
+                record.fields[i].value = Wire.FieldValue(kind: .assetList(list))
+            default:
+                continue
+            }
+        }
+    }
+
+    // MARK: - References
+
+    /// (zone name, record name) of every deleteSelf reference in `record`;
+    /// a reference without a zone points into the record's own zone.
+    static func deleteSelfTargets(of record: Wire.Record, zoneName: String) -> [(zone: String, name: String)] {
+        var targets: [(zone: String, name: String)] = []
+        func add(_ reference: Wire.Reference) {
+            guard reference.action == .deleteSelf, let target = reference.recordID else { return }
+            targets.append((target.zoneID?.zoneName ?? zoneName, target.recordName))
+        }
+        for field in record.fields {
+            switch field.value?.kind {
+            case .referenceValue(let reference): add(reference)
+            case .referenceList(let list): list.values.forEach(add)
+            default: continue
+            }
+        }
+        return targets
+    }
+}
+
+/// The outcome of one item: a value, or the error the client sees for it.
+/// (`Result` needs an `Error` failure, which `Wire.OperationError` is not.)
+enum ItemResult<Value> {
+    case success(Value)
+    case failure(Wire.OperationError)
+}

@@ -1,0 +1,209 @@
+public import CirrusWire
+
+/// The storage a Cirrus server's operation executors run against.
+///
+/// Every call works inside one database (``DatabaseKey``), commits durably
+/// before it returns, and reports per-item failures as `Wire.OperationError`
+/// values in request order, ready to stream. A call throws ``StoreError`` only
+/// when the whole request fails (too many items, bad database key, I/O).
+///
+/// For example:
+/// ```swift
+/// let storage = try SQLiteStorage(directory: "./cirrus-data")
+/// let result = try await storage.modifyRecords(
+///     RecordModification(saving: [note]), in: .private(container: "c", user: "_alice"), by: "_alice")
+/// ```
+public protocol RecordStorage: Sendable {
+    /// Saves and deletes records (CKModifyRecordsOperation).
+    ///
+    /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the
+    ///   request has more items than allowed; `.badDatabase`; `.storageFailure`.
+    func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String
+    ) async throws -> RecordModificationResult
+
+    /// Fetches records by ID (CKFetchRecordsOperation). `desiredKeys` nil = all
+    /// fields, [] = system fields only. One outcome per ID in request order.
+    ///
+    /// - throws: ``StoreError``.
+    func fetchRecords(
+        _ recordIDs: [Wire.RecordID], desiredKeys: [String]?, in database: DatabaseKey
+    ) async throws -> [Wire.RecordOutcome]
+
+    /// Saves and deletes zones (CKModifyRecordZonesOperation).
+    ///
+    /// - throws: ``StoreError``.
+    func modifyZones(
+        saving zones: [Wire.RecordZone], deleting zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey
+    ) async throws -> ZoneModificationResult
+
+    /// Fetches zones by ID (CKFetchRecordZonesOperation); `zoneNotFound` per missing one.
+    ///
+    /// - throws: ``StoreError``.
+    func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [Wire.RecordZoneOutcome]
+
+    /// Every zone of the database, the default zone first
+    /// (fetchAllRecordZonesOperation()).
+    ///
+    /// - throws: ``StoreError``.
+    func fetchAllZones(in database: DatabaseKey) async throws -> [Wire.RecordZone]
+
+    /// Records changed and deleted in `zone` after change sequence `since`
+    /// (0 = from the beginning), oldest first, at most `limit` changes.
+    ///
+    /// - throws: ``StoreError`` `.zoneNotFound`, or `.changeTokenExpired` when
+    ///   tombstones after `since` were pruned or `since` is past the zone's sequence.
+    func recordChanges(
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, limit: Int, desiredKeys: [String]?
+    ) async throws -> RecordChangeBatch
+
+    /// Zones created, changed (including their records) or deleted after
+    /// database change sequence `since` (0 = from the beginning).
+    ///
+    /// - throws: ``StoreError`` `.changeTokenExpired` when zone tombstones after
+    ///   `since` were pruned or `since` is past the database's sequence.
+    func zoneChanges(in database: DatabaseKey, since: Int64, limit: Int) async throws -> ZoneChangeBatch
+
+    /// Drops record and zone tombstones deleted before `cutoff`; change
+    /// sequences older than the newest dropped tombstone then expire.
+    ///
+    /// - throws: ``StoreError``.
+    func pruneTombstones(deletedBefore cutoff: Wire.Timestamp) async throws
+}
+
+/// The request of a CKModifyRecordsOperation, as the store needs it.
+public struct RecordModification: Sendable, Hashable {
+    public var recordsToSave: [Wire.Record]
+    public var recordIDsToDelete: [Wire.RecordID]
+    public var savePolicy: Wire.SavePolicy
+    /// All or nothing per zone (CloudKit's default is true).
+    public var isAtomic: Bool
+    /// Remembered with every zone this request wrote to; empty = none.
+    public var clientChangeToken: [UInt8]
+
+    public init(
+        saving recordsToSave: [Wire.Record] = [],
+        deleting recordIDsToDelete: [Wire.RecordID] = [],
+        savePolicy: Wire.SavePolicy = .ifServerRecordUnchanged,
+        isAtomic: Bool = true,
+        clientChangeToken: [UInt8] = []
+    ) {
+        self.recordsToSave = recordsToSave
+        self.recordIDsToDelete = recordIDsToDelete
+        self.savePolicy = savePolicy
+        self.isAtomic = isAtomic
+        self.clientChangeToken = clientChangeToken
+    }
+
+    /// The modification a wire request asks for (absent `is_atomic` = true).
+    public init(_ request: Wire.ModifyRecordsRequest) {
+        self.init(
+            saving: request.recordsToSave,
+            deleting: request.recordIDsToDelete,
+            savePolicy: request.savePolicy,
+            isAtomic: request.isAtomic ?? true,
+            clientChangeToken: request.clientChangeToken
+        )
+    }
+
+    var itemCount: Int { recordsToSave.count + recordIDsToDelete.count }
+}
+
+/// What a ``RecordStorage/modifyRecords(_:in:by:)`` call did, in request order.
+public struct RecordModificationResult: Sendable, Hashable {
+    /// One per record to save: the record as the server now has it, or an error.
+    public var saves: [Wire.ModifyRecordsPerRecordSave]
+    /// One per record ID to delete: `error` nil = deleted (or never existed).
+    public var deletes: [Wire.ModifyRecordsPerRecordDelete]
+    /// Records deleted because they referenced a deleted record with
+    /// `deleteSelf` (transitively), in deletion order, each once.
+    public var cascadedDeletions: [Wire.RecordID]
+
+    public init(
+        saves: [Wire.ModifyRecordsPerRecordSave] = [],
+        deletes: [Wire.ModifyRecordsPerRecordDelete] = [],
+        cascadedDeletions: [Wire.RecordID] = []
+    ) {
+        self.saves = saves
+        self.deletes = deletes
+        self.cascadedDeletions = cascadedDeletions
+    }
+
+    /// True when some item failed (the operation then completes with partialFailure).
+    public var hasFailures: Bool {
+        saves.contains { if case .error = $0.outcome { true } else { false } }
+            || deletes.contains { $0.error != nil }
+    }
+}
+
+/// What a ``RecordStorage/modifyZones(saving:deleting:in:)`` call did, in request order.
+public struct ZoneModificationResult: Sendable, Hashable {
+    public var saves: [Wire.RecordZoneOutcome]
+    /// `error` nil = deleted.
+    public var deletes: [Wire.RecordZoneDeleted]
+
+    public init(saves: [Wire.RecordZoneOutcome] = [], deletes: [Wire.RecordZoneDeleted] = []) {
+        self.saves = saves
+        self.deletes = deletes
+    }
+}
+
+/// A deleted record as the change feed reports it.
+public struct RecordTombstone: Sendable, Hashable {
+    public var recordID: Wire.RecordID
+    public var recordType: String
+    /// The zone change sequence of the deletion.
+    public var seq: Int64
+
+    public init(recordID: Wire.RecordID, recordType: String, seq: Int64) {
+        self.recordID = recordID
+        self.recordType = recordType
+        self.seq = seq
+    }
+}
+
+/// One batch of a zone's change feed.
+public struct RecordChangeBatch: Sendable, Hashable {
+    /// Records saved after `since`, each at its latest version, oldest change first.
+    public var changed: [Wire.Record]
+    /// Records deleted after `since`, oldest first.
+    public var deleted: [RecordTombstone]
+    /// Everything up to this sequence is in this batch or an earlier one.
+    public var lastSeq: Int64
+    /// More changes follow `lastSeq`.
+    public var moreComing: Bool
+    /// The last client change token saved with the zone; empty = none.
+    public var clientChangeToken: [UInt8]
+    /// Identifies this incarnation of the zone: a zone deleted and created
+    /// again gets a new one, so tokens of the old zone can be told apart.
+    public var zoneIncarnation: Int64
+
+    public init(
+        changed: [Wire.Record], deleted: [RecordTombstone], lastSeq: Int64, moreComing: Bool,
+        clientChangeToken: [UInt8], zoneIncarnation: Int64
+    ) {
+        self.changed = changed
+        self.deleted = deleted
+        self.lastSeq = lastSeq
+        self.moreComing = moreComing
+        self.clientChangeToken = clientChangeToken
+        self.zoneIncarnation = zoneIncarnation
+    }
+}
+
+/// One batch of a database's zone change feed.
+public struct ZoneChangeBatch: Sendable, Hashable {
+    /// Zones created or changed (zone or records) after `since`.
+    public var changed: [Wire.RecordZoneID]
+    /// Zones deleted after `since`.
+    public var deleted: [Wire.RecordZoneID]
+    public var lastSeq: Int64
+    public var moreComing: Bool
+
+    public init(changed: [Wire.RecordZoneID], deleted: [Wire.RecordZoneID], lastSeq: Int64, moreComing: Bool) {
+        self.changed = changed
+        self.deleted = deleted
+        self.lastSeq = lastSeq
+        self.moreComing = moreComing
+    }
+}

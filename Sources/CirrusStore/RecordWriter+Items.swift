@@ -1,0 +1,154 @@
+import CirrusWire
+import Foundation
+import GRDB
+
+extension RecordWriter {
+    /// Saves one record under `policy`; the record as stored, or its error.
+    mutating func save(
+        _ client: Wire.Record, in zone: ZoneRow, policy: Wire.SavePolicy
+    ) throws -> ItemResult<Wire.Record> {
+        guard let clientID = client.recordID else {
+            return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
+        }
+        let name = clientID.recordName
+        let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        var serverRecord: Wire.Record?
+        if let existing {
+            serverRecord = try existing.record()
+            if key.scope == .public && existing.creator != user {
+                return .failure(RecordCodec.error(.permissionFailure, "record \(name) belongs to another user"))
+            }
+            if existing.recordType != client.recordType {
+                return .failure(RecordCodec.error(
+                    .invalidArguments, "record \(name) is a \(existing.recordType), not a \(client.recordType)"))
+            }
+        }
+        switch policy {
+        case .changedKeys, .allKeys:
+            break
+        case .unspecified, .ifServerRecordUnchanged, .unrecognized:
+            if let existing, existing.changeTag != client.recordChangeTag {
+                var failure = RecordCodec.error(.serverRecordChanged, "record \(name) was changed on the server")
+                failure.serverRecord = try StoreRows.load(db, existing, desiredKeys: nil, assetContent: false)
+                failure.clientRecord = client
+                return .failure(failure)
+            }
+            if existing == nil && !client.recordChangeTag.isEmpty {
+                return .failure(RecordCodec.error(.unknownItem, "record \(name) to update does not exist"))
+            }
+        }
+
+        var record = Wire.Record(
+            recordID: Wire.RecordID(recordName: name, zoneID: ZoneResolution.zoneID(zone.name, in: key)),
+            recordType: client.recordType)
+        record.fields = RecordCodec.fieldsToStore(client: client, server: serverRecord?.fields, policy: policy)
+        if policy == .changedKeys {
+            record.parent = client.parent ?? serverRecord?.parent
+            record.shareFields = client.shareFields ?? serverRecord?.shareFields
+        } else {
+            record.parent = client.parent
+            record.shareFields = client.shareFields
+        }
+        record.share = serverRecord?.share
+        let assets: [RecordCodec.AssetContent]
+        switch RecordCodec.extractAssets(&record) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let contents): assets = contents
+        }
+
+        let seq = try StoreRows.bumpZoneSeq(db, zone.id)
+        record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
+        record.creationDate = serverRecord?.creationDate ?? now
+        record.modificationDate = now
+        let creator = existing?.creator ?? user
+        record.creatorUserRecordID = ZoneResolution.userRecordID(creator)
+        record.lastModifiedUserRecordID = ZoneResolution.userRecordID(user)
+
+        let data = Data(record.serializedBytes())
+        let rowID: Int64
+        if let existing {
+            rowID = existing.id
+            try db.execute(
+                sql: "UPDATE records SET change_tag = ?, change_seq = ?, data = ? WHERE id = ?",
+                arguments: [record.recordChangeTag, seq, data, rowID])
+            try db.execute(sql: "DELETE FROM record_fields WHERE record_id = ?", arguments: [rowID])
+            try db.execute(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
+        } else {
+            try db.execute(
+                sql: """
+                    INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data])
+            rowID = db.lastInsertedRowID
+            try db.execute(sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
+        }
+        for row in RecordCodec.indexRows(of: record) {
+            try db.execute(
+                sql: """
+                    INSERT INTO record_fields (record_id, zone_id, record_type, key, list_index,
+                        int_value, real_value, real_value2, text_value, blob_value)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [rowID, zone.id, record.recordType, row.key, row.listIndex,
+                            row.int, row.real, row.real2, row.text, row.blob])
+        }
+        for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
+            try db.execute(
+                sql: "INSERT INTO cascade_references (source_id, database_id, target_zone, target_name) VALUES (?, ?, ?, ?)",
+                arguments: [rowID, databaseID, target.zone, target.name])
+        }
+        for asset in assets {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO assets (sha256, size, content) VALUES (?, ?, ?)",
+                arguments: [Data(asset.sha256), asset.content.count, Data(asset.content)])
+        }
+        touch(zone.id)
+        return .success(record)
+    }
+
+    /// Deletes one record and, transitively, every record holding a deleteSelf
+    /// reference to a deleted one. Deleting a record that does not exist succeeds.
+    mutating func delete(_ name: String, in zone: ZoneRow) throws -> Wire.OperationError? {
+        guard let existing = try StoreRows.record(db, zoneID: zone.id, name: name) else { return nil }
+        if key.scope == .public && existing.creator != user {
+            return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
+        }
+        try deleteRow(existing.id, zoneID: zone.id, name: name, recordType: existing.recordType)
+        var pending: [(zone: String, name: String)] = [(zone.name, name)]
+        while let target = pending.popLast() {
+            let sources = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT r.id, r.name, r.record_type, r.zone_id, z.name AS zone_name
+                    FROM cascade_references c
+                    JOIN records r ON r.id = c.source_id
+                    JOIN zones z ON z.id = r.zone_id
+                    WHERE c.database_id = ? AND c.target_zone = ? AND c.target_name = ?
+                    """,
+                arguments: [databaseID, target.zone, target.name])
+            for source in sources {
+                let id: Int64 = source["id"]
+                let sourceName: String = source["name"]
+                let zoneName: String = source["zone_name"]
+                // Already deleted through another path (a cycle) when the row is gone.
+                guard try Int64.fetchOne(db, sql: "SELECT id FROM records WHERE id = ?", arguments: [id]) != nil else {
+                    continue
+                }
+                try deleteRow(id, zoneID: source["zone_id"], name: sourceName, recordType: source["record_type"])
+                cascaded.append(Wire.RecordID(recordName: sourceName, zoneID: ZoneResolution.zoneID(zoneName, in: key)))
+                pending.append((zoneName, sourceName))
+            }
+        }
+        return nil
+    }
+
+    private mutating func deleteRow(_ id: Int64, zoneID: Int64, name: String, recordType: String) throws {
+        let seq = try StoreRows.bumpZoneSeq(db, zoneID)
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [zoneID, name, recordType, seq, RecordCodec.seconds(now)])
+        try db.execute(sql: "DELETE FROM records WHERE id = ?", arguments: [id])
+        touch(zoneID)
+    }
+}

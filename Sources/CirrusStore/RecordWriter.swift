@@ -1,0 +1,165 @@
+import CirrusWire
+import Foundation
+import GRDB
+
+/// Carries out one modify-records request inside one write transaction.
+struct RecordWriter {
+    let db: Database
+    let key: DatabaseKey
+    let user: String
+    let now: Wire.Timestamp
+    let databaseID: Int64
+
+    /// Zones written to (their database change sequence is bumped once at the end).
+    var touchedZones: [Int64] = []
+    /// Records deleted by deleteSelf cascades.
+    var cascaded: [Wire.RecordID] = []
+
+    init(db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp) throws {
+        self.db = db
+        self.key = key
+        self.user = user
+        self.now = now
+        self.databaseID = try StoreRows.ensureDatabase(db, key)
+    }
+
+    private enum Item {
+        case save(Int, Wire.Record)
+        case delete(Int, Wire.RecordID)
+    }
+
+    private struct Group {
+        var zoneName: String
+        var items: [Item] = []
+    }
+
+    mutating func modify(_ request: RecordModification) throws -> RecordModificationResult {
+        var saves = request.recordsToSave.map { Wire.ModifyRecordsPerRecordSave(recordID: $0.recordID) }
+        var deletes = request.recordIDsToDelete.map { Wire.ModifyRecordsPerRecordDelete(recordID: $0) }
+        func fail(_ item: Item, _ error: Wire.OperationError) {
+            switch item {
+            case .save(let i, _): saves[i].outcome = .error(error)
+            case .delete(let i, _): deletes[i].error = error
+            }
+        }
+
+        // Group by zone in order of first appearance; refuse bad zone IDs and
+        // a record named twice in one request.
+        var groups: [Group] = []
+        var groupIndex: [String: Int] = [:]
+        var seen = Set<[String]>()
+        let items = request.recordsToSave.enumerated().map { Item.save($0.offset, $0.element) }
+            + request.recordIDsToDelete.enumerated().map { Item.delete($0.offset, $0.element) }
+        for item in items {
+            let recordID: Wire.RecordID?
+            switch item {
+            case .save(_, let record):
+                if let failure = RecordCodec.checkRecordToSave(record) { fail(item, failure); continue }
+                recordID = record.recordID
+            case .delete(_, let id):
+                recordID = id
+            }
+            guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); continue }
+            if let failure = RecordCodec.checkName(recordID.recordName, of: "record") { fail(item, failure); continue }
+            let zoneName: String
+            switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
+            case .failure(let failure): fail(item, failure); continue
+            case .success(let name): zoneName = name
+            }
+            guard seen.insert([zoneName, recordID.recordName]).inserted else {
+                fail(item, RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request"))
+                continue
+            }
+            if let i = groupIndex[zoneName] {
+                groups[i].items.append(item)
+            } else {
+                groupIndex[zoneName] = groups.count
+                groups.append(Group(zoneName: zoneName, items: [item]))
+            }
+        }
+
+        for group in groups {
+            guard let zone = try StoreRows.liveZone(db, databaseID, group.zoneName) else {
+                for item in group.items {
+                    fail(item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
+                }
+                continue
+            }
+            if request.isAtomic {
+                var failures: [(Item, Wire.OperationError)] = []
+                var outcomes: [(Item, Wire.Record?)] = []
+                let before = (touchedZones, cascaded)
+                try db.inSavepoint {
+                    for item in group.items {
+                        switch try perform(item, in: zone, policy: request.savePolicy) {
+                        case .failure(let failure): failures.append((item, failure))
+                        case .success(let record): outcomes.append((item, record))
+                        }
+                    }
+                    return failures.isEmpty ? .commit : .rollback
+                }
+                if failures.isEmpty {
+                    for (item, record) in outcomes { succeed(item, record, &saves) }
+                } else {
+                    (touchedZones, cascaded) = before
+                    for (item, _) in outcomes {
+                        fail(item, RecordCodec.error(.batchRequestFailed, "another item of zone \(zone.name) failed"))
+                    }
+                    for (item, failure) in failures { fail(item, failure) }
+                }
+            } else {
+                for item in group.items {
+                    var outcome: ItemResult<Wire.Record?> = .success(nil)
+                    let before = (touchedZones, cascaded)
+                    try db.inSavepoint {
+                        outcome = try perform(item, in: zone, policy: request.savePolicy)
+                        if case .failure = outcome { return .rollback }
+                        return .commit
+                    }
+                    switch outcome {
+                    case .failure(let failure):
+                        (touchedZones, cascaded) = before
+                        fail(item, failure)
+                    case .success(let record):
+                        succeed(item, record, &saves)
+                    }
+                }
+            }
+        }
+
+        for zoneID in touchedZones {
+            let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
+            try db.execute(sql: "UPDATE zones SET db_seq = ? WHERE id = ?", arguments: [seq, zoneID])
+            if !request.clientChangeToken.isEmpty {
+                try db.execute(
+                    sql: "UPDATE zones SET client_change_token = ? WHERE id = ?",
+                    arguments: [Data(request.clientChangeToken), zoneID])
+            }
+        }
+        return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
+    }
+
+    private func succeed(_ item: Item, _ record: Wire.Record?, _ saves: inout [Wire.ModifyRecordsPerRecordSave]) {
+        if case .save(let i, _) = item, let record { saves[i].outcome = .record(record) }
+    }
+
+    mutating func touch(_ zoneID: Int64) {
+        if !touchedZones.contains(zoneID) { touchedZones.append(zoneID) }
+    }
+
+    /// Saves or deletes one item; `.success(nil)` for a delete.
+    private mutating func perform(
+        _ item: Item, in zone: ZoneRow, policy: Wire.SavePolicy
+    ) throws -> ItemResult<Wire.Record?> {
+        switch item {
+        case .save(_, let record):
+            switch try save(record, in: zone, policy: policy) {
+            case .success(let saved): return .success(saved)
+            case .failure(let failure): return .failure(failure)
+            }
+        case .delete(_, let recordID):
+            if let failure = try delete(recordID.recordName, in: zone) { return .failure(failure) }
+            return .success(nil)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+public import CirrusWire
+import Foundation
+import GRDB
+
+extension SQLiteStorage {
+    public func recordChanges(
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, limit: Int, desiredKeys: [String]?
+    ) async throws -> RecordChangeBatch {
+        let key = try database.validated()
+        guard since >= 0, limit > 0 else {
+            throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
+        }
+        let name: String
+        switch ZoneResolution.zoneName(of: zone, in: key) {
+        case .failure(let failure): throw StoreError(.zoneNotFound, failure.message)
+        case .success(let resolved): name = resolved
+        }
+        return try await read { db in
+            guard let databaseID = try StoreRows.databaseID(db, key),
+                let zone = try StoreRows.liveZone(db, databaseID, name)
+            else {
+                if name == RecordCodec.defaultZoneName && since == 0 {
+                    return RecordChangeBatch(
+                        changed: [], deleted: [], lastSeq: 0, moreComing: false, clientChangeToken: [], zoneIncarnation: 0)
+                }
+                throw StoreError(since == 0 ? .zoneNotFound : .changeTokenExpired, "zone \(name) does not exist")
+            }
+            guard since <= zone.changeSeq, since == 0 || since >= zone.prunedSeq else {
+                throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
+            }
+            let fetchLimit = limit + 1
+            let records = try Row.fetchAll(
+                db, sql: "SELECT * FROM records WHERE zone_id = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
+                arguments: [zone.id, since, fetchLimit]
+            ).map(RecordRow.init)
+            let tombstones = try Row.fetchAll(
+                db, sql: "SELECT name, record_type, seq FROM tombstones WHERE zone_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                arguments: [zone.id, since, fetchLimit])
+            var changed: [Wire.Record] = []
+            var deleted: [RecordTombstone] = []
+            var r = 0
+            var t = 0
+            var lastSeq = since
+            while changed.count + deleted.count < limit && (r < records.count || t < tombstones.count) {
+                let tombstoneSeq: Int64? = t < tombstones.count ? tombstones[t]["seq"] : nil
+                if r < records.count, tombstoneSeq.map({ records[r].changeSeq < $0 }) ?? true {
+                    changed.append(try StoreRows.load(db, records[r], desiredKeys: desiredKeys, assetContent: true))
+                    lastSeq = records[r].changeSeq
+                    r += 1
+                } else if let tombstoneSeq {
+                    let recordID = Wire.RecordID(
+                        recordName: tombstones[t]["name"], zoneID: ZoneResolution.zoneID(zone.name, in: key))
+                    deleted.append(RecordTombstone(recordID: recordID, recordType: tombstones[t]["record_type"], seq: tombstoneSeq))
+                    lastSeq = tombstoneSeq
+                    t += 1
+                }
+            }
+            let moreComing = r < records.count || t < tombstones.count
+            return RecordChangeBatch(
+                changed: changed, deleted: deleted, lastSeq: moreComing ? lastSeq : zone.changeSeq,
+                moreComing: moreComing, clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id)
+        }
+    }
+
+    public func zoneChanges(in database: DatabaseKey, since: Int64, limit: Int) async throws -> ZoneChangeBatch {
+        let key = try database.validated()
+        guard since >= 0, limit > 0 else {
+            throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
+        }
+        return try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT id, change_seq, pruned_seq FROM databases WHERE container = ? AND scope = ? AND owner = ?",
+                    arguments: [key.container, key.scope.rawValue, key.owner])
+            else {
+                if since == 0 { return ZoneChangeBatch(changed: [], deleted: [], lastSeq: 0, moreComing: false) }
+                throw StoreError(.changeTokenExpired, "database change sequence \(since) expired")
+            }
+            let databaseID: Int64 = row["id"]
+            let changeSeq: Int64 = row["change_seq"]
+            let prunedSeq: Int64 = row["pruned_seq"]
+            guard since <= changeSeq, since == 0 || since >= prunedSeq else {
+                throw StoreError(.changeTokenExpired, "database change sequence \(since) expired")
+            }
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT name, db_seq, deleted_at FROM zones
+                    WHERE database_id = ? AND db_seq > ? ORDER BY db_seq LIMIT ?
+                    """,
+                arguments: [databaseID, since, limit + 1])
+            let moreComing = rows.count > limit
+            var batch = ZoneChangeBatch(changed: [], deleted: [], lastSeq: changeSeq, moreComing: moreComing)
+            for zone in rows.prefix(limit) {
+                let zoneID = ZoneResolution.zoneID(zone["name"], in: key)
+                if (zone["deleted_at"] as Double?) == nil {
+                    batch.changed.append(zoneID)
+                } else {
+                    batch.deleted.append(zoneID)
+                }
+                if moreComing { batch.lastSeq = zone["db_seq"] }
+            }
+            return batch
+        }
+    }
+
+    public func pruneTombstones(deletedBefore cutoff: Wire.Timestamp) async throws {
+        let cutoff = RecordCodec.seconds(cutoff)
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE zones SET pruned_seq = max(pruned_seq,
+                        (SELECT max(seq) FROM tombstones t WHERE t.zone_id = zones.id AND t.deleted_at < ?1))
+                    WHERE id IN (SELECT zone_id FROM tombstones WHERE deleted_at < ?1)
+                    """,
+                arguments: [cutoff])
+            try db.execute(sql: "DELETE FROM tombstones WHERE deleted_at < ?", arguments: [cutoff])
+            try db.execute(
+                sql: """
+                    UPDATE databases SET pruned_seq = max(pruned_seq,
+                        (SELECT max(db_seq) FROM zones z WHERE z.database_id = databases.id AND z.deleted_at < ?1))
+                    WHERE id IN (SELECT database_id FROM zones WHERE deleted_at < ?1)
+                    """,
+                arguments: [cutoff])
+            try db.execute(sql: "DELETE FROM zones WHERE deleted_at < ?", arguments: [cutoff])
+        }
+    }
+}

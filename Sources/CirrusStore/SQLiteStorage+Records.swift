@@ -1,0 +1,65 @@
+public import CirrusWire
+import Foundation
+import GRDB
+
+extension SQLiteStorage {
+    public func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String
+    ) async throws -> RecordModificationResult {
+        let key = try database.validated()
+        try checkItemCount(modification.itemCount)
+        guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
+        if modification.itemCount == 0 { return RecordModificationResult() }
+        let now = clock()
+        return try await write { db in
+            var writer = try RecordWriter(db: db, key: key, user: user, now: now)
+            return try writer.modify(modification)
+        }
+    }
+
+    public func fetchRecords(
+        _ recordIDs: [Wire.RecordID], desiredKeys: [String]?, in database: DatabaseKey
+    ) async throws -> [Wire.RecordOutcome] {
+        let key = try database.validated()
+        try checkItemCount(recordIDs.count)
+        return try await read { db in
+            let databaseID = try StoreRows.databaseID(db, key)
+            var zones: [String: ZoneRow?] = [:]
+            return try recordIDs.map { recordID in
+                var outcome = Wire.RecordOutcome(recordID: recordID)
+                if let failure = RecordCodec.checkName(recordID.recordName, of: "record") {
+                    outcome.outcome = .error(failure)
+                    return outcome
+                }
+                let zoneName: String
+                switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
+                case .failure(let failure):
+                    outcome.outcome = .error(failure)
+                    return outcome
+                case .success(let name):
+                    zoneName = name
+                }
+                let zone: ZoneRow?
+                if let cached = zones[zoneName] {
+                    zone = cached
+                } else {
+                    zone = try databaseID.flatMap { try StoreRows.liveZone(db, $0, zoneName) }
+                    zones[zoneName] = .some(zone)
+                }
+                let missing = RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist")
+                guard let zone else {
+                    outcome.outcome = .error(
+                        zoneName == RecordCodec.defaultZoneName
+                            ? missing : RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
+                    return outcome
+                }
+                guard let row = try StoreRows.record(db, zoneID: zone.id, name: recordID.recordName) else {
+                    outcome.outcome = .error(missing)
+                    return outcome
+                }
+                outcome.outcome = .record(try StoreRows.load(db, row, desiredKeys: desiredKeys, assetContent: true))
+                return outcome
+            }
+        }
+    }
+}

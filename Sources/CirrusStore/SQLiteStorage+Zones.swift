@@ -1,0 +1,128 @@
+public import CirrusWire
+import Foundation
+import GRDB
+
+extension SQLiteStorage {
+    public func modifyZones(
+        saving zones: [Wire.RecordZone], deleting zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey
+    ) async throws -> ZoneModificationResult {
+        let key = try database.validated()
+        try checkItemCount(zones.count + zoneIDs.count)
+        if zones.isEmpty && zoneIDs.isEmpty { return ZoneModificationResult() }
+        let now = RecordCodec.seconds(clock())
+        return try await write { db in
+            let databaseID = try StoreRows.ensureDatabase(db, key)
+            var result = ZoneModificationResult()
+            for zone in zones {
+                var outcome = Wire.RecordZoneOutcome(zoneID: zone.zoneID)
+                switch try Self.saveZone(zone, db: db, databaseID: databaseID, key: key) {
+                case .success(let saved): outcome.outcome = .zone(saved)
+                case .failure(let failure): outcome.outcome = .error(failure)
+                }
+                result.saves.append(outcome)
+            }
+            for zoneID in zoneIDs {
+                let failure = try Self.deleteZone(zoneID, db: db, databaseID: databaseID, key: key, now: now)
+                result.deletes.append(Wire.RecordZoneDeleted(zoneID: zoneID, error: failure))
+            }
+            return result
+        }
+    }
+
+    private static func customZoneRefusal(_ name: String, _ key: DatabaseKey) -> Wire.OperationError? {
+        guard key.scope != .private else { return nil }
+        return RecordCodec.error(.invalidArguments, "custom zone \(name): only private databases have custom zones")
+    }
+
+    private static func saveZone(
+        _ zone: Wire.RecordZone, db: Database, databaseID: Int64, key: DatabaseKey
+    ) throws -> ItemResult<Wire.RecordZone> {
+        guard let zoneID = zone.zoneID else {
+            return .failure(RecordCodec.error(.invalidArguments, "zone without a zone ID"))
+        }
+        let name: String
+        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let resolved): name = resolved
+        }
+        if let existing = try StoreRows.liveZone(db, databaseID, name) {
+            return .success(ZoneResolution.zone(existing, in: key))
+        }
+        if let refusal = customZoneRefusal(name, key) { return .failure(refusal) }
+        // A tombstone of an earlier zone with this name is superseded.
+        try db.execute(
+            sql: "DELETE FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NOT NULL",
+            arguments: [databaseID, name])
+        let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
+        let scope: Wire.ZoneEncryptionScope = zone.encryptionScope == .perZone ? .perZone : .perRecord
+        try db.execute(
+            sql: "INSERT INTO zones (database_id, name, encryption_scope, db_seq) VALUES (?, ?, ?, ?)",
+            arguments: [databaseID, name, scope.rawValue, seq])
+        guard let saved = try StoreRows.liveZone(db, databaseID, name) else {
+            throw StoreError(.storageFailure, "zone \(name) vanished after insert")
+        }
+        return .success(ZoneResolution.zone(saved, in: key))
+    }
+
+    private static func deleteZone(
+        _ zoneID: Wire.RecordZoneID, db: Database, databaseID: Int64, key: DatabaseKey, now: Double
+    ) throws -> Wire.OperationError? {
+        let name: String
+        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        case .failure(let failure): return failure
+        case .success(let resolved): name = resolved
+        }
+        if name == RecordCodec.defaultZoneName {
+            return RecordCodec.error(.invalidArguments, "the default zone cannot be deleted")
+        }
+        if let refusal = customZoneRefusal(name, key) { return refusal }
+        guard let zone = try StoreRows.liveZone(db, databaseID, name) else {
+            return RecordCodec.error(.zoneNotFound, "zone \(name) does not exist")
+        }
+        // Fields and references go with their records (ON DELETE CASCADE).
+        try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+        try db.execute(sql: "DELETE FROM tombstones WHERE zone_id = ?", arguments: [zone.id])
+        let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
+        try db.execute(
+            sql: "UPDATE zones SET deleted_at = ?, db_seq = ?, client_change_token = NULL WHERE id = ?",
+            arguments: [now, seq, zone.id])
+        return nil
+    }
+
+    public func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [Wire.RecordZoneOutcome] {
+        let key = try database.validated()
+        try checkItemCount(zoneIDs.count)
+        return try await read { db in
+            let databaseID = try StoreRows.databaseID(db, key)
+            return try zoneIDs.map { zoneID in
+                var outcome = Wire.RecordZoneOutcome(zoneID: zoneID)
+                switch ZoneResolution.zoneName(of: zoneID, in: key) {
+                case .failure(let failure):
+                    outcome.outcome = .error(failure)
+                case .success(let name):
+                    if let databaseID, let zone = try StoreRows.liveZone(db, databaseID, name) {
+                        outcome.outcome = .zone(ZoneResolution.zone(zone, in: key))
+                    } else if name == RecordCodec.defaultZoneName {
+                        outcome.outcome = .zone(ZoneResolution.defaultZone(in: key))
+                    } else {
+                        outcome.outcome = .error(RecordCodec.error(.zoneNotFound, "zone \(name) does not exist"))
+                    }
+                }
+                return outcome
+            }
+        }
+    }
+
+    public func fetchAllZones(in database: DatabaseKey) async throws -> [Wire.RecordZone] {
+        let key = try database.validated()
+        return try await read { db in
+            guard let databaseID = try StoreRows.databaseID(db, key) else {
+                return [ZoneResolution.defaultZone(in: key)]
+            }
+            let rows = try StoreRows.liveZones(db, databaseID)
+            let defaults = rows.filter { $0.name == RecordCodec.defaultZoneName }
+            let custom = rows.filter { $0.name != RecordCodec.defaultZoneName }
+            return (defaults + custom).map { ZoneResolution.zone($0, in: key) }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+public import CirrusWire
+import Foundation
+import GRDB
+
+/// The embedded storage engine: one SQLite file in WAL mode with
+/// `synchronous = FULL`, so a call returns only after its commit is durable.
+///
+/// All database work runs on GRDB's own dispatch queues (one writer, several
+/// readers), never on the caller's thread.
+///
+/// For example:
+/// ```swift
+/// let storage = try SQLiteStorage(directory: "./cirrus-data")
+/// let zones = try await storage.fetchAllZones(in: .private(container: "c", user: "_alice"))
+/// ```
+public final class SQLiteStorage: RecordStorage {
+    /// The file inside the directory holding every database of every container.
+    public static let fileName = "cirrus.sqlite"
+    /// CloudKit's per-operation item limit.
+    public static let defaultMaxItemsPerOperation = 400
+
+    /// The directory the storage lives in.
+    public let directory: String
+    /// Requests with more items fail with `limitExceeded` and write nothing.
+    public let maxItemsPerOperation: Int
+
+    let pool: DatabasePool
+    let clock: @Sendable () -> Wire.Timestamp
+
+    /// Opens (creating if needed) the storage in `directory` and migrates it.
+    ///
+    /// - parameter clock: the source of creation/modification dates; the wall
+    ///   clock unless a test injects one.
+    /// - throws: ``StoreError`` `.storageFailure` when the directory or file
+    ///   cannot be created or opened.
+    public init(
+        directory: String,
+        maxItemsPerOperation: Int = SQLiteStorage.defaultMaxItemsPerOperation,
+        clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
+    ) throws {
+        self.directory = directory
+        self.maxItemsPerOperation = maxItemsPerOperation
+        self.clock = clock
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.label = "CirrusStore"
+            configuration.foreignKeysEnabled = true
+            configuration.busyMode = .timeout(10)
+            let path = (directory as NSString).appendingPathComponent(Self.fileName)
+            pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB puts a pool in WAL mode with synchronous = NORMAL after
+            // `prepareDatabase` ran; only the writer commits, so set it there.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw StoreError.wrapping(error)
+        }
+    }
+
+    /// Closes the database; later calls fail with `.storageFailure`.
+    ///
+    /// - throws: ``StoreError`` when SQLite refuses to close.
+    public func close() throws {
+        do { try pool.close() } catch { throw StoreError.wrapping(error) }
+    }
+
+    /// The current time as a protocol timestamp.
+    public static let systemClock: @Sendable () -> Wire.Timestamp = {
+        let now = Date().timeIntervalSince1970
+        let seconds = now.rounded(.down)
+        return Wire.Timestamp(seconds: Int64(seconds), nanos: Int32((now - seconds) * 1_000_000_000))
+    }
+
+    /// Runs `body` in one write transaction on GRDB's writer queue.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.write(body) } catch { throw StoreError.wrapping(error) }
+    }
+
+    /// Runs `body` on a snapshot on one of GRDB's reader queues.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.read(body) } catch { throw StoreError.wrapping(error) }
+    }
+
+    func checkItemCount(_ count: Int) throws(StoreError) {
+        guard count <= maxItemsPerOperation else {
+            throw StoreError(.limitExceeded, "\(count) items in one request; at most \(maxItemsPerOperation) allowed")
+        }
+    }
+}

@@ -1,0 +1,76 @@
+public import CirrusWire
+
+/// An error of the storage layer for a whole call (per-item failures are
+/// `Wire.OperationError` values inside the call's result instead).
+///
+/// For example:
+/// ```swift
+/// do { _ = try await storage.fetchAllZones(in: key) }
+/// catch let error as StoreError where error.code == .badDatabase { … }
+/// ```
+public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What went wrong; a set of codes that can grow.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: Hashable, Sendable {
+            case limitExceeded, invalidArguments, badDatabase, zoneNotFound
+            case changeTokenExpired, corruptData, storageFailure
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// More items in one request than the store accepts (default 400).
+        public static let limitExceeded = Code(.limitExceeded)
+        /// The request itself is malformed (e.g. a negative limit).
+        public static let invalidArguments = Code(.invalidArguments)
+        /// The database key names no valid database (e.g. an unspecified scope).
+        public static let badDatabase = Code(.badDatabase)
+        /// The zone a whole call is about does not exist.
+        public static let zoneNotFound = Code(.zoneNotFound)
+        /// A change sequence is older than the tombstones kept, or newer than the zone.
+        public static let changeTokenExpired = Code(.changeTokenExpired)
+        /// Stored bytes did not decode.
+        public static let corruptData = Code(.corruptData)
+        /// SQLite or the file system failed.
+        public static let storageFailure = Code(.storageFailure)
+
+        public var description: String { "\(base)" }
+
+        /// The protocol error code a client sees for this store error.
+        public var wireCode: Wire.ErrorCode {
+            switch base {
+            case .limitExceeded: .limitExceeded
+            case .invalidArguments: .invalidArguments
+            case .badDatabase: .badDatabase
+            case .zoneNotFound: .zoneNotFound
+            case .changeTokenExpired: .changeTokenExpired
+            case .corruptData, .storageFailure: .internalError
+            }
+        }
+    }
+
+    public var code: Code
+    /// English, for logs.
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "StoreError.\(code): \(message)" }
+
+    /// The error as the server streams it to a client.
+    public var operationError: Wire.OperationError {
+        Wire.OperationError(code: code.wireCode, message: message)
+    }
+}
+
+extension StoreError {
+    /// Wraps any error thrown below the storage API (GRDB, file system) unless
+    /// it already is a `StoreError`.
+    static func wrapping(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        return StoreError(.storageFailure, "\(error)")
+    }
+}

@@ -1,0 +1,133 @@
+import CirrusWire
+import Foundation
+import GRDB
+
+/// A live zone row.
+struct ZoneRow: Sendable {
+    var id: Int64
+    var name: String
+    var encryptionScope: Int32
+    var changeSeq: Int64
+    var prunedSeq: Int64
+    var clientChangeToken: [UInt8]
+
+    init(row: Row) {
+        id = row["id"]
+        name = row["name"]
+        encryptionScope = row["encryption_scope"]
+        changeSeq = row["change_seq"]
+        prunedSeq = row["pruned_seq"]
+        clientChangeToken = (row["client_change_token"] as Data?).map { [UInt8]($0) } ?? []
+    }
+}
+
+/// A stored record row.
+struct RecordRow: Sendable {
+    var id: Int64
+    var recordType: String
+    var changeTag: String
+    var changeSeq: Int64
+    var creator: String
+    var data: Data
+
+    init(row: Row) {
+        id = row["id"]
+        recordType = row["record_type"]
+        changeTag = row["change_tag"]
+        changeSeq = row["change_seq"]
+        creator = row["creator"]
+        data = row["data"]
+    }
+
+    func record() throws -> Wire.Record {
+        do {
+            return try Wire.Record(serializedBytes: [UInt8](data))
+        } catch {
+            throw StoreError(.corruptData, "stored record \(id) does not decode: \(error)")
+        }
+    }
+}
+
+/// SQL of the store, one function per statement, all on the given connection.
+enum StoreRows {
+    // MARK: Databases
+
+    static func databaseID(_ db: Database, _ key: DatabaseKey) throws -> Int64? {
+        try Int64.fetchOne(
+            db, sql: "SELECT id FROM databases WHERE container = ? AND scope = ? AND owner = ?",
+            arguments: [key.container, key.scope.rawValue, key.owner])
+    }
+
+    /// The database's row ID, creating the database with its default zone.
+    static func ensureDatabase(_ db: Database, _ key: DatabaseKey) throws -> Int64 {
+        if let id = try databaseID(db, key) { return id }
+        try db.execute(
+            sql: "INSERT INTO databases (container, scope, owner) VALUES (?, ?, ?)",
+            arguments: [key.container, key.scope.rawValue, key.owner])
+        let id = db.lastInsertedRowID
+        try db.execute(
+            sql: "INSERT INTO zones (database_id, name, db_seq) VALUES (?, ?, 0)",
+            arguments: [id, RecordCodec.defaultZoneName])
+        return id
+    }
+
+    /// Increments and returns the database change sequence.
+    static func bumpDatabaseSeq(_ db: Database, _ databaseID: Int64) throws -> Int64 {
+        try db.execute(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ?", arguments: [databaseID])
+        return try Int64.fetchOne(db, sql: "SELECT change_seq FROM databases WHERE id = ?", arguments: [databaseID]) ?? 0
+    }
+
+    // MARK: Zones
+
+    static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneRow? {
+        try Row.fetchOne(
+            db, sql: "SELECT * FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NULL",
+            arguments: [databaseID, name]
+        ).map(ZoneRow.init)
+    }
+
+    static func liveZones(_ db: Database, _ databaseID: Int64) throws -> [ZoneRow] {
+        try Row.fetchAll(
+            db, sql: "SELECT * FROM zones WHERE database_id = ? AND deleted_at IS NULL ORDER BY name",
+            arguments: [databaseID]
+        ).map(ZoneRow.init)
+    }
+
+    /// Increments and returns the zone's record change sequence.
+    static func bumpZoneSeq(_ db: Database, _ zoneID: Int64) throws -> Int64 {
+        try db.execute(sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ?", arguments: [zoneID])
+        return try Int64.fetchOne(db, sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneID]) ?? 0
+    }
+
+    // MARK: Records
+
+    static func record(_ db: Database, zoneID: Int64, name: String) throws -> RecordRow? {
+        try Row.fetchOne(
+            db, sql: "SELECT * FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]
+        ).map(RecordRow.init)
+    }
+
+    /// Asset contents by checksum for the assets of `record` that lack content.
+    static func assetContents(_ db: Database, for record: Wire.Record) throws -> [[UInt8]: [UInt8]] {
+        var result: [[UInt8]: [UInt8]] = [:]
+        for checksum in RecordCodec.assetChecksums(in: record) {
+            if let content = try Data.fetchOne(
+                db, sql: "SELECT content FROM assets WHERE sha256 = ?", arguments: [Data(checksum)])
+            {
+                result[checksum] = [UInt8](content)
+            }
+        }
+        return result
+    }
+
+    /// The stored record restricted to `desiredKeys`, optionally with asset content.
+    static func load(
+        _ db: Database, _ row: RecordRow, desiredKeys: [String]?, assetContent: Bool
+    ) throws -> Wire.Record {
+        var record = RecordCodec.restrict(try row.record(), to: desiredKeys)
+        if assetContent {
+            RecordCodec.fillAssets(&record, from: try assetContents(db, for: record))
+        }
+        return record
+    }
+}

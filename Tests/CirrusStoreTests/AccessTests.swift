@@ -1,0 +1,57 @@
+import CirrusWire
+import Testing
+
+@testable import CirrusStore
+
+@Suite("Databases and access")
+struct AccessTests {
+    @Test func privateDatabasesNeverSeeEachOther() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("same", [field("who", .stringValue("alice"))])], in: alice, by: "_alice")
+            try await storage.saveAll([note("same", in: bob, [field("who", .stringValue("bob"))])], in: bob, by: "_bob")
+            #expect(try await storage.fetch(recordID("same"), in: alice).record?.value("who") == .stringValue("alice"))
+            #expect(try await storage.fetch(recordID("same", in: bob), in: bob).record?.value("who") == .stringValue("bob"))
+            // Alice naming Bob's zone from her database finds nothing.
+            #expect(try await storage.fetch(recordID("same", in: bob), in: alice).error?.code == .zoneNotFound)
+
+            try await storage.createZone("Secret", in: bob)
+            #expect(try await storage.fetchAllZones(in: alice).count == 1)
+            _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("same")]), in: alice, by: "_alice")
+            #expect(try await storage.fetch(recordID("same", in: bob), in: bob).record != nil)
+        }
+    }
+
+    @Test func thePublicDatabaseIsReadableByAllButWritableByTheCreatorOnly() async throws {
+        try await withStore { storage, _ in
+            let saved = try #require(
+                try await storage.saveAll([note("post", in: publicDB, [field("t", .stringValue("hi"))])], in: publicDB, by: "_alice").first)
+            #expect(saved.creatorUserRecordID?.recordName == "_alice")
+            // Any user reads it (the fetch has no user: anyone authenticated may read).
+            #expect(try await storage.fetch(recordID("post", in: publicDB), in: publicDB).record == saved)
+
+            var edit = saved
+            edit.fields = [field("t", .stringValue("hijacked"))]
+            let save = try await storage.modifyRecords(RecordModification(saving: [edit]), in: publicDB, by: "_bob")
+            #expect(save.saveError(0)?.code == .permissionFailure)
+            let forced = try await storage.modifyRecords(RecordModification(saving: [edit], savePolicy: .allKeys), in: publicDB, by: "_bob")
+            #expect(forced.saveError(0)?.code == .permissionFailure)
+            let delete = try await storage.modifyRecords(RecordModification(deleting: [recordID("post", in: publicDB)]), in: publicDB, by: "_bob")
+            #expect(delete.deletes.first?.error?.code == .permissionFailure)
+            #expect(try await storage.fetch(recordID("post", in: publicDB), in: publicDB).record?.value("t") == .stringValue("hi"))
+
+            // The creator may.
+            let mine = try await storage.modifyRecords(RecordModification(saving: [edit]), in: publicDB, by: "_alice")
+            #expect(mine.saved(0)?.lastModifiedUserRecordID?.recordName == "_alice")
+            let gone = try await storage.modifyRecords(RecordModification(deleting: [recordID("post", in: publicDB)]), in: publicDB, by: "_alice")
+            #expect(gone.deletes.first?.error == nil)
+        }
+    }
+
+    @Test func containersAreSeparate() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("n")])
+            let other = DatabaseKey.private(container: "iCloud.other", user: "_alice")
+            #expect(try await storage.fetch(recordID("n"), in: other).error?.code == .unknownItem)
+        }
+    }
+}

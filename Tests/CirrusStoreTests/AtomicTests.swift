@@ -1,0 +1,80 @@
+import CirrusWire
+import Testing
+
+@testable import CirrusStore
+
+@Suite("isAtomic")
+struct AtomicTests {
+    /// Zone A gets a good save, a conflicting save and a delete; zone B two good saves.
+    private func request(atomic: Bool) -> RecordModification {
+        RecordModification(
+            saving: [note("a1", zone: "A"), note("conflict", zone: "A", tag: "stale"), note("b1", zone: "B"), note("b2", zone: "B")],
+            deleting: [recordID("old", zone: "A")],
+            isAtomic: atomic)
+    }
+
+    private func prepare(_ storage: SQLiteStorage) async throws {
+        try await storage.createZone("A")
+        try await storage.createZone("B")
+        try await storage.saveAll([note("conflict", zone: "A"), note("old", zone: "A")])
+    }
+
+    @Test func atomicFailsTheWholeZoneOnlyAndProceedsWithOthers() async throws {
+        try await withStore { storage, _ in
+            try await prepare(storage)
+            let result = try await storage.modifyRecords(request(atomic: true), in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .batchRequestFailed)
+            #expect(result.saveError(1)?.code == .serverRecordChanged)
+            #expect(result.saved(2) != nil)
+            #expect(result.saved(3) != nil)
+            #expect(result.deletes.first?.error?.code == .batchRequestFailed)
+            #expect(result.hasFailures)
+            // Nothing of zone A was written.
+            #expect(try await storage.fetch(recordID("a1", zone: "A")).error?.code == .unknownItem)
+            #expect(try await storage.fetch(recordID("old", zone: "A")).record != nil)
+            #expect(try await storage.fetch(recordID("b1", zone: "B")).record != nil)
+            let changes = try await storage.recordChanges(in: zoneID("A"), of: alice, since: 0, limit: 100, desiredKeys: nil)
+            #expect(changes.lastSeq == 2)  // the two setup saves only
+            #expect(changes.deleted.isEmpty)
+        }
+    }
+
+    @Test func nonAtomicWritesEveryItemThatSucceeds() async throws {
+        try await withStore { storage, _ in
+            try await prepare(storage)
+            let result = try await storage.modifyRecords(request(atomic: false), in: alice, by: "_alice")
+            #expect(result.saved(0) != nil)
+            #expect(result.saveError(1)?.code == .serverRecordChanged)
+            #expect(result.saved(2) != nil)
+            #expect(result.saved(3) != nil)
+            #expect(result.deletes.first?.error == nil)
+            #expect(try await storage.fetch(recordID("a1", zone: "A")).record != nil)
+            #expect(try await storage.fetch(recordID("old", zone: "A")).error?.code == .unknownItem)
+        }
+    }
+
+    @Test func atomicAppliesToTheDefaultZoneToo() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("x")])
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [note("y"), note("x")]), in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .batchRequestFailed)
+            #expect(result.saveError(1)?.code == .serverRecordChanged)
+            #expect(try await storage.fetch(recordID("y")).error?.code == .unknownItem)
+        }
+    }
+
+    @Test func aFailedAtomicZoneDoesNotKeepItsCascades() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("parent"), note("other"), note("child", [field("p", reference(recordID("parent")))])])
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [note("other", tag: "stale")], deleting: [recordID("parent")]),
+                in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .serverRecordChanged)
+            #expect(result.deletes.first?.error?.code == .batchRequestFailed)
+            #expect(result.cascadedDeletions.isEmpty)
+            #expect(try await storage.fetch(recordID("parent")).record != nil)
+            #expect(try await storage.fetch(recordID("child")).record != nil)
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import CirrusWire
+import Foundation
+import Testing
+
+@testable import CirrusStore
+
+@Suite("Fetch and assets")
+struct FetchTests {
+    @Test func desiredKeysNilEmptyAndSubset() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .stringValue("x")), field("c", .doubleValue(2.5))])])
+            let all = try #require(try await storage.fetch(recordID("n")).record)
+            #expect(all.keys == ["a", "b", "c"])
+            let none = try #require(try await storage.fetch(recordID("n"), desiredKeys: []).record)
+            #expect(none.fields.isEmpty)
+            #expect(none.recordChangeTag == all.recordChangeTag)
+            #expect(none.recordType == "Note")
+            #expect(none.creationDate != nil)
+            let some = try #require(try await storage.fetch(recordID("n"), desiredKeys: ["b", "zzz"]).record)
+            #expect(some.keys == ["b"])
+        }
+    }
+
+    @Test func missingRecordsAreUnknownItemsInRequestOrder() async throws {
+        try await withStore { storage, _ in
+            try await storage.createZone("Z")
+            try await storage.saveAll([note("here")])
+            let outcomes = try await storage.fetchRecords(
+                [recordID("nope"), recordID("here"), recordID("x", zone: "Missing"), recordID("y", zone: "Z")],
+                desiredKeys: nil, in: alice)
+            #expect(outcomes.map(\.recordID) == [recordID("nope"), recordID("here"), recordID("x", zone: "Missing"), recordID("y", zone: "Z")])
+            #expect(outcomes[0].error?.code == .unknownItem)
+            #expect(outcomes[1].record?.recordID == recordID("here"))
+            #expect(outcomes[2].error?.code == .zoneNotFound)
+            #expect(outcomes[3].error?.code == .unknownItem)
+        }
+    }
+
+    @Test func aRecordIDWithoutZoneMeansTheDefaultZone() async throws {
+        try await withStore { storage, _ in
+            let saved = try #require(
+                try await storage.saveAll([Wire.Record(recordID: Wire.RecordID(recordName: "bare"), recordType: "Note")]).first)
+            #expect(saved.recordID == recordID("bare"))
+            #expect(try await storage.fetch(Wire.RecordID(recordName: "bare")).record != nil)
+        }
+    }
+
+    @Test func everyValueKindRoundTrips() async throws {
+        try await withStore { storage, _ in
+            let location = Wire.Location(latitude: 48.85, longitude: 2.35, horizontalAccuracy: 5)
+            let fields = [
+                field("s", .stringValue("text")), field("i", .int64Value(-7)), field("d", .doubleValue(0.5)),
+                field("b", .bytesValue([0, 1, 2])), field("t", .dateValue(Wire.Timestamp(seconds: 10, nanos: 5))),
+                field("r", reference(recordID("other"), deleteSelf: false)), field("l", .locationValue(location)),
+                field("sl", .stringList(Wire.StringList(values: ["a", "b"]))),
+                field("il", .int64List(Wire.Int64List(values: []))),
+            ]
+            let saved = try #require(try await storage.saveAll([note("n", fields)]).first)
+            let fetched = try #require(try await storage.fetch(recordID("n")).record)
+            #expect(fetched == saved)
+            #expect(fetched.fields == fields)
+        }
+    }
+
+    @Test func assetsAreStoredOncePerChecksumAndFetchedWithContent() async throws {
+        try await withStore { storage, _ in
+            let content: [UInt8] = Array("hello, asset".utf8)
+            let asset = Wire.Asset(sha256: SHA256.hash(content), size: UInt64(content.count), fileName: "a.txt", content: .inlineData(content))
+            let saved = try await storage.saveAll([
+                note("one", [field("file", .assetValue(asset))]),
+                note("two", [field("files", .assetList(Wire.AssetList(values: [asset, asset])))]),
+            ])
+            #expect(try await storage.count("assets") == 1)
+            // The saved record keeps checksum and size, not the bytes.
+            guard case .assetValue(let stored) = saved[0].value("file") else {
+                Issue.record("no asset")
+                return
+            }
+            #expect(stored.content == nil)
+            #expect(stored.sha256 == asset.sha256)
+            let fetched = try #require(try await storage.fetch(recordID("one")).record)
+            #expect(fetched.value("file") == .assetValue(asset))
+            let list = try #require(try await storage.fetch(recordID("two")).record)
+            #expect(list.value("files") == .assetList(Wire.AssetList(values: [asset, asset])))
+        }
+    }
+
+    @Test func assetContentIsVerified() async throws {
+        try await withStore { storage, _ in
+            let content: [UInt8] = [1, 2, 3]
+            let wrongHash = Wire.Asset(sha256: Array(repeating: 0, count: 32), size: 3, content: .inlineData(content))
+            let wrongSize = Wire.Asset(sha256: SHA256.hash(content), size: 4, content: .inlineData(content))
+            let noHash = Wire.Asset(size: 3, content: .inlineData(content))
+            let upload = Wire.Asset(sha256: SHA256.hash(content), size: 3, content: .uploadHandle("h"))
+            let result = try await storage.modifyRecords(
+                RecordModification(
+                    saving: [
+                        note("a", [field("f", .assetValue(wrongHash))]), note("b", [field("f", .assetValue(wrongSize))]),
+                        note("c", [field("f", .assetValue(noHash))]), note("d", [field("f", .assetValue(upload))]),
+                    ],
+                    isAtomic: false),
+                in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .assetFileModified)
+            #expect(result.saveError(1)?.code == .assetFileModified)
+            guard case .assetValue(let computed) = result.saved(2)?.value("f") else {
+                Issue.record("no asset")
+                return
+            }
+            #expect(computed.sha256 == SHA256.hash(content))
+            #expect(result.saveError(3)?.code == .assetFileNotFound)
+        }
+    }
+
+    @Test func sha256MatchesKnownVectors() {
+        func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+        #expect(hex(SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            hex(SHA256.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(
+            hex(SHA256.hash(Array(repeating: UInt8(ascii: "a"), count: 1_000_000)))
+                == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+}

@@ -1,0 +1,181 @@
+import CirrusWire
+import Testing
+
+@testable import CirrusStore
+
+@Suite("Save policies and system fields")
+struct SavePolicyTests {
+    @Test func aSavedRecordCarriesServerFields() async throws {
+        let clock = SteppingClock()
+        try await withStore(clock: clock.clock) { storage, _ in
+            let first = try #require(try await storage.saveAll([note("n", [field("title", .stringValue("a"))])]).first)
+            #expect(!first.recordChangeTag.isEmpty)
+            #expect(first.creationDate == Wire.Timestamp(seconds: 1_700_000_000))
+            #expect(first.modificationDate == first.creationDate)
+            #expect(first.creatorUserRecordID?.recordName == "_alice")
+            #expect(first.lastModifiedUserRecordID?.recordName == "_alice")
+            #expect(first.recordID == recordID("n"))
+
+            var edit = first
+            edit.fields = [field("title", .stringValue("b"))]
+            let second = try #require(try await storage.saveAll([edit]).first)
+            #expect(second.recordChangeTag != first.recordChangeTag)
+            #expect(second.creationDate == first.creationDate)
+            #expect(second.modificationDate == Wire.Timestamp(seconds: 1_700_000_001))
+            #expect(second.value("title") == .stringValue("b"))
+        }
+    }
+
+    @Test func aStaleChangeTagGetsServerRecordChangedWithTheServerRecord() async throws {
+        try await withStore { storage, _ in
+            let original = try #require(try await storage.saveAll([note("n", [field("v", .int64Value(1))])]).first)
+            var winner = original
+            winner.fields = [field("v", .int64Value(2))]
+            let current = try #require(try await storage.saveAll([winner]).first)
+
+            var loser = original
+            loser.fields = [field("v", .int64Value(3))]
+            let result = try await storage.modifyRecords(RecordModification(saving: [loser]), in: alice, by: "_alice")
+            let error = try #require(result.saveError(0))
+            #expect(error.code == .serverRecordChanged)
+            #expect(error.serverRecord == current)
+            #expect(error.serverRecord?.value("v") == .int64Value(2))
+            #expect(error.clientRecord?.value("v") == .int64Value(3))
+            #expect(try await storage.fetch(recordID("n")).record?.value("v") == .int64Value(2))
+        }
+    }
+
+    @Test func savingANewRecordWhoseIDExistsConflicts() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("n", [field("v", .int64Value(1))])])
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [note("n", [field("v", .int64Value(9))])]), in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .serverRecordChanged)
+            #expect(result.saveError(0)?.serverRecord?.value("v") == .int64Value(1))
+        }
+    }
+
+    @Test func updatingARecordThatNoLongerExistsIsUnknownItem() async throws {
+        try await withStore { storage, _ in
+            let saved = try #require(try await storage.saveAll([note("n")]).first)
+            _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("n")]), in: alice, by: "_alice")
+            let result = try await storage.modifyRecords(RecordModification(saving: [saved]), in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .unknownItem)
+        }
+    }
+
+    @Test func ifServerRecordUnchangedKeepsKeysNotSentAndRemovesNilKeys() async throws {
+        try await withStore { storage, _ in
+            let saved = try #require(
+                try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .int64Value(2)), field("c", .int64Value(3))])]).first)
+            var partial = saved
+            partial.fields = [field("a", .int64Value(10)), field("c", nil)]
+            let updated = try #require(try await storage.saveAll([partial]).first)
+            #expect(updated.keys == ["a", "b"])
+            #expect(updated.value("a") == .int64Value(10))
+            #expect(updated.value("b") == .int64Value(2))
+        }
+    }
+
+    @Test func changedKeysWritesOnlyChangedKeysAndIgnoresTheTag() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .int64Value(2)), field("c", .int64Value(3))])])
+            var stale = note("n", tag: "stale", [field("a", .int64Value(100)), field("b", .int64Value(200))])
+            stale.changedKeys = ["a", "c"]
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [stale], savePolicy: .changedKeys), in: alice, by: "_alice")
+            let saved = try #require(result.saved(0))
+            #expect(saved.keys == ["a", "b"])
+            #expect(saved.value("a") == .int64Value(100))
+            #expect(saved.value("b") == .int64Value(2))  // not in changedKeys: kept
+        }
+    }
+
+    @Test func allKeysReplacesEveryFieldAndIgnoresTheTag() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .int64Value(2))])])
+            let replacement = note("n", tag: "", [field("c", .stringValue("only"))])
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [replacement], savePolicy: .allKeys), in: alice, by: "_alice")
+            let saved = try #require(result.saved(0))
+            #expect(saved.keys == ["c"])
+            #expect(try await storage.fetch(recordID("n")).record?.keys == ["c"])
+        }
+    }
+
+    @Test func unspecifiedPolicyMeansIfServerRecordUnchanged() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("n")])
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [note("n", tag: "bogus")], savePolicy: .unspecified), in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .serverRecordChanged)
+        }
+    }
+
+    @Test func savingIntoAMissingZoneIsZoneNotFound() async throws {
+        try await withStore { storage, _ in
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [note("n", zone: "Nowhere")], deleting: [recordID("m", zone: "Nowhere")]),
+                in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .zoneNotFound)
+            #expect(result.deletes.first?.error?.code == .zoneNotFound)
+        }
+    }
+
+    @Test func malformedRecordsAreInvalidArguments() async throws {
+        try await withStore { storage, _ in
+            var noType = note("a")
+            noType.recordType = ""
+            let badKey = note("b", [field("1bad", .int64Value(1))])
+            let noID = Wire.Record(recordType: "Note")
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [noType, badKey, noID, note("ok"), note("ok")], isAtomic: false),
+                in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .invalidArguments)
+            #expect(result.saveError(1)?.code == .invalidArguments)
+            #expect(result.saveError(2)?.code == .invalidArguments)
+            #expect(result.saved(3) != nil)
+            #expect(result.saveError(4)?.code == .invalidArguments)  // same record twice
+        }
+    }
+
+    @Test func changingTheRecordTypeIsRefused() async throws {
+        try await withStore { storage, _ in
+            var saved = try #require(try await storage.saveAll([note("n")]).first)
+            saved.recordType = "Task"
+            let result = try await storage.modifyRecords(RecordModification(saving: [saved]), in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .invalidArguments)
+        }
+    }
+
+    @Test func moreThan400ItemsFailWholeAndWriteNothing() async throws {
+        try await withStore { storage, _ in
+            let records = (0..<300).map { note("r\($0)") }
+            let deletes = (0..<101).map { recordID("d\($0)") }
+            await #expect(throws: StoreError.self) {
+                try await storage.modifyRecords(RecordModification(saving: records, deleting: deletes), in: alice, by: "_alice")
+            }
+            do {
+                _ = try await storage.modifyRecords(RecordModification(saving: records, deleting: deletes), in: alice, by: "_alice")
+            } catch let error as StoreError {
+                #expect(error.code == .limitExceeded)
+                #expect(error.operationError.code == .limitExceeded)
+            }
+            #expect(try await storage.count("records") == 0)
+            #expect(try await storage.count("databases") == 0)
+            // 400 is fine.
+            let ok = try await storage.modifyRecords(
+                RecordModification(saving: Array(records), deleting: Array(deletes.prefix(100))), in: alice, by: "_alice")
+            #expect(!ok.hasFailures)
+            #expect(try await storage.count("records") == 300)
+        }
+    }
+
+    @Test func deletingAMissingRecordSucceeds() async throws {
+        try await withStore { storage, _ in
+            let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("ghost")]), in: alice, by: "_alice")
+            #expect(result.deletes == [Wire.ModifyRecordsPerRecordDelete(recordID: recordID("ghost"))])
+            #expect(try await storage.count("tombstones") == 0)
+        }
+    }
+}

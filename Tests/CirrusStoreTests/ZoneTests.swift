@@ -1,0 +1,108 @@
+import CirrusWire
+import Testing
+
+@testable import CirrusStore
+
+@Suite("Zones")
+struct ZoneTests {
+    @Test func everyDatabaseHasTheDefaultZone() async throws {
+        try await withStore { storage, _ in
+            let zones = try await storage.fetchAllZones(in: alice)
+            #expect(zones.map(\.zoneID) == [zoneID("_defaultZone")])
+            let fetched = try await storage.fetchZones([zoneID("_defaultZone")], in: alice)
+            #expect(fetched.first?.zone?.zoneID == zoneID("_defaultZone"))
+        }
+    }
+
+    @Test func saveIsIdempotentAndReportsCapabilities() async throws {
+        try await withStore { storage, _ in
+            let zone = Wire.RecordZone(zoneID: zoneID("Notes"))
+            let first = try await storage.modifyZones(saving: [zone], deleting: [], in: alice)
+            let second = try await storage.modifyZones(saving: [zone], deleting: [], in: alice)
+            let saved = try #require(first.saves.first?.zone)
+            #expect(saved.zoneID == zoneID("Notes"))
+            #expect(saved.capabilities?.fetchChanges == true)
+            #expect(saved.capabilities?.atomic == true)
+            #expect(saved.encryptionScope == .perRecord)
+            #expect(second.saves.first?.zone == saved)
+            let all = try await storage.fetchAllZones(in: alice)
+            #expect(all.map(\.zoneID?.zoneName) == ["_defaultZone", "Notes"])
+        }
+    }
+
+    @Test func fetchByIDReportsZoneNotFoundPerMissingZone() async throws {
+        try await withStore { storage, _ in
+            try await storage.createZone("A")
+            let outcomes = try await storage.fetchZones([zoneID("A"), zoneID("Missing"), zoneID("A", in: bob)], in: alice)
+            #expect(outcomes.count == 3)
+            #expect(outcomes[0].zone?.zoneID == zoneID("A"))
+            #expect(outcomes[1].error?.code == .zoneNotFound)
+            #expect(outcomes[2].error?.code == .zoneNotFound)  // another owner's zone ID
+        }
+    }
+
+    @Test func deletingAZoneDeletesItsRecords() async throws {
+        try await withStore { storage, _ in
+            try await storage.createZone("Trip")
+            try await storage.saveAll([note("a", zone: "Trip"), note("b", zone: "Trip"), note("c")])
+            #expect(try await storage.count("records") == 3)
+            let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Trip")], in: alice)
+            #expect(result.deletes == [Wire.RecordZoneDeleted(zoneID: zoneID("Trip"))])
+            #expect(try await storage.count("records") == 1)
+            #expect(try await storage.count("record_fields") == 0)
+            let fetched = try await storage.fetch(recordID("a", zone: "Trip"))
+            #expect(fetched.error?.code == .zoneNotFound)
+            #expect(try await storage.fetch(recordID("c")).record != nil)
+
+            // Created again, it is a new, empty zone.
+            try await storage.createZone("Trip")
+            #expect(try await storage.fetch(recordID("a", zone: "Trip")).error?.code == .unknownItem)
+        }
+    }
+
+    @Test func deletingAnUnknownZoneFails() async throws {
+        try await withStore { storage, _ in
+            let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Nope")], in: alice)
+            #expect(result.deletes.first?.error?.code == .zoneNotFound)
+        }
+    }
+
+    @Test func theDefaultZoneCannotBeDeleted() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("keep")])
+            let result = try await storage.modifyZones(saving: [], deleting: [zoneID("_defaultZone")], in: alice)
+            #expect(result.deletes.first?.error?.code == .invalidArguments)
+            #expect(try await storage.fetch(recordID("keep")).record != nil)
+        }
+    }
+
+    @Test func customZonesAreRefusedInThePublicDatabase() async throws {
+        try await withStore { storage, _ in
+            let result = try await storage.modifyZones(
+                saving: [Wire.RecordZone(zoneID: zoneID("Custom", in: publicDB))],
+                deleting: [zoneID("Other", in: publicDB)], in: publicDB)
+            #expect(result.saves.first?.error?.code == .invalidArguments)
+            #expect(result.deletes.first?.error?.code == .invalidArguments)
+            #expect(try await storage.fetchAllZones(in: publicDB).count == 1)
+        }
+    }
+
+    @Test func aZoneOwnedBySomeoneElseIsNotFound() async throws {
+        try await withStore { storage, _ in
+            let result = try await storage.modifyZones(
+                saving: [Wire.RecordZone(zoneID: zoneID("Z", in: bob))], deleting: [zoneID("Z", in: bob)], in: alice)
+            #expect(result.saves.first?.error?.code == .zoneNotFound)
+            #expect(result.deletes.first?.error?.code == .zoneNotFound)
+            #expect(try await storage.fetchAllZones(in: bob).count == 1)
+        }
+    }
+
+    @Test func anUnspecifiedScopeIsNoDatabase() async throws {
+        try await withStore { storage, _ in
+            let key = DatabaseKey(container: container, scope: .unspecified, owner: "_alice")
+            await #expect(throws: StoreError(.badDatabase, "database scope unspecified is not a database")) {
+                try await storage.fetchAllZones(in: key)
+            }
+        }
+    }
+}
