@@ -86,6 +86,7 @@ let package = Package(
             dependencies: [
                 "CirrusWire",
                 "CirrusTLS",
+                "CirrusStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -96,6 +97,7 @@ let package = Package(
             name: "cirrusd",
             dependencies: [
                 "CirrusServer",
+                "CirrusStore",
                 "CirrusTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -134,6 +136,7 @@ let package = Package(
             name: "CirrusServerTests",
             dependencies: [
                 "CirrusServer",
+                "CirrusStore",
                 "CirrusWire",
                 "CirrusTLS",
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CirrusServer
+import CirrusStore
 import CirrusTLS
 import Foundation
 import Logging
@@ -33,6 +34,9 @@ struct Cirrusd: AsyncParsableCommand {
 
     @Option(help: "A file of bearer tokens, one 'TOKEN USER_RECORD_NAME' per line.")
     var tokens: String?
+
+    @Option(help: "Where the embedded SQLite storage keeps its data.")
+    var dataDir = "./cirrus-data"
 
     @Option(help: "The largest frame accepted, in bytes.")
     var maxFrameBytes = 4 * 1024 * 1024
@@ -76,6 +80,9 @@ struct Cirrusd: AsyncParsableCommand {
             configuration.bearerTokens = try BearerTokenFile.load(path: tokens)
         }
 
+        let storage = try SQLiteStorage(directory: self.dataDir)
+        configuration.executor = StorageExecutor(storage: storage, logger: logger)
+
         let server = CirrusServer(configuration: configuration, logger: logger)
         let address = try await server.start()
         // Unbuffered, so a supervisor or test reading a pipe sees it at once.
@@ -87,6 +94,7 @@ struct Cirrusd: AsyncParsableCommand {
         }
         try await server.run()
         signals.cancel()
+        try storage.close()
         logger.notice("stopped")
     }
 }

@@ -38,6 +38,8 @@ final class CirrusdProcess {
     let process = Process()
     let port: Int
     private let output: Pipe
+    /// The temporary data directory this process was given, removed when it is released.
+    private(set) var dataDirectory: String?
 
     /// Starts `cirrusd` with `arguments` (plus `--port 0` unless a port is given) and waits for
     /// its `listening on HOST:PORT` line.
@@ -50,8 +52,16 @@ final class CirrusdProcess {
         }
         self.process.executableURL = binary
         var arguments = arguments
-        if !arguments.contains("--port"), workingDirectory == nil {
-            arguments += ["--port", "0"]
+        if workingDirectory == nil {
+            if !arguments.contains("--port") {
+                arguments += ["--port", "0"]
+            }
+            if !arguments.contains("--data-dir") {
+                let directory = FileManager.default.temporaryDirectory
+                    .appendingPathComponent("cirrusd-test-\(UUID().uuidString)").path
+                self.dataDirectory = directory
+                arguments += ["--data-dir", directory]
+            }
         }
         self.process.arguments = arguments
         if let workingDirectory {
@@ -104,6 +114,9 @@ final class CirrusdProcess {
         if self.process.isRunning {
             self.process.interrupt()
             self.process.terminate()
+        }
+        if let dataDirectory {
+            try? FileManager.default.removeItem(atPath: dataDirectory)
         }
     }
 }

@@ -1,0 +1,112 @@
+import CirrusStore
+import CirrusWire
+import Logging
+
+/// Runs the record and zone operations — `CKModifyRecordsOperation`,
+/// `CKFetchRecordsOperation`, `CKModifyRecordZonesOperation`, `CKFetchRecordZonesOperation` —
+/// against a ``RecordStorage``, streaming each per-item callback as an event.
+///
+/// The caller's database follows from the `Open`: the private database is the caller's own,
+/// the public one is shared by all. Operation kinds this executor does not run are refused on
+/// their stream with `SERVER_REJECTED_REQUEST`, naming the kind.
+public struct StorageExecutor: OperationExecutor {
+    /// Items one operation may carry, as CloudKit.
+    public static let maximumItems = 400
+
+    let storage: any RecordStorage
+    let logger: Logger
+
+    public init(storage: any RecordStorage, logger: Logger = Logger(label: "cirrusd.operations")) {
+        self.storage = storage
+        self.logger = logger
+    }
+
+    public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        let database: DatabaseKey
+        do {
+            database = try Self.database(for: open, caller: caller)
+        } catch {
+            return OperationCompletion(error: error.error)
+        }
+        let context = Context(
+            database: database,
+            caller: caller,
+            owners: ZoneOwnerMapping(databaseOwner: database.owner),
+            stream: stream
+        )
+        do {
+            switch open.request {
+            case .modifyRecords(let request):
+                return try await self.modifyRecords(request, context)
+            case .fetchRecords(let request):
+                return try await self.fetchRecords(request, context)
+            case .modifyRecordZones(let request):
+                return try await self.modifyRecordZones(request, context)
+            case .fetchRecordZones(let request):
+                return try await self.fetchRecordZones(request, context)
+            case .some(let other):
+                return .failure(.serverRejectedRequest, "\(Self.kindName(other)) is not run by this server yet")
+            case .none:
+                return .failure(.invalidArguments, "Open carries no request")
+            }
+        } catch let error as StoreError {
+            return OperationCompletion(error: error.operationError)
+        } catch is CancellationError {
+            return .failure(.operationCancelled, "the operation was cancelled")
+        } catch {
+            self.logger.error("operation \(open.operationID) failed: \(error)")
+            return .failure(.internalError, "the server failed to run the operation")
+        }
+    }
+
+    struct Context {
+        let database: DatabaseKey
+        let caller: ClientIdentity
+        let owners: ZoneOwnerMapping
+        let stream: OperationStream
+    }
+
+    /// Why an `Open` names no usable database.
+    struct Refusal: Error {
+        let error: Wire.OperationError
+    }
+
+    /// The database an operation addresses.
+    static func database(for open: Wire.Open, caller: ClientIdentity) throws(Refusal) -> DatabaseKey {
+        guard !open.containerIdentifier.isEmpty else {
+            throw Refusal(error: Wire.OperationError(code: .badContainer, message: "Open names no container"))
+        }
+        switch open.databaseScope {
+        case .private:
+            return DatabaseKey.private(container: open.containerIdentifier, user: caller.userRecordName)
+        case .public:
+            return DatabaseKey.public(container: open.containerIdentifier)
+        case .shared:
+            return DatabaseKey.shared(container: open.containerIdentifier, user: caller.userRecordName)
+        case .unspecified, .unrecognized:
+            throw Refusal(error: Wire.OperationError(code: .badDatabase, message: "Open names no database scope"))
+        }
+    }
+
+    /// `partialFailure` carrying every item's error, or success when there is none.
+    static func completion(partialErrors: [Wire.ItemError], items: String) -> OperationCompletion {
+        guard !partialErrors.isEmpty else { return .success() }
+        return OperationCompletion(
+            error: Wire.OperationError(
+                code: .partialFailure,
+                message: "\(partialErrors.count) \(items) failed",
+                partialErrors: partialErrors
+            )
+        )
+    }
+
+    static func tooManyItems(_ count: Int) -> OperationCompletion? {
+        guard count > Self.maximumItems else { return nil }
+        return .failure(.limitExceeded, "\(count) items in one operation; at most \(Self.maximumItems)")
+    }
+
+    static func kindName(_ request: Wire.Open.Request) -> String {
+        let description = String(describing: request)
+        return String(description.prefix { $0 != "(" })
+    }
+}

@@ -1,0 +1,105 @@
+import CirrusWire
+
+/// Maps zone owner names between what clients send and what the store keeps.
+///
+/// Clients name their own zones with CloudKit's `__defaultOwner__` (`CKCurrentUserDefaultName`);
+/// the store keys every zone by the real owner of its database (`_alice`; `""` in the public
+/// database). Inbound IDs are resolved to the real owner; outbound IDs that name the caller's
+/// own database go back as `__defaultOwner__`, so the IDs a client gets back equal the ones it
+/// sent (its dictionaries of per-item results and errors are keyed by them).
+struct ZoneOwnerMapping: Sendable {
+    static let currentUser = "__defaultOwner__"
+
+    /// The owner the store uses for this database.
+    let databaseOwner: String
+
+    // MARK: Inbound
+
+    func inbound(_ zoneID: Wire.RecordZoneID) -> Wire.RecordZoneID {
+        var zoneID = zoneID
+        if zoneID.ownerName == Self.currentUser || zoneID.ownerName.isEmpty {
+            zoneID.ownerName = self.databaseOwner
+        }
+        return zoneID
+    }
+
+    func inbound(_ recordID: Wire.RecordID) -> Wire.RecordID {
+        self.map(recordID, zone: self.inbound)
+    }
+
+    func inbound(_ record: Wire.Record) -> Wire.Record {
+        self.map(record, zone: self.inbound)
+    }
+
+    func inbound(_ zone: Wire.RecordZone) -> Wire.RecordZone {
+        var zone = zone
+        zone.zoneID = zone.zoneID.map(self.inbound)
+        return zone
+    }
+
+    // MARK: Outbound
+
+    func outbound(_ zoneID: Wire.RecordZoneID) -> Wire.RecordZoneID {
+        var zoneID = zoneID
+        if zoneID.ownerName == self.databaseOwner {
+            zoneID.ownerName = Self.currentUser
+        }
+        return zoneID
+    }
+
+    func outbound(_ recordID: Wire.RecordID) -> Wire.RecordID {
+        self.map(recordID, zone: self.outbound)
+    }
+
+    func outbound(_ record: Wire.Record) -> Wire.Record {
+        self.map(record, zone: self.outbound)
+    }
+
+    func outbound(_ zone: Wire.RecordZone) -> Wire.RecordZone {
+        var zone = zone
+        zone.zoneID = zone.zoneID.map(self.outbound)
+        return zone
+    }
+
+    func outbound(_ error: Wire.OperationError) -> Wire.OperationError {
+        var error = error
+        error.serverRecord = error.serverRecord.map(self.outbound)
+        error.clientRecord = error.clientRecord.map(self.outbound)
+        error.ancestorRecord = error.ancestorRecord.map(self.outbound)
+        return error
+    }
+
+    // MARK: Mapping every ID inside a value
+
+    private func map(_ recordID: Wire.RecordID, zone: (Wire.RecordZoneID) -> Wire.RecordZoneID) -> Wire.RecordID {
+        var recordID = recordID
+        recordID.zoneID = zone(recordID.zoneID ?? Wire.RecordZoneID(zoneName: "_defaultZone"))
+        return recordID
+    }
+
+    private func map(_ reference: Wire.Reference, zone: (Wire.RecordZoneID) -> Wire.RecordZoneID) -> Wire.Reference {
+        var reference = reference
+        reference.recordID = reference.recordID.map { self.map($0, zone: zone) }
+        return reference
+    }
+
+    private func map(_ record: Wire.Record, zone: (Wire.RecordZoneID) -> Wire.RecordZoneID) -> Wire.Record {
+        var record = record
+        record.recordID = record.recordID.map { self.map($0, zone: zone) }
+        record.parent = record.parent.map { self.map($0, zone: zone) }
+        record.fields = record.fields.map { field in
+            var field = field
+            switch field.value?.kind {
+            case .referenceValue(let reference):
+                field.value?.kind = .referenceValue(self.map(reference, zone: zone))
+            case .referenceList(var list):
+                list.values = list.values.map { self.map($0, zone: zone) }
+                field.value?.kind = .referenceList(list)
+            default:
+                break
+            }
+            return field
+        }
+        return record
+    }
+}
