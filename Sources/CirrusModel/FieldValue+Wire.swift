@@ -3,9 +3,14 @@ import Foundation
 
 extension FieldValue {
     /// The value as a wire field value; `encodeAsset` turns each asset into its wire form.
+    ///
+    /// - throws: `CKError` `.invalidArguments` for a string containing U+0000: the wire
+    ///   layer (protobuf-c) carries strings as C strings and would cut it short.
     func wireKind(encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset) throws(CKError) -> Wire.FieldValue.Kind {
         switch self {
-        case .string(let v): return .stringValue(v)
+        case .string(let v):
+            try Self.checkWireString(v)
+            return .stringValue(v)
         case .int64(let v): return .int64Value(v)
         case .double(let v): return .doubleValue(v)
         case .bytes(let v): return .bytesValue([UInt8](v))
@@ -13,7 +18,9 @@ extension FieldValue {
         case .reference(let v): return .referenceValue(v.wireReference)
         case .location(let v): return .locationValue(v.wireLocation)
         case .asset(let v): return .assetValue(try encodeAsset(v))
-        case .stringList(let v): return .stringList(Wire.StringList(values: v))
+        case .stringList(let v):
+            for string in v { try Self.checkWireString(string) }
+            return .stringList(Wire.StringList(values: v))
         case .int64List(let v): return .int64List(Wire.Int64List(values: v))
         case .doubleList(let v): return .doubleList(Wire.DoubleList(values: v))
         case .bytesList(let v): return .bytesList(Wire.BytesList(values: v.map { [UInt8]($0) }))
@@ -25,6 +32,12 @@ extension FieldValue {
             assets.reserveCapacity(v.count)
             for asset in v { assets.append(try encodeAsset(asset)) }
             return .assetList(Wire.AssetList(values: assets))
+        }
+    }
+
+    private static func checkWireString(_ string: String) throws(CKError) {
+        if string.utf8.contains(0) {
+            throw CKError(.invalidArguments, message: "a string value contains U+0000, which the wire cannot carry")
         }
     }
 
