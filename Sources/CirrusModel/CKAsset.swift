@@ -1,0 +1,52 @@
+import CirrusWire
+import Foundation
+
+/// A file attached to a record (`CKAsset`).
+///
+/// To save one, create it from a local file URL; the file's content is read when the
+/// record is converted for sending (`CKRecord.wireRecord`). A fetched asset's content
+/// is written to a file in a directory the caller chooses and `fileURL` points at it.
+/// An asset fetched without its content (the server sent a download handle, or only
+/// metadata) has `fileURL == nil` and keeps the server's description in `wireAsset`.
+///
+/// For example:
+/// ```swift
+/// photo["image"] = CKAsset(fileURL: URL(fileURLWithPath: "/tmp/cat.jpg"))
+/// ```
+public final class CKAsset: Hashable, Sendable, CustomStringConvertible {
+    /// The local file holding the asset's content, or `nil` if it is not downloaded.
+    public let fileURL: URL?
+    /// Cirrus: the asset as the server described it (checksum, size, name, download
+    /// handle), without inline bytes; `nil` for assets created locally.
+    public let wireAsset: Wire.Asset?
+
+    /// An asset whose content is the file at `fileURL`.
+    public convenience init(fileURL: URL) {
+        self.init(fileURL: fileURL, wireAsset: nil)
+    }
+
+    /// An asset with a file and/or the server's description of it.
+    public init(fileURL: URL?, wireAsset: Wire.Asset?) {
+        self.fileURL = fileURL
+        if var wireAsset, case .inlineData = wireAsset.content {
+            wireAsset.content = nil
+            self.wireAsset = wireAsset
+        } else {
+            self.wireAsset = wireAsset
+        }
+    }
+
+    /// Equal when they name the same file and the same server description.
+    public static func == (lhs: CKAsset, rhs: CKAsset) -> Bool {
+        lhs.fileURL == rhs.fileURL && lhs.wireAsset == rhs.wireAsset
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(fileURL)
+        hasher.combine(wireAsset)
+    }
+
+    public var description: String {
+        "<CKAsset: fileURL=\(fileURL?.path ?? "nil")>"
+    }
+}

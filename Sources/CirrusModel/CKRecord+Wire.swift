@@ -1,0 +1,109 @@
+import CirrusWire
+import Foundation
+
+extension CKRecord {
+    /// A record from a wire message, as the server sent it: system fields set, no
+    /// changed keys.
+    ///
+    /// What is accepted and what is refused:
+    /// - a missing record ID, an empty record name or zone name, an empty record type,
+    ///   a reference (field, list element, parent or share) without a valid target, and
+    ///   asset content that does not match its size or checksum throw;
+    /// - a field with no value, or with a value kind this version does not know (the
+    ///   decoder cannot tell the two apart), is absent from the record, as the protocol
+    ///   says; a field with an empty key is skipped; when a key repeats, the last wins;
+    /// - lists are typed on the wire, so a list never mixes types;
+    /// - `changed_keys` and share fields (`CKShare`, later work) are ignored.
+    ///
+    /// Inline asset content is written to files in `assetDirectory`
+    /// (default `CKAsset.defaultContentDirectory`); see `CKAsset(wire:contentDirectory:)`.
+    ///
+    /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
+    public convenience init(wire: Wire.Record, assetDirectory: URL = CKAsset.defaultContentDirectory) throws(CKError) {
+        guard let wireID = wire.recordID else {
+            throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
+        }
+        let recordID = try ID(wire: wireID)
+        guard !wire.recordType.isEmpty else {
+            throw CKError(.invalidArguments, message: "invalid record \(recordID.recordName) from the wire: empty record type")
+        }
+        var state = State()
+        for field in wire.fields where !field.key.isEmpty {
+            guard let kind = field.value?.kind else {
+                state.fields[field.key] = nil
+                state.encryptedFields[field.key] = nil
+                continue
+            }
+            let value: FieldValue
+            do {
+                value = try FieldValue(wire: kind, assetDirectory: assetDirectory)
+            } catch {
+                throw CKError(
+                    error.code,
+                    message: "invalid field \"\(field.key)\" of record \(recordID.recordName): \(error.message ?? "")")
+            }
+            if field.isEncrypted {
+                state.encryptedFields[field.key] = value
+                state.fields[field.key] = nil
+            } else {
+                state.fields[field.key] = value
+                state.encryptedFields[field.key] = nil
+            }
+        }
+        state.recordChangeTag = wire.recordChangeTag.isEmpty ? nil : wire.recordChangeTag
+        state.creationDate = wire.creationDate.map(Date.init(wireTimestamp:))
+        state.modificationDate = wire.modificationDate.map(Date.init(wireTimestamp:))
+        state.creatorUserRecordID = try wire.creatorUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
+        state.lastModifiedUserRecordID = try wire.lastModifiedUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
+        state.parent = try wire.parent.map { (parent) throws(CKError) in
+            Reference(recordID: try Reference(wire: parent).recordID, action: .none)
+        }
+        state.share = try wire.share.map { (share) throws(CKError) in try Reference(wire: share) }
+        self.init(recordType: wire.recordType, recordID: recordID, state: state)
+    }
+
+    /// The record as a wire message with every field, its changed keys, and asset
+    /// content read from the assets' files and sent inline.
+    ///
+    /// - throws: `CKError` `.assetFileNotFound` if an asset's file cannot be read.
+    public var wireRecord: Wire.Record {
+        get throws(CKError) {
+            try wireRecord(changedKeysOnly: false) { (asset) throws(CKError) in try asset.wireAsset(inlineContent: true) }
+        }
+    }
+
+    /// The record as a wire message.
+    ///
+    /// - parameter changedKeysOnly: send only the fields in `changedKeys()` (for the
+    ///   `changedKeys` save policy); otherwise every field.
+    /// - parameter encodeAsset: turns each asset into its wire form, for example
+    ///   `asset.wireAsset(inlineContent: false)` plus an upload handle for large files.
+    /// - throws: `CKError`, whatever `encodeAsset` throws.
+    public func wireRecord(
+        changedKeysOnly: Bool,
+        encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
+    ) throws(CKError) -> Wire.Record {
+        let state = self.state.withLock { $0 }
+        var fields: [Wire.RecordField] = []
+        let changed = Set(state.changedKeys)
+        for (encrypted, values) in [(false, state.fields), (true, state.encryptedFields)] {
+            for key in values.keys.sorted() where !changedKeysOnly || changed.contains(key) {
+                guard let value = values[key] else { continue }
+                let kind = try value.wireKind(encodeAsset: encodeAsset)
+                fields.append(Wire.RecordField(key: key, value: Wire.FieldValue(kind: kind), isEncrypted: encrypted))
+            }
+        }
+        return Wire.Record(
+            recordID: recordID.wireRecordID,
+            recordType: recordType,
+            recordChangeTag: state.recordChangeTag ?? "",
+            creationDate: state.creationDate?.wireTimestamp,
+            modificationDate: state.modificationDate?.wireTimestamp,
+            creatorUserRecordID: state.creatorUserRecordID?.wireRecordID,
+            lastModifiedUserRecordID: state.lastModifiedUserRecordID?.wireRecordID,
+            fields: fields,
+            parent: state.parent?.wireReference,
+            share: state.share?.wireReference,
+            changedKeys: state.changedKeys)
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+
+/// A collection of typed fields stored in a database (`CKRecord`).
+///
+/// A class with reference semantics, like Apple's. Fields are read and written by
+/// subscript with `CKRecordValue` types; system fields (change tag, dates, creator)
+/// are filled by the server and read-only here.
+///
+/// For example:
+/// ```swift
+/// let note = CKRecord(recordType: "Note")
+/// note["title"] = "Groceries"
+/// note["done"] = false
+/// let title = note["title"] as? String
+/// ```
+///
+/// `@unchecked Sendable` is safe: every mutable property lives in `state`, a `Locked`
+/// box that is only read or written while its lock is held; the rest is `let`.
+public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, CustomStringConvertible {
+    /// Everything about a record that can change, guarded by one lock.
+    struct State {
+        var fields: [FieldKey: FieldValue] = [:]
+        var encryptedFields: [FieldKey: FieldValue] = [:]
+        /// Keys set (including to nil) since creation or the last server copy, in order.
+        var changedKeys: [FieldKey] = []
+        var recordChangeTag: String?
+        var creationDate: Date?
+        var modificationDate: Date?
+        var creatorUserRecordID: ID?
+        var lastModifiedUserRecordID: ID?
+        var parent: Reference?
+        var share: Reference?
+
+        mutating func markChanged(_ key: FieldKey) {
+            if !changedKeys.contains(key) { changedKeys.append(key) }
+        }
+    }
+
+    /// The record's unique identity.
+    public let recordID: ID
+    /// The app-defined type of the record, such as `"Note"`.
+    public let recordType: RecordType
+    let state: Locked<State>
+
+    /// A new record of the given type with the given ID.
+    public init(recordType: RecordType, recordID: ID) {
+        self.recordType = recordType
+        self.recordID = recordID
+        self.state = Locked(State())
+    }
+
+    /// A new record with a unique name (a UUID string) in the given zone.
+    public convenience init(recordType: RecordType, zoneID: CKRecordZone.ID) {
+        self.init(recordType: recordType, recordID: ID(zoneID: zoneID))
+    }
+
+    /// A new record with a unique name (a UUID string) in the current user's default zone.
+    public convenience init(recordType: RecordType) {
+        self.init(recordType: recordType, recordID: ID(zoneID: .default))
+    }
+
+    init(recordType: RecordType, recordID: ID, state: State) {
+        self.recordType = recordType
+        self.recordID = recordID
+        self.state = Locked(state)
+    }
+
+    // MARK: System fields
+
+    /// The server's version tag of the record; `nil` until the record is first saved.
+    public var recordChangeTag: String? { state.withLock { $0.recordChangeTag } }
+    /// When the record was first saved to the server.
+    public var creationDate: Date? { state.withLock { $0.creationDate } }
+    /// When the record was last saved to the server.
+    public var modificationDate: Date? { state.withLock { $0.modificationDate } }
+    /// The user record ID of the record's creator.
+    public var creatorUserRecordID: ID? { state.withLock { $0.creatorUserRecordID } }
+    /// The user record ID of the user who saved the record last.
+    public var lastModifiedUserRecordID: ID? { state.withLock { $0.lastModifiedUserRecordID } }
+    /// The share this record is the root of, if it is shared; filled by the server.
+    public var share: Reference? { state.withLock { $0.share } }
+
+    /// The record's parent, for sharing hierarchies (its action is always `.none`).
+    public var parent: Reference? {
+        get { state.withLock { $0.parent } }
+        set { state.withLock { $0.parent = newValue.map { Reference(recordID: $0.recordID, action: .none) } } }
+    }
+
+    /// Makes `parentRecord` this record's parent, or removes the parent when `nil`.
+    public func setParent(_ parentRecord: CKRecord?) {
+        setParent(parentRecord?.recordID)
+    }
+
+    /// Makes the record with `parentID` this record's parent, or removes the parent when `nil`.
+    public func setParent(_ parentID: ID?) {
+        parent = parentID.map { Reference(recordID: $0, action: .none) }
+    }
+
+    // MARK: Fields
+
+    /// The value of the field `key`, or `nil`. Setting `nil` removes the field.
+    ///
+    /// Numbers read back as `NSNumber`: cast with `as? Int`, `as? Double`, `as? Bool` ….
+    public subscript(key: FieldKey) -> (any CKRecordValue)? {
+        get { state.withLock { $0.fields[key]?.recordValue } }
+        set { setStoredValue(newValue?._cirrusFieldValue.storage, forKey: key, encrypted: false) }
+    }
+
+    /// The value of the field `key` as `T`, or `nil` if absent or of another type.
+    public subscript<T: CKRecordValueProtocol>(key: FieldKey) -> T? {
+        get { state.withLock { $0.fields[key]?.recordValue } as? T }
+        set { setStoredValue(newValue?._cirrusFieldValue.storage, forKey: key, encrypted: false) }
+    }
+
+    /// The value of the field `key`, or `nil`.
+    public func object(forKey key: FieldKey) -> (any CKRecordValue)? { self[key] }
+
+    /// Sets the field `key`; `nil` removes it.
+    public func setObject(_ object: (any CKRecordValue)?, forKey key: FieldKey) { self[key] = object }
+
+    /// The keys of every field that has a value (plain fields; see `encryptedValues`), sorted.
+    public func allKeys() -> [FieldKey] {
+        state.withLock { $0.fields.keys.sorted() }
+    }
+
+    /// The keys set since the record was created or came from the server, in the order
+    /// they were first set, including keys set to `nil` and encrypted keys.
+    public func changedKeys() -> [FieldKey] {
+        state.withLock { $0.changedKeys }
+    }
+
+    /// The record's encrypted fields (`CKRecord.encryptedValues`). Cirrus keeps them
+    /// apart from plain fields and flags them on the wire; it does not encrypt them
+    /// itself (TLS protects them in transit).
+    public var encryptedValues: any CKRecordKeyValueSetting {
+        EncryptedValues(record: self)
+    }
+
+    func setStoredValue(_ value: FieldValue?, forKey key: FieldKey, encrypted: Bool) {
+        state.withLock { state in
+            if encrypted {
+                state.encryptedFields[key] = value
+                state.fields[key] = nil
+            } else {
+                state.fields[key] = value
+                state.encryptedFields[key] = nil
+            }
+            state.markChanged(key)
+        }
+    }
+
+    /// A new record with the same ID, type, system fields, fields and changed keys.
+    public func copy() -> CKRecord {
+        CKRecord(recordType: recordType, recordID: recordID, state: state.withLock { $0 })
+    }
+
+    public var description: String {
+        let (tag, keys) = state.withLock { ($0.recordChangeTag, $0.fields.keys.sorted()) }
+        return "<CKRecord: recordType=\(recordType), recordID=\(recordID), recordChangeTag=\(tag ?? "nil"), keys=\(keys)>"
+    }
+}
+
+/// Reading and writing a record's fields by key (`CKRecordKeyValueSetting`): a record
+/// and its `encryptedValues` both conform.
+public protocol CKRecordKeyValueSetting: AnyObject, Sendable {
+    /// The value of the field `key`, or `nil`; setting `nil` removes the field.
+    subscript(key: CKRecord.FieldKey) -> (any CKRecordValue)? { get set }
+    /// The keys of every field that has a value.
+    func allKeys() -> [CKRecord.FieldKey]
+    /// The keys set since the record was created or came from the server.
+    func changedKeys() -> [CKRecord.FieldKey]
+}
+
+extension CKRecordKeyValueSetting {
+    /// The value of the field `key` as `T`, or `nil` if absent or of another type.
+    public subscript<T: CKRecordValueProtocol>(key: CKRecord.FieldKey) -> T? {
+        get { self[key] as? T }
+        set { self[key] = newValue }
+    }
+}
+
+/// The view of a record's encrypted fields.
+final class EncryptedValues: CKRecordKeyValueSetting {
+    let record: CKRecord
+    init(record: CKRecord) { self.record = record }
+
+    subscript(key: CKRecord.FieldKey) -> (any CKRecordValue)? {
+        get { record.state.withLock { $0.encryptedFields[key]?.recordValue } }
+        set { record.setStoredValue(newValue?._cirrusFieldValue.storage, forKey: key, encrypted: true) }
+    }
+
+    func allKeys() -> [CKRecord.FieldKey] {
+        record.state.withLock { $0.encryptedFields.keys.sorted() }
+    }
+
+    func changedKeys() -> [CKRecord.FieldKey] {
+        record.state.withLock { state in state.changedKeys.filter { state.encryptedFields[$0] != nil } }
+    }
+}

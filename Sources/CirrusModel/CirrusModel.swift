@@ -1,1 +1,0 @@
-// CirrusModel: see DESIGN.md §1.

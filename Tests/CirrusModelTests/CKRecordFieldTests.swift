@@ -1,0 +1,169 @@
+import CirrusWire
+import Foundation
+import Testing
+
+@testable import CirrusModel
+
+@Suite struct CKRecordFieldTests {
+    @Test func newRecordHasAUUIDNameInTheDefaultZoneAndNoSystemFields() {
+        let record = CKRecord(recordType: "Note")
+        #expect(UUID(uuidString: record.recordID.recordName) != nil)
+        #expect(record.recordID.zoneID == .default)
+        #expect(record.recordType == "Note")
+        #expect(record.recordChangeTag == nil)
+        #expect(record.creationDate == nil)
+        #expect(record.modificationDate == nil)
+        #expect(record.creatorUserRecordID == nil)
+        #expect(record.allKeys().isEmpty)
+        #expect(record.changedKeys().isEmpty)
+        #expect(CKRecord(recordType: "Note").recordID != record.recordID)
+    }
+
+    @Test func initialisersPlaceTheRecord() {
+        let zone = CKRecordZone.ID(zoneName: "Notes")
+        #expect(CKRecord(recordType: "Note", zoneID: zone).recordID.zoneID == zone)
+        let id = CKRecord.ID(recordName: "n1", zoneID: zone)
+        #expect(CKRecord(recordType: "Note", recordID: id).recordID == id)
+    }
+
+    @Test func valuesReadBackAsTheirTypes() throws {
+        let record = CKRecord(recordType: "Note")
+        let date = Date(timeIntervalSince1970: 1_700_000_000.25)
+        record["title"] = "Groceries"
+        record["count"] = 42
+        record["ratio"] = 0.5
+        record["data"] = Data([1, 2, 3])
+        record["when"] = date
+        record["tags"] = ["a", "b"]
+        #expect(record["title"] as? String == "Groceries")
+        #expect(record["count"] as? Int == 42)
+        #expect(record["count"] as? Int64 == 42)
+        #expect(record["count"] as? Int32 == 42)
+        #expect(record["count"] as? Double == 42)
+        #expect(record["ratio"] as? Double == 0.5)
+        #expect(record["ratio"] as? Float == 0.5)
+        #expect(record["ratio"] as? Int == nil)
+        #expect(record["data"] as? Data == Data([1, 2, 3]))
+        #expect(record["when"] as? Date == date)
+        #expect(record["tags"] as? [String] == ["a", "b"])
+        let typed: String? = record["title"]
+        #expect(typed == "Groceries")
+        let typedCount: Int? = record["count"]
+        #expect(typedCount == 42)
+        #expect(record.object(forKey: "title") as? String == "Groceries")
+        #expect(record.allKeys() == ["count", "data", "ratio", "tags", "title", "when"])
+    }
+
+    @Test func boolIsStoredAsInt64AndReadsBackAsBoolOrInt() throws {
+        let record = CKRecord(recordType: "Task")
+        record["done"] = true
+        record["open"] = false
+        #expect(record.storedFields["done"] == .int64(1))
+        #expect(record.storedFields["open"] == .int64(0))
+        #expect(record["done"] as? Bool == true)
+        #expect(record["open"] as? Bool == false)
+        #expect(record["done"] as? Int == 1)
+        let back = try roundTrip(record)
+        #expect(back["done"] as? Bool == true)
+        #expect(back["open"] as? Bool == false)
+        record["two"] = 2
+        #expect(record["two"] as? Bool == nil, "only 0 and 1 read as Bool, as NSNumber casts do")
+        record["flags"] = [true, false, true]
+        #expect(try roundTrip(record)["flags"] as? [Bool] == [true, false, true])
+    }
+
+    @Test func settingNilRemovesTheKeyAndCountsAsAChange() {
+        let record = CKRecord(recordType: "Note")
+        record["title"] = "x"
+        record["title"] = nil
+        #expect(record["title"] == nil)
+        #expect(record.allKeys().isEmpty)
+        #expect(record.changedKeys() == ["title"])
+    }
+
+    @Test func changedKeysTrackSetsInOrderWithoutRepeats() throws {
+        let record = CKRecord(recordType: "Note")
+        record["b"] = "1"
+        record["a"] = 2
+        record["b"] = "3"
+        #expect(record.changedKeys() == ["b", "a"])
+        let fetched = try CKRecord(wire: record.wireRecord, assetDirectory: makeTemporaryDirectory())
+        #expect(fetched.changedKeys().isEmpty, "a record from the server has no changes")
+        #expect(fetched.allKeys() == ["a", "b"])
+        fetched["c"] = 1.5
+        fetched["a"] = nil
+        #expect(fetched.changedKeys() == ["c", "a"])
+        #expect(try fetched.wireRecord.changedKeys == ["c", "a"])
+    }
+
+    @Test func changedKeysOnlyEncodingSendsJustTheChangedFields() throws {
+        let fetched = try CKRecord(
+            wire: serverRecord(fields: [
+                Wire.RecordField(key: "a", value: Wire.FieldValue(kind: .int64Value(1))),
+                Wire.RecordField(key: "b", value: Wire.FieldValue(kind: .int64Value(2))),
+            ]),
+            assetDirectory: makeTemporaryDirectory())
+        fetched["b"] = 3
+        fetched["gone"] = nil
+        let wire = try fetched.wireRecord(changedKeysOnly: true) { (asset) throws(CKError) in
+            try asset.wireAsset(inlineContent: true)
+        }
+        #expect(wire.fields.map(\.key) == ["b"])
+        #expect(wire.changedKeys == ["b", "gone"])
+        #expect(wire.recordChangeTag == "tag-1")
+    }
+
+    @Test func parentIsAReferenceWithActionNone() {
+        let parent = CKRecord(recordType: "List")
+        let child = CKRecord(recordType: "Item")
+        child.setParent(parent)
+        #expect(child.parent == CKRecord.Reference(record: parent, action: .none))
+        child.parent = CKRecord.Reference(recordID: parent.recordID, action: .deleteSelf)
+        #expect(child.parent?.action == CKRecord.ReferenceAction.none)
+        child.setParent(nil as CKRecord.ID?)
+        #expect(child.parent == nil)
+        #expect(child.changedKeys().isEmpty, "parent is a system field, not a key")
+    }
+
+    @Test func encryptedValuesAreSeparateFromPlainFields() throws {
+        let record = CKRecord(recordType: "Secret")
+        record.encryptedValues["pin"] = "1234"
+        record["title"] = "t"
+        #expect(record["pin"] == nil)
+        #expect(record.encryptedValues["pin"] as? String == "1234")
+        #expect(record.allKeys() == ["title"])
+        #expect(record.encryptedValues.allKeys() == ["pin"])
+        let wire = try record.wireRecord
+        #expect(wire.fields.first { $0.key == "pin" }?.isEncrypted == true)
+        let back = try roundTrip(record)
+        #expect(back.encryptedValues["pin"] as? String == "1234")
+        #expect(back["pin"] == nil)
+    }
+
+    @Test func copyIsIndependent() {
+        let record = CKRecord(recordType: "Note")
+        record["a"] = 1
+        let copy = record.copy()
+        copy["a"] = 2
+        #expect(record["a"] as? Int == 1)
+        #expect(copy["a"] as? Int == 2)
+        #expect(copy.recordID == record.recordID)
+    }
+
+    @Test func concurrentWritersNeverCorruptTheRecord() async {
+        let record = CKRecord(recordType: "Counter")
+        await withTaskGroup(of: Void.self) { group in
+            for writer in 0..<8 {
+                group.addTask {
+                    for i in 0..<500 {
+                        record["k\(writer)"] = i
+                        _ = record.allKeys()
+                        _ = record["k\((writer + 1) % 8)"]
+                    }
+                }
+            }
+        }
+        #expect(record.allKeys().count == 8)
+        #expect(record["k0"] as? Int == 499)
+    }
+}
