@@ -62,6 +62,10 @@ extension CKAsset {
             }
             return wireAsset
         }
+        if !inlineContent {
+            let (digest, size) = try Self.digestOfFile(at: fileURL)
+            return Wire.Asset(sha256: digest, size: size, fileName: fileURL.lastPathComponent, content: nil)
+        }
         let bytes: [UInt8]
         do {
             bytes = [UInt8](try Data(contentsOf: fileURL))
@@ -70,7 +74,24 @@ extension CKAsset {
         }
         return Wire.Asset(
             sha256: SHA256.hash(bytes), size: UInt64(bytes.count), fileName: fileURL.lastPathComponent,
-            content: inlineContent ? .inlineData(bytes) : nil)
+            content: .inlineData(bytes))
+    }
+
+    /// The SHA-256 and size of a file, read `chunkSize` bytes (default 1 MiB) at a time.
+    static func digestOfFile(at url: URL, chunkSize: Int = 1 << 20) throws(CKError) -> (digest: [UInt8], size: UInt64) {
+        do {
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }
+            var hasher = SHA256()
+            var size: UInt64 = 0
+            while let chunk = try handle.read(upToCount: max(1, chunkSize)), !chunk.isEmpty {
+                hasher.update(chunk)
+                size += UInt64(chunk.count)
+            }
+            return (hasher.finalize(), size)
+        } catch {
+            throw CKError(.assetFileNotFound, message: "cannot read asset file \(url.path): \(error)")
+        }
     }
 
     /// A file name that never leaves the directory: the hex digest plus the original

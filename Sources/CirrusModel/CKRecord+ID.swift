@@ -29,7 +29,7 @@ extension CKRecord {
         }
 
         /// A record ID with a new unique name (a UUID string) in the given zone.
-        public init(zoneID: CKRecordZone.ID = .default) {
+        init(zoneID: CKRecordZone.ID) {
             self.init(recordName: UUID().uuidString, zoneID: zoneID)
         }
 

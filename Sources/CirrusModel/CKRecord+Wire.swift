@@ -65,7 +65,9 @@ extension CKRecord {
     /// The record as a wire message with every field, its changed keys, and asset
     /// content read from the assets' files and sent inline.
     ///
-    /// - throws: `CKError` `.assetFileNotFound` if an asset's file cannot be read.
+    /// - throws: `CKError` `.assetFileNotFound` if an asset's file cannot be read;
+    ///   `.invalidArguments` if a name, key or string value contains U+0000 (the wire
+    ///   layer would silently cut it short).
     public var wireRecord: Wire.Record {
         get throws(CKError) {
             try wireRecord(changedKeysOnly: false) { (asset) throws(CKError) in try asset.wireAsset(inlineContent: true) }
@@ -84,11 +86,15 @@ extension CKRecord {
         encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
     ) throws(CKError) -> Wire.Record {
         let state = self.state.withLock { $0 }
+        try FieldValue.checkWireID(recordID)
+        try FieldValue.checkWireString(recordType, what: "the record type")
+        if let parent = state.parent { try FieldValue.checkWireID(parent.recordID) }
         var fields: [Wire.RecordField] = []
         let changed = Set(state.changedKeys)
         for (encrypted, values) in [(false, state.fields), (true, state.encryptedFields)] {
             for key in values.keys.sorted() where !changedKeysOnly || changed.contains(key) {
                 guard let value = values[key] else { continue }
+                try FieldValue.checkWireString(key, what: "the field key \"\(key.debugDescription)\"")
                 let kind = try value.wireKind(encodeAsset: encodeAsset)
                 fields.append(Wire.RecordField(key: key, value: Wire.FieldValue(kind: kind), isEncrypted: encrypted))
             }

@@ -16,7 +16,7 @@ import Foundation
 ///
 /// `@unchecked Sendable` is safe: every mutable property lives in `state`, a `Locked`
 /// box that is only read or written while its lock is held; the rest is `let`.
-public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, CustomStringConvertible {
+public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Hashable, CustomStringConvertible {
     /// Everything about a record that can change, guarded by one lock.
     struct State {
         var fields: [FieldKey: FieldValue] = [:]
@@ -118,6 +118,12 @@ public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Custo
     /// Sets the field `key`; `nil` removes it.
     public func setObject(_ object: (any CKRecordValue)?, forKey key: FieldKey) { self[key] = object }
 
+    /// Key-value coding's spelling of the subscript setter: `record.setValue("x", forKey: "title")`.
+    public func setValue(_ value: (any CKRecordValue)?, forKey key: FieldKey) { self[key] = value }
+
+    /// Key-value coding's spelling of the subscript getter.
+    public func value(forKey key: FieldKey) -> (any CKRecordValue)? { self[key] }
+
     /// The keys of every field that has a value (plain fields; see `encryptedValues`), sorted.
     public func allKeys() -> [FieldKey] {
         state.withLock { $0.fields.keys.sorted() }
@@ -153,6 +159,11 @@ public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Custo
     public func copy() -> CKRecord {
         CKRecord(recordType: recordType, recordID: recordID, state: state.withLock { $0 })
     }
+
+    /// Records are equal only to themselves (identity), as `NSObject`s are.
+    public static func == (lhs: CKRecord, rhs: CKRecord) -> Bool { lhs === rhs }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     public var description: String {
         let (tag, keys) = state.withLock { ($0.recordChangeTag, $0.fields.keys.sorted()) }

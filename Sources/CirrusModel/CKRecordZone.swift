@@ -19,7 +19,7 @@ public let CKCurrentUserDefaultName = "__defaultOwner__"
 /// ```swift
 /// let zone = CKRecordZone(zoneName: "Notes")
 /// ```
-public final class CKRecordZone: Sendable, CustomStringConvertible {
+public final class CKRecordZone: Sendable, Hashable, CustomStringConvertible {
     /// The zone's identity: its name and owner.
     ///
     /// A value type here (Apple's `CKRecordZone.ID` is a class); equality and hashing
@@ -104,6 +104,12 @@ public final class CKRecordZone: Sendable, CustomStringConvertible {
     public static func `default`() -> CKRecordZone {
         CKRecordZone(zoneID: .default)
     }
+
+    /// Zones are equal only to themselves (identity), as `NSObject`s are; compare
+    /// `zoneID`s to compare zones by name.
+    public static func == (lhs: CKRecordZone, rhs: CKRecordZone) -> Bool { lhs === rhs }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     public var description: String {
         "<CKRecordZone: zoneID=\(zoneID), capabilities=\(capabilities.rawValue)>"

@@ -15,7 +15,9 @@ extension FieldValue {
         case .double(let v): return .doubleValue(v)
         case .bytes(let v): return .bytesValue([UInt8](v))
         case .date(let v): return .dateValue(v.wireTimestamp)
-        case .reference(let v): return .referenceValue(v.wireReference)
+        case .reference(let v):
+            try Self.checkWireID(v.recordID)
+            return .referenceValue(v.wireReference)
         case .location(let v): return .locationValue(v.wireLocation)
         case .asset(let v): return .assetValue(try encodeAsset(v))
         case .stringList(let v):
@@ -25,7 +27,9 @@ extension FieldValue {
         case .doubleList(let v): return .doubleList(Wire.DoubleList(values: v))
         case .bytesList(let v): return .bytesList(Wire.BytesList(values: v.map { [UInt8]($0) }))
         case .dateList(let v): return .dateList(Wire.TimestampList(values: v.map(\.wireTimestamp)))
-        case .referenceList(let v): return .referenceList(Wire.ReferenceList(values: v.map(\.wireReference)))
+        case .referenceList(let v):
+            for reference in v { try Self.checkWireID(reference.recordID) }
+            return .referenceList(Wire.ReferenceList(values: v.map(\.wireReference)))
         case .locationList(let v): return .locationList(Wire.LocationList(values: v.map(\.wireLocation)))
         case .assetList(let v):
             var assets: [Wire.Asset] = []
@@ -35,10 +39,18 @@ extension FieldValue {
         }
     }
 
-    private static func checkWireString(_ string: String) throws(CKError) {
+    /// Refuses strings the wire layer would cut short: protobuf-c carries strings as
+    /// C strings, so everything after a U+0000 would be lost silently.
+    static func checkWireString(_ string: String, what: @autoclosure () -> String = "a string value") throws(CKError) {
         if string.utf8.contains(0) {
-            throw CKError(.invalidArguments, message: "a string value contains U+0000, which the wire cannot carry")
+            throw CKError(.invalidArguments, message: "\(what()) contains U+0000, which the wire cannot carry")
         }
+    }
+
+    static func checkWireID(_ id: CKRecord.ID) throws(CKError) {
+        try checkWireString(id.recordName, what: "a record name")
+        try checkWireString(id.zoneID.zoneName, what: "a zone name")
+        try checkWireString(id.zoneID.ownerName, what: "an owner name")
     }
 
     /// The value of a wire field value.

@@ -36,6 +36,22 @@ private func hex(_ bytes: [UInt8]) -> String {
                 == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
     }
 
+    @Test func sha256InPiecesEqualsSha256AtOnce() {
+        var generator = SplitMix64(seed: 7)
+        let bytes = (0..<5_000).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        let whole = CKAsset.sha256(of: bytes)
+        for pieceSize in [1, 3, 63, 64, 65, 1_000] {
+            var hasher = SHA256()
+            var index = 0
+            while index < bytes.count {
+                hasher.update(bytes[index..<min(index + pieceSize, bytes.count)])
+                index += pieceSize
+            }
+            #expect(hasher.finalize() == whole, "pieces of \(pieceSize)")
+        }
+        #expect(CKAsset.sha256(of: AnySequence(bytes)) == whole, "non-contiguous sequences")
+    }
+
     @Test func assetContentTravelsInlineAndLandsInTheGivenDirectory() throws {
         let source = try makeTemporaryDirectory()
         let destination = try makeTemporaryDirectory()
@@ -129,5 +145,14 @@ private func hex(_ bytes: [UInt8]) -> String {
         #expect(wire.content == nil)
         #expect(wire.size == 4)
         #expect(wire.sha256 == CKAsset.sha256(of: [1, 2, 3, 4]))
+        let large = directory.appendingPathComponent("large.dat")
+        let content = Data((0..<10_017).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try content.write(to: large)
+        let streamed = try CKAsset.digestOfFile(at: large, chunkSize: 1_000)
+        #expect(streamed.size == UInt64(content.count))
+        #expect(streamed.digest == CKAsset.sha256(of: content))
+        #expect(throws: CKError.self) {
+            try CKAsset(fileURL: directory.appendingPathComponent("missing")).wireAsset(inlineContent: false)
+        }
     }
 }

@@ -140,6 +140,23 @@ import Testing
         #expect(back["pin"] == nil)
     }
 
+    @Test func keyValueCodingSpellingsAndIdentityEquality() {
+        let record = CKRecord(recordType: "Note")
+        record.setValue("x", forKey: "title")
+        record.setObject(3, forKey: "n")
+        #expect(record.value(forKey: "title") as? String == "x")
+        #expect(record.object(forKey: "n") as? Int == 3)
+        record.setValue(nil, forKey: "title")
+        #expect(record.allKeys() == ["n"])
+        let same = CKRecord(recordType: "Note", recordID: record.recordID)
+        #expect(record == record)
+        #expect(record != same)
+        #expect(Set([record, record, same]).count == 2)
+        let asValue: CKRecordValue = "legacy spelling" as CKRecordValue
+        record["legacy"] = asValue
+        #expect(record["legacy"] as? String == "legacy spelling")
+    }
+
     @Test func copyIsIndependent() {
         let record = CKRecord(recordType: "Note")
         record["a"] = 1

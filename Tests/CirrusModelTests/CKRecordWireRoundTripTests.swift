@@ -133,6 +133,15 @@ private let valueCases: [ValueCase] = [
         }
         record["s"] = ["ok", "a\u{0}"]
         #expect(throws: CKError.self) { try record.wireRecord }
+        record["s"] = nil
+        record["a\u{0}b"] = 1
+        #expect(throws: CKError.self) { try record.wireRecord }
+        record["a\u{0}b"] = nil
+        #expect(throws: Never.self) { try record.wireRecord }
+        record["r"] = CKRecord.Reference(recordID: CKRecord.ID(recordName: "x\u{0}"), action: .none)
+        #expect(throws: CKError.self) { try record.wireRecord }
+        #expect(throws: CKError.self) { try CKRecord(recordType: "T\u{0}").wireRecord }
+        #expect(throws: CKError.self) { try CKRecord(recordType: "T", recordID: CKRecord.ID(recordName: "\u{0}")).wireRecord }
     }
 
     @Test func newRecordSendsAnEmptyChangeTagAndItsChangedKeys() throws {
