@@ -8,7 +8,8 @@ import NIOCore
 struct GracefulShutdownEvent: Sendable {}
 
 /// The server side of one connection: feeds frames through the connection state machine and
-/// carries out what it answers. Protocol work only; operations run elsewhere.
+/// carries out what it answers. Protocol work only: operations run on tasks of their own
+/// (``OperationExecutor``) and reach the connection through their ``OperationStream``.
 ///
 /// Writes are coalesced: frames written while a read burst is handled are flushed once at
 /// `channelReadComplete`. While the peer does not read (the channel is not writable), this
@@ -45,9 +46,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.logger = logger
         self.machine = ConnectionStateMachine(role: .server, configuration: configuration.connection, now: .now())
     }
-
-    /// The authenticated user, once `Hello` was accepted.
-    var authenticatedIdentity: ClientIdentity? { self.identity }
 
     // MARK: - Life cycle
 

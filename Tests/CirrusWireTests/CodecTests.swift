@@ -87,9 +87,20 @@ struct CodecTests {
         // Hello.client_name (field 2) = FF FE 41
         let hello = try Wire.Hello(serializedBytes: [0x12, 0x03, 0xFF, 0xFE, 0x41])
         #expect(hello.clientName == "\u{FFFD}\u{FFFD}A")
-        // protobuf-c strings are C strings: the value ends at the first NUL.
-        let withNUL = try Wire.Hello(serializedBytes: [0x12, 0x03, 0x61, 0x00, 0x62])
-        #expect(withNUL.clientName == "a")
+        // protobuf-c strings are C strings: a NUL would cut the value short, so two different
+        // names could arrive as one. The decoder refuses such a string instead.
+        let error = #expect(throws: WireError.self) {
+            try Wire.Hello(serializedBytes: [0x12, 0x03, 0x61, 0x00, 0x62])
+        }
+        #expect(error?.code == .malformedMessage)
+        // Nested strings too: Frame.hello (field 2) holding that Hello.
+        #expect(throws: WireError.self) {
+            try Wire.Frame(serializedBytes: [0x12, 0x05, 0x12, 0x03, 0x61, 0x00, 0x62])
+        }
+        // NUL in bytes fields is fine.
+        let asset = try Wire.Asset(serializedBytes: [0x0A, 0x03, 0x61, 0x00, 0x62])
+        #expect(asset.sha256 == [0x61, 0x00, 0x62])
+        // Encoding cannot carry a NUL either: it is cut there (CirrusModel refuses such values).
         #expect(Wire.Hello(clientName: "a\u{0}b").serializedBytes() == [0x12, 0x01, 0x61])
     }
 }

@@ -7,7 +7,10 @@ internal import CProtobufC
 /// what would make the unpacker or the C-to-Swift conversion misbehave: nesting
 /// of sub-messages deeper than ``maximumDepth`` (protobuf-c recurses per level,
 /// so a few MiB of nesting would overflow the stack), malformed varints, tags,
-/// lengths and wire types protobuf-c does not support (groups).
+/// lengths, wire types protobuf-c does not support (groups), and string fields
+/// holding a NUL byte (protobuf-c hands strings over NUL-terminated, so
+/// `"a\0b"` would silently arrive as `"a"`: two different names would become
+/// one).
 enum WireNestingValidator {
     /// The deepest sub-message nesting accepted; the outer message is depth 0.
     static let maximumDepth = 64
@@ -49,11 +52,18 @@ enum WireNestingValidator {
                     throw .malformedMessage("length \(length) runs past the end of the message")
                 }
                 let fieldEnd = position + Int(length)
-                if let sub = subMessageDescriptor(descriptor, number: UInt32(number)) {
+                switch field(descriptor, number: UInt32(number)) {
+                case .message(let sub):
                     guard depth < maximumDepth else {
                         throw .malformedMessage("messages nested deeper than \(maximumDepth) levels")
                     }
                     try walk(bytes, from: position, to: fieldEnd, descriptor: sub, depth: depth + 1)
+                case .string:
+                    if bytes[position..<fieldEnd].contains(0) {
+                        throw .malformedMessage("string field \(number) contains a NUL byte")
+                    }
+                case .other:
+                    break
                 }
                 position = fieldEnd
             default:
@@ -79,12 +89,18 @@ enum WireNestingValidator {
         throw .malformedMessage("malformed varint")
     }
 
-    /// The descriptor of field `number` when it is a message field.
-    private static func subMessageDescriptor(
+    private enum FieldKind {
+        case message(UnsafePointer<ProtobufCMessageDescriptor>)
+        case string
+        case other
+    }
+
+    /// What field `number` of `descriptor` holds, as far as the walk cares.
+    private static func field(
         _ descriptor: UnsafePointer<ProtobufCMessageDescriptor>?,
         number: UInt32
-    ) -> UnsafePointer<ProtobufCMessageDescriptor>? {
-        guard let descriptor, let fields = descriptor.pointee.fields else { return nil }
+    ) -> FieldKind {
+        guard let descriptor, let fields = descriptor.pointee.fields else { return .other }
         // protoc-c emits `fields` sorted by number.
         var low = 0
         var high = Int(descriptor.pointee.n_fields) - 1
@@ -92,11 +108,14 @@ enum WireNestingValidator {
             let middle = (low + high) / 2
             let field = fields[middle]
             if field.id == number {
-                guard field.type == PROTOBUF_C_TYPE_MESSAGE else { return nil }
-                return field.descriptor?.assumingMemoryBound(to: ProtobufCMessageDescriptor.self)
+                if field.type == PROTOBUF_C_TYPE_STRING { return .string }
+                guard field.type == PROTOBUF_C_TYPE_MESSAGE,
+                    let sub = field.descriptor?.assumingMemoryBound(to: ProtobufCMessageDescriptor.self)
+                else { return .other }
+                return .message(UnsafePointer(sub))
             }
             if field.id < number { low = middle + 1 } else { high = middle - 1 }
         }
-        return nil
+        return .other
     }
 }
