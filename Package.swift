@@ -133,6 +133,19 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "CirrusKitTests",
+            dependencies: [
+                "CirrusKit",
+                "CirrusModel",
+                "CirrusWire",
+                "CirrusServer",
+                "CirrusTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "CirrusServerTests",
             dependencies: [
                 "CirrusServer",

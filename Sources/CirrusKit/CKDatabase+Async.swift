@@ -1,0 +1,165 @@
+import CirrusModel
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The async API, built on the operations: each call runs one operation on this database and
+/// cancelling the calling task cancels it.
+extension CKDatabase {
+    /// Saves one record (save policy `ifServerRecordUnchanged`) and returns the server's copy.
+    ///
+    /// - throws: `CKError`, e.g. `serverRecordChanged` with the server's record.
+    public func save(_ record: CKRecord) async throws -> CKRecord {
+        let (saved, _) = try await self.modifyRecords(saving: [record], deleting: [])
+        return try Self.single(saved, record.recordID)
+    }
+
+    /// Fetches one record.
+    ///
+    /// - throws: `CKError` `unknownItem` when it does not exist.
+    public func record(for recordID: CKRecord.ID) async throws -> CKRecord {
+        let results = try await self.records(for: [recordID])
+        return try Self.single(results, recordID)
+    }
+
+    /// Fetches records; each ID gets its own result. Throws only when the whole operation fails.
+    public func records(
+        for ids: [CKRecord.ID],
+        desiredKeys: [CKRecord.FieldKey]? = nil
+    ) async throws -> [CKRecord.ID: Result<CKRecord, any Error>] {
+        let operation = CKFetchRecordsOperation(recordIDs: ids)
+        operation.desiredKeys = desiredKeys
+        let results = NIOLockedValueBox<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
+        operation.perRecordResultBlock = { id, result in results.withLockedValue { $0[id] = result } }
+        try await self.run(operation) { operation.fetchRecordsResultBlock = $0 }
+        return results.withLockedValue { $0 }
+    }
+
+    /// Deletes one record and returns its ID.
+    public func deleteRecord(withID recordID: CKRecord.ID) async throws -> CKRecord.ID {
+        let (_, deleted) = try await self.modifyRecords(saving: [], deleting: [recordID])
+        _ = try Self.single(deleted, recordID)
+        return recordID
+    }
+
+    /// Saves and deletes records in one operation; each item gets its own result. Throws only
+    /// when the whole operation fails (not for per-item failures).
+    public func modifyRecords(
+        saving recordsToSave: [CKRecord],
+        deleting recordIDsToDelete: [CKRecord.ID],
+        savePolicy: CKModifyRecordsOperation.RecordSavePolicy = .ifServerRecordUnchanged,
+        atomically: Bool = true
+    ) async throws -> (
+        saveResults: [CKRecord.ID: Result<CKRecord, any Error>],
+        deleteResults: [CKRecord.ID: Result<Void, any Error>]
+    ) {
+        let operation = CKModifyRecordsOperation(recordsToSave: recordsToSave, recordIDsToDelete: recordIDsToDelete)
+        operation.savePolicy = savePolicy
+        operation.isAtomic = atomically
+        let saves = NIOLockedValueBox<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
+        let deletes = NIOLockedValueBox<[CKRecord.ID: Result<Void, any Error>]>([:])
+        operation.perRecordSaveBlock = { id, result in saves.withLockedValue { $0[id] = result } }
+        operation.perRecordDeleteBlock = { id, result in deletes.withLockedValue { $0[id] = result } }
+        try await self.run(operation) { operation.modifyRecordsResultBlock = $0 }
+        return (saves.withLockedValue { $0 }, deletes.withLockedValue { $0 })
+    }
+
+    /// Creates or updates a zone and returns it as the server has it.
+    public func save(_ zone: CKRecordZone) async throws -> CKRecordZone {
+        let (saved, _) = try await self.modifyRecordZones(saving: [zone], deleting: [])
+        return try Self.single(saved, zone.zoneID)
+    }
+
+    /// Fetches one zone.
+    ///
+    /// - throws: `CKError` `zoneNotFound` when it does not exist.
+    public func recordZone(for zoneID: CKRecordZone.ID) async throws -> CKRecordZone {
+        let results = try await self.recordZones(for: [zoneID])
+        return try Self.single(results, zoneID)
+    }
+
+    /// Fetches zones; each ID gets its own result.
+    public func recordZones(for ids: [CKRecordZone.ID]) async throws -> [CKRecordZone.ID: Result<CKRecordZone, any Error>] {
+        let operation = CKFetchRecordZonesOperation(recordZoneIDs: ids)
+        let results = NIOLockedValueBox<[CKRecordZone.ID: Result<CKRecordZone, any Error>]>([:])
+        operation.perRecordZoneResultBlock = { id, result in results.withLockedValue { $0[id] = result } }
+        try await self.run(operation) { operation.fetchRecordZonesResultBlock = $0 }
+        return results.withLockedValue { $0 }
+    }
+
+    /// Every zone of the database, in the server's order.
+    public func allRecordZones() async throws -> [CKRecordZone] {
+        let operation = CKFetchRecordZonesOperation.fetchAllRecordZonesOperation()
+        let zones = NIOLockedValueBox<[CKRecordZone]>([])
+        let failures = NIOLockedValueBox<[any Error]>([])
+        operation.perRecordZoneResultBlock = { _, result in
+            switch result {
+            case .success(let zone): zones.withLockedValue { $0.append(zone) }
+            case .failure(let error): failures.withLockedValue { $0.append(error) }
+            }
+        }
+        try await self.run(operation) { operation.fetchRecordZonesResultBlock = $0 }
+        if let failure = failures.withLockedValue({ $0.first }) {
+            throw failure
+        }
+        return zones.withLockedValue { $0 }
+    }
+
+    /// Deletes a zone (and its records) and returns its ID.
+    public func deleteRecordZone(withID zoneID: CKRecordZone.ID) async throws -> CKRecordZone.ID {
+        let (_, deleted) = try await self.modifyRecordZones(saving: [], deleting: [zoneID])
+        _ = try Self.single(deleted, zoneID)
+        return zoneID
+    }
+
+    /// Saves and deletes zones in one operation; each item gets its own result.
+    public func modifyRecordZones(
+        saving recordZonesToSave: [CKRecordZone],
+        deleting recordZoneIDsToDelete: [CKRecordZone.ID]
+    ) async throws -> (
+        saveResults: [CKRecordZone.ID: Result<CKRecordZone, any Error>],
+        deleteResults: [CKRecordZone.ID: Result<Void, any Error>]
+    ) {
+        let operation = CKModifyRecordZonesOperation(
+            recordZonesToSave: recordZonesToSave,
+            recordZoneIDsToDelete: recordZoneIDsToDelete
+        )
+        let saves = NIOLockedValueBox<[CKRecordZone.ID: Result<CKRecordZone, any Error>]>([:])
+        let deletes = NIOLockedValueBox<[CKRecordZone.ID: Result<Void, any Error>]>([:])
+        operation.perRecordZoneSaveBlock = { id, result in saves.withLockedValue { $0[id] = result } }
+        operation.perRecordZoneDeleteBlock = { id, result in deletes.withLockedValue { $0[id] = result } }
+        try await self.run(operation) { operation.modifyRecordZonesResultBlock = $0 }
+        return (saves.withLockedValue { $0 }, deletes.withLockedValue { $0 })
+    }
+
+    // MARK: - Running operations
+
+    /// Adds `operation` and waits for its result block; `install` hands that block over.
+    /// A `partialFailure` is not thrown: the per-item results carry it.
+    private func run(
+        _ operation: CKDatabaseOperation,
+        install: (@escaping (Result<Void, any Error>) -> Void) -> Void
+    ) async throws {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                install { result in
+                    if case .failure(let error as CKError) = result, error.code == .partialFailure {
+                        continuation.resume()
+                    } else {
+                        continuation.resume(with: result)
+                    }
+                }
+                self.add(operation)
+            }
+        } onCancel: {
+            operation.cancel()
+        }
+    }
+
+    /// The one result a single-item call asked for.
+    private static func single<ID: Hashable, Value>(_ results: [ID: Result<Value, any Error>], _ id: ID) throws -> Value {
+        guard let result = results[id] else {
+            throw CKError(.internalError, message: "the server sent no result for \(id)")
+        }
+        return try result.get()
+    }
+}

@@ -1,0 +1,97 @@
+import CirrusModel
+import CirrusWire
+import Foundation
+
+/// Fetches records by ID (CloudKit's `CKFetchRecordsOperation`).
+///
+/// For example:
+/// ```swift
+/// let operation = CKFetchRecordsOperation(recordIDs: [id1, id2])
+/// operation.desiredKeys = ["title"]
+/// operation.perRecordResultBlock = { id, result in print(id, result) }
+/// database.add(operation)
+/// ```
+open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
+    // @unchecked Sendable: as CKOperation — properties are set before start, blocks run on the
+    // serial callback queue.
+
+    /// The IDs of the records to fetch.
+    open var recordIDs: [CKRecord.ID]?
+    /// The keys to fetch; nil = all keys, empty = system fields only.
+    open var desiredKeys: [CKRecord.FieldKey]?
+
+    /// Download progress of one record (0.0 … 1.0).
+    open var perRecordProgressBlock: ((CKRecord.ID, Double) -> Void)?
+    /// One record fetched, or why not (`unknownItem` when it does not exist).
+    open var perRecordResultBlock: ((CKRecord.ID, Result<CKRecord, any Error>) -> Void)?
+    /// The whole operation's outcome.
+    open var fetchRecordsResultBlock: ((Result<Void, any Error>) -> Void)?
+
+    public override init() {
+        super.init()
+    }
+
+    public convenience init(recordIDs: [CKRecord.ID]) {
+        self.init()
+        self.recordIDs = recordIDs
+    }
+
+    override func makeRequest(maximumItems: Int) throws -> Wire.Open.Request {
+        let ids = self.recordIDs ?? []
+        guard ids.count <= maximumItems else {
+            throw CKError(.limitExceeded, message: "\(ids.count) records in one fetch; at most \(maximumItems) are allowed")
+        }
+        return .fetchRecords(
+            Wire.FetchRecordsRequest(
+                recordIDs: ids.map(\.wireRecordID),
+                desiredKeys: self.desiredKeys ?? [],
+                desiredKeysSpecified: self.desiredKeys != nil
+            )
+        )
+    }
+
+    override func handle(event: Wire.Event) {
+        guard case .fetchRecords(let payload) = event.payload else { return }
+        switch payload.callback {
+        case .perRecordProgress(let progress):
+            guard let wireID = progress.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
+            self.perRecordProgressBlock?(id, progress.progress)
+        case .perRecordResult(let outcome):
+            guard let (id, result) = RecordOutcomeDecoder.decode(outcome) else { return }
+            self.perRecordResultBlock?(id, result)
+        case nil:
+            break
+        }
+    }
+
+    override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
+        self.fetchRecordsResultBlock?(error.map { .failure($0) } ?? .success(()))
+    }
+}
+
+/// Turns the wire's per-item outcomes into CloudKit results.
+enum RecordOutcomeDecoder {
+    static func decode(_ outcome: Wire.RecordOutcome) -> (CKRecord.ID, Result<CKRecord, any Error>)? {
+        guard let wireID = outcome.recordID, let id = try? CKRecord.ID(wire: wireID) else { return nil }
+        switch outcome.outcome {
+        case .record(let record):
+            return (id, Result { () throws(CKError) in try CKRecord(wire: record) }.mapError { $0 })
+        case .error(let error):
+            return (id, .failure(CKError(wire: error)))
+        case nil:
+            return (id, .failure(CKError(.internalError, message: "the server sent no outcome for record \(id)")))
+        }
+    }
+
+    static func decode(_ outcome: Wire.RecordZoneOutcome) -> (CKRecordZone.ID, Result<CKRecordZone, any Error>)? {
+        guard let wireID = outcome.zoneID, let id = try? CKRecordZone.ID(wire: wireID) else { return nil }
+        switch outcome.outcome {
+        case .zone(let zone):
+            return (id, Result { () throws(CKError) in try CKRecordZone(wire: zone) }.mapError { $0 })
+        case .error(let error):
+            return (id, .failure(CKError(wire: error)))
+        case nil:
+            return (id, .failure(CKError(.internalError, message: "the server sent no outcome for zone \(id)")))
+        }
+    }
+}

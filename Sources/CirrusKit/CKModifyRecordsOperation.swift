@@ -1,0 +1,134 @@
+import CirrusModel
+import CirrusWire
+import Foundation
+
+/// Saves and deletes records (CloudKit's `CKModifyRecordsOperation`).
+///
+/// For example:
+/// ```swift
+/// let operation = CKModifyRecordsOperation(recordsToSave: [note], recordIDsToDelete: [oldID])
+/// operation.perRecordSaveBlock = { id, result in print(id, result) }
+/// operation.modifyRecordsResultBlock = { result in print(result) }
+/// database.add(operation)
+/// ```
+open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
+    // @unchecked Sendable: as CKOperation — properties are set before start, blocks run on the
+    // serial callback queue.
+
+    /// What to do when the server's copy changed since the record was fetched.
+    public enum RecordSavePolicy: Int, Sendable, Hashable {
+        /// Fail with `serverRecordChanged` if the server's record changed (the default).
+        case ifServerRecordUnchanged = 0
+        /// Write only the keys changed locally, whatever the server has.
+        case changedKeys = 1
+        /// Replace every key, whatever the server has.
+        case allKeys = 2
+
+        var wire: Wire.SavePolicy {
+            switch self {
+            case .ifServerRecordUnchanged: .ifServerRecordUnchanged
+            case .changedKeys: .changedKeys
+            case .allKeys: .allKeys
+            }
+        }
+    }
+
+    /// The records to save.
+    open var recordsToSave: [CKRecord]?
+    /// The IDs of the records to delete.
+    open var recordIDsToDelete: [CKRecord.ID]?
+    /// How conflicts with the server's copy are handled. Default: `.ifServerRecordUnchanged`.
+    open var savePolicy: RecordSavePolicy = .ifServerRecordUnchanged
+    /// An opaque token saved with the zones this operation changes.
+    open var clientChangeTokenData: Data?
+    /// All or nothing per zone. Default: true.
+    open var isAtomic: Bool = true
+
+    /// Upload progress of one record (0.0 … 1.0).
+    open var perRecordProgressBlock: ((CKRecord, Double) -> Void)?
+    /// One record saved (the server's copy) or not.
+    open var perRecordSaveBlock: ((CKRecord.ID, Result<CKRecord, any Error>) -> Void)?
+    /// One record deleted or not.
+    open var perRecordDeleteBlock: ((CKRecord.ID, Result<Void, any Error>) -> Void)?
+    /// The whole operation's outcome; `partialFailure` lists the failed items.
+    open var modifyRecordsResultBlock: ((Result<Void, any Error>) -> Void)?
+
+    public override init() {
+        super.init()
+    }
+
+    public convenience init(recordsToSave: [CKRecord]? = nil, recordIDsToDelete: [CKRecord.ID]? = nil) {
+        self.init()
+        self.recordsToSave = recordsToSave
+        self.recordIDsToDelete = recordIDsToDelete
+    }
+
+    /// Records being saved, by ID, for the progress block.
+    private var recordsByID: [CKRecord.ID: CKRecord] = [:]
+
+    override func makeRequest(maximumItems: Int) throws -> Wire.Open.Request {
+        let records = self.recordsToSave ?? []
+        let deletions = self.recordIDsToDelete ?? []
+        guard records.count + deletions.count <= maximumItems else {
+            throw CKError(
+                .limitExceeded,
+                message: "\(records.count + deletions.count) items in one operation; at most \(maximumItems) are allowed"
+            )
+        }
+        var byID: [CKRecord.ID: CKRecord] = [:]
+        var wireRecords: [Wire.Record] = []
+        wireRecords.reserveCapacity(records.count)
+        for record in records {
+            guard byID.updateValue(record, forKey: record.recordID) == nil else {
+                throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
+            }
+            wireRecords.append(
+                try record.wireRecord(changedKeysOnly: self.savePolicy == .changedKeys) { (asset) throws(CKError) in
+                    try asset.wireAsset(inlineContent: true)
+                }
+            )
+        }
+        self.recordsByID = byID
+        return .modifyRecords(
+            Wire.ModifyRecordsRequest(
+                recordsToSave: wireRecords,
+                recordIDsToDelete: deletions.map(\.wireRecordID),
+                savePolicy: self.savePolicy.wire,
+                clientChangeToken: self.clientChangeTokenData.map { Array($0) } ?? [],
+                isAtomic: self.isAtomic
+            )
+        )
+    }
+
+    override func handle(event: Wire.Event) {
+        guard case .modifyRecords(let payload) = event.payload else { return }
+        switch payload.callback {
+        case .perRecordProgress(let progress):
+            guard let wireID = progress.recordID, let id = try? CKRecord.ID(wire: wireID),
+                let record = self.recordsByID[id]
+            else { return }
+            self.perRecordProgressBlock?(record, progress.progress)
+        case .perRecordSave(let save):
+            guard let wireID = save.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
+            let result: Result<CKRecord, any Error>
+            switch save.outcome {
+            case .record(let record):
+                result = Result { () throws(CKError) in try CKRecord(wire: record) }.mapError { $0 }
+            case .error(let error):
+                result = .failure(CKError(wire: error))
+            case nil:
+                result = .failure(CKError(.internalError, message: "the server sent no outcome for record \(id)"))
+            }
+            self.perRecordSaveBlock?(id, result)
+        case .perRecordDelete(let delete):
+            guard let wireID = delete.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
+            self.perRecordDeleteBlock?(id, delete.error.map { .failure(CKError(wire: $0)) } ?? .success(()))
+        case nil:
+            break
+        }
+    }
+
+    override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
+        self.modifyRecordsResultBlock?(error.map { .failure($0) } ?? .success(()))
+    }
+}

@@ -1,0 +1,269 @@
+import CirrusModel
+import CirrusWire
+import Dispatch
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The base class of every CloudKit operation: an asynchronous `Foundation.Operation` that runs
+/// as one stream on its container's connection.
+///
+/// Add it to a database (`database.add(_:)`), a container, an `OperationQueue`, or call
+/// `start()`. Its callback blocks run serially, in the order the server produced them, on the
+/// operation's own callback queue; `completionBlock` runs after the result block.
+/// Dependencies, `cancel()` (which tells the server), `waitUntilFinished()` and
+/// `qualityOfService` behave as Foundation documents.
+open class CKOperation: Operation, @unchecked Sendable {
+    // @unchecked Sendable: the run state (`run`) is lock-protected; the callback blocks and
+    // request properties follow CloudKit's contract: set before the operation starts, read only
+    // after (`start()`'s caller, e.g. an OperationQueue, provides the ordering), then used only
+    // on the serial `callbackQueue`.
+
+    /// The type of `operationID`.
+    public typealias ID = String
+
+    private enum Phase: Sendable {
+        case ready
+        case executing
+        case finished
+    }
+
+    private struct RunState {
+        var phase = Phase.ready
+        var stream: ClientStream?
+        var resultDelivered = false
+        var lastProgress = DispatchTime.now()
+        var startedAt = DispatchTime.now()
+        var timer: DispatchSourceTimer?
+    }
+
+    /// A unique identifier; for long-lived operations the ID the server lists them by.
+    public let operationID: ID
+    private let configurationBox: NIOLockedValueBox<Configuration>
+    private let run = NIOLockedValueBox(RunState())
+    /// The serial queue every callback block of this operation runs on.
+    let callbackQueue: DispatchQueue
+
+    /// The operation's group, whose `defaultConfiguration` fills in values not set here.
+    open var group: CKOperationGroup?
+
+    /// Runs when the server has stored a long-lived operation and will keep its callbacks.
+    open var longLivedOperationWasPersistedBlock: (() -> Void)?
+
+    public override init() {
+        let id = UUID().uuidString
+        self.operationID = id
+        self.configurationBox = NIOLockedValueBox(Configuration())
+        self.callbackQueue = DispatchQueue(label: "CKOperation.callbacks.\(id)")
+        super.init()
+    }
+
+    /// The operation's own configuration (explicit values win over the group's). Assigning copies.
+    open var configuration: Configuration! {
+        get { self.configurationBox.withLockedValue { $0 } }
+        set {
+            let copy = newValue?.copy() ?? Configuration()
+            self.configurationBox.withLockedValue { $0 = copy }
+        }
+    }
+
+    /// The configuration the operation runs with after the merge rule.
+    var resolvedConfiguration: ResolvedConfiguration {
+        ResolvedConfiguration(operation: self.configuration.explicit, group: self.group?.defaultConfiguration.explicit)
+    }
+
+    /// Mirrors `configuration.qualityOfService` (merged with the group's), as CloudKit does.
+    open override var qualityOfService: QualityOfService {
+        get { self.resolvedConfiguration.qualityOfService }
+        set {
+            self.configuration.qualityOfService = newValue
+            super.qualityOfService = newValue
+        }
+    }
+
+    // MARK: - Foundation.Operation
+
+    open override var isAsynchronous: Bool { true }
+
+    open override var isExecuting: Bool {
+        self.run.withLockedValue { $0.phase == .executing }
+    }
+
+    open override var isFinished: Bool {
+        self.run.withLockedValue { $0.phase == .finished }
+    }
+
+    open override func start() {
+        let started = self.run.withLockedValue { state -> Bool in
+            guard state.phase == .ready else { return false }
+            return true
+        }
+        guard started else { return }
+        self.willChangeValue(forKey: "isExecuting")
+        self.run.withLockedValue {
+            $0.phase = .executing
+            $0.startedAt = .now()
+            $0.lastProgress = .now()
+        }
+        self.didChangeValue(forKey: "isExecuting")
+        if self.isCancelled {
+            self.callbackQueue.async { self.finishOnQueue(CKError(.operationCancelled, message: "the operation was cancelled")) }
+            return
+        }
+        self.begin()
+    }
+
+    open override func main() {}
+
+    open override func cancel() {
+        super.cancel()
+        let stream = self.run.withLockedValue { state -> ClientStream? in
+            guard state.phase == .executing else { return nil }
+            return state.stream
+        }
+        guard self.isExecuting else { return }
+        stream?.cancel(reason: "cancelled by the client")
+        self.callbackQueue.async { self.finishOnQueue(CKError(.operationCancelled, message: "the operation was cancelled")) }
+    }
+
+    // MARK: - Running
+
+    /// Resolves where the operation runs: the container and the database scope.
+    func target() -> (container: CKContainer, scope: Wire.DatabaseScope) {
+        (self.resolvedConfiguration.container ?? CKContainer.default(), .unspecified)
+    }
+
+    /// The typed request; throws a `CKError` when the request is invalid (checked before
+    /// anything is sent). Subclasses override.
+    func makeRequest(maximumItems: Int) throws -> Wire.Open.Request {
+        throw CKError(.internalError, message: "\(type(of: self)) has no request")
+    }
+
+    /// One event of the operation, on the callback queue. Subclasses override.
+    func handle(event: Wire.Event) {}
+
+    /// The final result, on the callback queue, exactly once: nil error = success. Subclasses
+    /// call their result block.
+    func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {}
+
+    /// Items per operation accepted by the server (CloudKit's 400).
+    static let maximumItemsPerOperation = 400
+
+    private func begin() {
+        let (container, scope) = self.target()
+        let request: Wire.Open.Request
+        do {
+            request = try self.makeRequest(maximumItems: Self.maximumItemsPerOperation)
+        } catch {
+            self.callbackQueue.async { self.finishOnQueue(error) }
+            return
+        }
+        let resolved = self.resolvedConfiguration
+        let open = Wire.Open(
+            operationID: self.operationID,
+            databaseScope: scope,
+            containerIdentifier: container.containerIdentifier ?? "",
+            configuration: self.configuration.explicit.wire,
+            group: self.group?.wire,
+            request: request
+        )
+        let manager = container.connectionManager
+        let stream = ClientStream(open: open, window: manager.configuration.streamWindow, queue: self.callbackQueue) {
+            [weak self] delivery in
+            self?.receive(delivery)
+        }
+        self.run.withLockedValue { $0.stream = stream }
+        self.startTimer(resolved)
+        manager.open(stream)
+    }
+
+    private func receive(_ delivery: StreamDelivery) {
+        guard !self.run.withLockedValue({ $0.resultDelivered }) else { return }
+        self.run.withLockedValue { $0.lastProgress = .now() }
+        switch delivery {
+        case .persisted:
+            self.longLivedOperationWasPersistedBlock?()
+        case .event(let event):
+            self.handle(event: event)
+        case .complete(let complete):
+            self.finishOnQueue(complete.error.map { CKError(wire: $0) }, complete: complete)
+        case .failed(let failure):
+            self.finishOnQueue(CKError(failure))
+        }
+    }
+
+    /// Delivers the result (once) and finishes. Callback queue only.
+    func finishOnQueue(_ error: (any Error)?, complete: Wire.Complete? = nil) {
+        let first = self.run.withLockedValue { state -> Bool in
+            guard !state.resultDelivered else { return false }
+            state.resultDelivered = true
+            state.timer?.cancel()
+            state.timer = nil
+            return true
+        }
+        guard first else { return }
+        self.deliverResult(error, complete: complete)
+        self.markFinished()
+    }
+
+    private func markFinished() {
+        self.willChangeValue(forKey: "isExecuting")
+        self.willChangeValue(forKey: "isFinished")
+        self.run.withLockedValue {
+            $0.phase = .finished
+            $0.stream = nil
+        }
+        self.didChangeValue(forKey: "isExecuting")
+        self.didChangeValue(forKey: "isFinished")
+    }
+
+    /// Ends the operation with a timeout when no progress came for `timeoutIntervalForRequest`
+    /// or it ran longer than `timeoutIntervalForResource`.
+    private func startTimer(_ resolved: ResolvedConfiguration) {
+        let request = resolved.timeoutIntervalForRequest
+        let resource = resolved.timeoutIntervalForResource
+        let limit = [request, resource].filter { $0 > 0 && $0.isFinite }.min() ?? 0
+        guard limit > 0 else { return }
+        let interval = max(0.01, min(1.0, limit / 4))
+        let timer = DispatchSource.makeTimerSource(queue: self.callbackQueue)
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in
+            self?.checkTimeouts(request: request, resource: resource)
+        }
+        self.run.withLockedValue { $0.timer = timer }
+        timer.resume()
+    }
+
+    private func checkTimeouts(request: TimeInterval, resource: TimeInterval) {
+        let (lastProgress, startedAt, stream) = self.run.withLockedValue { ($0.lastProgress, $0.startedAt, $0.stream) }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let idle = Double(now - min(now, lastProgress.uptimeNanoseconds)) / 1e9
+        let total = Double(now - min(now, startedAt.uptimeNanoseconds)) / 1e9
+        let message: String
+        if resource > 0, total >= resource {
+            message = "the operation did not finish within timeoutIntervalForResource (\(resource) s)"
+        } else if request > 0, idle >= request {
+            message = "no response within timeoutIntervalForRequest (\(request) s)"
+        } else {
+            return
+        }
+        stream?.cancel(reason: "timed out")
+        self.finishOnQueue(CKError(.networkFailure, message: message))
+    }
+}
+
+/// The base class of operations that act on one database.
+open class CKDatabaseOperation: CKOperation, @unchecked Sendable {
+    // @unchecked Sendable: as CKOperation; `database` is set before the operation starts.
+
+    /// The database the operation runs against; nil = the private database of the
+    /// configuration's container (or the default container).
+    open var database: CKDatabase?
+
+    override func target() -> (container: CKContainer, scope: Wire.DatabaseScope) {
+        if let database = self.database {
+            return (database.container, database.databaseScope.wireScope)
+        }
+        let container = self.resolvedConfiguration.container ?? CKContainer.default()
+        return (container, .private)
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+
+/// Where a container's server is and how to authenticate to it.
+///
+/// By default every `CKContainer` reads it from the environment
+/// (``fromEnvironment(_:)``), so CloudKit code runs unchanged; pass one explicitly to
+/// `CKContainer(identifier:configuration:)` to choose.
+///
+/// For example:
+/// ```swift
+/// let configuration = CirrusClientConfiguration(
+///     host: "sync.example.com", port: 7443,
+///     trustRootsPath: "Certs/ca.pem",
+///     certificateChainPath: "Certs/alice.pem", privateKeyPath: "Certs/alice-key.pem")
+/// let container = CKContainer(identifier: "iCloud.com.example.notes", configuration: configuration)
+/// ```
+public struct CirrusClientConfiguration: Sendable, Hashable {
+    /// The server's host name or IP address.
+    public var host: String
+    /// The server's TCP port.
+    public var port: Int
+    /// PEM bundle of the CAs trusted to sign the server certificate; nil = the system's roots.
+    public var trustRootsPath: String?
+    /// PEM file with the client certificate (its subject names the user).
+    public var certificateChainPath: String?
+    /// PEM file with the client certificate's private key.
+    public var privateKeyPath: String?
+    /// A bearer token sent in `Hello` instead of authenticating by certificate.
+    public var bearerToken: String?
+    /// The name the server certificate must carry; nil = `host`.
+    public var serverName: String?
+
+    /// Event credit each operation stream starts with and keeps topped up; at most this many
+    /// events of one operation are ever buffered on the client.
+    public var streamWindow: UInt32 = 32
+    /// Time allowed for TCP connect, TLS and `Hello` together.
+    public var connectTimeout: TimeInterval = 10
+    /// First delay before reconnecting after a failed attempt; doubles per failure.
+    public var reconnectBaseDelay: TimeInterval = 0.1
+    /// The longest delay between reconnect attempts.
+    public var reconnectMaximumDelay: TimeInterval = 10
+    /// Sent as `Hello.client_name`.
+    public var clientName: String = "CirrusKit"
+    /// Sent as `Hello.client_version`.
+    public var clientVersion: String = CirrusClientConfiguration.libraryVersion
+
+    /// The version of this library.
+    public static let libraryVersion = "0.1.0"
+    /// The server address used when `CIRRUS_SERVER` is not set.
+    public static let defaultHost = "127.0.0.1"
+    public static let defaultPort = 7443
+
+    public init(
+        host: String = CirrusClientConfiguration.defaultHost,
+        port: Int = CirrusClientConfiguration.defaultPort,
+        trustRootsPath: String? = nil,
+        certificateChainPath: String? = nil,
+        privateKeyPath: String? = nil,
+        bearerToken: String? = nil,
+        serverName: String? = nil
+    ) {
+        self.host = host
+        self.port = port
+        self.trustRootsPath = trustRootsPath
+        self.certificateChainPath = certificateChainPath
+        self.privateKeyPath = privateKeyPath
+        self.bearerToken = bearerToken
+        self.serverName = serverName
+    }
+
+    /// The configuration the environment describes: `CIRRUS_SERVER=host:port` (default
+    /// `127.0.0.1:7443`; `[v6]:port` for IPv6), `CIRRUS_CA`, `CIRRUS_CERT`, `CIRRUS_KEY`,
+    /// `CIRRUS_TOKEN` and `CIRRUS_SERVER_NAME`. Empty variables count as unset.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> CirrusClientConfiguration {
+        func value(_ name: String) -> String? {
+            guard let value = environment[name], !value.isEmpty else { return nil }
+            return value
+        }
+        var configuration = CirrusClientConfiguration(
+            trustRootsPath: value("CIRRUS_CA"),
+            certificateChainPath: value("CIRRUS_CERT"),
+            privateKeyPath: value("CIRRUS_KEY"),
+            bearerToken: value("CIRRUS_TOKEN"),
+            serverName: value("CIRRUS_SERVER_NAME")
+        )
+        if let server = value("CIRRUS_SERVER"), let (host, port) = Self.parse(server: server) {
+            configuration.host = host
+            configuration.port = port ?? Self.defaultPort
+        }
+        return configuration
+    }
+
+    /// Splits `host:port`, `host`, `[v6]:port` or `[v6]`; nil when the port is not a number.
+    static func parse(server: String) -> (host: String, port: Int?)? {
+        if server.hasPrefix("[") {
+            guard let close = server.firstIndex(of: "]") else { return nil }
+            let host = String(server[server.index(after: server.startIndex)..<close])
+            let rest = server[server.index(after: close)...]
+            if rest.isEmpty { return (host, nil) }
+            guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()), (0...65535).contains(port) else { return nil }
+            return (host, port)
+        }
+        let parts = server.split(separator: ":", omittingEmptySubsequences: false)
+        switch parts.count {
+        case 1:
+            return (server, nil)
+        case 2:
+            guard let port = Int(parts[1]), (0...65535).contains(port) else { return nil }
+            return (String(parts[0]), port)
+        default:
+            return (server, nil)  // a bare IPv6 literal
+        }
+    }
+
+    /// The name checked against the server certificate.
+    var verifiedServerName: String { self.serverName ?? self.host }
+}

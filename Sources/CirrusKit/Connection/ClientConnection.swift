@@ -1,0 +1,53 @@
+import CirrusWire
+import NIOCore
+
+/// A connected, authenticated Cirrus connection: the channel and its protocol handler. Every
+/// method may be called from any thread; the work runs on the channel's event loop.
+final class ClientConnection: Sendable {
+    let channel: any Channel
+    /// The server's answer to `Hello`: the user and the effective limits.
+    let helloAck: Wire.HelloAck
+    private let handler: NIOLoopBound<ClientConnectionHandler>
+
+    init(channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, helloAck: Wire.HelloAck) {
+        self.channel = channel
+        self.handler = handler
+        self.helloAck = helloAck
+    }
+
+    var eventLoop: any EventLoop { self.channel.eventLoop }
+
+    /// Opens `stream` on this connection. The future says false when the connection no longer
+    /// takes new streams (draining or closed); the caller then uses another connection.
+    func open(_ stream: ClientStream) -> EventLoopFuture<Bool> {
+        self.eventLoop.submit {
+            self.handler.value.open(stream, on: self)
+        }
+    }
+
+    func grant(credit: UInt32, streamID: UInt64) {
+        self.eventLoop.execute {
+            self.handler.value.grant(credit: credit, streamID: streamID)
+        }
+    }
+
+    func cancel(streamID: UInt64, reason: String) {
+        self.eventLoop.execute {
+            self.handler.value.cancel(streamID: streamID, reason: reason)
+        }
+    }
+
+    /// Round trip of a `Ping` on stream 0.
+    func ping() -> EventLoopFuture<Void> {
+        self.eventLoop.flatSubmit {
+            self.handler.value.ping()
+        }
+    }
+
+    /// Says `GoAway` and closes once open streams have ended.
+    func close() {
+        self.eventLoop.execute {
+            self.handler.value.goAway()
+        }
+    }
+}

@@ -1,0 +1,320 @@
+import CirrusTLS
+import CirrusWire
+import NIOCore
+
+/// The client end of one Cirrus connection: says `Hello`, opens operation streams, delivers
+/// their frames, answers pings and keeps the connection alive, all by feeding every frame
+/// through `ConnectionStateMachine(role: .client)`. Protocol work only; event loop only.
+final class ClientConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = Wire.Frame
+    typealias OutboundOut = Wire.Frame
+
+    /// What the handler tells the connection's owner. Called on the event loop.
+    struct Callbacks: Sendable {
+        /// No new streams may be opened on this connection any more.
+        var draining: @Sendable () -> Void = {}
+        /// The server never saw these streams (GoAway) or they could not be opened: open them elsewhere.
+        var retry: @Sendable ([ClientStream]) -> Void = { _ in }
+    }
+
+    private let server: String
+    private let hello: Wire.Hello
+    private let callbacks: Callbacks
+    private let timerInterval: TimeAmount
+    private var machine: ConnectionStateMachine
+    private var context: ChannelHandlerContext?
+    private var streams: [UInt64: ClientStream] = [:]
+    /// Streams waiting for a free slot under `max_concurrent_streams`.
+    private var waiting: [(ClientStream, ClientConnection)] = []
+    private var nextStreamID: UInt64 = 1
+    private var maximumConcurrentStreams = Int.max
+    private var timer: RepeatedTask?
+    private var pings: [UInt64: EventLoopPromise<Void>] = [:]
+    /// User pings use nonces from the top half so they never meet the keepalive's.
+    private var nextPingNonce: UInt64 = 1 << 63
+    private var failure: ConnectionFailure?
+    private var isClosed = false
+
+    /// Succeeds with the server's `HelloAck`; fails if the connection ends first.
+    let ready: EventLoopPromise<Wire.HelloAck>
+
+    init(
+        hello: Wire.Hello,
+        server: String,
+        machine: ConnectionStateMachine.Configuration,
+        timerInterval: TimeAmount,
+        ready: EventLoopPromise<Wire.HelloAck>,
+        callbacks: Callbacks
+    ) {
+        self.hello = hello
+        self.server = server
+        self.callbacks = callbacks
+        self.timerInterval = timerInterval
+        self.ready = ready
+        self.machine = ConnectionStateMachine(role: .client, configuration: machine, now: .now())
+    }
+
+    // MARK: - Life cycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        self.machine = ConnectionStateMachine(role: .client, configuration: self.machine.configuration, now: .now())
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.timer = context.eventLoop.scheduleRepeatedTask(initialDelay: self.timerInterval, delay: self.timerInterval) { _ in
+            bound.value.timerFired()
+        }
+        if context.channel.isActive {
+            self.sayHello()
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.connectionEnded()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.sayHello()
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.connectionEnded()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if self.failure == nil {
+            self.failure = ConnectionFailure.from(error, beforeHelloAck: self.machine.phase == .handshaking, server: self.server)
+        }
+        context.close(promise: nil)
+    }
+
+    private func sayHello() {
+        let frame = Wire.Frame(streamID: 0, kind: .hello(self.hello))
+        guard case .send = self.machine.send(frame) else { return }  // Already said.
+        // TLSHandler holds writes made before its handshake completes.
+        self.write(frame)
+        self.context?.flush()
+    }
+
+    // MARK: - Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = self.unwrapInboundIn(data)
+        if case .pong(let pong) = frame.kind, let promise = self.pings.removeValue(forKey: pong.nonce) {
+            promise.succeed(())
+        }
+        switch self.machine.receive(frame, now: .now()) {
+        case .none:
+            break
+        case .helloAckReceived(let ack):
+            if let limits = ack.limits, limits.maxConcurrentStreams > 0 {
+                self.maximumConcurrentStreams = Int(limits.maxConcurrentStreams)
+            }
+            self.ready.succeed(ack)
+        case .deliver(let frame):
+            self.deliver(frame)
+        case .sendPong(let nonce):
+            self.write(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))))
+            context.flush()
+        case .peerGoingAway(let lastStreamID, let closeNow):
+            self.peerGoingAway(lastStreamID: lastStreamID, closeNow: closeNow)
+        case .closeWithError(let code, let message):
+            self.failure = self.failure ?? .network("protocol error with \(self.server): \(code): \(message)")
+            self.writeErrorAndClose(code: code, message: message)
+        case .peerClosed(let error):
+            self.failure = self.failure ?? ConnectionFailure.from(error, server: self.server)
+            context.close(promise: nil)
+        case .helloReceived, .openStream, .resumeStream, .refuseStream, .cancelStream, .creditAvailable:
+            // Server-side actions; the client machine never answers with them.
+            break
+        }
+    }
+
+    private func deliver(_ frame: Wire.Frame) {
+        guard let stream = self.streams[frame.streamID] else { return }
+        switch frame.kind {
+        case .event(let event):
+            stream.deliver(.event(event))
+        case .persisted(let persisted):
+            stream.deliver(.persisted(persisted))
+        case .complete(let complete):
+            self.streams.removeValue(forKey: frame.streamID)
+            stream.deliver(.complete(complete))
+            self.streamEnded()
+        default:
+            break
+        }
+    }
+
+    private func peerGoingAway(lastStreamID: UInt64, closeNow: Bool) {
+        self.callbacks.draining()
+        let unseen = self.streams.filter { $0.key > lastStreamID }.sorted { $0.key < $1.key }.map(\.value)
+        for (id, _) in self.streams where id > lastStreamID {
+            self.streams.removeValue(forKey: id)
+        }
+        let retry = unseen + self.waiting.map(\.0)
+        self.waiting.removeAll()
+        if !retry.isEmpty {
+            self.callbacks.retry(retry)
+        }
+        if closeNow || self.streams.isEmpty {
+            self.context?.close(promise: nil)
+        }
+    }
+
+    // MARK: - Streams
+
+    /// Opens `stream` now, or when a slot frees up. False: this connection takes no new streams.
+    func open(_ stream: ClientStream, on connection: ClientConnection) -> Bool {
+        guard !self.isClosed, self.machine.phase == .active else { return false }
+        guard !stream.isCancelled else { return true }
+        guard self.streams.count < self.maximumConcurrentStreams else {
+            self.waiting.append((stream, connection))
+            return true
+        }
+        let streamID = self.nextStreamID
+        let frame = Wire.Frame(streamID: streamID, kind: .open(stream.open))
+        switch self.machine.send(frame) {
+        case .send, .sendAndClose:
+            self.nextStreamID += 1
+            self.streams[streamID] = stream
+            stream.attached(to: connection, streamID: streamID)
+            self.write(frame)
+            self.context?.flush()
+            return true
+        case .invalid(let message):
+            stream.fail(.network("cannot open a stream: \(message)"))
+            return true
+        case .drop, .waitForCredit:
+            return false
+        }
+    }
+
+    func grant(credit: UInt32, streamID: UInt64) {
+        guard self.streams[streamID] != nil else { return }
+        let frame = Wire.Frame(streamID: streamID, kind: .window(Wire.Window(credit: credit)))
+        if case .send = self.machine.send(frame) {
+            self.write(frame)
+            self.context?.flush()
+        }
+    }
+
+    func cancel(streamID: UInt64, reason: String) {
+        if let index = self.waiting.firstIndex(where: { $0.0.streamID == streamID && streamID != 0 }) {
+            self.waiting.remove(at: index)
+        }
+        guard self.streams.removeValue(forKey: streamID) != nil else { return }
+        let frame = Wire.Frame(streamID: streamID, kind: .cancel(Wire.Cancel(reason: reason)))
+        switch self.machine.send(frame) {
+        case .send:
+            self.write(frame)
+            self.context?.flush()
+        case .sendAndClose:
+            self.write(frame)
+            self.context?.flush()
+            self.context?.close(promise: nil)
+        case .drop, .waitForCredit, .invalid:
+            break
+        }
+        self.streamEnded()
+    }
+
+    /// A stream ended: start a waiting one, or close a drained connection.
+    private func streamEnded() {
+        self.waiting.removeAll { $0.0.isCancelled }
+        while self.streams.count < self.maximumConcurrentStreams, !self.waiting.isEmpty {
+            let (stream, connection) = self.waiting.removeFirst()
+            if !self.open(stream, on: connection) {
+                self.callbacks.retry([stream])
+            }
+        }
+        if self.machine.phase == .draining, self.streams.isEmpty {
+            self.context?.close(promise: nil)
+        }
+    }
+
+    // MARK: - Ping, GoAway, timers
+
+    func ping() -> EventLoopFuture<Void> {
+        guard let context = self.context, !self.isClosed else {
+            return self.ready.futureResult.eventLoop.makeFailedFuture(
+                self.failure ?? .network("the connection to \(self.server) is closed")
+            )
+        }
+        let nonce = self.nextPingNonce
+        self.nextPingNonce &+= 1
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        self.pings[nonce] = promise
+        self.write(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: nonce))))
+        context.flush()
+        return promise.futureResult
+    }
+
+    func goAway() {
+        guard !self.isClosed, self.machine.phase == .active else { return }
+        let frame = self.machine.makeGoAway(code: .shuttingDown, reason: "client closing")
+        let action = self.machine.send(frame)
+        self.write(frame)
+        self.context?.flush()
+        self.callbacks.draining()
+        if case .sendAndClose = action {
+            self.context?.close(promise: nil)
+        }
+    }
+
+    private func timerFired() {
+        switch self.machine.timerFired(now: .now()) {
+        case .none:
+            break
+        case .sendPing(let nonce):
+            self.write(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: nonce))))
+            self.context?.flush()
+        case .closeWithError(let code, let message):
+            self.failure = self.failure ?? .network("\(self.server): \(message)")
+            self.writeErrorAndClose(code: code, message: message)
+        case .closeIdle:
+            let frame = self.machine.makeGoAway(code: .idleTimeout, reason: "idle")
+            self.write(frame)
+            self.context?.flush()
+            self.callbacks.draining()
+            self.context?.close(promise: nil)
+        }
+    }
+
+    // MARK: - Writing and ending
+
+    private func write(_ frame: Wire.Frame) {
+        guard let context = self.context, !self.isClosed else { return }
+        context.write(self.wrapOutboundOut(frame), promise: nil)
+    }
+
+    private func writeErrorAndClose(code: Wire.ErrorCode, message: String) {
+        guard let context = self.context else { return }
+        let frame = Wire.Frame(streamID: 0, kind: .error(Wire.ConnectionError(code: code, message: message)))
+        let channel = context.channel
+        context.writeAndFlush(self.wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func connectionEnded() {
+        guard !self.isClosed else { return }
+        self.isClosed = true
+        self.timer?.cancel()
+        self.timer = nil
+        let failure = self.failure ?? .network("the connection to \(self.server) was closed")
+        self.callbacks.draining()
+        self.ready.fail(failure)
+        let streams = self.streams.sorted { $0.key < $1.key }.map(\.value) + self.waiting.map(\.0)
+        self.streams.removeAll()
+        self.waiting.removeAll()
+        for stream in streams {
+            stream.fail(.network("connection lost while the operation was running: \(failure.message)"))
+        }
+        let pings = self.pings
+        self.pings.removeAll()
+        for promise in pings.values {
+            promise.fail(failure)
+        }
+    }
+}

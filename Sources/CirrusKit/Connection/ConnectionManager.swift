@@ -1,0 +1,272 @@
+import CirrusTLS
+import CirrusWire
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Keeps a container's one multiplexed connection: connects lazily when an operation needs it,
+/// reconnects after it dropped or drained with jittered exponential backoff, and re-opens
+/// streams the server never saw (GoAway) on the next connection.
+final class ConnectionManager: Sendable {
+    private struct State {
+        var tlsContext: TLSContext?
+        /// The connection new streams go to.
+        var current: ClientConnection?
+        /// A connection attempt in progress (it may still be waiting out its backoff).
+        var attempt: EventLoopFuture<ClientConnection>?
+        var consecutiveFailures = 0
+        var lastFailure: NIODeadline?
+        var isShutDown = false
+    }
+
+    let configuration: CirrusClientConfiguration
+    private let group: any EventLoopGroup
+    /// Keepalive, handshake and idle timers of each connection.
+    let machineConfiguration: ConnectionStateMachine.Configuration
+    let timerInterval: TimeAmount
+    private let state = NIOLockedValueBox(State())
+
+    init(
+        configuration: CirrusClientConfiguration,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        machineConfiguration: ConnectionStateMachine.Configuration = .init(),
+        timerInterval: TimeAmount = .seconds(1)
+    ) {
+        self.configuration = configuration
+        self.group = group
+        var machine = machineConfiguration
+        machine.handshakeTimeout = .nanoseconds(Int64(configuration.connectTimeout * 1e9))
+        self.machineConfiguration = machine
+        self.timerInterval = timerInterval
+    }
+
+    var serverDescription: String {
+        self.configuration.host.contains(":")
+            ? "[\(self.configuration.host)]:\(self.configuration.port)" : "\(self.configuration.host):\(self.configuration.port)"
+    }
+
+    // MARK: - Streams
+
+    /// Hands `stream` to the current connection, connecting first when there is none. Failures
+    /// reach the stream as `.failed`.
+    func open(_ stream: ClientStream) {
+        guard stream.beginAttempt() else {
+            stream.fail(.network("\(self.serverDescription) kept refusing new streams"))
+            return
+        }
+        self.connection().whenComplete { result in
+            switch result {
+            case .failure(let error):
+                stream.fail(ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription))
+            case .success(let connection):
+                connection.open(stream).whenComplete { opened in
+                    switch opened {
+                    case .success(true):
+                        break
+                    case .success(false), .failure:
+                        self.retire(connection)
+                        self.open(stream)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The connection new streams go to, connecting if needed.
+    func connection() -> EventLoopFuture<ClientConnection> {
+        let (future, start) = self.state.withLockedValue { state -> (EventLoopFuture<ClientConnection>, EventLoopPromise<ClientConnection>?) in
+            if let current = state.current, current.channel.isActive {
+                return (current.eventLoop.makeSucceededFuture(current), nil)
+            }
+            state.current = nil
+            if let attempt = state.attempt {
+                return (attempt, nil)
+            }
+            let promise = self.group.next().makePromise(of: ClientConnection.self)
+            state.attempt = promise.futureResult
+            return (promise.futureResult, promise)
+        }
+        if let start {
+            self.startAttempt(start)
+        }
+        return future
+    }
+
+    /// The delay before the next attempt after `failures` failures in a row: exponential,
+    /// capped, with full jitter in its upper half.
+    static func backoff(failures: Int, base: TimeInterval, maximum: TimeInterval) -> TimeInterval {
+        guard failures > 0 else { return 0 }
+        let exponential = min(maximum, base * pow(2, Double(min(failures - 1, 30))))
+        return exponential * Double.random(in: 0.5...1.0)
+    }
+
+    private func startAttempt(_ promise: EventLoopPromise<ClientConnection>) {
+        let (failures, lastFailure) = self.state.withLockedValue { ($0.consecutiveFailures, $0.lastFailure) }
+        let delay = Self.backoff(
+            failures: failures,
+            base: self.configuration.reconnectBaseDelay,
+            maximum: self.configuration.reconnectMaximumDelay
+        )
+        var wait = TimeAmount.nanoseconds(Int64(delay * 1e9))
+        if let lastFailure {
+            wait = wait - (NIODeadline.now() - lastFailure)
+        }
+        let loop = promise.futureResult.eventLoop
+        promise.futureResult.whenComplete { result in
+            self.state.withLockedValue { state in
+                state.attempt = nil
+                switch result {
+                case .success(let connection):
+                    state.current = connection
+                    state.consecutiveFailures = 0
+                    state.lastFailure = nil
+                case .failure:
+                    state.consecutiveFailures += 1
+                    state.lastFailure = .now()
+                }
+            }
+        }
+        if wait > .zero {
+            loop.scheduleTask(in: wait) { self.connect(on: loop, promise: promise) }
+        } else {
+            loop.execute { self.connect(on: loop, promise: promise) }
+        }
+    }
+
+    private func tlsContext() throws -> TLSContext {
+        try self.state.withLockedValue { state in
+            if let context = state.tlsContext { return context }
+            let context = try TLSContext(
+                configuration: TLSConfiguration.client(
+                    trustRootsPath: self.configuration.trustRootsPath,
+                    certificateChainPath: self.configuration.certificateChainPath,
+                    privateKeyPath: self.configuration.privateKeyPath
+                )
+            )
+            state.tlsContext = context
+            return context
+        }
+    }
+
+    private func connect(on loop: any EventLoop, promise: EventLoopPromise<ClientConnection>) {
+        if self.state.withLockedValue({ $0.isShutDown }) {
+            promise.fail(ConnectionFailure.network("the container's connection was shut down"))
+            return
+        }
+        let tls: TLSContext
+        do {
+            tls = try self.tlsContext()
+        } catch {
+            promise.fail(ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription))
+            return
+        }
+        let hello = Wire.Hello(
+            protocolVersion: Wire.protocolVersion,
+            clientName: self.configuration.clientName,
+            clientVersion: self.configuration.clientVersion,
+            bearerToken: self.configuration.bearerToken,
+            limits: Wire.Limits(maxFrameBytes: UInt32(FrameDecoder.defaultMaximumFrameBytes))
+        )
+        let ready = loop.makePromise(of: Wire.HelloAck.self)
+        let server = self.serverDescription
+        let serverName = self.configuration.verifiedServerName
+        let machine = self.machineConfiguration
+        let timerInterval = self.timerInterval
+        let callbacksBox = NIOLockedValueBox<(any Channel)?>(nil)
+        let callbacks = ClientConnectionHandler.Callbacks(
+            draining: { [weak self] in
+                guard let self, let channel = callbacksBox.withLockedValue({ $0 }) else { return }
+                self.retire(channel: channel)
+            },
+            retry: { [weak self] streams in
+                guard let self else {
+                    streams.forEach { $0.fail(.network("the container is gone")) }
+                    return
+                }
+                streams.forEach { self.open($0) }
+            }
+        )
+        let timeout = TimeAmount.nanoseconds(Int64(self.configuration.connectTimeout * 1e9))
+        ClientBootstrap(group: loop)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                callbacksBox.withLockedValue { $0 = channel }
+                return channel.eventLoop.makeCompletedFuture {
+                    let handler = ClientConnectionHandler(
+                        hello: hello,
+                        server: server,
+                        machine: machine,
+                        timerInterval: timerInterval,
+                        ready: ready,
+                        callbacks: callbacks
+                    )
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TLSHandler(context: tls, serverHostname: serverName))
+                    try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
+                    try sync.addHandler(MessageToByteHandler(FrameEncoder()))
+                    try sync.addHandler(handler)
+                }
+            }
+            .connect(host: self.configuration.host, port: self.configuration.port)
+            .whenComplete { result in
+                switch result {
+                case .failure(let error):
+                    ready.fail(error)
+                    promise.fail(ConnectionFailure.from(error, beforeHelloAck: true, server: server))
+                case .success(let channel):
+                    // Bound the TLS handshake and Hello as a whole.
+                    let deadline = loop.scheduleTask(in: timeout) {
+                        ready.fail(ConnectionFailure.network("\(server) did not answer Hello within \(timeout)"))
+                        channel.close(promise: nil)
+                    }
+                    ready.futureResult.whenComplete { _ in deadline.cancel() }
+                    channel.pipeline.handler(type: ClientConnectionHandler.self).whenComplete { found in
+                        guard case .success(let handler) = found else {
+                            promise.fail(ConnectionFailure.network("\(server): connection closed during setup"))
+                            return
+                        }
+                        let bound = NIOLoopBound(handler, eventLoop: loop)
+                        ready.futureResult.whenComplete { answer in
+                            switch answer {
+                            case .success(let ack):
+                                promise.succeed(ClientConnection(channel: channel, handler: bound, helloAck: ack))
+                            case .failure(let error):
+                                channel.close(promise: nil)
+                                promise.fail(ConnectionFailure.from(error, beforeHelloAck: true, server: server))
+                            }
+                        }
+                    }
+                }
+            }
+    }
+
+    /// New streams no longer go to `connection`.
+    private func retire(_ connection: ClientConnection) {
+        self.retire(channel: connection.channel)
+    }
+
+    private func retire(channel: any Channel) {
+        self.state.withLockedValue { state in
+            if let current = state.current, current.channel === channel {
+                state.current = nil
+            }
+        }
+    }
+
+    /// Runs a `Ping` round trip on the connection (connecting first if needed).
+    func ping() -> EventLoopFuture<Void> {
+        self.connection().flatMap { $0.ping() }
+    }
+
+    /// Closes the connection gracefully; later operations fail.
+    func shutdown() {
+        let current = self.state.withLockedValue { state -> ClientConnection? in
+            state.isShutDown = true
+            defer { state.current = nil }
+            return state.current
+        }
+        current?.close()
+    }
+}

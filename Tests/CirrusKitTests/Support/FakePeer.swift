@@ -1,0 +1,168 @@
+import CirrusTLS
+import CirrusWire
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// How the fake peer answers one `Open`.
+struct FakeReply: Sendable {
+    /// Event payloads, sent with seq 1, 2, 3 … as credit allows.
+    var payloads: [Wire.Event.Payload] = []
+    /// `Complete.error` after the events; nil = success.
+    var error: Wire.OperationError? = nil
+    /// After the events, send nothing more (until the client cancels).
+    var hang = false
+    /// Send every event at once, ignoring credit (a broken server).
+    var ignoreCredit = false
+    /// Close the connection instead of answering.
+    var closeConnection = false
+    /// Answer with `GoAway` naming the previous stream, then close.
+    var goAway = false
+}
+
+/// A Cirrus server stand-in over the real TLS and frame codec that answers each `Open` with a
+/// scripted reply, honouring (or not) the client's flow-control credit, and records what the
+/// client sent.
+final class FakePeer: Sendable {
+    struct Log: Sendable {
+        var opens: [Wire.Open] = []
+        var cancels: [UInt64] = []
+        var windowCredit: UInt64 = 0
+        var eventsSent = 0
+        var connections = 0
+        var hellos: [Wire.Hello] = []
+    }
+
+    let port: Int
+    private let channel: any Channel
+    let log: NIOLockedValueBox<Log>
+
+    private init(port: Int, channel: any Channel, log: NIOLockedValueBox<Log>) {
+        self.port = port
+        self.channel = channel
+        self.log = log
+    }
+
+    var opens: [Wire.Open] { self.log.withLockedValue { $0.opens } }
+
+    /// Starts listening on a free loopback port; `reply` decides the answer to each `Open`
+    /// (the second argument counts connections from 1).
+    static func start(
+        reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply = { _, _ in FakeReply() }
+    ) async throws -> FakePeer {
+        let tls = try TLSContext(configuration: TestCertificates.serverTLS())
+        let log = NIOLockedValueBox(Log())
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                let index = log.withLockedValue { log -> Int in
+                    log.connections += 1
+                    return log.connections
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TLSHandler(context: tls))
+                    try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
+                    try sync.addHandler(MessageToByteHandler(FrameEncoder()))
+                    try sync.addHandler(FakePeerHandler(connection: index, log: log, reply: reply))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        guard let port = channel.localAddress?.port else { throw TestTimeout() }
+        return FakePeer(port: port, channel: channel, log: log)
+    }
+
+    func stop() async {
+        try? await self.channel.close()
+    }
+}
+
+private final class FakePeerHandler: ChannelInboundHandler {
+    typealias InboundIn = Wire.Frame
+    typealias OutboundOut = Wire.Frame
+
+    private struct Stream {
+        var pending: [Wire.Event.Payload]
+        var credit: UInt64
+        var seq: UInt64 = 0
+        var reply: FakeReply
+    }
+
+    private let connection: Int
+    private let log: NIOLockedValueBox<FakePeer.Log>
+    private let reply: @Sendable (Wire.Open, Int) -> FakeReply
+    private var streams: [UInt64: Stream] = [:]
+
+    init(connection: Int, log: NIOLockedValueBox<FakePeer.Log>, reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply) {
+        self.connection = connection
+        self.log = log
+        self.reply = reply
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = self.unwrapInboundIn(data)
+        switch frame.kind {
+        case .hello(let hello):
+            self.log.withLockedValue { $0.hellos.append(hello) }
+            let ack = Wire.HelloAck(
+                protocolVersion: Wire.protocolVersion,
+                serverName: "fake",
+                userRecordName: "_fake",
+                limits: Wire.Limits(
+                    maxFrameBytes: 4 << 20, maxConcurrentStreams: 100, initialStreamWindow: 16, maxItemsPerOperation: 400
+                )
+            )
+            context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .helloAck(ack))), promise: nil)
+        case .open(let open):
+            self.log.withLockedValue { $0.opens.append(open) }
+            let reply = self.reply(open, self.connection)
+            if reply.closeConnection {
+                context.close(promise: nil)
+                return
+            }
+            if reply.goAway {
+                let goAway = Wire.GoAway(lastStreamID: frame.streamID - 1, code: .shuttingDown, reason: "draining")
+                context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .goAway(goAway))), promise: nil)
+                return
+            }
+            let credit = UInt64(open.initialWindow == 0 ? 16 : open.initialWindow)
+            self.streams[frame.streamID] = Stream(pending: reply.payloads, credit: credit, reply: reply)
+            self.pump(frame.streamID, context: context)
+        case .window(let window):
+            self.log.withLockedValue { $0.windowCredit += UInt64(window.credit) }
+            self.streams[frame.streamID]?.credit += UInt64(window.credit)
+            self.pump(frame.streamID, context: context)
+        case .cancel:
+            self.log.withLockedValue { $0.cancels.append(frame.streamID) }
+            self.streams.removeValue(forKey: frame.streamID)
+        case .ping(let ping):
+            context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: ping.nonce)))), promise: nil)
+        default:
+            break
+        }
+    }
+
+    private func pump(_ streamID: UInt64, context: ChannelHandlerContext) {
+        guard var stream = self.streams[streamID] else { return }
+        while !stream.pending.isEmpty, stream.credit > 0 || stream.reply.ignoreCredit {
+            stream.seq += 1
+            if stream.credit > 0 { stream.credit -= 1 }
+            let event = Wire.Event(seq: stream.seq, payload: stream.pending.removeFirst())
+            self.log.withLockedValue { $0.eventsSent += 1 }
+            context.write(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .event(event))), promise: nil)
+        }
+        if stream.pending.isEmpty, !stream.reply.hang {
+            let complete = Wire.Complete(lastSeq: stream.seq, error: stream.reply.error)
+            context.write(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .complete(complete))), promise: nil)
+            self.streams.removeValue(forKey: streamID)
+        } else {
+            self.streams[streamID] = stream
+        }
+        context.flush()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,124 @@
+import CirrusKit
+import CirrusModel
+import CirrusServer
+import CirrusTLS
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+/// The development certificates in Certs/, found from this file's path.
+enum TestCertificates {
+    static let directory: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(4)  // Support/TestSupport.swift, CirrusKitTests, Tests
+        return parts.joined(separator: "/") + "/Certs"
+    }()
+
+    static func path(_ name: String) -> String { directory + "/" + name }
+
+    /// A client of the server on `port`, as `user` (nil = no client certificate).
+    static func client(port: Int, user: String? = "alice", trust: String = "ca.pem") -> CirrusClientConfiguration {
+        var configuration = CirrusClientConfiguration(
+            host: "127.0.0.1",
+            port: port,
+            trustRootsPath: path(trust),
+            certificateChainPath: user.map { path("\($0).pem") },
+            privateKeyPath: user.map { path("\($0)-key.pem") }
+        )
+        configuration.reconnectBaseDelay = 0.02
+        configuration.reconnectMaximumDelay = 0.2
+        configuration.connectTimeout = 5
+        return configuration
+    }
+
+    static func serverTLS(
+        verification: TLSConfiguration.ClientCertificateVerification = .optional,
+        certificate: String = "server"
+    ) -> TLSConfiguration {
+        .server(
+            certificateChainPath: path("\(certificate).pem"),
+            privateKeyPath: path("\(certificate)-key.pem"),
+            clientCATrustRootsPath: path("ca.pem"),
+            clientCertificateVerification: verification
+        )
+    }
+}
+
+/// Runs a real in-process `CirrusServer` on a free loopback port for the length of `body`.
+func withServer<R>(
+    verification: TLSConfiguration.ClientCertificateVerification = .optional,
+    port: Int = 0,
+    configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: (CirrusServer, Int) async throws -> R
+) async throws -> R {
+    var configuration = ServerConfiguration(tls: TestCertificates.serverTLS(verification: verification))
+    configuration.port = port
+    configure(&configuration)
+    let server = CirrusServer(configuration: configuration)
+    let address = try await server.start()
+    let port = try #require(address.port)
+    do {
+        let result = try await body(server, port)
+        await server.shutdownGracefully()
+        return result
+    } catch {
+        await server.shutdownGracefully()
+        throw error
+    }
+}
+
+/// Values collected from callbacks on any thread, in arrival order.
+final class Recorder<Value: Sendable>: Sendable {
+    private let box = NIOLockedValueBox<[Value]>([])
+
+    func append(_ value: Value) { self.box.withLockedValue { $0.append(value) } }
+    var values: [Value] { self.box.withLockedValue { $0 } }
+    var count: Int { self.box.withLockedValue { $0.count } }
+}
+
+/// Adds `operation` (to `database`, or starts it directly) and waits until it finished.
+func runToCompletion(_ operation: CKOperation, on database: CKDatabase? = nil) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let previous = operation.completionBlock
+        operation.completionBlock = {
+            previous?()
+            continuation.resume()
+        }
+        if let database, let operation = operation as? CKDatabaseOperation {
+            database.add(operation)
+        } else {
+            operation.start()
+        }
+    }
+}
+
+/// Polls `condition` until it holds (a hang guard, not a speed assertion).
+func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while !condition() {
+        guard clock.now < deadline else { throw TestTimeout() }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+}
+
+struct TestTimeout: Error {}
+
+extension Result {
+    var failureCode: CKError.Code? {
+        guard case .failure(let error) = self else { return nil }
+        return (error as? CKError)?.code
+    }
+}
+
+/// `operation.waitUntilFinished()`, called on a thread of its own so the test's task does not
+/// block the cooperative pool.
+func waitUntilFinished(_ operation: Operation) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        Thread.detachNewThread {
+            operation.waitUntilFinished()
+            continuation.resume()
+        }
+    }
+}
