@@ -139,6 +139,7 @@ let package = Package(
                 "CirrusModel",
                 "CirrusWire",
                 "CirrusServer",
+                "CirrusStore",
                 "CirrusTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
