@@ -56,7 +56,7 @@ extension RecordWriter {
         case .success(let contents): assets = contents
         }
 
-        let seq = try StoreRows.bumpZoneSeq(db, zone.id)
+        let seq = try nextSeq(zone.id)
         record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
         record.creationDate = serverRecord?.creationDate ?? now
         record.modificationDate = now
@@ -68,23 +68,23 @@ extension RecordWriter {
         let rowID: Int64
         if let existing {
             rowID = existing.id
-            try db.execute(
+            try db.run(
                 sql: "UPDATE records SET change_tag = ?, change_seq = ?, data = ? WHERE id = ?",
                 arguments: [record.recordChangeTag, seq, data, rowID])
-            try db.execute(sql: "DELETE FROM record_fields WHERE record_id = ?", arguments: [rowID])
-            try db.execute(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
+            try db.run(sql: "DELETE FROM record_fields WHERE record_id = ?", arguments: [rowID])
+            try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
         } else {
-            try db.execute(
+            try db.run(
                 sql: """
                     INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data])
             rowID = db.lastInsertedRowID
-            try db.execute(sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
+            try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
         }
         for row in RecordCodec.indexRows(of: record) {
-            try db.execute(
+            try db.run(
                 sql: """
                     INSERT INTO record_fields (record_id, zone_id, record_type, key, list_index,
                         int_value, real_value, real_value2, text_value, blob_value)
@@ -94,12 +94,12 @@ extension RecordWriter {
                             row.int, row.real, row.real2, row.text, row.blob])
         }
         for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
-            try db.execute(
+            try db.run(
                 sql: "INSERT INTO cascade_references (source_id, database_id, target_zone, target_name) VALUES (?, ?, ?, ?)",
                 arguments: [rowID, databaseID, target.zone, target.name])
         }
         for asset in assets {
-            try db.execute(
+            try db.run(
                 sql: "INSERT OR IGNORE INTO assets (sha256, size, content) VALUES (?, ?, ?)",
                 arguments: [Data(asset.sha256), asset.content.count, Data(asset.content)])
         }
@@ -117,8 +117,7 @@ extension RecordWriter {
         try deleteRow(existing.id, zoneID: zone.id, name: name, recordType: existing.recordType)
         var pending: [(zone: String, name: String)] = [(zone.name, name)]
         while let target = pending.popLast() {
-            let sources = try Row.fetchAll(
-                db,
+            let sources = try db.rows(
                 sql: """
                     SELECT r.id, r.name, r.record_type, r.zone_id, z.name AS zone_name
                     FROM cascade_references c
@@ -132,7 +131,7 @@ extension RecordWriter {
                 let sourceName: String = source["name"]
                 let zoneName: String = source["zone_name"]
                 // Already deleted through another path (a cycle) when the row is gone.
-                guard try Int64.fetchOne(db, sql: "SELECT id FROM records WHERE id = ?", arguments: [id]) != nil else {
+                guard try db.int64(sql: "SELECT id FROM records WHERE id = ?", arguments: [id]) != nil else {
                     continue
                 }
                 try deleteRow(id, zoneID: source["zone_id"], name: sourceName, recordType: source["record_type"])
@@ -144,11 +143,11 @@ extension RecordWriter {
     }
 
     private mutating func deleteRow(_ id: Int64, zoneID: Int64, name: String, recordType: String) throws {
-        let seq = try StoreRows.bumpZoneSeq(db, zoneID)
-        try db.execute(
+        let seq = try nextSeq(zoneID)
+        try db.run(
             sql: "INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at) VALUES (?, ?, ?, ?, ?)",
             arguments: [zoneID, name, recordType, seq, RecordCodec.seconds(now)])
-        try db.execute(sql: "DELETE FROM records WHERE id = ?", arguments: [id])
+        try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [id])
         touch(zoneID)
     }
 }

@@ -14,6 +14,10 @@ struct RecordWriter {
     var touchedZones: [Int64] = []
     /// Records deleted by deleteSelf cascades.
     var cascaded: [Wire.RecordID] = []
+    /// The last change sequence handed out per zone; written to the zone rows
+    /// at the end. A rolled-back item leaves a gap, which is harmless: a
+    /// sequence only has to grow.
+    private var zoneSeqs: [Int64: Int64] = [:]
 
     init(db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp) throws {
         self.db = db
@@ -129,9 +133,11 @@ struct RecordWriter {
 
         for zoneID in touchedZones {
             let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
-            try db.execute(sql: "UPDATE zones SET db_seq = ? WHERE id = ?", arguments: [seq, zoneID])
+            try db.run(
+                sql: "UPDATE zones SET db_seq = ?, change_seq = ? WHERE id = ?",
+                arguments: [seq, zoneSeqs[zoneID] ?? 0, zoneID])
             if !request.clientChangeToken.isEmpty {
-                try db.execute(
+                try db.run(
                     sql: "UPDATE zones SET client_change_token = ? WHERE id = ?",
                     arguments: [Data(request.clientChangeToken), zoneID])
             }
@@ -141,6 +147,18 @@ struct RecordWriter {
 
     private func succeed(_ item: Item, _ record: Wire.Record?, _ saves: inout [Wire.ModifyRecordsPerRecordSave]) {
         if case .save(let i, _) = item, let record { saves[i].outcome = .record(record) }
+    }
+
+    /// The next change sequence of a zone.
+    mutating func nextSeq(_ zoneID: Int64) throws -> Int64 {
+        let current: Int64
+        if let known = zoneSeqs[zoneID] {
+            current = known
+        } else {
+            current = try db.int64(sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneID]) ?? 0
+        }
+        zoneSeqs[zoneID] = current + 1
+        return current + 1
     }
 
     mutating func touch(_ zoneID: Int64) {

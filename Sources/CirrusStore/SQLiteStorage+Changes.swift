@@ -29,12 +29,12 @@ extension SQLiteStorage {
                 throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
             }
             let fetchLimit = limit + 1
-            let records = try Row.fetchAll(
-                db, sql: "SELECT * FROM records WHERE zone_id = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
+            let records = try db.rows(
+                sql: "SELECT * FROM records WHERE zone_id = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
                 arguments: [zone.id, since, fetchLimit]
             ).map(RecordRow.init)
-            let tombstones = try Row.fetchAll(
-                db, sql: "SELECT name, record_type, seq FROM tombstones WHERE zone_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            let tombstones = try db.rows(
+                sql: "SELECT name, record_type, seq FROM tombstones WHERE zone_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                 arguments: [zone.id, since, fetchLimit])
             var changed: [Wire.Record] = []
             var deleted: [RecordTombstone] = []
@@ -69,8 +69,8 @@ extension SQLiteStorage {
         }
         return try await read { db in
             guard
-                let row = try Row.fetchOne(
-                    db, sql: "SELECT id, change_seq, pruned_seq FROM databases WHERE container = ? AND scope = ? AND owner = ?",
+                let row = try db.row(
+                    sql: "SELECT id, change_seq, pruned_seq FROM databases WHERE container = ? AND scope = ? AND owner = ?",
                     arguments: [key.container, key.scope.rawValue, key.owner])
             else {
                 if since == 0 { return ZoneChangeBatch(changed: [], deleted: [], lastSeq: 0, moreComing: false) }
@@ -82,8 +82,7 @@ extension SQLiteStorage {
             guard since <= changeSeq, since == 0 || since >= prunedSeq else {
                 throw StoreError(.changeTokenExpired, "database change sequence \(since) expired")
             }
-            let rows = try Row.fetchAll(
-                db,
+            let rows = try db.rows(
                 sql: """
                     SELECT name, db_seq, deleted_at FROM zones
                     WHERE database_id = ? AND db_seq > ? ORDER BY db_seq LIMIT ?
@@ -106,23 +105,23 @@ extension SQLiteStorage {
 
     public func pruneTombstones(deletedBefore cutoff: Wire.Timestamp) async throws {
         let cutoff = RecordCodec.seconds(cutoff)
-        try await write { db in
-            try db.execute(
+        try await write(weight: 1) { db in
+            try db.run(
                 sql: """
                     UPDATE zones SET pruned_seq = max(pruned_seq,
                         (SELECT max(seq) FROM tombstones t WHERE t.zone_id = zones.id AND t.deleted_at < ?1))
                     WHERE id IN (SELECT zone_id FROM tombstones WHERE deleted_at < ?1)
                     """,
                 arguments: [cutoff])
-            try db.execute(sql: "DELETE FROM tombstones WHERE deleted_at < ?", arguments: [cutoff])
-            try db.execute(
+            try db.run(sql: "DELETE FROM tombstones WHERE deleted_at < ?", arguments: [cutoff])
+            try db.run(
                 sql: """
                     UPDATE databases SET pruned_seq = max(pruned_seq,
                         (SELECT max(db_seq) FROM zones z WHERE z.database_id = databases.id AND z.deleted_at < ?1))
                     WHERE id IN (SELECT database_id FROM zones WHERE deleted_at < ?1)
                     """,
                 arguments: [cutoff])
-            try db.execute(sql: "DELETE FROM zones WHERE deleted_at < ?", arguments: [cutoff])
+            try db.run(sql: "DELETE FROM zones WHERE deleted_at < ?", arguments: [cutoff])
         }
     }
 }

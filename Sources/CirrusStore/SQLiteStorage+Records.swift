@@ -11,7 +11,7 @@ extension SQLiteStorage {
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         if modification.itemCount == 0 { return RecordModificationResult() }
         let now = clock()
-        return try await write { db in
+        return try await write(weight: modification.itemCount) { db in
             var writer = try RecordWriter(db: db, key: key, user: user, now: now)
             return try writer.modify(modification)
         }

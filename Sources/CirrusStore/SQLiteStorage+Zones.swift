@@ -10,7 +10,7 @@ extension SQLiteStorage {
         try checkItemCount(zones.count + zoneIDs.count)
         if zones.isEmpty && zoneIDs.isEmpty { return ZoneModificationResult() }
         let now = RecordCodec.seconds(clock())
-        return try await write { db in
+        return try await write(weight: zones.count + zoneIDs.count) { db in
             let databaseID = try StoreRows.ensureDatabase(db, key)
             var result = ZoneModificationResult()
             for zone in zones {
@@ -50,12 +50,12 @@ extension SQLiteStorage {
         }
         if let refusal = customZoneRefusal(name, key) { return .failure(refusal) }
         // A tombstone of an earlier zone with this name is superseded.
-        try db.execute(
+        try db.run(
             sql: "DELETE FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NOT NULL",
             arguments: [databaseID, name])
         let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
         let scope: Wire.ZoneEncryptionScope = zone.encryptionScope == .perZone ? .perZone : .perRecord
-        try db.execute(
+        try db.run(
             sql: "INSERT INTO zones (database_id, name, encryption_scope, db_seq) VALUES (?, ?, ?, ?)",
             arguments: [databaseID, name, scope.rawValue, seq])
         guard let saved = try StoreRows.liveZone(db, databaseID, name) else {
@@ -80,10 +80,10 @@ extension SQLiteStorage {
             return RecordCodec.error(.zoneNotFound, "zone \(name) does not exist")
         }
         // Fields and references go with their records (ON DELETE CASCADE).
-        try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
-        try db.execute(sql: "DELETE FROM tombstones WHERE zone_id = ?", arguments: [zone.id])
+        try db.run(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+        try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ?", arguments: [zone.id])
         let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
-        try db.execute(
+        try db.run(
             sql: "UPDATE zones SET deleted_at = ?, db_seq = ?, client_change_token = NULL WHERE id = ?",
             arguments: [now, seq, zone.id])
         return nil

@@ -25,6 +25,7 @@ public final class SQLiteStorage: RecordStorage {
     public let maxItemsPerOperation: Int
 
     let pool: DatabasePool
+    let writer: WriteCoalescer
     let clock: @Sendable () -> Wire.Timestamp
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
@@ -55,6 +56,7 @@ public final class SQLiteStorage: RecordStorage {
                 try db.execute(sql: "PRAGMA synchronous = FULL")
             }
             try Self.migrator.migrate(pool)
+            writer = WriteCoalescer(writer: pool)
         } catch {
             throw StoreError.wrapping(error)
         }
@@ -74,9 +76,12 @@ public final class SQLiteStorage: RecordStorage {
         return Wire.Timestamp(seconds: Int64(seconds), nanos: Int32((now - seconds) * 1_000_000_000))
     }
 
-    /// Runs `body` in one write transaction on GRDB's writer queue.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await pool.write(body) } catch { throw StoreError.wrapping(error) }
+    /// Runs `body` on GRDB's writer queue in a savepoint of a transaction it
+    /// may share with concurrent writes (group commit); returns after the commit.
+    ///
+    /// - parameter weight: about how many rows `body` writes (request items).
+    func write<T: Sendable>(weight: Int, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await writer.write(weight: weight, body) } catch { throw StoreError.wrapping(error) }
     }
 
     /// Runs `body` on a snapshot on one of GRDB's reader queues.

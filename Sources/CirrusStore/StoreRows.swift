@@ -53,19 +53,19 @@ enum StoreRows {
     // MARK: Databases
 
     static func databaseID(_ db: Database, _ key: DatabaseKey) throws -> Int64? {
-        try Int64.fetchOne(
-            db, sql: "SELECT id FROM databases WHERE container = ? AND scope = ? AND owner = ?",
+        try db.int64(
+            sql: "SELECT id FROM databases WHERE container = ? AND scope = ? AND owner = ?",
             arguments: [key.container, key.scope.rawValue, key.owner])
     }
 
     /// The database's row ID, creating the database with its default zone.
     static func ensureDatabase(_ db: Database, _ key: DatabaseKey) throws -> Int64 {
         if let id = try databaseID(db, key) { return id }
-        try db.execute(
+        try db.run(
             sql: "INSERT INTO databases (container, scope, owner) VALUES (?, ?, ?)",
             arguments: [key.container, key.scope.rawValue, key.owner])
         let id = db.lastInsertedRowID
-        try db.execute(
+        try db.run(
             sql: "INSERT INTO zones (database_id, name, db_seq) VALUES (?, ?, 0)",
             arguments: [id, RecordCodec.defaultZoneName])
         return id
@@ -73,37 +73,31 @@ enum StoreRows {
 
     /// Increments and returns the database change sequence.
     static func bumpDatabaseSeq(_ db: Database, _ databaseID: Int64) throws -> Int64 {
-        try db.execute(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ?", arguments: [databaseID])
-        return try Int64.fetchOne(db, sql: "SELECT change_seq FROM databases WHERE id = ?", arguments: [databaseID]) ?? 0
+        try db.run(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ?", arguments: [databaseID])
+        return try db.int64(sql: "SELECT change_seq FROM databases WHERE id = ?", arguments: [databaseID]) ?? 0
     }
 
     // MARK: Zones
 
     static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneRow? {
-        try Row.fetchOne(
-            db, sql: "SELECT * FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NULL",
+        try db.row(
+            sql: "SELECT * FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NULL",
             arguments: [databaseID, name]
         ).map(ZoneRow.init)
     }
 
     static func liveZones(_ db: Database, _ databaseID: Int64) throws -> [ZoneRow] {
-        try Row.fetchAll(
-            db, sql: "SELECT * FROM zones WHERE database_id = ? AND deleted_at IS NULL ORDER BY name",
+        try db.rows(
+            sql: "SELECT * FROM zones WHERE database_id = ? AND deleted_at IS NULL ORDER BY name",
             arguments: [databaseID]
         ).map(ZoneRow.init)
-    }
-
-    /// Increments and returns the zone's record change sequence.
-    static func bumpZoneSeq(_ db: Database, _ zoneID: Int64) throws -> Int64 {
-        try db.execute(sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ?", arguments: [zoneID])
-        return try Int64.fetchOne(db, sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneID]) ?? 0
     }
 
     // MARK: Records
 
     static func record(_ db: Database, zoneID: Int64, name: String) throws -> RecordRow? {
-        try Row.fetchOne(
-            db, sql: "SELECT * FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]
+        try db.row(
+            sql: "SELECT * FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]
         ).map(RecordRow.init)
     }
 
@@ -111,8 +105,8 @@ enum StoreRows {
     static func assetContents(_ db: Database, for record: Wire.Record) throws -> [[UInt8]: [UInt8]] {
         var result: [[UInt8]: [UInt8]] = [:]
         for checksum in RecordCodec.assetChecksums(in: record) {
-            if let content = try Data.fetchOne(
-                db, sql: "SELECT content FROM assets WHERE sha256 = ?", arguments: [Data(checksum)])
+            if let content = try db.data(
+                sql: "SELECT content FROM assets WHERE sha256 = ?", arguments: [Data(checksum)])
             {
                 result[checksum] = [UInt8](content)
             }

@@ -1,0 +1,112 @@
+import GRDB
+import Synchronization
+
+/// Group commit: write requests that arrive while a transaction is being
+/// written and synced wait, then run together in the next transaction, each
+/// in its own savepoint, and all learn their outcome after its one durable
+/// commit. Under load one fsync serves many operations; nobody hears success
+/// before the commit that holds their writes is on disk.
+///
+/// Every write of the store goes through here, on GRDB's writer queue.
+final class WriteCoalescer: Sendable {
+    private struct Job: Sendable {
+        var weight: Int
+        var body: @Sendable (Database) throws -> any Sendable
+        var continuation: CheckedContinuation<any Sendable, any Error>
+    }
+
+    private struct State {
+        var pending: [Job] = []
+        var flushing = false
+    }
+
+    private let writer: DatabasePool
+    private let state = Mutex(State())
+    /// A transaction takes jobs until their weights (items) add up to this.
+    private let maxWeightPerTransaction: Int
+
+    init(writer: DatabasePool, maxWeightPerTransaction: Int = 2_000) {
+        self.writer = writer
+        self.maxWeightPerTransaction = maxWeightPerTransaction
+    }
+
+    /// Runs `body` in a savepoint of the next transaction and returns its
+    /// result once that transaction committed. An error thrown by `body` rolls
+    /// back only its own writes.
+    ///
+    /// - parameter weight: roughly the rows `body` writes (items of the request).
+    func write<T: Sendable>(weight: Int, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let value = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
+            let job = Job(weight: max(1, weight), body: { db in try body(db) }, continuation: continuation)
+            let startFlushing = state.withLock { state in
+                state.pending.append(job)
+                if state.flushing { return false }
+                state.flushing = true
+                return true
+            }
+            if startFlushing { flush() }
+        }
+        guard let result = value as? T else {
+            throw StoreError(.storageFailure, "a write returned \(type(of: value)), not \(T.self)")
+        }
+        return result
+    }
+
+    /// Drains the queue on the writer, one transaction per batch, until it is empty.
+    private func flush() {
+        writer.asyncWriteWithoutTransaction { db in
+            while let batch = self.nextBatch() {
+                var outcomes: [Result<any Sendable, any Error>] = []
+                do {
+                    try db.inTransaction {
+                        outcomes = batch.map { job in Self.run(job, in: db) }
+                        return .commit
+                    }
+                } catch {
+                    outcomes = batch.map { _ in .failure(error) }
+                }
+                for (job, outcome) in zip(batch, outcomes) {
+                    job.continuation.resume(with: outcome)
+                }
+            }
+        }
+    }
+
+    private static func run(_ job: Job, in db: Database) -> Result<any Sendable, any Error> {
+        var outcome: Result<any Sendable, any Error> = .failure(StoreError(.storageFailure, "write did not run"))
+        do {
+            try db.inSavepoint {
+                do {
+                    outcome = .success(try job.body(db))
+                    return .commit
+                } catch {
+                    outcome = .failure(error)
+                    return .rollback
+                }
+            }
+        } catch {
+            outcome = .failure(error)
+        }
+        return outcome
+    }
+
+    /// The jobs of the next transaction, or nil (and flushing stops) when none wait.
+    private func nextBatch() -> [Job]? {
+        state.withLock { state in
+            guard !state.pending.isEmpty else {
+                state.flushing = false
+                return nil
+            }
+            var weight = 0
+            var count = 0
+            for job in state.pending {
+                if count > 0 && weight + job.weight > maxWeightPerTransaction { break }
+                weight += job.weight
+                count += 1
+            }
+            let batch = Array(state.pending.prefix(count))
+            state.pending.removeFirst(count)
+            return batch
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import CirrusWire
+import Foundation
+import Testing
+
+@testable import CirrusStore
+
+/// Throughput checks; run with `CIRRUS_STORE_BENCH=1 swift test --filter ThroughputTests`.
+@Suite("Throughput", .enabled(if: ProcessInfo.processInfo.environment["CIRRUS_STORE_BENCH"] == "1"))
+struct ThroughputTests {
+    private func seconds(_ body: () async throws -> Void) async rethrows -> Double {
+        let start = ContinuousClock.now
+        try await body()
+        let elapsed = ContinuousClock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    @Test func batchesOf400() async throws {
+        try await withStore { storage, _ in
+            let batches = 50
+            let time = try await seconds {
+                for b in 0..<batches {
+                    let records = (0..<400).map {
+                        note("b\(b)r\($0)", [field("title", .stringValue("record \($0)")), field("n", .int64Value(Int64($0)))])
+                    }
+                    let result = try await storage.modifyRecords(RecordModification(saving: records), in: alice, by: "_alice")
+                    #expect(!result.hasFailures)
+                }
+            }
+            print("store: \(Int(Double(batches * 400) / time)) records/s in 400-record operations")
+        }
+    }
+
+    @Test func concurrentSingleSaves() async throws {
+        try await withStore { storage, _ in
+            let tasks = 100
+            let perTask = 30
+            let time = try await seconds {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for t in 0..<tasks {
+                        group.addTask {
+                            for i in 0..<perTask {
+                                let result = try await storage.modifyRecords(
+                                    RecordModification(saving: [note("t\(t)i\(i)", [field("v", .int64Value(1))])]), in: alice, by: "_alice")
+                                #expect(!result.hasFailures)
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            print("store: \(Int(Double(tasks * perTask) / time)) single-record operations/s with \(tasks) in flight")
+        }
+    }
+}
