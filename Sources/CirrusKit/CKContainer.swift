@@ -46,6 +46,11 @@ open class CKContainer: @unchecked Sendable, CustomStringConvertible {
         self.operationQueue.name = "CKContainer \(containerIdentifier)"
     }
 
+    deinit {
+        // Nothing can add operations any more; streams still open finish first (GoAway).
+        self.connectionManager.shutdown()
+    }
+
     /// The app's default container (one shared instance).
     open class func `default`() -> CKContainer {
         Self.defaultContainer.withLockedValue { container in

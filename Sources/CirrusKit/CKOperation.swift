@@ -167,9 +167,11 @@ open class CKOperation: Operation, @unchecked Sendable {
             request: request
         )
         let manager = container.connectionManager
+        // The stream keeps the operation alive while it runs (as CloudKit does for operations
+        // started without a queue); the cycle ends when the stream ends.
         let stream = ClientStream(open: open, window: manager.configuration.streamWindow, queue: self.callbackQueue) {
-            [weak self] delivery in
-            self?.receive(delivery)
+            delivery in
+            self.receive(delivery)
         }
         self.run.withLockedValue { $0.stream = stream }
         self.startTimer(resolved)

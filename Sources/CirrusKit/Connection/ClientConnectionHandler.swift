@@ -180,9 +180,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .send, .sendAndClose:
             self.nextStreamID += 1
             self.streams[streamID] = stream
-            stream.attached(to: connection, streamID: streamID)
             self.write(frame)
             self.context?.flush()
+            if !stream.attached(to: connection, streamID: streamID) {
+                self.cancel(streamID: streamID, reason: "cancelled by the client")
+            }
             return true
         case .invalid(let message):
             stream.fail(.network("cannot open a stream: \(message)"))

@@ -67,12 +67,15 @@ final class ClientStream: Sendable {
         }
     }
 
-    /// The connection opened the stream as `streamID`. Event loop.
-    func attached(to connection: ClientConnection, streamID: UInt64) {
+    /// The connection opened the stream as `streamID`. Event loop. False when the operation
+    /// was cancelled meanwhile: the connection then cancels the stream it just opened.
+    func attached(to connection: ClientConnection, streamID: UInt64) -> Bool {
         self.state.withLockedValue { state in
-            state.connection = connection
             state.streamID = streamID
             state.consumed = 0
+            guard !state.isCancelled else { return false }
+            state.connection = connection
+            return true
         }
     }
 
@@ -107,11 +110,13 @@ final class ClientStream: Sendable {
     /// Stops deliveries and tells the server to stop the operation.
     func cancel(reason: String) {
         let (connection, streamID) = self.state.withLockedValue { state -> (ClientConnection?, UInt64) in
-            state.isCancelled = true
-            defer { state.connection = nil }
+            defer {
+                state.isCancelled = true
+                state.isTerminated = true
+                state.connection = nil
+            }
             return state.isTerminated ? (nil, 0) : (state.connection, state.streamID)
         }
-        self.state.withLockedValue { $0.isTerminated = true }
         connection?.cancel(streamID: streamID, reason: reason)
     }
 
