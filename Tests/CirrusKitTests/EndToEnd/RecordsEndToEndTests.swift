@@ -5,26 +5,10 @@ import CirrusStore
 import Foundation
 import Testing
 
-/// A real server with the SQLite storage in a temporary directory, and a container for
-/// `user` talking to it over TLS: CloudKit code against the whole stack.
-private func withStack(
-    _ body: (_ container: (String) -> CKContainer, _ directory: String) async throws -> Void
-) async throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-e2e-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let storage = try SQLiteStorage(directory: directory)
-    defer { try? storage.close() }
-    try await withServer(configure: { $0.executor = StorageExecutor(storage: storage) }) { _, port in
-        try await body({ user in
-            CKContainer(identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: port, user: user))
-        }, directory)
-    }
-}
-
 @Suite("CloudKit code against cirrusd and SQLite, end to end")
 struct RecordsEndToEndTests {
     @Test func saveFetchModifyDelete() async throws {
-        try await withStack { container, _ in
+        try await withStack { container in
             let database = container("alice").privateCloudDatabase
             let note = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "groceries"))
             note["title"] = "Groceries"
@@ -64,7 +48,7 @@ struct RecordsEndToEndTests {
     }
 
     @Test func zonesAndAtomicModify() async throws {
-        try await withStack { container, _ in
+        try await withStack { container in
             let database = container("alice").privateCloudDatabase
             let zone = try await database.save(CKRecordZone(zoneName: "Work"))
             #expect(zone.zoneID.zoneName == "Work")
@@ -85,7 +69,7 @@ struct RecordsEndToEndTests {
     }
 
     @Test func usersDoNotSeeEachOthersPrivateRecords() async throws {
-        try await withStack { container, _ in
+        try await withStack { container in
             let secret = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "diary"))
             secret["text"] = "alice only"
             _ = try await container("alice").privateCloudDatabase.save(secret)
