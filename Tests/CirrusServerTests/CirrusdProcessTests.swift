@@ -113,6 +113,28 @@ struct CirrusdProcessTests {
         #expect(sawGoAway)
     }
 
+    @Test func acknowledgedSavesSurviveSIGKILL() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-kill-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let records = (0..<50).map { note("k\($0)", title: "survives \($0)") }
+        do {
+            let server = try CirrusdProcess(arguments: ["--data-dir", directory])
+            var client = try await OperationClient.connect(port: server.port, user: "alice")
+            let (saves, complete) = try await client.save(records)
+            #expect(complete.error == nil)
+            #expect(saves.count == 50)
+            server.kill()  // right after the acknowledgement: no graceful shutdown
+            await client.client.close()
+        }
+        let server = try CirrusdProcess(arguments: ["--data-dir", directory])
+        defer { server.stop() }
+        var client = try await OperationClient.connect(port: server.port, user: "alice")
+        let (outcomes, complete) = try await client.fetch(records.compactMap(\.recordID))
+        #expect(complete.error == nil)
+        #expect(outcomes.compactMap { fetchedRecord($0)?.fields.first?.value?.kind } == records.map { $0.fields[0].value?.kind })
+        await client.client.close()
+    }
+
     @Test func worksWithNoFlagsFromTheCheckout() throws {
         let checkout = (TestCertificates.directory as NSString).deletingLastPathComponent
         let server = try CirrusdProcess(workingDirectory: checkout)

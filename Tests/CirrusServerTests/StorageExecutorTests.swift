@@ -4,7 +4,7 @@ import CirrusWire
 import Foundation
 import Testing
 
-private let container = "iCloud.com.example.notes"
+let container = "iCloud.com.example.notes"
 
 /// Runs an in-process server with the SQLite storage in a temporary directory.
 private func withStorageServer(_ body: (Int) async throws -> Void) async throws {
@@ -17,13 +17,13 @@ private func withStorageServer(_ body: (Int) async throws -> Void) async throws 
     }
 }
 
-private let defaultZone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__")
+let defaultZone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__")
 
-private func recordID(_ name: String, zone: Wire.RecordZoneID = defaultZone) -> Wire.RecordID {
+func recordID(_ name: String, zone: Wire.RecordZoneID = defaultZone) -> Wire.RecordID {
     Wire.RecordID(recordName: name, zoneID: zone)
 }
 
-private func note(_ name: String, title: String, tag: String = "", zone: Wire.RecordZoneID = defaultZone) -> Wire.Record {
+func note(_ name: String, title: String, tag: String = "", zone: Wire.RecordZoneID = defaultZone) -> Wire.Record {
     Wire.Record(
         recordID: recordID(name, zone: zone),
         recordType: "Note",
@@ -33,7 +33,7 @@ private func note(_ name: String, title: String, tag: String = "", zone: Wire.Re
 }
 
 /// A connected client that runs one operation at a time and collects its events.
-private struct OperationClient {
+struct OperationClient {
     let client: TestClient
     var nextStreamID: UInt64 = 1
 
@@ -101,12 +101,12 @@ private struct OperationClient {
     }
 }
 
-private func savedRecord(_ save: Wire.ModifyRecordsPerRecordSave?) -> Wire.Record? {
+func savedRecord(_ save: Wire.ModifyRecordsPerRecordSave?) -> Wire.Record? {
     if case .record(let record) = save?.outcome { return record }
     return nil
 }
 
-private func fetchedRecord(_ outcome: Wire.RecordOutcome?) -> Wire.Record? {
+func fetchedRecord(_ outcome: Wire.RecordOutcome?) -> Wire.Record? {
     if case .record(let record) = outcome?.outcome { return record }
     return nil
 }

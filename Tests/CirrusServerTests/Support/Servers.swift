@@ -100,6 +100,14 @@ final class CirrusdProcess {
         return nil
     }
 
+    /// Kills the process with SIGKILL (no chance to clean up) and waits for it.
+    func kill() {
+        if self.process.isRunning {
+            Foundation.kill(self.process.processIdentifier, SIGKILL)
+        }
+        self.process.waitUntilExit()
+    }
+
     /// Sends SIGTERM and waits for the process to exit; returns its exit status.
     @discardableResult
     func stop() -> Int32 {
