@@ -147,6 +147,38 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
+        "End to end (CirrusKit → cirrusd → SQLite): save 400 records in one operation",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try await EndToEndBench(certificates: certificates)
+        let batches = (0..<200).map { EndToEndBench.records(400, prefix: "b\($0)") }
+        var index = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.saveBatch(batches[index % batches.count])
+            index += 1
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
+        "End to end (CirrusKit → cirrusd → SQLite): 1,000 single-record saves, 64 in flight",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try await EndToEndBench(certificates: certificates)
+        let rounds = (0..<100).map { EndToEndBench.records(1_000, prefix: "s\($0)") }
+        var index = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.saveSingles(rounds[index % rounds.count], inFlight: 64)
+            index += 1
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
         "Loopback TLS: Ping round trips, 64 in flight (6,400 per iteration)",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
     ) { benchmark in
