@@ -126,4 +126,16 @@ struct ChangeFeedTests {
             }
         }
     }
+
+    @Test func recordChangesMarkTheirZoneChangedInTheDatabaseFeed() async throws {
+        try await withStore { storage, _ in
+            let empty = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
+            #expect(empty.changed.isEmpty && empty.lastSeq == 0)
+            try await storage.saveAll([note("n")])
+            let batch = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
+            #expect(batch.changed == [zoneID("_defaultZone")])
+            #expect(batch.lastSeq == 1)
+            await #expect(throws: StoreError.self) { try await storage.zoneChanges(in: alice, since: 5, limit: 10) }
+        }
+    }
 }

@@ -37,6 +37,9 @@ struct DurabilityTests {
         let storage = try SQLiteStorage(directory: directory)
         try storage.close()
         await #expect(throws: StoreError.self) { try await storage.fetchAllZones(in: alice) }
+        await #expect(throws: StoreError.self) {
+            try await storage.modifyRecords(RecordModification(saving: [note("n")]), in: alice, by: "_alice")
+        }
     }
 
     @Test func exactlyOneOfTwoRacingSavesWins() async throws {
