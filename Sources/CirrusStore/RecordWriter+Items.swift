@@ -80,8 +80,7 @@ extension RecordWriter {
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data])
-            rowID = db.lastInsertedRowID
-            try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
+            rowID = db.lastInsertedRowID  // the insert trigger dropped any tombstone of this name
         }
         for row in RecordCodec.indexRows(of: record) {
             try db.run(

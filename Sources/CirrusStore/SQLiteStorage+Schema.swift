@@ -65,6 +65,10 @@ extension SQLiteStorage {
                 );
                 CREATE INDEX tombstones_by_seq ON tombstones(zone_id, seq);
                 CREATE INDEX tombstones_by_time ON tombstones(deleted_at);
+                -- A record saved again supersedes its tombstone.
+                CREATE TRIGGER records_supersede_tombstones AFTER INSERT ON records BEGIN
+                    DELETE FROM tombstones WHERE zone_id = NEW.zone_id AND name = NEW.name;
+                END;
                 """)
             // Every field value again, typed, for queries that must not scan a
             // zone: one row per scalar, one per list element (list_index >= 0).
