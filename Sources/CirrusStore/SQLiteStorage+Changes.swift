@@ -124,4 +124,12 @@ extension SQLiteStorage {
             try db.run(sql: "DELETE FROM zones WHERE deleted_at < ?", arguments: [cutoff])
         }
     }
+
+    @discardableResult
+    public func pruneUnreferencedAssets() async throws -> Int {
+        try await write(weight: 1) { db in
+            try db.run(sql: "DELETE FROM assets WHERE sha256 NOT IN (SELECT sha256 FROM asset_references)")
+            return db.changesCount
+        }
+    }
 }

@@ -119,6 +119,15 @@ extension SQLiteStorage {
                     content BLOB NOT NULL
                 ) WITHOUT ROWID;
                 """)
+            // Which record holds which asset; an asset no record holds can go.
+            try db.execute(sql: """
+                CREATE TABLE asset_references (
+                    record_id INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+                    sha256 BLOB NOT NULL,
+                    PRIMARY KEY (record_id, sha256)
+                ) WITHOUT ROWID;
+                CREATE INDEX asset_references_by_sha ON asset_references(sha256);
+                """)
         }
         return migrator
     }
