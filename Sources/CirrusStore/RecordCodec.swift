@@ -26,10 +26,12 @@ enum RecordCodec {
         (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
     }
 
-    /// Nil when `name` may name a record or zone: 1 ... 255 ASCII characters.
+    /// Nil when `name` may name a record (1 ... 255 printable ASCII characters)
+    /// or a zone (1 ... 255 UTF-8 bytes, no control characters).
     static func checkName(_ name: String, of what: String) -> Wire.OperationError? {
         let bytes = name.utf8
-        guard !bytes.isEmpty, bytes.count <= maxNameLength, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+        let allowed: (UInt8) -> Bool = what == "zone" ? { $0 >= 0x20 && $0 != 0x7F } : { $0 >= 0x20 && $0 < 0x7F }
+        guard !bytes.isEmpty, bytes.count <= maxNameLength, bytes.allSatisfy(allowed) else {
             return error(.invalidArguments, "invalid \(what) name \"\(name)\"")
         }
         return nil

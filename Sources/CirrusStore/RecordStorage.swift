@@ -69,6 +69,12 @@ public protocol RecordStorage: Sendable {
     ///
     /// - throws: ``StoreError``.
     func pruneTombstones(deletedBefore cutoff: Wire.Timestamp) async throws
+
+    /// Deletes stored asset contents no record refers to any more; returns how many.
+    ///
+    /// - throws: ``StoreError``.
+    @discardableResult
+    func pruneUnreferencedAssets() async throws -> Int
 }
 
 /// The request of a CKModifyRecordsOperation, as the store needs it.

@@ -55,6 +55,13 @@ extension RecordWriter {
         case .failure(let failure): return .failure(failure)
         case .success(let contents): assets = contents
         }
+        let checksums = RecordCodec.assetChecksums(in: record)
+        let arriving = Set(assets.map(\.sha256))
+        for checksum in checksums where !arriving.contains(checksum) {
+            guard try db.int64(sql: "SELECT size FROM assets WHERE sha256 = ?", arguments: [Data(checksum)]) != nil else {
+                return .failure(RecordCodec.error(.assetFileNotFound, "record \(name) names an asset the server does not have"))
+            }
+        }
 
         let seq = try nextSeq(zone.id)
         record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
@@ -73,6 +80,7 @@ extension RecordWriter {
                 arguments: [record.recordChangeTag, seq, data, rowID])
             try db.run(sql: "DELETE FROM record_fields WHERE record_id = ?", arguments: [rowID])
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
+            try db.run(sql: "DELETE FROM asset_references WHERE record_id = ?", arguments: [rowID])
         } else {
             try db.run(
                 sql: """
@@ -80,8 +88,7 @@ extension RecordWriter {
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data])
-            rowID = db.lastInsertedRowID
-            try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
+            rowID = db.lastInsertedRowID  // the insert trigger dropped any tombstone of this name
         }
         for row in RecordCodec.indexRows(of: record) {
             try db.run(
@@ -97,6 +104,10 @@ extension RecordWriter {
             try db.run(
                 sql: "INSERT INTO cascade_references (source_id, database_id, target_zone, target_name) VALUES (?, ?, ?, ?)",
                 arguments: [rowID, databaseID, target.zone, target.name])
+        }
+        for checksum in checksums {
+            try db.run(
+                sql: "INSERT INTO asset_references (record_id, sha256) VALUES (?, ?)", arguments: [rowID, Data(checksum)])
         }
         for asset in assets {
             try db.run(

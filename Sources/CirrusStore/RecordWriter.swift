@@ -32,9 +32,15 @@ struct RecordWriter {
         case delete(Int, Wire.RecordID)
     }
 
+    /// An item and, when it is malformed, the error it gets without running.
+    private struct GroupItem {
+        var item: Item
+        var problem: Wire.OperationError?
+    }
+
     private struct Group {
         var zoneName: String
-        var items: [Item] = []
+        var items: [GroupItem] = []
     }
 
     mutating func modify(_ request: RecordModification) throws -> RecordModificationResult {
@@ -47,8 +53,9 @@ struct RecordWriter {
             }
         }
 
-        // Group by zone in order of first appearance; refuse bad zone IDs and
-        // a record named twice in one request.
+        // Group by zone in order of first appearance. An item whose zone is
+        // known but which is malformed (or names a record a second time) stays
+        // in its group with its error, so an atomic zone fails with it.
         var groups: [Group] = []
         var groupIndex: [String: Int] = [:]
         var seen = Set<[String]>()
@@ -57,35 +64,33 @@ struct RecordWriter {
         for item in items {
             let recordID: Wire.RecordID?
             switch item {
-            case .save(_, let record):
-                if let failure = RecordCodec.checkRecordToSave(record) { fail(item, failure); continue }
-                recordID = record.recordID
-            case .delete(_, let id):
-                recordID = id
+            case .save(_, let record): recordID = record.recordID
+            case .delete(_, let id): recordID = id
             }
             guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); continue }
-            if let failure = RecordCodec.checkName(recordID.recordName, of: "record") { fail(item, failure); continue }
             let zoneName: String
             switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
             case .failure(let failure): fail(item, failure); continue
             case .success(let name): zoneName = name
             }
-            guard seen.insert([zoneName, recordID.recordName]).inserted else {
-                fail(item, RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request"))
-                continue
+            var problem = RecordCodec.checkName(recordID.recordName, of: "record")
+            if problem == nil, case .save(_, let record) = item { problem = RecordCodec.checkRecordToSave(record) }
+            if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {
+                problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
             }
+            let entry = GroupItem(item: item, problem: problem)
             if let i = groupIndex[zoneName] {
-                groups[i].items.append(item)
+                groups[i].items.append(entry)
             } else {
                 groupIndex[zoneName] = groups.count
-                groups.append(Group(zoneName: zoneName, items: [item]))
+                groups.append(Group(zoneName: zoneName, items: [entry]))
             }
         }
 
         for group in groups {
             guard let zone = try StoreRows.liveZone(db, databaseID, group.zoneName) else {
-                for item in group.items {
-                    fail(item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
+                for entry in group.items {
+                    fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
                 }
                 continue
             }
@@ -94,10 +99,14 @@ struct RecordWriter {
                 var outcomes: [(Item, Wire.Record?)] = []
                 let before = (touchedZones, cascaded)
                 try db.inSavepoint {
-                    for item in group.items {
-                        switch try perform(item, in: zone, policy: request.savePolicy) {
-                        case .failure(let failure): failures.append((item, failure))
-                        case .success(let record): outcomes.append((item, record))
+                    for entry in group.items {
+                        if let problem = entry.problem {
+                            failures.append((entry.item, problem))
+                            continue
+                        }
+                        switch try perform(entry.item, in: zone, policy: request.savePolicy) {
+                        case .failure(let failure): failures.append((entry.item, failure))
+                        case .success(let record): outcomes.append((entry.item, record))
                         }
                     }
                     return failures.isEmpty ? .commit : .rollback
@@ -112,7 +121,12 @@ struct RecordWriter {
                     for (item, failure) in failures { fail(item, failure) }
                 }
             } else {
-                for item in group.items {
+                for entry in group.items {
+                    let item = entry.item
+                    if let problem = entry.problem {
+                        fail(item, problem)
+                        continue
+                    }
                     var outcome: ItemResult<Wire.Record?> = .success(nil)
                     let before = (touchedZones, cascaded)
                     try db.inSavepoint {

@@ -19,11 +19,15 @@ extension SQLiteStorage {
             guard let databaseID = try StoreRows.databaseID(db, key),
                 let zone = try StoreRows.liveZone(db, databaseID, name)
             else {
-                if name == RecordCodec.defaultZoneName && since == 0 {
-                    return RecordChangeBatch(
-                        changed: [], deleted: [], lastSeq: 0, moreComing: false, clientChangeToken: [], zoneIncarnation: 0)
+                // The default zone exists before anything was written to it.
+                guard name == RecordCodec.defaultZoneName else {
+                    throw StoreError(.zoneNotFound, "zone \(name) does not exist")
                 }
-                throw StoreError(since == 0 ? .zoneNotFound : .changeTokenExpired, "zone \(name) does not exist")
+                guard since == 0 else {
+                    throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
+                }
+                return RecordChangeBatch(
+                    changed: [], deleted: [], lastSeq: 0, moreComing: false, clientChangeToken: [], zoneIncarnation: 0)
             }
             guard since <= zone.changeSeq, since == 0 || since >= zone.prunedSeq else {
                 throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
@@ -122,6 +126,14 @@ extension SQLiteStorage {
                     """,
                 arguments: [cutoff])
             try db.run(sql: "DELETE FROM zones WHERE deleted_at < ?", arguments: [cutoff])
+        }
+    }
+
+    @discardableResult
+    public func pruneUnreferencedAssets() async throws -> Int {
+        try await write(weight: 1) { db in
+            try db.run(sql: "DELETE FROM assets WHERE sha256 NOT IN (SELECT sha256 FROM asset_references)")
+            return db.changesCount
         }
     }
 }

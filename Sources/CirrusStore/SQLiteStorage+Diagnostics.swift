@@ -4,7 +4,7 @@ import GRDB
 extension SQLiteStorage {
     /// The number of rows of one of the store's tables.
     func rowCount(of table: String) async throws -> Int {
-        let known = ["databases", "zones", "records", "tombstones", "record_fields", "cascade_references", "assets"]
+        let known = ["databases", "zones", "records", "tombstones", "record_fields", "cascade_references", "assets", "asset_references"]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         return try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0 }
     }

@@ -65,6 +65,10 @@ extension SQLiteStorage {
                 );
                 CREATE INDEX tombstones_by_seq ON tombstones(zone_id, seq);
                 CREATE INDEX tombstones_by_time ON tombstones(deleted_at);
+                -- A record saved again supersedes its tombstone.
+                CREATE TRIGGER records_supersede_tombstones AFTER INSERT ON records BEGIN
+                    DELETE FROM tombstones WHERE zone_id = NEW.zone_id AND name = NEW.name;
+                END;
                 """)
             // Every field value again, typed, for queries that must not scan a
             // zone: one row per scalar, one per list element (list_index >= 0).
@@ -114,6 +118,15 @@ extension SQLiteStorage {
                     size INTEGER NOT NULL,
                     content BLOB NOT NULL
                 ) WITHOUT ROWID;
+                """)
+            // Which record holds which asset; an asset no record holds can go.
+            try db.execute(sql: """
+                CREATE TABLE asset_references (
+                    record_id INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+                    sha256 BLOB NOT NULL,
+                    PRIMARY KEY (record_id, sha256)
+                ) WITHOUT ROWID;
+                CREATE INDEX asset_references_by_sha ON asset_references(sha256);
                 """)
         }
         return migrator

@@ -69,6 +69,31 @@ public final class SQLiteStorage: RecordStorage {
         do { try pool.close() } catch { throw StoreError.wrapping(error) }
     }
 
+    /// A storage in a new, uniquely named directory under the system temporary
+    /// directory, for tests; ``destroy()`` removes it.
+    ///
+    /// For example:
+    /// ```swift
+    /// let storage = try SQLiteStorage.temporary()
+    /// defer { try? storage.destroy() }
+    /// ```
+    ///
+    /// - throws: ``StoreError`` `.storageFailure`.
+    public static func temporary(
+        clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
+    ) throws -> SQLiteStorage {
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("cirrus-store-\(UUID().uuidString)")
+        return try SQLiteStorage(directory: directory, clock: clock)
+    }
+
+    /// Closes the storage and deletes its directory with everything in it.
+    ///
+    /// - throws: ``StoreError`` `.storageFailure`.
+    public func destroy() throws {
+        try close()
+        do { try FileManager.default.removeItem(atPath: directory) } catch { throw StoreError.wrapping(error) }
+    }
+
     /// The current time as a protocol timestamp.
     public static let systemClock: @Sendable () -> Wire.Timestamp = {
         let now = Date().timeIntervalSince1970

@@ -54,4 +54,18 @@ struct AccessTests {
             #expect(try await storage.fetch(recordID("n"), in: other).error?.code == .unknownItem)
         }
     }
+
+    @Test func namingAnotherUsersZoneWritesNothingThere() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("mine", [field("v", .int64Value(1))])])
+            // Bob, in his own database, names Alice's default zone.
+            let intruder = Wire.Record(recordID: recordID("mine"), recordType: "Note", fields: [field("v", .int64Value(666))])
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [intruder], deleting: [recordID("mine")], savePolicy: .allKeys), in: bob, by: "_bob")
+            #expect(result.saveError(0)?.code == .zoneNotFound)
+            #expect(result.deletes.first?.error?.code == .zoneNotFound)
+            #expect(try await storage.fetch(recordID("mine"), in: bob).error?.code == .zoneNotFound)
+            #expect(try await storage.fetch(recordID("mine")).record?.value("v") == .int64Value(1))
+        }
+    }
 }

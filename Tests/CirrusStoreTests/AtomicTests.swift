@@ -77,4 +77,17 @@ struct AtomicTests {
             #expect(try await storage.fetch(recordID("child")).record != nil)
         }
     }
+
+    @Test func aMalformedItemFailsItsAtomicZone() async throws {
+        try await withStore { storage, _ in
+            var bad = note("bad")
+            bad.recordType = ""
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: [note("good"), bad, note("good")]), in: alice, by: "_alice")
+            #expect(result.saveError(0)?.code == .batchRequestFailed)
+            #expect(result.saveError(1)?.code == .invalidArguments)
+            #expect(result.saveError(2)?.code == .invalidArguments)  // the same record twice
+            #expect(try await storage.count("records") == 0)
+        }
+    }
 }

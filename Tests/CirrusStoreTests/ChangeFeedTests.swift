@@ -121,9 +121,24 @@ struct ChangeFeedTests {
             try await storage.createZone("A")
             let new = try await storage.recordChanges(in: zoneID("A"), of: alice, since: 0, limit: 1, desiredKeys: nil).zoneIncarnation
             #expect(old != new)
-            await #expect(throws: StoreError.self) {
-                try await storage.recordChanges(in: zoneID("B"), of: alice, since: 0, limit: 1, desiredKeys: nil)
+            do {
+                _ = try await storage.recordChanges(in: zoneID("B"), of: alice, since: 3, limit: 1, desiredKeys: nil)
+                Issue.record("a deleted zone has no changes")
+            } catch let error as StoreError {
+                #expect(error.code == .zoneNotFound)
             }
+        }
+    }
+
+    @Test func recordChangesMarkTheirZoneChangedInTheDatabaseFeed() async throws {
+        try await withStore { storage, _ in
+            let empty = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
+            #expect(empty.changed.isEmpty && empty.lastSeq == 0)
+            try await storage.saveAll([note("n")])
+            let batch = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
+            #expect(batch.changed == [zoneID("_defaultZone")])
+            #expect(batch.lastSeq == 1)
+            await #expect(throws: StoreError.self) { try await storage.zoneChanges(in: alice, since: 5, limit: 10) }
         }
     }
 }

@@ -23,6 +23,14 @@ struct DurabilityTests {
         try second.close()
     }
 
+    @Test func aTemporaryStorageRemovesItsDirectory() async throws {
+        let storage = try SQLiteStorage.temporary()
+        try await storage.saveAll([note("n")])
+        #expect(FileManager.default.fileExists(atPath: storage.directory))
+        try storage.destroy()
+        #expect(!FileManager.default.fileExists(atPath: storage.directory))
+    }
+
     @Test func commitsAreDurableBeforeTheyReturn() async throws {
         try await withStore { storage, _ in
             let settings = try await storage.durabilitySettings()
@@ -37,6 +45,9 @@ struct DurabilityTests {
         let storage = try SQLiteStorage(directory: directory)
         try storage.close()
         await #expect(throws: StoreError.self) { try await storage.fetchAllZones(in: alice) }
+        await #expect(throws: StoreError.self) {
+            try await storage.modifyRecords(RecordModification(saving: [note("n")]), in: alice, by: "_alice")
+        }
     }
 
     @Test func exactlyOneOfTwoRacingSavesWins() async throws {

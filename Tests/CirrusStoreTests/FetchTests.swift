@@ -111,6 +111,42 @@ struct FetchTests {
         }
     }
 
+    @Test func anAssetWithoutContentMustAlreadyBeStored() async throws {
+        try await withStore { storage, _ in
+            let content: [UInt8] = Array("shared bytes".utf8)
+            let digest = SHA256.hash(content)
+            let inline = Wire.Asset(sha256: digest, size: UInt64(content.count), content: .inlineData(content))
+            let byChecksum = Wire.Asset(sha256: digest, size: UInt64(content.count))
+            let unknown = Wire.Asset(sha256: SHA256.hash([9]), size: 1)
+            let early = try await storage.modifyRecords(
+                RecordModification(saving: [note("early", [field("f", .assetValue(byChecksum))])]), in: alice, by: "_alice")
+            #expect(early.saveError(0)?.code == .assetFileNotFound)
+
+            try await storage.saveAll([note("first", [field("f", .assetValue(inline))])])
+            try await storage.saveAll([note("second", [field("f", .assetValue(byChecksum))])])
+            let fetched = try #require(try await storage.fetch(recordID("second")).record)
+            #expect(fetched.value("f") == .assetValue(inline))
+            let missing = try await storage.modifyRecords(
+                RecordModification(saving: [note("third", [field("f", .assetValue(unknown))])]), in: alice, by: "_alice")
+            #expect(missing.saveError(0)?.code == .assetFileNotFound)
+        }
+    }
+
+    @Test func unreferencedAssetsArePruned() async throws {
+        try await withStore { storage, _ in
+            let content: [UInt8] = [4, 5, 6]
+            let asset = Wire.Asset(sha256: SHA256.hash(content), size: 3, content: .inlineData(content))
+            try await storage.saveAll([note("a", [field("f", .assetValue(asset))]), note("b", [field("f", .assetValue(asset))])])
+            _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("a")]), in: alice, by: "_alice")
+            #expect(try await storage.pruneUnreferencedAssets() == 0)
+            var b = try #require(try await storage.fetch(recordID("b")).record)
+            b.fields = [field("f", nil)]
+            try await storage.saveAll([b])
+            #expect(try await storage.pruneUnreferencedAssets() == 1)
+            #expect(try await storage.count("assets") == 0)
+        }
+    }
+
     @Test func sha256MatchesKnownVectors() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
         #expect(hex(SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")

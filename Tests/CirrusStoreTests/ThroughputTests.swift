@@ -51,4 +51,23 @@ struct ThroughputTests {
             print("store: \(Int(Double(tasks * perTask) / time)) single-record operations/s with \(tasks) in flight")
         }
     }
+
+    @Test func rawSQLiteBaseline() async throws {
+        try await withStore { storage, _ in
+            try await storage.write(weight: 1) { db in
+                try db.run(sql: "CREATE TABLE raw (id INTEGER PRIMARY KEY, zone INTEGER, name TEXT, data BLOB, UNIQUE (zone, name))")
+            }
+            let blob = [UInt8](repeating: 7, count: 120)
+            let time = try await seconds {
+                for b in 0..<50 {
+                    try await storage.write(weight: 400) { db in
+                        for i in 0..<400 {
+                            try db.run(sql: "INSERT INTO raw (zone, name, data) VALUES (?, ?, ?)", arguments: [1, "b\(b)r\(i)", Data(blob)])
+                        }
+                    }
+                }
+            }
+            print("store: raw SQLite baseline \(Int(20_000 / time)) rows/s in 400-row transactions")
+        }
+    }
 }

@@ -105,4 +105,28 @@ struct ZoneTests {
             }
         }
     }
+
+    @Test func zoneNamesAreChecked() async throws {
+        try await withStore { storage, _ in
+            let result = try await storage.modifyZones(
+                saving: [
+                    Wire.RecordZone(zoneID: zoneID("")), Wire.RecordZone(zoneID: zoneID(String(repeating: "z", count: 256))),
+                    Wire.RecordZone(zoneID: zoneID("Reisen ✈︎")), Wire.RecordZone(),
+                ],
+                deleting: [], in: alice)
+            #expect(result.saves.map { $0.error?.code } == [.invalidArguments, .invalidArguments, nil, .invalidArguments])
+        }
+    }
+
+    @Test func tooManyZonesInOneRequestWriteNothing() async throws {
+        try await withStore { storage, _ in
+            let zones = (0..<401).map { Wire.RecordZone(zoneID: zoneID("z\($0)")) }
+            await #expect(throws: StoreError.self) { try await storage.modifyZones(saving: zones, deleting: [], in: alice) }
+            await #expect(throws: StoreError.self) {
+                try await storage.fetchRecords((0..<401).map { recordID("r\($0)") }, desiredKeys: nil, in: alice)
+            }
+            let zonesNow = try await storage.fetchAllZones(in: alice)
+            #expect(zonesNow.count == 1)
+        }
+    }
 }
