@@ -80,6 +80,32 @@ open class CKOperation: Operation, @unchecked Sendable {
         }
     }
 
+    // MARK: - Configuration shortcuts (deprecated in CloudKit, kept so older code compiles)
+
+    /// `configuration.allowsCellularAccess`.
+    open var allowsCellularAccess: Bool {
+        get { self.configuration.allowsCellularAccess }
+        set { self.configuration.allowsCellularAccess = newValue }
+    }
+
+    /// `configuration.isLongLived`.
+    open var isLongLived: Bool {
+        get { self.configuration.isLongLived }
+        set { self.configuration.isLongLived = newValue }
+    }
+
+    /// `configuration.timeoutIntervalForRequest`.
+    open var timeoutIntervalForRequest: TimeInterval {
+        get { self.configuration.timeoutIntervalForRequest }
+        set { self.configuration.timeoutIntervalForRequest = newValue }
+    }
+
+    /// `configuration.timeoutIntervalForResource`.
+    open var timeoutIntervalForResource: TimeInterval {
+        get { self.configuration.timeoutIntervalForResource }
+        set { self.configuration.timeoutIntervalForResource = newValue }
+    }
+
     // MARK: - Foundation.Operation
 
     open override var isAsynchronous: Bool { true }

@@ -28,6 +28,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var waiting: [(ClientStream, ClientConnection)] = []
     private var nextStreamID: UInt64 = 1
     private var maximumConcurrentStreams = Int.max
+    /// The largest frame either side may send (the encoder's limit, or less if the server said so).
+    private var maximumFrameBytes = FrameDecoder.defaultMaximumFrameBytes
     private var timer: RepeatedTask?
     private var pings: [UInt64: EventLoopPromise<Void>] = [:]
     /// User pings use nonces from the top half so they never meet the keepalive's.
@@ -84,6 +86,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let error = error as? WireError, error.code == .messageTooLarge {
+            // An outbound frame too large to encode; its write failed and its stream ends
+            // with limitExceeded. The connection is fine.
+            return
+        }
         if self.failure == nil {
             self.failure = ConnectionFailure.from(error, beforeHelloAck: self.machine.phase == .handshaking, server: self.server)
         }
@@ -111,6 +118,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .helloAckReceived(let ack):
             if let limits = ack.limits, limits.maxConcurrentStreams > 0 {
                 self.maximumConcurrentStreams = Int(limits.maxConcurrentStreams)
+            }
+            if let limits = ack.limits, limits.maxFrameBytes > 0 {
+                self.maximumFrameBytes = min(self.maximumFrameBytes, Int(limits.maxFrameBytes))
             }
             self.ready.succeed(ack)
         case .deliver(let frame):
@@ -176,12 +186,32 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         }
         let streamID = self.nextStreamID
         let frame = Wire.Frame(streamID: streamID, kind: .open(stream.open))
+        // Checked here: a frame the encoder refuses would leave the codec failing every
+        // later write of the connection.
+        let size = frame.serializedSize
+        guard size <= self.maximumFrameBytes else {
+            stream.fail(
+                ConnectionFailure(
+                    code: .limitExceeded,
+                    message: "the request needs a frame of \(size) bytes; at most \(self.maximumFrameBytes) are allowed"
+                )
+            )
+            return true
+        }
         switch self.machine.send(frame) {
         case .send, .sendAndClose:
             self.nextStreamID += 1
             self.streams[streamID] = stream
-            self.write(frame)
-            self.context?.flush()
+            if let context = self.context {
+                let written = context.eventLoop.makePromise(of: Void.self)
+                context.writeAndFlush(self.wrapOutboundOut(frame), promise: written)
+                written.futureResult.whenFailure { [server = self.server] error in
+                    // Never sent (e.g. larger than a frame may be): end the stream here; the
+                    // server never saw it.
+                    stream.fail(Self.openFailure(error, server: server))
+                    connection.cancel(streamID: streamID, reason: "Open could not be sent")
+                }
+            }
             if !stream.attached(to: connection, streamID: streamID) {
                 self.cancel(streamID: streamID, reason: "cancelled by the client")
             }
@@ -192,6 +222,13 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .drop, .waitForCredit:
             return false
         }
+    }
+
+    private static func openFailure(_ error: any Error, server: String) -> ConnectionFailure {
+        if let error = error as? WireError, error.code == .messageTooLarge || error.code == .frameTooLarge {
+            return ConnectionFailure(code: .limitExceeded, message: "the request is too large for one frame: \(error.message)")
+        }
+        return ConnectionFailure.from(error, beforeHelloAck: false, server: server)
     }
 
     func grant(credit: UInt32, streamID: UInt64) {
