@@ -131,7 +131,12 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .peerGoingAway(let lastStreamID, let closeNow):
             self.peerGoingAway(lastStreamID: lastStreamID, closeNow: closeNow)
         case .closeWithError(let code, let message):
-            self.failure = self.failure ?? .network("protocol error with \(self.server): \(code): \(message)")
+            self.failure =
+                self.failure
+                ?? ConnectionFailure(
+                    code: code == .unsupportedVersion ? .incompatibleVersion : .networkFailure,
+                    message: "protocol error with \(self.server): \(code): \(message)"
+                )
             self.writeErrorAndClose(code: code, message: message)
         case .peerClosed(let error):
             self.failure = self.failure ?? ConnectionFailure.from(error, server: self.server)

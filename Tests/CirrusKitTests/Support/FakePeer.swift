@@ -31,6 +31,15 @@ final class FakePeer: Sendable {
         var eventsSent = 0
         var connections = 0
         var hellos: [Wire.Hello] = []
+        var pongs: [UInt64] = []
+    }
+
+    /// Connection-level behaviour.
+    struct Behaviour: Sendable {
+        /// Answer the client's `Ping`s.
+        var answerPings = true
+        /// Send a `Ping` right after `HelloAck`.
+        var pingAfterHello = false
     }
 
     let port: Int
@@ -48,6 +57,7 @@ final class FakePeer: Sendable {
     /// Starts listening on a free loopback port; `reply` decides the answer to each `Open`
     /// (the second argument counts connections from 1).
     static func start(
+        behaviour: Behaviour = Behaviour(),
         reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply = { _, _ in FakeReply() }
     ) async throws -> FakePeer {
         let tls = try TLSContext(configuration: TestCertificates.serverTLS())
@@ -64,7 +74,7 @@ final class FakePeer: Sendable {
                     try sync.addHandler(TLSHandler(context: tls))
                     try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
                     try sync.addHandler(MessageToByteHandler(FrameEncoder()))
-                    try sync.addHandler(FakePeerHandler(connection: index, log: log, reply: reply))
+                    try sync.addHandler(FakePeerHandler(connection: index, log: log, behaviour: behaviour, reply: reply))
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -92,11 +102,18 @@ private final class FakePeerHandler: ChannelInboundHandler {
     private let connection: Int
     private let log: NIOLockedValueBox<FakePeer.Log>
     private let reply: @Sendable (Wire.Open, Int) -> FakeReply
+    private let behaviour: FakePeer.Behaviour
     private var streams: [UInt64: Stream] = [:]
 
-    init(connection: Int, log: NIOLockedValueBox<FakePeer.Log>, reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply) {
+    init(
+        connection: Int,
+        log: NIOLockedValueBox<FakePeer.Log>,
+        behaviour: FakePeer.Behaviour,
+        reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply
+    ) {
         self.connection = connection
         self.log = log
+        self.behaviour = behaviour
         self.reply = reply
     }
 
@@ -114,6 +131,9 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 )
             )
             context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .helloAck(ack))), promise: nil)
+            if self.behaviour.pingAfterHello {
+                context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 42)))), promise: nil)
+            }
         case .open(let open):
             self.log.withLockedValue { $0.opens.append(open) }
             let reply = self.reply(open, self.connection)
@@ -136,7 +156,10 @@ private final class FakePeerHandler: ChannelInboundHandler {
         case .cancel:
             self.log.withLockedValue { $0.cancels.append(frame.streamID) }
             self.streams.removeValue(forKey: frame.streamID)
+        case .pong(let pong):
+            self.log.withLockedValue { $0.pongs.append(pong.nonce) }
         case .ping(let ping):
+            guard self.behaviour.answerPings else { return }
             context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: ping.nonce)))), promise: nil)
         default:
             break
