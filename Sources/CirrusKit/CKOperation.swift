@@ -200,6 +200,12 @@ open class CKOperation: Operation, @unchecked Sendable {
             self.receive(delivery)
         }
         self.run.withLockedValue { $0.stream = stream }
+        if self.isCancelled {
+            // cancel() ran between start() and here, before it could see the stream.
+            stream.cancel(reason: "cancelled by the client")
+            self.callbackQueue.async { self.finishOnQueue(CKError(.operationCancelled, message: "the operation was cancelled")) }
+            return
+        }
         self.startTimer(resolved)
         manager.open(stream)
     }
