@@ -32,6 +32,9 @@ final class FakePeer: Sendable {
         var connections = 0
         var hellos: [Wire.Hello] = []
         var pongs: [UInt64] = []
+        /// Streams open now, and the most ever open at once.
+        var openStreams = 0
+        var maximumOpenStreams = 0
     }
 
     /// Connection-level behaviour.
@@ -40,6 +43,8 @@ final class FakePeer: Sendable {
         var answerPings = true
         /// Send a `Ping` right after `HelloAck`.
         var pingAfterHello = false
+        /// `HelloAck.limits.max_concurrent_streams`.
+        var maximumConcurrentStreams: UInt32 = 100
     }
 
     let port: Int
@@ -127,7 +132,7 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 serverName: "fake",
                 userRecordName: "_fake",
                 limits: Wire.Limits(
-                    maxFrameBytes: 4 << 20, maxConcurrentStreams: 100, initialStreamWindow: 16, maxItemsPerOperation: 400
+                    maxFrameBytes: 4 << 20, maxConcurrentStreams: self.behaviour.maximumConcurrentStreams, initialStreamWindow: 16, maxItemsPerOperation: 400
                 )
             )
             context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .helloAck(ack))), promise: nil)
@@ -146,6 +151,10 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .goAway(goAway))), promise: nil)
                 return
             }
+            self.log.withLockedValue {
+                $0.openStreams += 1
+                $0.maximumOpenStreams = max($0.maximumOpenStreams, $0.openStreams)
+            }
             let credit = UInt64(open.initialWindow == 0 ? 16 : open.initialWindow)
             self.streams[frame.streamID] = Stream(pending: reply.payloads, credit: credit, reply: reply)
             self.pump(frame.streamID, context: context)
@@ -155,7 +164,9 @@ private final class FakePeerHandler: ChannelInboundHandler {
             self.pump(frame.streamID, context: context)
         case .cancel:
             self.log.withLockedValue { $0.cancels.append(frame.streamID) }
-            self.streams.removeValue(forKey: frame.streamID)
+            if self.streams.removeValue(forKey: frame.streamID) != nil {
+                self.log.withLockedValue { $0.openStreams -= 1 }
+            }
         case .pong(let pong):
             self.log.withLockedValue { $0.pongs.append(pong.nonce) }
         case .ping(let ping):
@@ -179,6 +190,7 @@ private final class FakePeerHandler: ChannelInboundHandler {
             let complete = Wire.Complete(lastSeq: stream.seq, error: stream.reply.error)
             context.write(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .complete(complete))), promise: nil)
             self.streams.removeValue(forKey: streamID)
+            self.log.withLockedValue { $0.openStreams -= 1 }
         } else {
             self.streams[streamID] = stream
         }
