@@ -36,7 +36,7 @@ struct KeepaliveTests {
     func liveServer() async throws {
         let peer = try await FakePeer.start(behaviour: .init(pingAfterHello: true)) { _, _ in FakeReply(hang: true) }
         defer { Task { await peer.stop() } }
-        let container = Self.container(port: peer.port, interval: .milliseconds(50), timeout: .milliseconds(200))
+        let container = Self.container(port: peer.port, interval: .milliseconds(50), timeout: .seconds(3))
         let operation = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "a")])
         let result = Recorder<Result<Void, any Error>>()
         operation.fetchRecordsResultBlock = { result.append($0) }

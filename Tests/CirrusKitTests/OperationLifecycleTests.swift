@@ -154,8 +154,9 @@ struct OperationLifecycleTests {
         let peer = try await FakePeer.start { _, _ in FakeReply(hang: true) }
         defer { Task { await peer.stop() } }
         let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        try await container.ping()  // Connected, so the Open goes out at once.
         let operation = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "a")])
-        operation.configuration.timeoutIntervalForRequest = 0.3
+        operation.configuration.timeoutIntervalForRequest = 0.5
         let result = Recorder<Result<Void, any Error>>()
         operation.fetchRecordsResultBlock = { result.append($0) }
         await runToCompletion(operation, on: container.privateCloudDatabase)
