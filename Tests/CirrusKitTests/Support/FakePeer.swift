@@ -18,6 +18,8 @@ struct FakeReply: Sendable {
     var closeConnection = false
     /// Answer with `GoAway` naming the previous stream, then close.
     var goAway = false
+    /// Send `Persisted` before the events (a long-lived operation).
+    var persisted = false
 }
 
 /// A Cirrus server stand-in over the real TLS and frame codec that answers each `Open` with a
@@ -156,6 +158,10 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 $0.maximumOpenStreams = max($0.maximumOpenStreams, $0.openStreams)
             }
             let credit = UInt64(open.initialWindow == 0 ? 16 : open.initialWindow)
+            if reply.persisted {
+                let persisted = Wire.Persisted(operationID: open.operationID)
+                context.write(self.wrapOutboundOut(Wire.Frame(streamID: frame.streamID, kind: .persisted(persisted))), promise: nil)
+            }
             self.streams[frame.streamID] = Stream(pending: reply.payloads, credit: credit, reply: reply)
             self.pump(frame.streamID, context: context)
         case .window(let window):
