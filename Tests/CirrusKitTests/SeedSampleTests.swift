@@ -182,3 +182,43 @@ struct SeedSampleTests {
         #expect(peer.opens.count == 1)
     }
 }
+
+@Suite("Deprecated completion blocks")
+struct LegacyBlockTests {
+    @Test("modifyRecordsCompletionBlock, fetchRecordsCompletionBlock and the zone ones still report")
+    func legacyBlocks() async throws {
+        let peer = try await FakePeer.start { open, _ in EchoReplies.reply(open) }
+        defer { Task { await peer.stop() } }
+        let database = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+            .privateCloudDatabase
+        let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "n1"))
+        let modify = CKModifyRecordsOperation(recordsToSave: [record], recordIDsToDelete: [CKRecord.ID(recordName: "old")])
+        let modified = Recorder<(Int, Int, Bool)>()
+        let perRecord = Recorder<String>()
+        modify.perRecordCompletionBlock = { record, _ in perRecord.append(record.recordID.recordName) }
+        modify.modifyRecordsCompletionBlock = { saved, deleted, error in
+            modified.append((saved?.count ?? -1, deleted?.count ?? -1, error == nil))
+        }
+        await runToCompletion(modify, on: database)
+        #expect(perRecord.values == ["n1"])
+        #expect(modified.values.first.map { $0 == (1, 1, true) } == true)
+
+        let fetch = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "n1"), CKRecord.ID(recordName: "missing")])
+        let fetched = Recorder<Int>()
+        fetch.fetchRecordsCompletionBlock = { records, _ in fetched.append(records?.count ?? -1) }
+        await runToCompletion(fetch, on: database)
+        #expect(fetched.values == [1])
+
+        let zones = CKFetchRecordZonesOperation.fetchAllRecordZonesOperation()
+        let zoneCount = Recorder<Int>()
+        zones.fetchRecordZonesCompletionBlock = { zones, _ in zoneCount.append(zones?.count ?? -1) }
+        await runToCompletion(zones, on: database)
+        #expect(zoneCount.values == [2])
+
+        let modifyZones = CKModifyRecordZonesOperation(recordZonesToSave: [CKRecordZone(zoneName: "Z")], recordZoneIDsToDelete: nil)
+        let zoneSaves = Recorder<Int>()
+        modifyZones.modifyRecordZonesCompletionBlock = { saved, _, _ in zoneSaves.append(saved?.count ?? -1) }
+        await runToCompletion(modifyZones, on: database)
+        #expect(zoneSaves.values == [1])
+    }
+}
