@@ -28,8 +28,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var waiting: [(ClientStream, ClientConnection)] = []
     private var nextStreamID: UInt64 = 1
     private var maximumConcurrentStreams = Int.max
-    /// The largest frame either side may send (the encoder's limit, or less if the server said so).
-    private var maximumFrameBytes = FrameDecoder.defaultMaximumFrameBytes
+    /// The encoder below, whose frame limit follows the server's `HelloAck`.
+    private let encoder: ClientFrameEncoder?
     private var timer: RepeatedTask?
     private var pings: [UInt64: EventLoopPromise<Void>] = [:]
     /// User pings use nonces from the top half so they never meet the keepalive's.
@@ -46,8 +46,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         machine: ConnectionStateMachine.Configuration,
         timerInterval: TimeAmount,
         ready: EventLoopPromise<Wire.HelloAck>,
-        callbacks: Callbacks
+        callbacks: Callbacks,
+        encoder: ClientFrameEncoder? = nil
     ) {
+        self.encoder = encoder
         self.hello = hello
         self.server = server
         self.callbacks = callbacks
@@ -86,11 +88,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let error = error as? WireError, error.code == .messageTooLarge {
-            // An outbound frame too large to encode; its write failed and its stream ends
-            // with limitExceeded. The connection is fine.
-            return
-        }
         if self.failure == nil {
             self.failure = ConnectionFailure.from(error, beforeHelloAck: self.machine.phase == .handshaking, server: self.server)
         }
@@ -119,8 +116,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             if let limits = ack.limits, limits.maxConcurrentStreams > 0 {
                 self.maximumConcurrentStreams = Int(limits.maxConcurrentStreams)
             }
-            if let limits = ack.limits, limits.maxFrameBytes > 0 {
-                self.maximumFrameBytes = min(self.maximumFrameBytes, Int(limits.maxFrameBytes))
+            if let encoder = self.encoder, let limits = ack.limits, limits.maxFrameBytes > 0 {
+                encoder.maximumFrameBytes = min(encoder.maximumFrameBytes, Int(limits.maxFrameBytes))
             }
             self.ready.succeed(ack)
         case .deliver(let frame):
@@ -191,18 +188,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         }
         let streamID = self.nextStreamID
         let frame = Wire.Frame(streamID: streamID, kind: .open(stream.open))
-        // Checked here: a frame the encoder refuses would leave the codec failing every
-        // later write of the connection.
-        let size = frame.serializedSize
-        guard size <= self.maximumFrameBytes else {
-            stream.fail(
-                ConnectionFailure(
-                    code: .limitExceeded,
-                    message: "the request needs a frame of \(size) bytes; at most \(self.maximumFrameBytes) are allowed"
-                )
-            )
-            return true
-        }
         switch self.machine.send(frame) {
         case .send, .sendAndClose:
             self.nextStreamID += 1
