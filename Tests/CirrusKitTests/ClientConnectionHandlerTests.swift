@@ -172,4 +172,18 @@ struct ClientConnectionHandlerTests {
         #expect(frame.kind == .error(Wire.ConnectionError(code: .flowControlViolation, message: "Event on stream 1 beyond the granted credit")))
         #expect(!harness.channel.isActive)
     }
+
+    @Test("The frame encoder refuses an oversized frame on its own write only")
+    func encoderLimit() throws {
+        let channel = EmbeddedChannel(handler: ClientFrameEncoder(maximumFrameBytes: 64))
+        let big = Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: String(repeating: "x", count: 100))))
+        #expect(throws: WireError.self) { try channel.writeOutbound(big) }
+        try channel.writeOutbound(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 7))))
+        var buffer = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        var decoder = FrameDecoder()
+        let frame = try #require(try decoder.decode(buffer: &buffer))
+        #expect(frame.kind == .ping(Wire.Ping(nonce: 7)))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        _ = try channel.finish()
+    }
 }
