@@ -38,10 +38,16 @@ open class CKContainer: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The container named `identifier` on the server `configuration` describes.
-    public init(identifier containerIdentifier: String, configuration: CirrusClientConfiguration) {
+    public convenience init(identifier containerIdentifier: String, configuration: CirrusClientConfiguration) {
+        self.init(identifier: containerIdentifier, connectionManager: ConnectionManager(configuration: configuration))
+    }
+
+    /// A container over a connection manager with its own timers (tests).
+    init(identifier containerIdentifier: String, connectionManager: ConnectionManager) {
+        let configuration = connectionManager.configuration
         self.containerIdentifier = containerIdentifier
         self.clientConfiguration = configuration
-        self.connectionManager = ConnectionManager(configuration: configuration)
+        self.connectionManager = connectionManager
         self.operationQueue = OperationQueue()
         self.operationQueue.name = "CKContainer \(containerIdentifier)"
     }

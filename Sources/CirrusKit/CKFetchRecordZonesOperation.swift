@@ -21,6 +21,11 @@ open class CKFetchRecordZonesOperation: CKDatabaseOperation, @unchecked Sendable
     /// The whole operation's outcome.
     open var fetchRecordZonesResultBlock: ((Result<Void, any Error>) -> Void)?
 
+    /// Deprecated in CloudKit (use `fetchRecordZonesResultBlock`): the zones by ID and the
+    /// operation's error.
+    open var fetchRecordZonesCompletionBlock: (([CKRecordZone.ID: CKRecordZone]?, (any Error)?) -> Void)?
+    private var fetchedZones: [CKRecordZone.ID: CKRecordZone] = [:]
+
     public required override init() {
         super.init()
     }
@@ -53,6 +58,9 @@ open class CKFetchRecordZonesOperation: CKDatabaseOperation, @unchecked Sendable
         case .perRecordZoneResult(let outcome):
             guard let (id, result) = RecordOutcomeDecoder.decode(outcome) else { return }
             self.perRecordZoneResultBlock?(id, result)
+            if case .success(let zone) = result {
+                self.fetchedZones[id] = zone
+            }
         case nil:
             break
         }
@@ -60,5 +68,6 @@ open class CKFetchRecordZonesOperation: CKDatabaseOperation, @unchecked Sendable
 
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.fetchRecordZonesResultBlock?(error.map { .failure($0) } ?? .success(()))
+        self.fetchRecordZonesCompletionBlock?(self.fetchedZones, error)
     }
 }

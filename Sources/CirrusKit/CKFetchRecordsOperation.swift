@@ -27,6 +27,13 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// The whole operation's outcome.
     open var fetchRecordsResultBlock: ((Result<Void, any Error>) -> Void)?
 
+    /// Deprecated in CloudKit (use `perRecordResultBlock`): one record, or its error.
+    open var perRecordCompletionBlock: ((CKRecord?, CKRecord.ID?, (any Error)?) -> Void)?
+    /// Deprecated in CloudKit (use `fetchRecordsResultBlock`): the records fetched by ID and the
+    /// operation's error.
+    open var fetchRecordsCompletionBlock: (([CKRecord.ID: CKRecord]?, (any Error)?) -> Void)?
+    private var fetchedRecords: [CKRecord.ID: CKRecord] = [:]
+
     public override init() {
         super.init()
     }
@@ -59,6 +66,13 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         case .perRecordResult(let outcome):
             guard let (id, result) = RecordOutcomeDecoder.decode(outcome) else { return }
             self.perRecordResultBlock?(id, result)
+            switch result {
+            case .success(let record):
+                self.fetchedRecords[id] = record
+                self.perRecordCompletionBlock?(record, id, nil)
+            case .failure(let error):
+                self.perRecordCompletionBlock?(nil, id, error)
+            }
         case nil:
             break
         }
@@ -66,6 +80,7 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.fetchRecordsResultBlock?(error.map { .failure($0) } ?? .success(()))
+        self.fetchRecordsCompletionBlock?(self.fetchedRecords, error)
     }
 }
 

@@ -28,6 +28,12 @@ open class CKModifyRecordZonesOperation: CKDatabaseOperation, @unchecked Sendabl
     /// The whole operation's outcome.
     open var modifyRecordZonesResultBlock: ((Result<Void, any Error>) -> Void)?
 
+    /// Deprecated in CloudKit (use `modifyRecordZonesResultBlock`): the saved zones, the
+    /// deleted IDs and the operation's error.
+    open var modifyRecordZonesCompletionBlock: (([CKRecordZone]?, [CKRecordZone.ID]?, (any Error)?) -> Void)?
+    private var savedZones: [CKRecordZone] = []
+    private var deletedZoneIDs: [CKRecordZone.ID] = []
+
     public override init() {
         super.init()
     }
@@ -61,9 +67,15 @@ open class CKModifyRecordZonesOperation: CKDatabaseOperation, @unchecked Sendabl
         case .perRecordZoneSave(let outcome):
             guard let (id, result) = RecordOutcomeDecoder.decode(outcome) else { return }
             self.perRecordZoneSaveBlock?(id, result)
+            if case .success(let zone) = result {
+                self.savedZones.append(zone)
+            }
         case .perRecordZoneDelete(let deleted):
             guard let wireID = deleted.zoneID, let id = try? CKRecordZone.ID(wire: wireID) else { return }
             self.perRecordZoneDeleteBlock?(id, deleted.error.map { .failure(CKError(wire: $0)) } ?? .success(()))
+            if deleted.error == nil {
+                self.deletedZoneIDs.append(id)
+            }
         case nil:
             break
         }
@@ -71,5 +83,6 @@ open class CKModifyRecordZonesOperation: CKDatabaseOperation, @unchecked Sendabl
 
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.modifyRecordZonesResultBlock?(error.map { .failure($0) } ?? .success(()))
+        self.modifyRecordZonesCompletionBlock?(self.savedZones, self.deletedZoneIDs, error)
     }
 }

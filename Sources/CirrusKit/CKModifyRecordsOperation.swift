@@ -53,6 +53,14 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// The whole operation's outcome; `partialFailure` lists the failed items.
     open var modifyRecordsResultBlock: ((Result<Void, any Error>) -> Void)?
 
+    /// Deprecated in CloudKit (use `perRecordSaveBlock`): one record saved, or its error.
+    open var perRecordCompletionBlock: ((CKRecord, (any Error)?) -> Void)?
+    /// Deprecated in CloudKit (use `modifyRecordsResultBlock`): the saved records, the deleted
+    /// IDs and the operation's error.
+    open var modifyRecordsCompletionBlock: (([CKRecord]?, [CKRecord.ID]?, (any Error)?) -> Void)?
+    private var savedRecords: [CKRecord] = []
+    private var deletedRecordIDs: [CKRecord.ID] = []
+
     public override init() {
         super.init()
     }
@@ -120,9 +128,21 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 result = .failure(CKError(.internalError, message: "the server sent no outcome for record \(id)"))
             }
             self.perRecordSaveBlock?(id, result)
+            switch result {
+            case .success(let record):
+                self.savedRecords.append(record)
+                self.perRecordCompletionBlock?(record, nil)
+            case .failure(let error):
+                if let record = self.recordsByID[id] {
+                    self.perRecordCompletionBlock?(record, error)
+                }
+            }
         case .perRecordDelete(let delete):
             guard let wireID = delete.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
             self.perRecordDeleteBlock?(id, delete.error.map { .failure(CKError(wire: $0)) } ?? .success(()))
+            if delete.error == nil {
+                self.deletedRecordIDs.append(id)
+            }
         case nil:
             break
         }
@@ -130,5 +150,6 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.modifyRecordsResultBlock?(error.map { .failure($0) } ?? .success(()))
+        self.modifyRecordsCompletionBlock?(self.savedRecords, self.deletedRecordIDs, error)
     }
 }

@@ -80,6 +80,32 @@ open class CKOperation: Operation, @unchecked Sendable {
         }
     }
 
+    // MARK: - Configuration shortcuts (deprecated in CloudKit, kept so older code compiles)
+
+    /// `configuration.allowsCellularAccess`.
+    open var allowsCellularAccess: Bool {
+        get { self.configuration.allowsCellularAccess }
+        set { self.configuration.allowsCellularAccess = newValue }
+    }
+
+    /// `configuration.isLongLived`.
+    open var isLongLived: Bool {
+        get { self.configuration.isLongLived }
+        set { self.configuration.isLongLived = newValue }
+    }
+
+    /// `configuration.timeoutIntervalForRequest`.
+    open var timeoutIntervalForRequest: TimeInterval {
+        get { self.configuration.timeoutIntervalForRequest }
+        set { self.configuration.timeoutIntervalForRequest = newValue }
+    }
+
+    /// `configuration.timeoutIntervalForResource`.
+    open var timeoutIntervalForResource: TimeInterval {
+        get { self.configuration.timeoutIntervalForResource }
+        set { self.configuration.timeoutIntervalForResource = newValue }
+    }
+
     // MARK: - Foundation.Operation
 
     open override var isAsynchronous: Bool { true }
@@ -174,6 +200,12 @@ open class CKOperation: Operation, @unchecked Sendable {
             self.receive(delivery)
         }
         self.run.withLockedValue { $0.stream = stream }
+        if self.isCancelled {
+            // cancel() ran between start() and here, before it could see the stream.
+            stream.cancel(reason: "cancelled by the client")
+            self.callbackQueue.async { self.finishOnQueue(CKError(.operationCancelled, message: "the operation was cancelled")) }
+            return
+        }
         self.startTimer(resolved)
         manager.open(stream)
     }

@@ -1,1 +1,22 @@
-// CirrusKit: see DESIGN.md §1.
+// CirrusKit: the client library (see DESIGN.md §1–3).
+//
+// How it is put together:
+//
+// - `CKContainer` owns one `ConnectionManager`, which keeps one multiplexed TLS connection to
+//   the server: `ClientBootstrap` → `TLSHandler` → frame decoder/encoder →
+//   `ClientConnectionHandler`. The handler feeds every frame it sends and receives through
+//   `ConnectionStateMachine(role: .client)`: `Hello` (client name, version, bearer token) →
+//   `HelloAck` (user, limits), then one stream per operation (`Open`, then `Event`s,
+//   `Persisted`, `Complete`; `Window` and `Cancel` back), keepalive `Ping`s, `GoAway`.
+// - The connection is made lazily when an operation needs it and again after it dropped or
+//   drained; consecutive failures space attempts out with capped exponential backoff with
+//   jitter. Streams the server never saw (above `GoAway.last_stream_id`) are opened again on
+//   the next connection; streams in flight when the connection drops fail with
+//   `CKError(.networkFailure)`.
+// - Threads: protocol work runs on the connection's event loop; each operation has its own
+//   serial callback queue where its blocks run, in event order, and then `completionBlock`
+//   (Foundation's, after the operation finished).
+// - Flow control: a stream opens with `initial_window` = `streamWindow` (32) events and gets
+//   credit back in batches of half the window, only after its callbacks have consumed events,
+//   so a slow callback makes the server wait instead of the client buffering: at most the
+//   window of events per stream is ever queued on the client.

@@ -154,8 +154,9 @@ struct OperationLifecycleTests {
         let peer = try await FakePeer.start { _, _ in FakeReply(hang: true) }
         defer { Task { await peer.stop() } }
         let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        try await container.ping()  // Connected, so the Open goes out at once.
         let operation = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "a")])
-        operation.configuration.timeoutIntervalForRequest = 0.3
+        operation.configuration.timeoutIntervalForRequest = 0.5
         let result = Recorder<Result<Void, any Error>>()
         operation.fetchRecordsResultBlock = { result.append($0) }
         await runToCompletion(operation, on: container.privateCloudDatabase)
@@ -194,5 +195,21 @@ struct OperationLifecycleTests {
         let opens = peer.opens
         try #require(opens.count == 2)
         #expect(opens[0].operationID == opens[1].operationID)
+    }
+
+    @Test("A long-lived operation: isLongLived goes in Open; Persisted runs longLivedOperationWasPersistedBlock before the events")
+    func longLived() async throws {
+        let peer = try await FakePeer.start { _, _ in FakeReply(payloads: Self.fetchResults(["a"]), persisted: true) }
+        defer { Task { await peer.stop() } }
+        let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        let operation = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "a")])
+        operation.configuration.isLongLived = true
+        let order = Recorder<String>()
+        operation.longLivedOperationWasPersistedBlock = { order.append("persisted") }
+        operation.perRecordResultBlock = { id, _ in order.append(id.recordName) }
+        operation.fetchRecordsResultBlock = { _ in order.append("result") }
+        await runToCompletion(operation, on: container.privateCloudDatabase)
+        #expect(order.values == ["persisted", "a", "result"])
+        #expect(peer.opens.first?.configuration?.isLongLived == true)
     }
 }

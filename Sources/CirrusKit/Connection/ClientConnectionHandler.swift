@@ -28,6 +28,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var waiting: [(ClientStream, ClientConnection)] = []
     private var nextStreamID: UInt64 = 1
     private var maximumConcurrentStreams = Int.max
+    /// The encoder below, whose frame limit follows the server's `HelloAck`.
+    private let encoder: ClientFrameEncoder?
     private var timer: RepeatedTask?
     private var pings: [UInt64: EventLoopPromise<Void>] = [:]
     /// User pings use nonces from the top half so they never meet the keepalive's.
@@ -44,8 +46,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         machine: ConnectionStateMachine.Configuration,
         timerInterval: TimeAmount,
         ready: EventLoopPromise<Wire.HelloAck>,
-        callbacks: Callbacks
+        callbacks: Callbacks,
+        encoder: ClientFrameEncoder? = nil
     ) {
+        self.encoder = encoder
         self.hello = hello
         self.server = server
         self.callbacks = callbacks
@@ -112,6 +116,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             if let limits = ack.limits, limits.maxConcurrentStreams > 0 {
                 self.maximumConcurrentStreams = Int(limits.maxConcurrentStreams)
             }
+            if let encoder = self.encoder, let limits = ack.limits, limits.maxFrameBytes > 0 {
+                encoder.maximumFrameBytes = min(encoder.maximumFrameBytes, Int(limits.maxFrameBytes))
+            }
             self.ready.succeed(ack)
         case .deliver(let frame):
             self.deliver(frame)
@@ -121,7 +128,12 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .peerGoingAway(let lastStreamID, let closeNow):
             self.peerGoingAway(lastStreamID: lastStreamID, closeNow: closeNow)
         case .closeWithError(let code, let message):
-            self.failure = self.failure ?? .network("protocol error with \(self.server): \(code): \(message)")
+            self.failure =
+                self.failure
+                ?? ConnectionFailure(
+                    code: code == .unsupportedVersion ? .incompatibleVersion : .networkFailure,
+                    message: "protocol error with \(self.server): \(code): \(message)"
+                )
             self.writeErrorAndClose(code: code, message: message)
         case .peerClosed(let error):
             self.failure = self.failure ?? ConnectionFailure.from(error, server: self.server)
@@ -180,8 +192,16 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .send, .sendAndClose:
             self.nextStreamID += 1
             self.streams[streamID] = stream
-            self.write(frame)
-            self.context?.flush()
+            if let context = self.context {
+                let written = context.eventLoop.makePromise(of: Void.self)
+                context.writeAndFlush(self.wrapOutboundOut(frame), promise: written)
+                written.futureResult.whenFailure { [server = self.server] error in
+                    // Never sent (e.g. larger than a frame may be): end the stream here; the
+                    // server never saw it.
+                    stream.fail(Self.openFailure(error, server: server))
+                    connection.cancel(streamID: streamID, reason: "Open could not be sent")
+                }
+            }
             if !stream.attached(to: connection, streamID: streamID) {
                 self.cancel(streamID: streamID, reason: "cancelled by the client")
             }
@@ -192,6 +212,13 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .drop, .waitForCredit:
             return false
         }
+    }
+
+    private static func openFailure(_ error: any Error, server: String) -> ConnectionFailure {
+        if let error = error as? WireError, error.code == .messageTooLarge || error.code == .frameTooLarge {
+            return ConnectionFailure(code: .limitExceeded, message: "the request is too large for one frame: \(error.message)")
+        }
+        return ConnectionFailure.from(error, beforeHelloAck: false, server: server)
     }
 
     func grant(credit: UInt32, streamID: UInt64) {

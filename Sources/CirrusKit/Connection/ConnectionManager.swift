@@ -194,18 +194,20 @@ final class ConnectionManager: Sendable {
             .channelInitializer { channel in
                 callbacksBox.withLockedValue { $0 = channel }
                 return channel.eventLoop.makeCompletedFuture {
+                    let encoder = ClientFrameEncoder()
                     let handler = ClientConnectionHandler(
                         hello: hello,
                         server: server,
                         machine: machine,
                         timerInterval: timerInterval,
                         ready: ready,
-                        callbacks: callbacks
+                        callbacks: callbacks,
+                        encoder: encoder
                     )
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(TLSHandler(context: tls, serverHostname: serverName))
                     try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
-                    try sync.addHandler(MessageToByteHandler(FrameEncoder()))
+                    try sync.addHandler(encoder)
                     try sync.addHandler(handler)
                 }
             }

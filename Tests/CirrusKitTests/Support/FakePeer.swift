@@ -18,6 +18,8 @@ struct FakeReply: Sendable {
     var closeConnection = false
     /// Answer with `GoAway` naming the previous stream, then close.
     var goAway = false
+    /// Send `Persisted` before the events (a long-lived operation).
+    var persisted = false
 }
 
 /// A Cirrus server stand-in over the real TLS and frame codec that answers each `Open` with a
@@ -31,6 +33,20 @@ final class FakePeer: Sendable {
         var eventsSent = 0
         var connections = 0
         var hellos: [Wire.Hello] = []
+        var pongs: [UInt64] = []
+        /// Streams open now, and the most ever open at once.
+        var openStreams = 0
+        var maximumOpenStreams = 0
+    }
+
+    /// Connection-level behaviour.
+    struct Behaviour: Sendable {
+        /// Answer the client's `Ping`s.
+        var answerPings = true
+        /// Send a `Ping` right after `HelloAck`.
+        var pingAfterHello = false
+        /// `HelloAck.limits.max_concurrent_streams`.
+        var maximumConcurrentStreams: UInt32 = 100
     }
 
     let port: Int
@@ -48,6 +64,7 @@ final class FakePeer: Sendable {
     /// Starts listening on a free loopback port; `reply` decides the answer to each `Open`
     /// (the second argument counts connections from 1).
     static func start(
+        behaviour: Behaviour = Behaviour(),
         reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply = { _, _ in FakeReply() }
     ) async throws -> FakePeer {
         let tls = try TLSContext(configuration: TestCertificates.serverTLS())
@@ -64,7 +81,7 @@ final class FakePeer: Sendable {
                     try sync.addHandler(TLSHandler(context: tls))
                     try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
                     try sync.addHandler(MessageToByteHandler(FrameEncoder()))
-                    try sync.addHandler(FakePeerHandler(connection: index, log: log, reply: reply))
+                    try sync.addHandler(FakePeerHandler(connection: index, log: log, behaviour: behaviour, reply: reply))
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -92,11 +109,18 @@ private final class FakePeerHandler: ChannelInboundHandler {
     private let connection: Int
     private let log: NIOLockedValueBox<FakePeer.Log>
     private let reply: @Sendable (Wire.Open, Int) -> FakeReply
+    private let behaviour: FakePeer.Behaviour
     private var streams: [UInt64: Stream] = [:]
 
-    init(connection: Int, log: NIOLockedValueBox<FakePeer.Log>, reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply) {
+    init(
+        connection: Int,
+        log: NIOLockedValueBox<FakePeer.Log>,
+        behaviour: FakePeer.Behaviour,
+        reply: @escaping @Sendable (Wire.Open, Int) -> FakeReply
+    ) {
         self.connection = connection
         self.log = log
+        self.behaviour = behaviour
         self.reply = reply
     }
 
@@ -110,10 +134,13 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 serverName: "fake",
                 userRecordName: "_fake",
                 limits: Wire.Limits(
-                    maxFrameBytes: 4 << 20, maxConcurrentStreams: 100, initialStreamWindow: 16, maxItemsPerOperation: 400
+                    maxFrameBytes: 4 << 20, maxConcurrentStreams: self.behaviour.maximumConcurrentStreams, initialStreamWindow: 16, maxItemsPerOperation: 400
                 )
             )
             context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .helloAck(ack))), promise: nil)
+            if self.behaviour.pingAfterHello {
+                context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 42)))), promise: nil)
+            }
         case .open(let open):
             self.log.withLockedValue { $0.opens.append(open) }
             let reply = self.reply(open, self.connection)
@@ -126,7 +153,15 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .goAway(goAway))), promise: nil)
                 return
             }
+            self.log.withLockedValue {
+                $0.openStreams += 1
+                $0.maximumOpenStreams = max($0.maximumOpenStreams, $0.openStreams)
+            }
             let credit = UInt64(open.initialWindow == 0 ? 16 : open.initialWindow)
+            if reply.persisted {
+                let persisted = Wire.Persisted(operationID: open.operationID)
+                context.write(self.wrapOutboundOut(Wire.Frame(streamID: frame.streamID, kind: .persisted(persisted))), promise: nil)
+            }
             self.streams[frame.streamID] = Stream(pending: reply.payloads, credit: credit, reply: reply)
             self.pump(frame.streamID, context: context)
         case .window(let window):
@@ -135,8 +170,13 @@ private final class FakePeerHandler: ChannelInboundHandler {
             self.pump(frame.streamID, context: context)
         case .cancel:
             self.log.withLockedValue { $0.cancels.append(frame.streamID) }
-            self.streams.removeValue(forKey: frame.streamID)
+            if self.streams.removeValue(forKey: frame.streamID) != nil {
+                self.log.withLockedValue { $0.openStreams -= 1 }
+            }
+        case .pong(let pong):
+            self.log.withLockedValue { $0.pongs.append(pong.nonce) }
         case .ping(let ping):
+            guard self.behaviour.answerPings else { return }
             context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: ping.nonce)))), promise: nil)
         default:
             break
@@ -156,6 +196,7 @@ private final class FakePeerHandler: ChannelInboundHandler {
             let complete = Wire.Complete(lastSeq: stream.seq, error: stream.reply.error)
             context.write(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .complete(complete))), promise: nil)
             self.streams.removeValue(forKey: streamID)
+            self.log.withLockedValue { $0.openStreams -= 1 }
         } else {
             self.streams[streamID] = stream
         }

@@ -1,0 +1,121 @@
+import CirrusModel
+import Foundation
+import NIOConcurrencyHelpers
+
+/// CloudKit's completion-handler conveniences, each one operation. The handlers run on the
+/// operation's callback queue.
+extension CKDatabase {
+    /// Fetches one record.
+    public func fetch(
+        withRecordID recordID: CKRecord.ID,
+        completionHandler: @escaping @Sendable (CKRecord?, (any Error)?) -> Void
+    ) {
+        let operation = CKFetchRecordsOperation(recordIDs: [recordID])
+        let box = ResultBox<CKRecord>()
+        operation.perRecordResultBlock = { _, result in box.set(result) }
+        operation.fetchRecordsResultBlock = { result in box.finish(result, completionHandler) }
+        self.add(operation)
+    }
+
+    /// Saves one record (save policy `ifServerRecordUnchanged`).
+    public func save(_ record: CKRecord, completionHandler: @escaping @Sendable (CKRecord?, (any Error)?) -> Void) {
+        let operation = CKModifyRecordsOperation(recordsToSave: [record], recordIDsToDelete: nil)
+        let box = ResultBox<CKRecord>()
+        operation.perRecordSaveBlock = { _, result in box.set(result) }
+        operation.modifyRecordsResultBlock = { result in box.finish(result, completionHandler) }
+        self.add(operation)
+    }
+
+    /// Deletes one record.
+    public func delete(
+        withRecordID recordID: CKRecord.ID,
+        completionHandler: @escaping @Sendable (CKRecord.ID?, (any Error)?) -> Void
+    ) {
+        let operation = CKModifyRecordsOperation(recordsToSave: nil, recordIDsToDelete: [recordID])
+        let box = ResultBox<CKRecord.ID>()
+        operation.perRecordDeleteBlock = { id, result in box.set(result.map { id }) }
+        operation.modifyRecordsResultBlock = { result in box.finish(result, completionHandler) }
+        self.add(operation)
+    }
+
+    /// Fetches one zone.
+    public func fetch(
+        withRecordZoneID zoneID: CKRecordZone.ID,
+        completionHandler: @escaping @Sendable (CKRecordZone?, (any Error)?) -> Void
+    ) {
+        let operation = CKFetchRecordZonesOperation(recordZoneIDs: [zoneID])
+        let box = ResultBox<CKRecordZone>()
+        operation.perRecordZoneResultBlock = { _, result in box.set(result) }
+        operation.fetchRecordZonesResultBlock = { result in box.finish(result, completionHandler) }
+        self.add(operation)
+    }
+
+    /// Fetches every zone of the database.
+    public func fetchAllRecordZones(completionHandler: @escaping @Sendable ([CKRecordZone]?, (any Error)?) -> Void) {
+        let operation = CKFetchRecordZonesOperation.fetchAllRecordZonesOperation()
+        let zones = NIOLockedValueBox<[CKRecordZone]>([])
+        let failure = NIOLockedValueBox<(any Error)?>(nil)
+        operation.perRecordZoneResultBlock = { _, result in
+            switch result {
+            case .success(let zone): zones.withLockedValue { $0.append(zone) }
+            case .failure(let error): failure.withLockedValue { $0 = $0 ?? error }
+            }
+        }
+        operation.fetchRecordZonesResultBlock = { result in
+            if case .failure(let error) = result {
+                completionHandler(nil, error)
+            } else if let error = failure.withLockedValue({ $0 }) {
+                completionHandler(nil, error)
+            } else {
+                completionHandler(zones.withLockedValue { $0 }, nil)
+            }
+        }
+        self.add(operation)
+    }
+
+    /// Creates or updates one zone.
+    public func save(_ zone: CKRecordZone, completionHandler: @escaping @Sendable (CKRecordZone?, (any Error)?) -> Void) {
+        let operation = CKModifyRecordZonesOperation(recordZonesToSave: [zone], recordZoneIDsToDelete: nil)
+        let box = ResultBox<CKRecordZone>()
+        operation.perRecordZoneSaveBlock = { _, result in box.set(result) }
+        operation.modifyRecordZonesResultBlock = { result in box.finish(result, completionHandler) }
+        self.add(operation)
+    }
+
+    /// Deletes one zone and its records.
+    public func delete(
+        withRecordZoneID zoneID: CKRecordZone.ID,
+        completionHandler: @escaping @Sendable (CKRecordZone.ID?, (any Error)?) -> Void
+    ) {
+        let operation = CKModifyRecordZonesOperation(recordZonesToSave: nil, recordZoneIDsToDelete: [zoneID])
+        let box = ResultBox<CKRecordZone.ID>()
+        operation.perRecordZoneDeleteBlock = { id, result in box.set(result.map { id }) }
+        operation.modifyRecordZonesResultBlock = { result in box.finish(result, completionHandler) }
+        self.add(operation)
+    }
+}
+
+/// The one item result of a single-item convenience, reported with the operation's outcome:
+/// the item's own error wins over the operation's `partialFailure`.
+private final class ResultBox<Value: Sendable>: Sendable {
+    private let result = NIOLockedValueBox<Result<Value, any Error>?>(nil)
+
+    func set(_ result: Result<Value, any Error>) {
+        self.result.withLockedValue { $0 = result }
+    }
+
+    func finish(_ overall: Result<Void, any Error>, _ handler: @Sendable (Value?, (any Error)?) -> Void) {
+        switch self.result.withLockedValue({ $0 }) {
+        case .success(let value)?:
+            handler(value, nil)
+        case .failure(let error)?:
+            handler(nil, error)
+        case nil:
+            if case .failure(let error) = overall {
+                handler(nil, error)
+            } else {
+                handler(nil, CKError(.internalError, message: "the server sent no result for the item"))
+            }
+        }
+    }
+}

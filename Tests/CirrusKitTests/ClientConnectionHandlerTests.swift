@@ -1,0 +1,189 @@
+import CirrusWire
+import Dispatch
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import Testing
+
+@testable import CirrusKit
+
+/// The connection handler alone, on an `EmbeddedChannel`: no sockets, no TLS, no timing.
+@Suite("ClientConnectionHandler")
+struct ClientConnectionHandlerTests {
+    struct Harness {
+        let channel: EmbeddedChannel
+        let handler: ClientConnectionHandler
+        let ready: EventLoopPromise<Wire.HelloAck>
+        let retried: NIOLockedValueBox<[ClientStream]>
+        let draining: NIOLockedValueBox<Int>
+
+        init(bearerToken: String? = nil) throws {
+            let channel = EmbeddedChannel()
+            let ready = channel.eventLoop.makePromise(of: Wire.HelloAck.self)
+            let retried = NIOLockedValueBox<[ClientStream]>([])
+            let draining = NIOLockedValueBox(0)
+            let handler = ClientConnectionHandler(
+                hello: Wire.Hello(protocolVersion: Wire.protocolVersion, clientName: "CirrusKit", clientVersion: "0.1.0", bearerToken: bearerToken),
+                server: "test",
+                machine: .init(),
+                timerInterval: .seconds(3600),
+                ready: ready,
+                callbacks: .init(
+                    draining: { draining.withLockedValue { $0 += 1 } },
+                    retry: { streams in retried.withLockedValue { $0 += streams } }
+                )
+            )
+            try channel.pipeline.syncOperations.addHandler(handler)
+            self.channel = channel
+            self.handler = handler
+            self.ready = ready
+            self.retried = retried
+            self.draining = draining
+        }
+
+        func activate() throws {
+            try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        }
+
+        func written() throws -> Wire.Frame? {
+            try self.channel.readOutbound(as: Wire.Frame.self)
+        }
+
+        func receive(_ kind: Wire.Frame.Kind, stream: UInt64 = 0) throws {
+            try self.channel.writeInbound(Wire.Frame(streamID: stream, kind: kind))
+        }
+
+        func handshake(limits: Wire.Limits? = nil) throws -> ClientConnection {
+            try self.activate()
+            _ = try self.written()  // Hello
+            let ack = Wire.HelloAck(protocolVersion: Wire.protocolVersion, serverName: "s", userRecordName: "_alice", limits: limits)
+            try self.receive(.helloAck(ack))
+            return ClientConnection(channel: self.channel, handler: NIOLoopBound(self.handler, eventLoop: self.channel.eventLoop), helloAck: ack)
+        }
+    }
+
+    @Test("Says Hello (name, version, token) when the channel becomes active; HelloAck makes it ready")
+    func hello() throws {
+        let harness = try Harness(bearerToken: "t0ken")
+        try harness.activate()
+        let frame = try #require(try harness.written())
+        guard case .hello(let hello) = frame.kind else {
+            Issue.record("expected Hello, got \(frame)")
+            return
+        }
+        #expect(frame.streamID == 0)
+        #expect(hello.protocolVersion == Wire.protocolVersion)
+        #expect(hello.clientName == "CirrusKit")
+        #expect(hello.bearerToken == "t0ken")
+        #expect(try harness.written() == nil)
+        try harness.receive(.helloAck(Wire.HelloAck(protocolVersion: Wire.protocolVersion, userRecordName: "_alice")))
+        #expect(try harness.ready.futureResult.wait().userRecordName == "_alice")
+        _ = try harness.channel.finish()
+    }
+
+    @Test("ConnectionError NOT_AUTHENTICATED before HelloAck fails the connection as notAuthenticated")
+    func refused() throws {
+        let harness = try Harness()
+        try harness.activate()
+        _ = try harness.written()
+        try harness.receive(.error(Wire.ConnectionError(code: .notAuthenticated, message: "who are you")))
+        #expect(throws: ConnectionFailure.self) { try harness.ready.futureResult.wait() }
+        do {
+            _ = try harness.ready.futureResult.wait()
+        } catch let failure as ConnectionFailure {
+            #expect(failure.code == .notAuthenticated)
+        }
+        #expect(!harness.channel.isActive)
+    }
+
+    @Test("A stream: Open with its window, events delivered in order, Window after half the window is consumed")
+    func streamCredit() async throws {
+        let harness = try Harness()
+        let connection = try harness.handshake()
+        let queue = DispatchQueue(label: "callbacks")
+        let delivered = Recorder<UInt64>()
+        let completed = NIOLockedValueBox(false)
+        let stream = ClientStream(open: Wire.Open(operationID: "op1"), window: 4, queue: queue) { delivery in
+            switch delivery {
+            case .event(let event): delivered.append(event.seq)
+            case .complete: completed.withLockedValue { $0 = true }
+            default: break
+            }
+        }
+        #expect(harness.handler.open(stream, on: connection))
+        let open = try #require(try harness.written())
+        guard case .open(let sent) = open.kind else {
+            Issue.record("expected Open, got \(open)")
+            return
+        }
+        #expect(open.streamID == 1)
+        #expect(sent.initialWindow == 4)
+        #expect(sent.operationID == "op1")
+
+        for seq in 1...2 {
+            try harness.receive(.event(Wire.Event(seq: UInt64(seq))), stream: 1)
+        }
+        try await eventually { delivered.count == 2 }
+        // Granting credit hops back onto the event loop.
+        try await eventually {
+            harness.channel.embeddedEventLoop.run()
+            return (try? harness.channel.readOutbound(as: Wire.Frame.self)).map { frame in
+                frame?.streamID == 1 && frame?.kind == .window(Wire.Window(credit: 2))
+            } ?? false
+        }
+        try harness.receive(.complete(Wire.Complete(lastSeq: 2)), stream: 1)
+        try await eventually { completed.withLockedValue { $0 } }
+        #expect(delivered.values == [1, 2])
+        _ = try harness.channel.finish()
+    }
+
+    @Test("GoAway: streams above last_stream_id go back to be retried; the connection takes no new ones")
+    func goAway() throws {
+        let harness = try Harness()
+        let connection = try harness.handshake()
+        let queue = DispatchQueue(label: "callbacks")
+        let streams = (0..<3).map { index in
+            ClientStream(open: Wire.Open(operationID: "op\(index)"), window: 4, queue: queue) { _ in }
+        }
+        for stream in streams {
+            #expect(harness.handler.open(stream, on: connection))
+            _ = try harness.written()
+        }
+        try harness.receive(.goAway(Wire.GoAway(lastStreamID: 1, code: .shuttingDown)))
+        #expect(harness.retried.withLockedValue { $0.map(\.open.operationID) } == ["op1", "op2"])
+        #expect(harness.draining.withLockedValue { $0 } >= 1)
+        let late = ClientStream(open: Wire.Open(operationID: "late"), window: 4, queue: queue) { _ in }
+        #expect(!harness.handler.open(late, on: connection))
+        // The stream the server kept finishes; then the connection closes.
+        try harness.receive(.complete(Wire.Complete(lastSeq: 0)), stream: 1)
+        #expect(!harness.channel.isActive)
+    }
+
+    @Test("Events beyond the granted credit close the connection with FLOW_CONTROL_VIOLATION")
+    func creditViolation() throws {
+        let harness = try Harness()
+        let connection = try harness.handshake()
+        let stream = ClientStream(open: Wire.Open(operationID: "op"), window: 1, queue: DispatchQueue(label: "q")) { _ in }
+        #expect(harness.handler.open(stream, on: connection))
+        _ = try harness.written()
+        try harness.receive(.event(Wire.Event(seq: 1)), stream: 1)
+        try harness.receive(.event(Wire.Event(seq: 2)), stream: 1)
+        let frame = try #require(try harness.written())
+        #expect(frame.kind == .error(Wire.ConnectionError(code: .flowControlViolation, message: "Event on stream 1 beyond the granted credit")))
+        #expect(!harness.channel.isActive)
+    }
+
+    @Test("The frame encoder refuses an oversized frame on its own write only")
+    func encoderLimit() throws {
+        let channel = EmbeddedChannel(handler: ClientFrameEncoder(maximumFrameBytes: 64))
+        let big = Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: String(repeating: "x", count: 100))))
+        #expect(throws: WireError.self) { try channel.writeOutbound(big) }
+        try channel.writeOutbound(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 7))))
+        var buffer = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        var decoder = FrameDecoder()
+        let frame = try #require(try decoder.decode(buffer: &buffer))
+        #expect(frame.kind == .ping(Wire.Ping(nonce: 7)))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        _ = try channel.finish()
+    }
+}
