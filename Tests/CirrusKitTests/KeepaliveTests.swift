@@ -41,10 +41,12 @@ struct KeepaliveTests {
         let result = Recorder<Result<Void, any Error>>()
         operation.fetchRecordsResultBlock = { result.append($0) }
         container.privateCloudDatabase.add(operation)
-        try await Task.sleep(for: .milliseconds(600))
+        // Wait for the answer to the server's ping (a slow machine may take a while to
+        // connect), then let several keepalive intervals pass: the operation is still running.
+        try await eventually { peer.log.withLockedValue { $0.pongs } == [42] }
+        try await Task.sleep(for: .milliseconds(400))
         #expect(result.count == 0)
         #expect(operation.isExecuting)
-        #expect(peer.log.withLockedValue { $0.pongs } == [42])
         operation.cancel()
         await waitUntilFinished(operation)
         #expect(result.values.first?.failureCode == .operationCancelled)

@@ -16,7 +16,7 @@ private func processRecord(_ record: CKRecord) { print("processed \(record.recor
 private func handleError(_ error: any Error, for recordID: CKRecord.ID) { print("error \(recordID.recordName)") }
 
 @Suite("Seed samples run unchanged against cirrusd", .serialized)
-struct SeedSampleTests {
+struct SeedSamplesAgainstCirrusdTests {
     @Test func modifyRecordsSample() async throws {
         try await withStack { container in
             let database = container("alice").privateCloudDatabase
