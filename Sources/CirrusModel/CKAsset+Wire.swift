@@ -10,7 +10,7 @@ extension CKAsset {
 
     /// The SHA-256 digest of `bytes` (32 bytes), as `Wire.Asset.sha256` carries it.
     public static func sha256(of bytes: some Sequence<UInt8>) -> [UInt8] {
-        SHA256.hash(bytes)
+        Wire.SHA256.hash(bytes)
     }
 
     /// An asset from a wire message. Inline content is checked against the message's
@@ -31,7 +31,7 @@ extension CKAsset {
                 .assetFileModified,
                 message: "asset content is \(bytes.count) bytes but the message says \(wire.size)")
         }
-        let digest = SHA256.hash(bytes)
+        let digest = Wire.SHA256.hash(bytes)
         if !wire.sha256.isEmpty && wire.sha256 != digest {
             throw CKError(.assetFileModified, message: "asset content does not match its SHA-256")
         }
@@ -73,7 +73,7 @@ extension CKAsset {
             throw CKError(.assetFileNotFound, message: "cannot read asset file \(fileURL.path): \(error)")
         }
         return Wire.Asset(
-            sha256: SHA256.hash(bytes), size: UInt64(bytes.count), fileName: fileURL.lastPathComponent,
+            sha256: Wire.SHA256.hash(bytes), size: UInt64(bytes.count), fileName: fileURL.lastPathComponent,
             content: .inlineData(bytes))
     }
 
@@ -82,7 +82,7 @@ extension CKAsset {
         do {
             let handle = try FileHandle(forReadingFrom: url)
             defer { try? handle.close() }
-            var hasher = SHA256()
+            var hasher = Wire.SHA256()
             var size: UInt64 = 0
             while let chunk = try handle.read(upToCount: max(1, chunkSize)), !chunk.isEmpty {
                 hasher.update(chunk)

@@ -143,7 +143,7 @@ enum RecordCodec {
             guard asset.size == UInt64(bytes.count) else {
                 return error(.assetFileModified, "asset size \(asset.size) but \(bytes.count) bytes sent")
             }
-            let digest = SHA256.hash(bytes)
+            let digest = Wire.SHA256.hash(bytes)
             if asset.sha256.isEmpty {
                 asset.sha256 = digest
             } else if asset.sha256 != digest {

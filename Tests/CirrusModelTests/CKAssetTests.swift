@@ -41,7 +41,7 @@ private func hex(_ bytes: [UInt8]) -> String {
         let bytes = (0..<5_000).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
         let whole = CKAsset.sha256(of: bytes)
         for pieceSize in [1, 3, 63, 64, 65, 1_000] {
-            var hasher = SHA256()
+            var hasher = Wire.SHA256()
             var index = 0
             while index < bytes.count {
                 hasher.update(bytes[index..<min(index + pieceSize, bytes.count)])

@@ -65,7 +65,7 @@ struct FetchTests {
     @Test func assetsAreStoredOncePerChecksumAndFetchedWithContent() async throws {
         try await withStore { storage, _ in
             let content: [UInt8] = Array("hello, asset".utf8)
-            let asset = Wire.Asset(sha256: SHA256.hash(content), size: UInt64(content.count), fileName: "a.txt", content: .inlineData(content))
+            let asset = Wire.Asset(sha256: Wire.SHA256.hash(content), size: UInt64(content.count), fileName: "a.txt", content: .inlineData(content))
             let saved = try await storage.saveAll([
                 note("one", [field("file", .assetValue(asset))]),
                 note("two", [field("files", .assetList(Wire.AssetList(values: [asset, asset])))]),
@@ -89,9 +89,9 @@ struct FetchTests {
         try await withStore { storage, _ in
             let content: [UInt8] = [1, 2, 3]
             let wrongHash = Wire.Asset(sha256: Array(repeating: 0, count: 32), size: 3, content: .inlineData(content))
-            let wrongSize = Wire.Asset(sha256: SHA256.hash(content), size: 4, content: .inlineData(content))
+            let wrongSize = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 4, content: .inlineData(content))
             let noHash = Wire.Asset(size: 3, content: .inlineData(content))
-            let upload = Wire.Asset(sha256: SHA256.hash(content), size: 3, content: .uploadHandle("h"))
+            let upload = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 3, content: .uploadHandle("h"))
             let result = try await storage.modifyRecords(
                 RecordModification(
                     saving: [
@@ -106,7 +106,7 @@ struct FetchTests {
                 Issue.record("no asset")
                 return
             }
-            #expect(computed.sha256 == SHA256.hash(content))
+            #expect(computed.sha256 == Wire.SHA256.hash(content))
             #expect(result.saveError(3)?.code == .assetFileNotFound)
         }
     }
@@ -114,10 +114,10 @@ struct FetchTests {
     @Test func anAssetWithoutContentMustAlreadyBeStored() async throws {
         try await withStore { storage, _ in
             let content: [UInt8] = Array("shared bytes".utf8)
-            let digest = SHA256.hash(content)
+            let digest = Wire.SHA256.hash(content)
             let inline = Wire.Asset(sha256: digest, size: UInt64(content.count), content: .inlineData(content))
             let byChecksum = Wire.Asset(sha256: digest, size: UInt64(content.count))
-            let unknown = Wire.Asset(sha256: SHA256.hash([9]), size: 1)
+            let unknown = Wire.Asset(sha256: Wire.SHA256.hash([9]), size: 1)
             let early = try await storage.modifyRecords(
                 RecordModification(saving: [note("early", [field("f", .assetValue(byChecksum))])]), in: alice, by: "_alice")
             #expect(early.saveError(0)?.code == .assetFileNotFound)
@@ -135,7 +135,7 @@ struct FetchTests {
     @Test func unreferencedAssetsArePruned() async throws {
         try await withStore { storage, _ in
             let content: [UInt8] = [4, 5, 6]
-            let asset = Wire.Asset(sha256: SHA256.hash(content), size: 3, content: .inlineData(content))
+            let asset = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 3, content: .inlineData(content))
             try await storage.saveAll([note("a", [field("f", .assetValue(asset))]), note("b", [field("f", .assetValue(asset))])])
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("a")]), in: alice, by: "_alice")
             #expect(try await storage.pruneUnreferencedAssets() == 0)
@@ -149,13 +149,13 @@ struct FetchTests {
 
     @Test func sha256MatchesKnownVectors() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
-        #expect(hex(SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(hex(Wire.SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(hex(Wire.SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(
-            hex(SHA256.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+            hex(Wire.SHA256.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
                 == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
         #expect(
-            hex(SHA256.hash(Array(repeating: UInt8(ascii: "a"), count: 1_000_000)))
+            hex(Wire.SHA256.hash(Array(repeating: UInt8(ascii: "a"), count: 1_000_000)))
                 == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 }

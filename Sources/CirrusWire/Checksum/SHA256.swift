@@ -1,5 +1,9 @@
-/// SHA-256 (FIPS 180-4), enough for asset checksums without another package.
-struct SHA256 {
+extension Wire {
+/// SHA-256 (FIPS 180-4): the checksum of asset content on the wire (`Asset.sha256`), here so
+/// the client and the server compute it the same way without another package.
+///
+/// For example: `Wire.SHA256.hash(bytes)`, or `update(_:)` repeatedly, then `finalize()`.
+public struct SHA256: Sendable {
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
         0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -17,14 +21,16 @@ struct SHA256 {
     private var pending: [UInt8] = []
     private var length: UInt64 = 0
 
+    public init() {}
+
     /// The digest of `bytes`.
-    static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
+    public static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(bytes)
         return hasher.finalize()
     }
 
-    mutating func update(_ bytes: some Sequence<UInt8>) {
+    public mutating func update(_ bytes: some Sequence<UInt8>) {
         let handled: Void? = bytes.withContiguousStorageIfAvailable { update(buffer: UnsafeRawBufferPointer($0)) }
         if handled == nil {
             let array = Array(bytes)
@@ -32,7 +38,7 @@ struct SHA256 {
         }
     }
 
-    mutating func update(buffer: UnsafeRawBufferPointer) {
+    public mutating func update(buffer: UnsafeRawBufferPointer) {
         length &+= UInt64(buffer.count)
         var offset = 0
         if !pending.isEmpty {
@@ -50,7 +56,7 @@ struct SHA256 {
         pending.append(contentsOf: buffer[offset...])
     }
 
-    mutating func finalize() -> [UInt8] {
+    public mutating func finalize() -> [UInt8] {
         let bitLength = length &* 8
         var tail = pending
         tail.append(0x80)
@@ -104,4 +110,5 @@ struct SHA256 {
     }
 
     private func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
+}
 }
