@@ -200,7 +200,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             initialStreamWindow: self.configuration.connection.initialStreamWindow,
             pingIntervalMs: UInt32(clamping: self.configuration.connection.keepaliveInterval.nanoseconds / 1_000_000),
             idleTimeoutMs: UInt32(clamping: self.configuration.connection.idleTimeout.nanoseconds / 1_000_000),
-            maxItemsPerOperation: 400
+            maxItemsPerOperation: UInt32(StorageExecutor.maximumItems)
         )
         let ack = Wire.HelloAck(
             protocolVersion: Wire.protocolVersion,
