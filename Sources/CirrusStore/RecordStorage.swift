@@ -49,20 +49,27 @@ public protocol RecordStorage: Sendable {
     func fetchAllZones(in database: DatabaseKey) async throws -> [Wire.RecordZone]
 
     /// Records changed and deleted in `zone` after change sequence `since`
-    /// (0 = from the beginning), oldest first, at most `limit` changes.
+    /// (0 = from the beginning) and at or before `through` (nil = the zone's
+    /// current sequence), oldest first, at most `limit` changes.
+    ///
+    /// A fetch that pages through a zone passes the first batch's `headSeq` as
+    /// `through` to every later batch, so a record changed meanwhile is reported
+    /// once, by the next fetch, rather than twice.
     ///
     /// - throws: ``StoreError`` `.zoneNotFound`, or `.changeTokenExpired` when
     ///   tombstones after `since` were pruned or `since` is past the zone's sequence.
     func recordChanges(
-        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, limit: Int, desiredKeys: [String]?
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, through: Int64?, limit: Int,
+        desiredKeys: [String]?
     ) async throws -> RecordChangeBatch
 
     /// Zones created, changed (including their records) or deleted after
-    /// database change sequence `since` (0 = from the beginning).
+    /// database change sequence `since` (0 = from the beginning) and at or
+    /// before `through` (nil = the database's current sequence).
     ///
     /// - throws: ``StoreError`` `.changeTokenExpired` when zone tombstones after
     ///   `since` were pruned or `since` is past the database's sequence.
-    func zoneChanges(in database: DatabaseKey, since: Int64, limit: Int) async throws -> ZoneChangeBatch
+    func zoneChanges(in database: DatabaseKey, since: Int64, through: Int64?, limit: Int) async throws -> ZoneChangeBatch
 
     /// Drops record and zone tombstones deleted before `cutoff`; change
     /// sequences older than the newest dropped tombstone then expire.
@@ -75,6 +82,20 @@ public protocol RecordStorage: Sendable {
     /// - throws: ``StoreError``.
     @discardableResult
     func pruneUnreferencedAssets() async throws -> Int
+}
+
+extension RecordStorage {
+    /// ``recordChanges(in:of:since:through:limit:desiredKeys:)`` up to the zone's current sequence.
+    public func recordChanges(
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, limit: Int, desiredKeys: [String]?
+    ) async throws -> RecordChangeBatch {
+        try await recordChanges(in: zone, of: database, since: since, through: nil, limit: limit, desiredKeys: desiredKeys)
+    }
+
+    /// ``zoneChanges(in:since:through:limit:)`` up to the database's current sequence.
+    public func zoneChanges(in database: DatabaseKey, since: Int64, limit: Int) async throws -> ZoneChangeBatch {
+        try await zoneChanges(in: database, since: since, through: nil, limit: limit)
+    }
 }
 
 /// The request of a CKModifyRecordsOperation, as the store needs it.
@@ -183,11 +204,14 @@ public struct RecordChangeBatch: Sendable, Hashable {
     /// Identifies this incarnation of the zone: a zone deleted and created
     /// again gets a new one, so tokens of the old zone can be told apart.
     public var zoneIncarnation: Int64
+    /// The zone's change sequence when the batch was read (≥ `lastSeq`).
+    public var headSeq: Int64
 
     public init(
         changed: [Wire.Record], deleted: [RecordTombstone], lastSeq: Int64, moreComing: Bool,
-        clientChangeToken: [UInt8], zoneIncarnation: Int64
+        clientChangeToken: [UInt8], zoneIncarnation: Int64, headSeq: Int64? = nil
     ) {
+        self.headSeq = headSeq ?? lastSeq
         self.changed = changed
         self.deleted = deleted
         self.lastSeq = lastSeq
@@ -205,8 +229,14 @@ public struct ZoneChangeBatch: Sendable, Hashable {
     public var deleted: [Wire.RecordZoneID]
     public var lastSeq: Int64
     public var moreComing: Bool
+    /// The database's change sequence when the batch was read (≥ `lastSeq`).
+    public var headSeq: Int64
 
-    public init(changed: [Wire.RecordZoneID], deleted: [Wire.RecordZoneID], lastSeq: Int64, moreComing: Bool) {
+    public init(
+        changed: [Wire.RecordZoneID], deleted: [Wire.RecordZoneID], lastSeq: Int64, moreComing: Bool,
+        headSeq: Int64? = nil
+    ) {
+        self.headSeq = headSeq ?? lastSeq
         self.changed = changed
         self.deleted = deleted
         self.lastSeq = lastSeq

@@ -4,10 +4,11 @@ import GRDB
 
 extension SQLiteStorage {
     public func recordChanges(
-        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, limit: Int, desiredKeys: [String]?
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, through: Int64?, limit: Int,
+        desiredKeys: [String]?
     ) async throws -> RecordChangeBatch {
         let key = try database.validated()
-        guard since >= 0, limit > 0 else {
+        guard since >= 0, limit > 0, (through ?? since) >= since else {
             throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
         }
         let name: String
@@ -32,14 +33,17 @@ extension SQLiteStorage {
             guard since <= zone.changeSeq, since == 0 || since >= zone.prunedSeq else {
                 throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
             }
+            // Changes after `head` belong to a later fetch: a record changed while this fetch
+            // pages moves past it and is reported once, by the next fetch, at its newest state.
+            let head = min(through ?? zone.changeSeq, zone.changeSeq)
             let fetchLimit = limit + 1
             let records = try db.rows(
-                sql: "SELECT * FROM records WHERE zone_id = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
-                arguments: [zone.id, since, fetchLimit]
+                sql: "SELECT * FROM records WHERE zone_id = ? AND change_seq > ? AND change_seq <= ? ORDER BY change_seq LIMIT ?",
+                arguments: [zone.id, since, head, fetchLimit]
             ).map(RecordRow.init)
             let tombstones = try db.rows(
-                sql: "SELECT name, record_type, seq FROM tombstones WHERE zone_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                arguments: [zone.id, since, fetchLimit])
+                sql: "SELECT name, record_type, seq FROM tombstones WHERE zone_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                arguments: [zone.id, since, head, fetchLimit])
             var changed: [Wire.Record] = []
             var deleted: [RecordTombstone] = []
             var r = 0
@@ -61,14 +65,17 @@ extension SQLiteStorage {
             }
             let moreComing = r < records.count || t < tombstones.count
             return RecordChangeBatch(
-                changed: changed, deleted: deleted, lastSeq: moreComing ? lastSeq : zone.changeSeq,
-                moreComing: moreComing, clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id)
+                changed: changed, deleted: deleted, lastSeq: moreComing ? lastSeq : head,
+                moreComing: moreComing, clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id,
+                headSeq: zone.changeSeq)
         }
     }
 
-    public func zoneChanges(in database: DatabaseKey, since: Int64, limit: Int) async throws -> ZoneChangeBatch {
+    public func zoneChanges(
+        in database: DatabaseKey, since: Int64, through: Int64?, limit: Int
+    ) async throws -> ZoneChangeBatch {
         let key = try database.validated()
-        guard since >= 0, limit > 0 else {
+        guard since >= 0, limit > 0, (through ?? since) >= since else {
             throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
         }
         return try await read { db in
@@ -86,14 +93,16 @@ extension SQLiteStorage {
             guard since <= changeSeq, since == 0 || since >= prunedSeq else {
                 throw StoreError(.changeTokenExpired, "database change sequence \(since) expired")
             }
+            let head = min(through ?? changeSeq, changeSeq)
             let rows = try db.rows(
                 sql: """
                     SELECT name, db_seq, deleted_at FROM zones
-                    WHERE database_id = ? AND db_seq > ? ORDER BY db_seq LIMIT ?
+                    WHERE database_id = ? AND db_seq > ? AND db_seq <= ? ORDER BY db_seq LIMIT ?
                     """,
-                arguments: [databaseID, since, limit + 1])
+                arguments: [databaseID, since, head, limit + 1])
             let moreComing = rows.count > limit
-            var batch = ZoneChangeBatch(changed: [], deleted: [], lastSeq: changeSeq, moreComing: moreComing)
+            var batch = ZoneChangeBatch(
+                changed: [], deleted: [], lastSeq: head, moreComing: moreComing, headSeq: changeSeq)
             for zone in rows.prefix(limit) {
                 let zoneID = ZoneResolution.zoneID(zone["name"], in: key)
                 if (zone["deleted_at"] as Double?) == nil {

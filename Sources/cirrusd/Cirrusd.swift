@@ -38,6 +38,15 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "Where the embedded SQLite storage keeps its data.")
     var dataDir = "./cirrus-data"
 
+    @Option(
+        help: ArgumentHelp(
+            "How long deletions stay visible to change feeds (e.g. 30d, 12h, 90m).",
+            discussion: "A change token older than the oldest kept deletion gets changeTokenExpired."))
+    var tombstoneRetention: DurationArgument = DurationArgument(seconds: StorageMaintenance.defaultTombstoneRetentionSeconds)
+
+    @Option(help: "How often expired tombstones and unreferenced assets are pruned (e.g. 1h).")
+    var maintenanceInterval: DurationArgument = DurationArgument(seconds: 3600)
+
     @Option(help: "The largest frame accepted, in bytes.")
     var maxFrameBytes = 4 * 1024 * 1024
 
@@ -81,7 +90,13 @@ struct Cirrusd: AsyncParsableCommand {
         }
 
         let storage = try SQLiteStorage(directory: self.dataDir)
-        configuration.executor = StorageExecutor(storage: storage, logger: logger)
+        let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
+        configuration.executor = StorageExecutor(
+            storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
+        let maintenance = StorageMaintenance(
+            storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds, logger: logger)
+        let interval = Duration.seconds(self.maintenanceInterval.seconds)
+        let maintenanceTask = Task { await maintenance.run(every: interval) }
 
         let server = CirrusServer(configuration: configuration, logger: logger)
         let address = try await server.start()
@@ -94,6 +109,8 @@ struct Cirrusd: AsyncParsableCommand {
         }
         try await server.run()
         signals.cancel()
+        maintenanceTask.cancel()
+        await maintenanceTask.value
         try storage.close()
         logger.notice("stopped")
     }

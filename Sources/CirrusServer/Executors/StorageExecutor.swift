@@ -3,7 +3,8 @@ import CirrusWire
 import Logging
 
 /// Runs the record and zone operations — `CKModifyRecordsOperation`,
-/// `CKFetchRecordsOperation`, `CKModifyRecordZonesOperation`, `CKFetchRecordZonesOperation` —
+/// `CKFetchRecordsOperation`, `CKModifyRecordZonesOperation`, `CKFetchRecordZonesOperation`,
+/// and the change feeds `CKFetchRecordZoneChangesOperation`, `CKFetchDatabaseChangesOperation` —
 /// against a ``RecordStorage``, streaming each per-item callback as an event.
 ///
 /// The caller's database follows from the `Open`: the private database is the caller's own,
@@ -14,10 +15,18 @@ public struct StorageExecutor: OperationExecutor {
     public static let maximumItems = 400
 
     let storage: any RecordStorage
+    let tokens: ChangeTokenSealer
     let logger: Logger
 
-    public init(storage: any RecordStorage, logger: Logger = Logger(label: "cirrusd.operations")) {
+    /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
+    ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.
+    public init(
+        storage: any RecordStorage,
+        tokens: ChangeTokenSealer = .ephemeral(),
+        logger: Logger = Logger(label: "cirrusd.operations")
+    ) {
         self.storage = storage
+        self.tokens = tokens
         self.logger = logger
     }
 
@@ -44,6 +53,10 @@ public struct StorageExecutor: OperationExecutor {
                 return try await self.modifyRecordZones(request, context)
             case .fetchRecordZones(let request):
                 return try await self.fetchRecordZones(request, context)
+            case .fetchRecordZoneChanges(let request):
+                return try await self.fetchRecordZoneChanges(request, context)
+            case .fetchDatabaseChanges(let request):
+                return try await self.fetchDatabaseChanges(request, context)
             case .some(let other):
                 return .failure(.serverRejectedRequest, "\(Self.kindName(other)) is not run by this server yet")
             case .none:

@@ -1,0 +1,182 @@
+import CirrusStore
+import CirrusWire
+
+extension StorageExecutor {
+    /// Changes read per batch when the request leaves `results_limit` at 0, and the most any
+    /// batch reads (a larger limit is served in batches of this size, `moreComing` set).
+    public static let changesBatchSize = 400
+
+    /// CKFetchRecordZoneChangesOperation: for each zone in request order, its changed records
+    /// and deletions after the zone's token, then a token update per further batch (when
+    /// fetching all changes) and one `recordZoneFetchResult`. A zone that fails (unknown,
+    /// deleted, token expired or not this zone's) gets its error in its result and the
+    /// operation ends with `partialFailure`; the other zones are unaffected.
+    ///
+    /// A fetch reads each zone up to the sequence it had when the zone's first batch was read,
+    /// so a record changed while the fetch pages is reported once, by the next fetch, in its
+    /// newest state.
+    func fetchRecordZoneChanges(_ request: Wire.FetchRecordZoneChangesRequest, _ context: Context) async throws
+        -> OperationCompletion
+    {
+        if let refused = Self.refusedInPublicDatabase("fetching record zone changes", context) { return refused }
+        if let refused = Self.tooManyItems(request.zoneConfigurations.count) { return refused }
+        var zones: [(outbound: Wire.RecordZoneID, inbound: Wire.RecordZoneID, Wire.ZoneChangesConfiguration)] = []
+        var seen = Set<Wire.RecordZoneID>()
+        for configuration in request.zoneConfigurations {
+            guard let zoneID = configuration.zoneID else {
+                return .failure(.invalidArguments, "a zone configuration names no zone")
+            }
+            let inbound = context.owners.inbound(zoneID)
+            guard seen.insert(inbound).inserted else {
+                return .failure(.invalidArguments, "zone \(zoneID.zoneName) is configured more than once")
+            }
+            zones.append((zoneID, inbound, configuration))
+        }
+        let fetchAll = request.fetchAllChanges ?? true
+        var partialErrors: [Wire.ItemError] = []
+        for (zoneID, inbound, configuration) in zones {
+            do {
+                try await self.fetchChanges(
+                    of: zoneID, inbound: inbound, configuration, fetchAll: fetchAll, context)
+            } catch let failure as ZoneFeedFailure {
+                partialErrors.append(Wire.ItemError(item: .zoneID(zoneID), error: failure.error))
+                let result = Wire.RecordZoneFetchResult(zoneID: zoneID, outcome: .error(failure.error))
+                try await context.stream.emit(
+                    .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(result))))
+            }
+        }
+        return Self.completion(partialErrors: partialErrors, items: "zones")
+    }
+
+    /// Why one zone of a zone-changes fetch failed.
+    struct ZoneFeedFailure: Error {
+        let error: Wire.OperationError
+    }
+
+    private func fetchChanges(
+        of zoneID: Wire.RecordZoneID,
+        inbound: Wire.RecordZoneID,
+        _ configuration: Wire.ZoneChangesConfiguration,
+        fetchAll: Bool,
+        _ context: Context
+    ) async throws {
+        let feed = ChangeTokenSealer.Feed.zone(inbound.zoneName)
+        var since: Int64 = 0
+        var incarnation: Int64?
+        if let token = configuration.previousServerChangeToken {
+            do {
+                let position = try self.tokens.open(token, feed, in: context.database)
+                since = position.seq
+                incarnation = position.incarnation
+            } catch {
+                throw ZoneFeedFailure(error: Wire.OperationError(code: .invalidArguments, message: error.message))
+            }
+        }
+        let limit = Self.batchSize(configuration.resultsLimit)
+        let desiredKeys = configuration.desiredKeysSpecified ? configuration.desiredKeys : nil
+        var through: Int64?
+        while true {
+            let batch: RecordChangeBatch
+            do {
+                batch = try await self.storage.recordChanges(
+                    in: inbound, of: context.database, since: since, through: through, limit: limit,
+                    desiredKeys: desiredKeys)
+            } catch let error as StoreError where [.zoneNotFound, .changeTokenExpired].contains(error.code) {
+                throw ZoneFeedFailure(error: error.operationError)
+            }
+            if since > 0, let incarnation, incarnation != batch.zoneIncarnation {
+                throw ZoneFeedFailure(
+                    error: Wire.OperationError(
+                        code: .changeTokenExpired,
+                        message: "zone \(zoneID.zoneName) was deleted and created again after this change token"))
+            }
+            through = through ?? batch.headSeq
+            for record in batch.changed {
+                let record = context.owners.outbound(record)
+                let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
+                try await context.stream.emit(
+                    .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWasChanged(outcome))))
+            }
+            for tombstone in batch.deleted {
+                let deleted = Wire.RecordDeleted(
+                    recordID: context.owners.outbound(tombstone.recordID), recordType: tombstone.recordType)
+                try await context.stream.emit(
+                    .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWithIDWasDeleted(deleted))))
+            }
+            let token = self.tokens.seal(
+                feed, in: context.database, incarnation: batch.zoneIncarnation, seq: batch.lastSeq)
+            since = batch.lastSeq
+            if batch.moreComing && fetchAll {
+                let update = Wire.RecordZoneChangeTokensUpdated(
+                    zoneID: zoneID, serverChangeToken: token, clientChangeToken: batch.clientChangeToken)
+                try await context.stream.emit(
+                    .fetchRecordZoneChanges(
+                        Wire.FetchRecordZoneChangesEvent(callback: .recordZoneChangeTokensUpdated(update))))
+                continue
+            }
+            let success = Wire.RecordZoneFetchSuccess(
+                serverChangeToken: token, clientChangeToken: batch.clientChangeToken, moreComing: batch.moreComing)
+            let result = Wire.RecordZoneFetchResult(zoneID: zoneID, outcome: .success(success))
+            try await context.stream.emit(
+                .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(result))))
+            return
+        }
+    }
+
+    /// CKFetchDatabaseChangesOperation: zones changed and deleted after the token, a token
+    /// update between batches (when fetching all changes), and the final token in the
+    /// completion. A token from another database or user is refused with `invalidArguments`,
+    /// one older than the retained zone deletions with `changeTokenExpired`.
+    func fetchDatabaseChanges(_ request: Wire.FetchDatabaseChangesRequest, _ context: Context) async throws
+        -> OperationCompletion
+    {
+        if let refused = Self.refusedInPublicDatabase("fetching database changes", context) { return refused }
+        var since: Int64 = 0
+        if let token = request.previousServerChangeToken {
+            do {
+                since = try self.tokens.open(token, .database, in: context.database).seq
+            } catch {
+                return .failure(.invalidArguments, error.message)
+            }
+        }
+        let limit = Self.batchSize(request.resultsLimit)
+        let fetchAll = request.fetchAllChanges ?? true
+        var through: Int64?
+        while true {
+            let batch = try await self.storage.zoneChanges(
+                in: context.database, since: since, through: through, limit: limit)
+            through = through ?? batch.headSeq
+            for zoneID in batch.changed {
+                try await context.stream.emit(
+                    .fetchDatabaseChanges(
+                        Wire.FetchDatabaseChangesEvent(callback: .recordZoneWithIDChanged(context.owners.outbound(zoneID)))))
+            }
+            for zoneID in batch.deleted {
+                try await context.stream.emit(
+                    .fetchDatabaseChanges(
+                        Wire.FetchDatabaseChangesEvent(
+                            callback: .recordZoneWithIDWasDeleted(context.owners.outbound(zoneID)))))
+            }
+            let token = self.tokens.seal(.database, in: context.database, incarnation: 0, seq: batch.lastSeq)
+            since = batch.lastSeq
+            if batch.moreComing && fetchAll {
+                try await context.stream.emit(
+                    .fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(callback: .changeTokenUpdated(token))))
+                continue
+            }
+            return .success(
+                .fetchDatabaseChanges(
+                    Wire.FetchDatabaseChangesResult(serverChangeToken: token, moreComing: batch.moreComing)))
+        }
+    }
+
+    static func batchSize(_ resultsLimit: UInt32) -> Int {
+        resultsLimit == 0 ? Self.changesBatchSize : min(Int(resultsLimit), Self.changesBatchSize)
+    }
+
+    /// CloudKit has no change feeds in the public database.
+    static func refusedInPublicDatabase(_ what: String, _ context: Context) -> OperationCompletion? {
+        guard context.database.scope == .public else { return nil }
+        return .failure(.invalidArguments, "\(what) is not supported in the public database")
+    }
+}

@@ -1,0 +1,65 @@
+import CirrusStore
+import CirrusWire
+import Logging
+
+/// Housekeeping of a ``RecordStorage`` a server runs in the background: drops record and zone
+/// tombstones older than the retention period (change tokens that still need them then get
+/// `changeTokenExpired`) and asset contents no record refers to any more.
+///
+/// For example:
+/// ```swift
+/// let maintenance = StorageMaintenance(storage: storage, tombstoneRetentionSeconds: 30 * 86_400)
+/// let task = Task { await maintenance.run(every: .seconds(3600)) }
+/// ```
+public struct StorageMaintenance: Sendable {
+    /// Tombstones are kept 30 days unless configured otherwise.
+    public static let defaultTombstoneRetentionSeconds: Int64 = 30 * 86_400
+
+    let storage: any RecordStorage
+    let tombstoneRetentionSeconds: Int64
+    let clock: @Sendable () -> Wire.Timestamp
+    let logger: Logger
+
+    /// - parameter clock: the current time; the wall clock unless a test injects one.
+    public init(
+        storage: any RecordStorage,
+        tombstoneRetentionSeconds: Int64 = Self.defaultTombstoneRetentionSeconds,
+        clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
+        logger: Logger = Logger(label: "cirrusd.maintenance")
+    ) {
+        self.storage = storage
+        self.tombstoneRetentionSeconds = tombstoneRetentionSeconds
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// One pass: prunes what is past retention.
+    ///
+    /// - returns: how many asset contents were dropped.
+    /// - throws: the storage's error.
+    @discardableResult
+    public func runOnce() async throws -> Int {
+        let now = self.clock()
+        let cutoff = Wire.Timestamp(seconds: now.seconds - self.tombstoneRetentionSeconds, nanos: now.nanos)
+        try await self.storage.pruneTombstones(deletedBefore: cutoff)
+        return try await self.storage.pruneUnreferencedAssets()
+    }
+
+    /// Passes every `interval` until the task is cancelled; a failed pass is logged and the
+    /// next one tries again.
+    public func run(every interval: Duration) async {
+        while !Task.isCancelled {
+            do {
+                let assets = try await self.runOnce()
+                self.logger.debug("maintenance pass done", metadata: ["assetsDropped": "\(assets)"])
+            } catch {
+                self.logger.error("maintenance pass failed: \(error)")
+            }
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
+            }
+        }
+    }
+}
