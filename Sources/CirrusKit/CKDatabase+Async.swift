@@ -135,7 +135,7 @@ extension CKDatabase {
 
     /// Adds `operation` and waits for its result block; `install` hands that block over.
     /// A `partialFailure` is not thrown: the per-item results carry it.
-    private func run(
+    func run(
         _ operation: CKDatabaseOperation,
         install: (@escaping (Result<Void, any Error>) -> Void) -> Void
     ) async throws {
