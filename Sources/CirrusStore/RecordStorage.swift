@@ -221,24 +221,35 @@ public struct RecordChangeBatch: Sendable, Hashable {
     }
 }
 
+/// One entry of a database's zone change feed.
+public struct ZoneFeedEntry: Sendable, Hashable {
+    public var zoneID: Wire.RecordZoneID
+    /// True: the zone was deleted; false: created or changed (the zone or its records).
+    public var wasDeleted: Bool
+
+    public init(zoneID: Wire.RecordZoneID, wasDeleted: Bool) {
+        self.zoneID = zoneID
+        self.wasDeleted = wasDeleted
+    }
+}
+
 /// One batch of a database's zone change feed.
 public struct ZoneChangeBatch: Sendable, Hashable {
+    /// Every change in feed order: a zone deleted and created again with the same name
+    /// appears as deleted, then changed.
+    public var entries: [ZoneFeedEntry]
     /// Zones created or changed (zone or records) after `since`.
-    public var changed: [Wire.RecordZoneID]
+    public var changed: [Wire.RecordZoneID] { entries.filter { !$0.wasDeleted }.map(\.zoneID) }
     /// Zones deleted after `since`.
-    public var deleted: [Wire.RecordZoneID]
+    public var deleted: [Wire.RecordZoneID] { entries.filter(\.wasDeleted).map(\.zoneID) }
     public var lastSeq: Int64
     public var moreComing: Bool
     /// The database's change sequence when the batch was read (≥ `lastSeq`).
     public var headSeq: Int64
 
-    public init(
-        changed: [Wire.RecordZoneID], deleted: [Wire.RecordZoneID], lastSeq: Int64, moreComing: Bool,
-        headSeq: Int64? = nil
-    ) {
+    public init(entries: [ZoneFeedEntry], lastSeq: Int64, moreComing: Bool, headSeq: Int64? = nil) {
         self.headSeq = headSeq ?? lastSeq
-        self.changed = changed
-        self.deleted = deleted
+        self.entries = entries
         self.lastSeq = lastSeq
         self.moreComing = moreComing
     }

@@ -84,7 +84,7 @@ extension SQLiteStorage {
                     sql: "SELECT id, change_seq, pruned_seq FROM databases WHERE container = ? AND scope = ? AND owner = ?",
                     arguments: [key.container, key.scope.rawValue, key.owner])
             else {
-                if since == 0 { return ZoneChangeBatch(changed: [], deleted: [], lastSeq: 0, moreComing: false) }
+                if since == 0 { return ZoneChangeBatch(entries: [], lastSeq: 0, moreComing: false) }
                 throw StoreError(.changeTokenExpired, "database change sequence \(since) expired")
             }
             let databaseID: Int64 = row["id"]
@@ -101,15 +101,10 @@ extension SQLiteStorage {
                     """,
                 arguments: [databaseID, since, head, limit + 1])
             let moreComing = rows.count > limit
-            var batch = ZoneChangeBatch(
-                changed: [], deleted: [], lastSeq: head, moreComing: moreComing, headSeq: changeSeq)
+            var batch = ZoneChangeBatch(entries: [], lastSeq: head, moreComing: moreComing, headSeq: changeSeq)
             for zone in rows.prefix(limit) {
                 let zoneID = ZoneResolution.zoneID(zone["name"], in: key)
-                if (zone["deleted_at"] as Double?) == nil {
-                    batch.changed.append(zoneID)
-                } else {
-                    batch.deleted.append(zoneID)
-                }
+                batch.entries.append(ZoneFeedEntry(zoneID: zoneID, wasDeleted: (zone["deleted_at"] as Double?) != nil))
                 if moreComing { batch.lastSeq = zone["db_seq"] }
             }
             return batch

@@ -49,10 +49,8 @@ extension SQLiteStorage {
             return .success(ZoneResolution.zone(existing, in: key))
         }
         if let refusal = customZoneRefusal(name, key) { return .failure(refusal) }
-        // A tombstone of an earlier zone with this name is superseded.
-        try db.run(
-            sql: "DELETE FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NOT NULL",
-            arguments: [databaseID, name])
+        // A tombstone of an earlier zone with this name stays until pruned: the database feed
+        // reports that zone deleted, then this one created, so a device drops the old records.
         let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
         let scope: Wire.ZoneEncryptionScope = zone.encryptionScope == .perZone ? .perZone : .perRecord
         try db.run(

@@ -146,16 +146,12 @@ extension StorageExecutor {
             let batch = try await self.storage.zoneChanges(
                 in: context.database, since: since, through: through, limit: limit)
             through = through ?? batch.headSeq
-            for zoneID in batch.changed {
-                try await context.stream.emit(
-                    .fetchDatabaseChanges(
-                        Wire.FetchDatabaseChangesEvent(callback: .recordZoneWithIDChanged(context.owners.outbound(zoneID)))))
-            }
-            for zoneID in batch.deleted {
-                try await context.stream.emit(
-                    .fetchDatabaseChanges(
-                        Wire.FetchDatabaseChangesEvent(
-                            callback: .recordZoneWithIDWasDeleted(context.owners.outbound(zoneID)))))
+            // In feed order: a zone deleted and created again is reported deleted, then changed.
+            for entry in batch.entries {
+                let zoneID = context.owners.outbound(entry.zoneID)
+                let callback: Wire.FetchDatabaseChangesEvent.Callback =
+                    entry.wasDeleted ? .recordZoneWithIDWasDeleted(zoneID) : .recordZoneWithIDChanged(zoneID)
+                try await context.stream.emit(.fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(callback: callback)))
             }
             let token = self.tokens.seal(.database, in: context.database, incarnation: 0, seq: batch.lastSeq)
             since = batch.lastSeq

@@ -2,7 +2,9 @@ import CirrusKit
 import CirrusModel
 import CirrusServer
 import CirrusStore
+import CirrusWire
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 
 /// A real server with the SQLite storage in a temporary directory; `body` gets a factory of
@@ -24,4 +26,50 @@ func withStack(
 /// Waits until `operation` finished (after the code under test added it itself).
 func finished(_ operation: Operation) async {
     await waitUntilFinished(operation)
+}
+
+/// A wall clock the test moves by hand (seconds since the epoch).
+final class ManualClock: Sendable {
+    private let seconds: NIOLockedValueBox<Int64>
+
+    init(start: Int64 = 1_800_000_000) {
+        self.seconds = NIOLockedValueBox(start)
+    }
+
+    var clock: @Sendable () -> Wire.Timestamp {
+        { [seconds] in Wire.Timestamp(seconds: seconds.withLockedValue { $0 }, nanos: 0) }
+    }
+
+    func advance(seconds delta: Int64) {
+        self.seconds.withLockedValue { $0 += delta }
+    }
+}
+
+/// What a test can reach behind the server of ``withStack(clock:tombstoneRetentionSeconds:_:)``.
+struct StackInternals: Sendable {
+    let storage: SQLiteStorage
+    /// Prunes tombstones older than the retention, by the stack's clock.
+    let maintenance: StorageMaintenance
+}
+
+/// ``withStack(_:)`` with the storage on `clock`, and its internals handed to `body`.
+func withStack(
+    clock: ManualClock,
+    tombstoneRetentionSeconds: Int64 = 3600,
+    _ body: (_ container: @escaping @Sendable (String) -> CKContainer, _ internals: StackInternals) async throws -> Void
+) async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-e2e-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let storage = try SQLiteStorage(directory: directory, clock: clock.clock)
+    defer { try? storage.close() }
+    let internals = StackInternals(
+        storage: storage,
+        maintenance: StorageMaintenance(
+            storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: clock.clock))
+    try await withServer(configure: { $0.executor = StorageExecutor(storage: storage) }) { _, port in
+        try await body(
+            { user in
+                CKContainer(identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: port, user: user))
+            }, internals)
+    }
 }
