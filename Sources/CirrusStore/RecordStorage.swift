@@ -52,6 +52,11 @@ public protocol RecordStorage: Sendable {
     /// (0 = from the beginning) and at or before `through` (nil = the zone's
     /// current sequence), oldest first, at most `limit` changes.
     ///
+    /// `floor` is the batch's ``RecordChangeBatch/prunedSeq`` of the fetch that
+    /// started from the beginning, carried along: a client that started after
+    /// tombstones up to `floor` were pruned never held those records, so its
+    /// position stays valid while no tombstone after `max(since, floor)` is pruned.
+    ///
     /// A fetch that pages through a zone passes the first batch's `headSeq` as
     /// `through` to every later batch, so a record changed meanwhile is reported
     /// once, by the next fetch, rather than twice.
@@ -59,17 +64,20 @@ public protocol RecordStorage: Sendable {
     /// - throws: ``StoreError`` `.zoneNotFound`, or `.changeTokenExpired` when
     ///   tombstones after `since` were pruned or `since` is past the zone's sequence.
     func recordChanges(
-        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, through: Int64?, limit: Int,
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int,
         desiredKeys: [String]?
     ) async throws -> RecordChangeBatch
 
     /// Zones created, changed (including their records) or deleted after
     /// database change sequence `since` (0 = from the beginning) and at or
-    /// before `through` (nil = the database's current sequence).
+    /// before `through` (nil = the database's current sequence); `floor` as for
+    /// ``recordChanges(in:of:since:floor:through:limit:desiredKeys:)``.
     ///
     /// - throws: ``StoreError`` `.changeTokenExpired` when zone tombstones after
     ///   `since` were pruned or `since` is past the database's sequence.
-    func zoneChanges(in database: DatabaseKey, since: Int64, through: Int64?, limit: Int) async throws -> ZoneChangeBatch
+    func zoneChanges(
+        in database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int
+    ) async throws -> ZoneChangeBatch
 
     /// Drops record and zone tombstones deleted before `cutoff`; change
     /// sequences older than the newest dropped tombstone then expire.
@@ -85,16 +93,18 @@ public protocol RecordStorage: Sendable {
 }
 
 extension RecordStorage {
-    /// ``recordChanges(in:of:since:through:limit:desiredKeys:)`` up to the zone's current sequence.
+    /// ``recordChanges(in:of:since:floor:through:limit:desiredKeys:)`` with no floor, up to the
+    /// zone's current sequence.
     public func recordChanges(
         in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, limit: Int, desiredKeys: [String]?
     ) async throws -> RecordChangeBatch {
-        try await recordChanges(in: zone, of: database, since: since, through: nil, limit: limit, desiredKeys: desiredKeys)
+        try await recordChanges(
+            in: zone, of: database, since: since, floor: 0, through: nil, limit: limit, desiredKeys: desiredKeys)
     }
 
-    /// ``zoneChanges(in:since:through:limit:)`` up to the database's current sequence.
+    /// ``zoneChanges(in:since:floor:through:limit:)`` with no floor, up to the database's current sequence.
     public func zoneChanges(in database: DatabaseKey, since: Int64, limit: Int) async throws -> ZoneChangeBatch {
-        try await zoneChanges(in: database, since: since, through: nil, limit: limit)
+        try await zoneChanges(in: database, since: since, floor: 0, through: nil, limit: limit)
     }
 }
 
@@ -206,12 +216,15 @@ public struct RecordChangeBatch: Sendable, Hashable {
     public var zoneIncarnation: Int64
     /// The zone's change sequence when the batch was read (≥ `lastSeq`).
     public var headSeq: Int64
+    /// Tombstones up to this sequence had been pruned when the batch was read.
+    public var prunedSeq: Int64
 
     public init(
         changed: [Wire.Record], deleted: [RecordTombstone], lastSeq: Int64, moreComing: Bool,
-        clientChangeToken: [UInt8], zoneIncarnation: Int64, headSeq: Int64? = nil
+        clientChangeToken: [UInt8], zoneIncarnation: Int64, headSeq: Int64? = nil, prunedSeq: Int64 = 0
     ) {
         self.headSeq = headSeq ?? lastSeq
+        self.prunedSeq = prunedSeq
         self.changed = changed
         self.deleted = deleted
         self.lastSeq = lastSeq
@@ -246,9 +259,14 @@ public struct ZoneChangeBatch: Sendable, Hashable {
     public var moreComing: Bool
     /// The database's change sequence when the batch was read (≥ `lastSeq`).
     public var headSeq: Int64
+    /// Zone tombstones up to this sequence had been pruned when the batch was read.
+    public var prunedSeq: Int64
 
-    public init(entries: [ZoneFeedEntry], lastSeq: Int64, moreComing: Bool, headSeq: Int64? = nil) {
+    public init(
+        entries: [ZoneFeedEntry], lastSeq: Int64, moreComing: Bool, headSeq: Int64? = nil, prunedSeq: Int64 = 0
+    ) {
         self.headSeq = headSeq ?? lastSeq
+        self.prunedSeq = prunedSeq
         self.entries = entries
         self.lastSeq = lastSeq
         self.moreComing = moreComing

@@ -4,7 +4,7 @@ import GRDB
 
 extension SQLiteStorage {
     public func recordChanges(
-        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, through: Int64?, limit: Int,
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int,
         desiredKeys: [String]?
     ) async throws -> RecordChangeBatch {
         let key = try database.validated()
@@ -30,7 +30,7 @@ extension SQLiteStorage {
                 return RecordChangeBatch(
                     changed: [], deleted: [], lastSeq: 0, moreComing: false, clientChangeToken: [], zoneIncarnation: 0)
             }
-            guard since <= zone.changeSeq, since == 0 || since >= zone.prunedSeq else {
+            guard since <= zone.changeSeq, since == 0 || max(since, floor) >= zone.prunedSeq else {
                 throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
             }
             // Changes after `head` belong to a later fetch: a record changed while this fetch
@@ -67,12 +67,12 @@ extension SQLiteStorage {
             return RecordChangeBatch(
                 changed: changed, deleted: deleted, lastSeq: moreComing ? lastSeq : head,
                 moreComing: moreComing, clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id,
-                headSeq: zone.changeSeq)
+                headSeq: zone.changeSeq, prunedSeq: zone.prunedSeq)
         }
     }
 
     public func zoneChanges(
-        in database: DatabaseKey, since: Int64, through: Int64?, limit: Int
+        in database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int
     ) async throws -> ZoneChangeBatch {
         let key = try database.validated()
         guard since >= 0, limit > 0, (through ?? since) >= since else {
@@ -90,7 +90,7 @@ extension SQLiteStorage {
             let databaseID: Int64 = row["id"]
             let changeSeq: Int64 = row["change_seq"]
             let prunedSeq: Int64 = row["pruned_seq"]
-            guard since <= changeSeq, since == 0 || since >= prunedSeq else {
+            guard since <= changeSeq, since == 0 || max(since, floor) >= prunedSeq else {
                 throw StoreError(.changeTokenExpired, "database change sequence \(since) expired")
             }
             let head = min(through ?? changeSeq, changeSeq)
@@ -101,7 +101,8 @@ extension SQLiteStorage {
                     """,
                 arguments: [databaseID, since, head, limit + 1])
             let moreComing = rows.count > limit
-            var batch = ZoneChangeBatch(entries: [], lastSeq: head, moreComing: moreComing, headSeq: changeSeq)
+            var batch = ZoneChangeBatch(
+                entries: [], lastSeq: head, moreComing: moreComing, headSeq: changeSeq, prunedSeq: prunedSeq)
             for zone in rows.prefix(limit) {
                 let zoneID = ZoneResolution.zoneID(zone["name"], in: key)
                 batch.entries.append(ZoneFeedEntry(zoneID: zoneID, wasDeleted: (zone["deleted_at"] as Double?) != nil))

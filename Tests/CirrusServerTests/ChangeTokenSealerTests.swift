@@ -12,9 +12,9 @@ struct ChangeTokenSealerTests {
     let bob = DatabaseKey.private(container: "c", user: "_bob")
 
     @Test func aTokenOpensToItsPositionForItsOwnFeedOnly() throws {
-        let token = sealer.seal(.zone("Notes"), in: alice, incarnation: 7, seq: 42)
-        #expect(token.opaque.count == 34)
-        #expect(try sealer.open(token, .zone("Notes"), in: alice) == .init(incarnation: 7, seq: 42))
+        let token = sealer.seal(.zone("Notes"), in: alice, incarnation: 7, seq: 42, floor: 3)
+        #expect(token.opaque.count == 42)
+        #expect(try sealer.open(token, .zone("Notes"), in: alice) == .init(incarnation: 7, seq: 42, floor: 3))
         #expect(throws: ChangeTokenSealer.Refusal.self) { try sealer.open(token, .zone("Other"), in: alice) }
         #expect(throws: ChangeTokenSealer.Refusal.self) { try sealer.open(token, .zone("Notes"), in: bob) }
         #expect(throws: ChangeTokenSealer.Refusal.self) {
@@ -26,7 +26,7 @@ struct ChangeTokenSealerTests {
     }
 
     @Test func everyFlippedBitAndEveryTruncationIsRefused() throws {
-        let token = sealer.seal(.database, in: alice, incarnation: 0, seq: 5)
+        let token = sealer.seal(.database, in: alice, incarnation: 0, seq: 5, floor: 0)
         for index in token.opaque.indices {
             for bit in 0..<8 {
                 var bytes = token.opaque

@@ -9,13 +9,15 @@ import CirrusWire
 /// not in the token, so a token reveals nothing about whose it is, and one presented for any
 /// other zone or user, or altered in any bit, fails the tag and is refused.
 ///
-/// Layout (34 bytes): version 1 · kind · incarnation (8, big-endian) · sequence (8) · tag (16).
+/// Layout (42 bytes): version 1 · kind · incarnation (8, big-endian) · sequence (8) · floor (8) ·
+/// tag (16). The floor is how far tombstones had been pruned when the client's fetch started from
+/// the beginning (see `RecordStorage.recordChanges`): it keeps the positions of that fetch valid.
 ///
 /// For example:
 /// ```swift
 /// let sealer = ChangeTokenSealer(secret: secret)
-/// let token = sealer.seal(.zone("Notes"), in: database, incarnation: 7, seq: 42)
-/// let position = try sealer.open(token, .zone("Notes"), in: database)  // (7, 42)
+/// let token = sealer.seal(.zone("Notes"), in: database, incarnation: 7, seq: 42, floor: 0)
+/// let position = try sealer.open(token, .zone("Notes"), in: database)  // (7, 42, 0)
 /// ```
 public struct ChangeTokenSealer: Sendable {
     /// Which feed a token is a position in.
@@ -31,6 +33,8 @@ public struct ChangeTokenSealer: Sendable {
         /// The zone's incarnation (0 for a database token, or a zone never written to).
         public var incarnation: Int64
         public var seq: Int64
+        /// Tombstones up to here were pruned before the client's first fetch.
+        public var floor: Int64
     }
 
     /// Why a token was refused.
@@ -40,7 +44,7 @@ public struct ChangeTokenSealer: Sendable {
 
     static let version: UInt8 = 1
     static let tagLength = 16
-    static let length = 2 + 8 + 8 + tagLength
+    static let length = 2 + 8 + 8 + 8 + tagLength
     static let secretLength = 32
 
     private let key: [UInt8]
@@ -57,11 +61,14 @@ public struct ChangeTokenSealer: Sendable {
     }
 
     /// The token for `position` in `feed` of `database`.
-    public func seal(_ feed: Feed, in database: DatabaseKey, incarnation: Int64, seq: Int64) -> Wire.ServerChangeToken {
+    public func seal(
+        _ feed: Feed, in database: DatabaseKey, incarnation: Int64, seq: Int64, floor: Int64
+    ) -> Wire.ServerChangeToken {
         var bytes: [UInt8] = [Self.version, Self.kind(feed)]
         bytes.reserveCapacity(Self.length)
         Self.append(incarnation, to: &bytes)
         Self.append(seq, to: &bytes)
+        Self.append(floor, to: &bytes)
         bytes += self.tag(bytes, feed, database)
         return Wire.ServerChangeToken(opaque: bytes)
     }
@@ -87,10 +94,11 @@ public struct ChangeTokenSealer: Sendable {
         }
         let incarnation = Self.int64(body, at: 2)
         let seq = Self.int64(body, at: 10)
-        guard incarnation >= 0, seq >= 0 else {
+        let floor = Self.int64(body, at: 18)
+        guard incarnation >= 0, seq >= 0, floor >= 0 else {
             throw Refusal(message: "the change token is not a token of \(what)")
         }
-        return Position(incarnation: incarnation, seq: seq)
+        return Position(incarnation: incarnation, seq: seq, floor: floor)
     }
 
     private func tag(_ body: [UInt8], _ feed: Feed, _ database: DatabaseKey) -> [UInt8] {

@@ -62,11 +62,13 @@ extension StorageExecutor {
     ) async throws {
         let feed = ChangeTokenSealer.Feed.zone(inbound.zoneName)
         var since: Int64 = 0
+        var floor: Int64?
         var incarnation: Int64?
         if let token = configuration.previousServerChangeToken {
             do {
                 let position = try self.tokens.open(token, feed, in: context.database)
                 since = position.seq
+                floor = position.floor
                 incarnation = position.incarnation
             } catch {
                 throw ZoneFeedFailure(error: Wire.OperationError(code: .invalidArguments, message: error.message))
@@ -79,7 +81,7 @@ extension StorageExecutor {
             let batch: RecordChangeBatch
             do {
                 batch = try await self.storage.recordChanges(
-                    in: inbound, of: context.database, since: since, through: through, limit: limit,
+                    in: inbound, of: context.database, since: since, floor: floor ?? 0, through: through, limit: limit,
                     desiredKeys: desiredKeys)
             } catch let error as StoreError where [.zoneNotFound, .changeTokenExpired].contains(error.code) {
                 throw ZoneFeedFailure(error: error.operationError)
@@ -91,6 +93,9 @@ extension StorageExecutor {
                         message: "zone \(zoneID.zoneName) was deleted and created again after this change token"))
             }
             through = through ?? batch.headSeq
+            // A fetch from the beginning holds none of the records whose tombstones were
+            // already pruned: its positions stay valid down to that point.
+            floor = floor ?? batch.prunedSeq
             for record in batch.changed {
                 let record = context.owners.outbound(record)
                 let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
@@ -104,7 +109,7 @@ extension StorageExecutor {
                     .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWithIDWasDeleted(deleted))))
             }
             let token = self.tokens.seal(
-                feed, in: context.database, incarnation: batch.zoneIncarnation, seq: batch.lastSeq)
+                feed, in: context.database, incarnation: batch.zoneIncarnation, seq: batch.lastSeq, floor: floor ?? 0)
             since = batch.lastSeq
             if batch.moreComing && fetchAll {
                 let update = Wire.RecordZoneChangeTokensUpdated(
@@ -132,9 +137,12 @@ extension StorageExecutor {
     {
         if let refused = Self.refusedInPublicDatabase("fetching database changes", context) { return refused }
         var since: Int64 = 0
+        var floor: Int64?
         if let token = request.previousServerChangeToken {
             do {
-                since = try self.tokens.open(token, .database, in: context.database).seq
+                let position = try self.tokens.open(token, .database, in: context.database)
+                since = position.seq
+                floor = position.floor
             } catch {
                 return .failure(.invalidArguments, error.message)
             }
@@ -144,8 +152,9 @@ extension StorageExecutor {
         var through: Int64?
         while true {
             let batch = try await self.storage.zoneChanges(
-                in: context.database, since: since, through: through, limit: limit)
+                in: context.database, since: since, floor: floor ?? 0, through: through, limit: limit)
             through = through ?? batch.headSeq
+            floor = floor ?? batch.prunedSeq
             // In feed order: a zone deleted and created again is reported deleted, then changed.
             for entry in batch.entries {
                 let zoneID = context.owners.outbound(entry.zoneID)
@@ -153,7 +162,8 @@ extension StorageExecutor {
                     entry.wasDeleted ? .recordZoneWithIDWasDeleted(zoneID) : .recordZoneWithIDChanged(zoneID)
                 try await context.stream.emit(.fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(callback: callback)))
             }
-            let token = self.tokens.seal(.database, in: context.database, incarnation: 0, seq: batch.lastSeq)
+            let token = self.tokens.seal(
+                .database, in: context.database, incarnation: 0, seq: batch.lastSeq, floor: floor ?? 0)
             since = batch.lastSeq
             if batch.moreComing && fetchAll {
                 try await context.stream.emit(

@@ -18,6 +18,8 @@ struct ZoneFetchLog: Sendable {
     var tokens: [CKRecordZone.ID: CKServerChangeToken] = [:]
     var clientTokens: [CKRecordZone.ID: Data?] = [:]
     var records: [CKRecord.ID: CKRecord] = [:]
+    var deletedIDs: [CKRecord.ID] = []
+    var failures: [CKRecordZone.ID: CKError.Code] = [:]
     var result: Result<Void, CKError>?
 }
 
@@ -46,7 +48,10 @@ func fetchZoneChanges(
         }
     }
     operation.recordWithIDWasDeletedBlock = { id, type in
-        log.withLockedValue { $0.entries.append(.deleted(id.recordName, type)) }
+        log.withLockedValue {
+            $0.entries.append(.deleted(id.recordName, type))
+            $0.deletedIDs.append(id)
+        }
     }
     operation.recordZoneChangeTokensUpdatedBlock = { zoneID, token, clientToken in
         log.withLockedValue {
@@ -63,7 +68,9 @@ func fetchZoneChanges(
                 $0.tokens[zoneID] = token
                 $0.clientTokens[zoneID] = clientToken
             case .failure(let error):
-                $0.entries.append(.zoneFailed(zoneID.zoneName, (error as? CKError)?.code ?? .internalError))
+                let code = (error as? CKError)?.code ?? .internalError
+                $0.entries.append(.zoneFailed(zoneID.zoneName, code))
+                $0.failures[zoneID] = code
             }
         }
     }
@@ -265,6 +272,35 @@ struct ChangeFeedsEndToEndTests {
             let databaseChanges = try await database.databaseChanges(since: nil)
             #expect(databaseChanges.modifications.map(\.zoneID.zoneName) == ["Notes"])
             #expect(databaseChanges.deletions.isEmpty)
+        }
+    }
+
+    @Test func aFetchFromTheBeginningAfterPruningHandsOutTokensThatStayValid() async throws {
+        let clock = ManualClock()
+        try await withStack(clock: clock, tombstoneRetentionSeconds: 60) { container, internals in
+            let database = container("alice").privateCloudDatabase
+            _ = try await database.save(CKRecordZone(zoneID: Self.zone))
+            // Live records at sequences 1…6, deletions (pruned below) interleaved after them.
+            _ = try await database.modifyRecords(saving: (0..<6).map { Self.note("n\($0)") }, deleting: [])
+            for i in [1, 3] {
+                _ = try await database.deleteRecord(withID: CKRecord.ID(recordName: "n\(i)", zoneID: Self.zone))
+            }
+            clock.advance(seconds: 120)
+            try await internals.maintenance.runOnce()
+
+            // A device starting now pages through in batches of two; each intermediate token
+            // lies below the pruned deletions, yet it holds none of those records: still valid.
+            var token: CKServerChangeToken?
+            var names: [String] = []
+            while true {
+                let (modifications, deletions, next, moreComing) = try await database.recordZoneChanges(
+                    inZoneWith: Self.zone, since: token, resultsLimit: 2)
+                #expect(deletions.isEmpty)
+                names += modifications.keys.map(\.recordName)
+                token = next
+                if !moreComing { break }
+            }
+            #expect(names.sorted() == ["n0", "n2", "n4", "n5"])
         }
     }
 
