@@ -34,6 +34,67 @@ extension CKDatabase {
         return results.withLockedValue { $0 }
     }
 
+    /// Runs a query and returns the matching records in sort order, and a cursor when more
+    /// records match than were returned (continue with `records(continuingMatchFrom:)`).
+    ///
+    /// For example:
+    /// ```swift
+    /// let query = CKQuery(recordType: "Note", predicate: CKPredicate(format: "priority > %d", 5))
+    /// let (matches, cursor) = try await database.records(matching: query, resultsLimit: 50)
+    /// ```
+    ///
+    /// - throws: `CKError`, e.g. `invalidArguments` for a predicate that did not parse (before
+    ///   anything is sent).
+    public func records(
+        matching query: CKQuery,
+        inZoneWith zoneID: CKRecordZone.ID? = nil,
+        desiredKeys: [CKRecord.FieldKey]? = nil,
+        resultsLimit: Int = CKQueryOperation.maximumResults
+    ) async throws -> (
+        matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)],
+        queryCursor: CKQueryOperation.Cursor?
+    ) {
+        let operation = CKQueryOperation(query: query)
+        operation.zoneID = zoneID
+        return try await self.runQuery(operation, desiredKeys: desiredKeys, resultsLimit: resultsLimit)
+    }
+
+    /// Continues a query from `queryCursor`; returns the next matching records and a cursor
+    /// when still more match.
+    public func records(
+        continuingMatchFrom queryCursor: CKQueryOperation.Cursor,
+        desiredKeys: [CKRecord.FieldKey]? = nil,
+        resultsLimit: Int = CKQueryOperation.maximumResults
+    ) async throws -> (
+        matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)],
+        queryCursor: CKQueryOperation.Cursor?
+    ) {
+        let operation = CKQueryOperation(cursor: queryCursor)
+        return try await self.runQuery(operation, desiredKeys: desiredKeys, resultsLimit: resultsLimit)
+    }
+
+    private func runQuery(
+        _ operation: CKQueryOperation,
+        desiredKeys: [CKRecord.FieldKey]?,
+        resultsLimit: Int
+    ) async throws -> (
+        matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)],
+        queryCursor: CKQueryOperation.Cursor?
+    ) {
+        operation.desiredKeys = desiredKeys
+        operation.resultsLimit = resultsLimit
+        let matches = NIOLockedValueBox<[(CKRecord.ID, Result<CKRecord, any Error>)]>([])
+        let cursor = NIOLockedValueBox<CKQueryOperation.Cursor?>(nil)
+        operation.recordMatchedBlock = { id, result in matches.withLockedValue { $0.append((id, result)) } }
+        try await self.run(operation) { finish in
+            operation.queryResultBlock = { result in
+                if case .success(let next) = result { cursor.withLockedValue { $0 = next } }
+                finish(result.map { _ in () })
+            }
+        }
+        return (matches.withLockedValue { $0 }, cursor.withLockedValue { $0 })
+    }
+
     /// Deletes one record and returns its ID.
     public func deleteRecord(withID recordID: CKRecord.ID) async throws -> CKRecord.ID {
         let (_, deleted) = try await self.modifyRecords(saving: [], deleting: [recordID])

@@ -95,6 +95,82 @@ extension CKDatabase {
     }
 }
 
+extension CKDatabase {
+    /// Runs a query; the handler gets the matching records in sort order and a cursor when
+    /// more match.
+    public func fetch(
+        withQuery query: CKQuery,
+        inZoneWith zoneID: CKRecordZone.ID? = nil,
+        desiredKeys: [CKRecord.FieldKey]? = nil,
+        resultsLimit: Int = CKQueryOperation.maximumResults,
+        completionHandler: @escaping @Sendable (
+            Result<
+                (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
+                any Error
+            >
+        ) -> Void
+    ) {
+        let operation = CKQueryOperation(query: query)
+        operation.zoneID = zoneID
+        self.fetchMatches(operation, desiredKeys: desiredKeys, resultsLimit: resultsLimit, completionHandler)
+    }
+
+    /// Continues a query from `queryCursor`.
+    public func fetch(
+        withCursor queryCursor: CKQueryOperation.Cursor,
+        desiredKeys: [CKRecord.FieldKey]? = nil,
+        resultsLimit: Int = CKQueryOperation.maximumResults,
+        completionHandler: @escaping @Sendable (
+            Result<
+                (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
+                any Error
+            >
+        ) -> Void
+    ) {
+        let operation = CKQueryOperation(cursor: queryCursor)
+        self.fetchMatches(operation, desiredKeys: desiredKeys, resultsLimit: resultsLimit, completionHandler)
+    }
+
+    /// Deprecated in CloudKit (use `fetch(withQuery:…)` or `records(matching:)`): the first
+    /// batch of records matching `query`; a record that matched but could not be returned
+    /// fails the call with its error.
+    public func perform(
+        _ query: CKQuery,
+        inZoneWith zoneID: CKRecordZone.ID?,
+        completionHandler: @escaping @Sendable ([CKRecord]?, (any Error)?) -> Void
+    ) {
+        self.fetch(withQuery: query, inZoneWith: zoneID) { result in
+            do {
+                let records = try result.get().matchResults.map { try $0.1.get() }
+                completionHandler(records, nil)
+            } catch {
+                completionHandler(nil, error)
+            }
+        }
+    }
+
+    private func fetchMatches(
+        _ operation: CKQueryOperation,
+        desiredKeys: [CKRecord.FieldKey]?,
+        resultsLimit: Int,
+        _ completionHandler: @escaping @Sendable (
+            Result<
+                (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
+                any Error
+            >
+        ) -> Void
+    ) {
+        operation.desiredKeys = desiredKeys
+        operation.resultsLimit = resultsLimit
+        let matches = NIOLockedValueBox<[(CKRecord.ID, Result<CKRecord, any Error>)]>([])
+        operation.recordMatchedBlock = { id, result in matches.withLockedValue { $0.append((id, result)) } }
+        operation.queryResultBlock = { result in
+            completionHandler(result.map { cursor in (matches.withLockedValue { $0 }, cursor) })
+        }
+        self.add(operation)
+    }
+}
+
 /// The one item result of a single-item convenience, reported with the operation's outcome:
 /// the item's own error wins over the operation's `partialFailure`.
 private final class ResultBox<Value: Sendable>: Sendable {

@@ -10,6 +10,8 @@ struct FakeReply: Sendable {
     var payloads: [Wire.Event.Payload] = []
     /// `Complete.error` after the events; nil = success.
     var error: Wire.OperationError? = nil
+    /// `Complete.result` (a query's cursor …).
+    var result: Wire.Complete.Result? = nil
     /// After the events, send nothing more (until the client cancels).
     var hang = false
     /// Send every event at once, ignoring credit (a broken server).
@@ -193,7 +195,7 @@ private final class FakePeerHandler: ChannelInboundHandler {
             context.write(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .event(event))), promise: nil)
         }
         if stream.pending.isEmpty, !stream.reply.hang {
-            let complete = Wire.Complete(lastSeq: stream.seq, error: stream.reply.error)
+            let complete = Wire.Complete(lastSeq: stream.seq, error: stream.reply.error, result: stream.reply.result)
             context.write(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .complete(complete))), promise: nil)
             self.streams.removeValue(forKey: streamID)
             self.log.withLockedValue { $0.openStreams -= 1 }
