@@ -1,0 +1,374 @@
+import CirrusWire
+import Foundation
+import GRDB
+
+/// SQL text and its arguments, in order.
+struct SQLFragment: Sendable {
+    var sql: String
+    var arguments: [DatabaseValue] = []
+
+    var statementArguments: StatementArguments { StatementArguments(arguments) }
+}
+
+/// Turns a compiled query into the SQL listing its candidates: the records
+/// of the zone and type that may match, in the query's order, found through
+/// the indexes. Candidates are a superset of the matches; ``QueryEvaluator``
+/// decides each.
+///
+/// Every conjunct of the predicate that an index can answer becomes a
+/// *source*. The source that selects fewest rows (counted up to a bound)
+/// drives: `records.id IN (its row IDs)`, so a query matching 10 records of
+/// 100,000 reads about 10. The other sources filter each driven row through
+/// `record_fields_by_record` (EXISTS), never widening the read. Without any
+/// source the query reads the zone's records of the type (`records_by_type`).
+struct QueryPlanner {
+    let db: Database
+    let query: CompiledQuery
+    let zoneID: Int64
+
+    /// Counting stops here when choosing the driving source.
+    static let estimateBound = 1_000
+
+    /// The candidates' `id` and `name`, in order; nil when nothing can match.
+    func candidates() throws -> SQLFragment? {
+        let conjuncts: [QueryNode]
+        switch query.predicate {
+        case .constant(false): return nil
+        case .and(let operands): conjuncts = operands
+        default: conjuncts = [query.predicate]
+        }
+        var sources = conjuncts.compactMap(source)
+        var statement = SQLFragment(
+            sql: "SELECT r.id, r.name FROM records r WHERE r.zone_id = ? AND r.record_type = ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue])
+        if let driving = try drivingSource(sources) {
+            if driving.estimate == 0 { return nil }
+            let driver = sources.remove(at: driving.index)
+            if let ids = driver.ids {
+                statement.append(" AND r.id IN (", ids, ")")
+            } else if let condition = driver.recordCondition {
+                statement.append(" AND ", condition)
+            }
+        }
+        for source in sources { statement.append(" AND ", source.filter) }
+        statement.sql += " ORDER BY "
+        for sort in query.sorts {
+            statement.append(sortExpression(sort.key))
+            statement.sql += sort.ascending ? " ASC NULLS LAST, " : " DESC NULLS LAST, "
+        }
+        statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
+        return statement
+    }
+
+    // MARK: Sources
+
+    /// What an index knows about one conjunct.
+    private struct Source {
+        /// Row IDs of `records` (a superset of the conjunct's matches in the
+        /// zone and type), when an index of `record_fields` or the full-text
+        /// table lists them.
+        var ids: SQLFragment?
+        /// A condition on `records r` an index of `records` answers.
+        var recordCondition: SQLFragment?
+        /// The conjunct as a condition on one row `r` (no index of its own).
+        var filter: SQLFragment
+    }
+
+    private func source(_ node: QueryNode) -> Source? {
+        switch node {
+        case .constant, .not, .and: return nil
+        case .text(let search):
+            let match = search.matchExpression.databaseValue
+            return Source(
+                ids: SQLFragment(sql: "SELECT rowid FROM record_text WHERE record_text MATCH ?", arguments: [match]),
+                filter: SQLFragment(
+                    sql: "EXISTS (SELECT 1 FROM record_text WHERE record_text MATCH ? AND rowid = r.id)",
+                    arguments: [match]))
+        case .distance(let distance):
+            return source(distance)
+        case .comparison(let comparison):
+            switch comparison.subject {
+            case .field(let key): return fieldSource(key, comparison)
+            case .recordID: return recordSource("name", comparison, indexed: comparison.op != .notEquals)
+            case .creator: return recordSource("creator", comparison, indexed: comparison.op != .notEquals)
+            case .modifier: return recordSource("modifier", comparison, indexed: false)
+            case .creationDate: return recordSource("created_ns", comparison, indexed: comparison.op != .notEquals)
+            case .modificationDate: return recordSource("modified_ns", comparison, indexed: comparison.op != .notEquals)
+            }
+        }
+    }
+
+    /// The prefix every `record_fields` source starts with.
+    private func fieldRows(_ key: String) -> SQLFragment {
+        SQLFragment(
+            sql: "SELECT record_id FROM record_fields WHERE zone_id = ? AND record_type = ? AND key = ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue, key.databaseValue])
+    }
+
+    private func fieldSource(_ key: String, _ comparison: QueryComparison) -> Source? {
+        guard let family = comparison.operands.first?.family else { return nil }
+        let list = comparison.op == .contains
+        let probes: [(kind: IndexedKind, column: String)]
+        switch family {
+        case .number: probes = [(.int64, "int_value"), (.double, "real_value")]
+        case .string: probes = [(.string, "text_value")]
+        case .date: probes = [(.date, "int_value")]
+        case .bytes: probes = [(.bytes, "blob_value")]
+        case .reference: probes = [(.reference, "text_value")]
+        }
+        // `!=` reads every row of the key and kind; any other operator seeks
+        // the value in the key's typed index (kind then only filters: `+`).
+        let kindTerm = comparison.op == .notEquals ? "kind" : "+kind"
+        var ids = SQLFragment(sql: "")
+        var alternatives: [SQLFragment] = []
+        for (i, probe) in probes.enumerated() {
+            let kind = list ? probe.kind.asList : probe.kind
+            let condition = valueCondition(probe.column, comparison)
+            if i > 0 { ids.sql += " UNION ALL " }
+            ids.append(fieldRows(key))
+            ids.append(" AND \(kindTerm) = \(kind.rawValue) AND ", condition.prefixingColumns(""))
+            alternatives.append(SQLFragment(sql: "f.kind = \(kind.rawValue) AND ") + condition.prefixingColumns("f."))
+        }
+        var filter = SQLFragment(
+            sql: "EXISTS (SELECT 1 FROM record_fields f WHERE f.record_id = r.id AND f.key = ? AND (",
+            arguments: [key.databaseValue])
+        for (i, alternative) in alternatives.enumerated() {
+            if i > 0 { filter.sql += " OR " }
+            filter.append("(", alternative, ")")
+        }
+        filter.sql += "))"
+        return Source(ids: ids, filter: filter)
+    }
+
+    /// `column <op> values` for a `record_fields` column (written as `$column`
+    /// so a filter can qualify it).
+    private func valueCondition(_ column: String, _ comparison: QueryComparison) -> SQLFragment {
+        let values = comparison.operands.map(Self.sqlValue)
+        let c = "$\(column)"
+        switch comparison.op {
+        case .equals, .contains: return SQLFragment(sql: "\(c) = ?", arguments: Array(values.prefix(1)))
+        case .notEquals: return SQLFragment(sql: "\(c) <> ?", arguments: Array(values.prefix(1)))
+        case .less: return SQLFragment(sql: "\(c) < ?", arguments: Array(values.prefix(1)))
+        case .lessOrEqual: return SQLFragment(sql: "\(c) <= ?", arguments: Array(values.prefix(1)))
+        case .greater: return SQLFragment(sql: "\(c) > ?", arguments: Array(values.prefix(1)))
+        case .greaterOrEqual: return SQLFragment(sql: "\(c) >= ?", arguments: Array(values.prefix(1)))
+        case .between: return SQLFragment(sql: "\(c) BETWEEN ? AND ?", arguments: Array(values.prefix(2)))
+        case .in:
+            let marks = Array(repeating: "?", count: values.count).joined(separator: ", ")
+            return SQLFragment(sql: "\(c) IN (\(marks))", arguments: values)
+        case .beginsWith:
+            guard case .string(let prefix)? = comparison.operands.first else {
+                return SQLFragment(sql: "0")
+            }
+            if let upper = Self.prefixUpperBound(prefix) {
+                return SQLFragment(sql: "\(c) >= ? AND \(c) < ?", arguments: [prefix.databaseValue, upper.databaseValue])
+            }
+            return SQLFragment(sql: "\(c) >= ?", arguments: [prefix.databaseValue])
+        }
+    }
+
+    private func recordSource(_ column: String, _ comparison: QueryComparison, indexed: Bool) -> Source {
+        var condition = valueCondition(column, comparison)
+        condition.sql = condition.sql.replacingOccurrences(of: "$", with: "r.")
+        var filter = valueCondition(column, comparison)
+        filter.sql = filter.sql.replacingOccurrences(of: "$", with: "+r.")
+        return Source(recordCondition: indexed ? condition : nil, filter: filter)
+    }
+
+    private func source(_ distance: QueryDistance) -> Source {
+        let from: [DatabaseValue] = [distance.latitude.databaseValue, distance.longitude.databaseValue]
+        let comparison: String
+        switch distance.comparison {
+        case .less: comparison = "<"
+        case .lessOrEqual: comparison = "<="
+        case .greater: comparison = ">"
+        case .greaterOrEqual: comparison = ">="
+        }
+        let test = SQLFragment(
+            sql: "cirrus_distance($real_value, $real_value2, ?, ?) \(comparison) ?",
+            arguments: from + [distance.radius.databaseValue])
+        var ids = fieldRows(distance.key)
+        switch distance.comparison {
+        case .less, .lessOrEqual:
+            // The bounding box seeks the latitude in the typed index.
+            let box = QueryGeometry.boundingBox(
+                latitude: distance.latitude, longitude: distance.longitude, radius: distance.radius)
+            ids.append(SQLFragment(
+                sql: " AND +kind = \(IndexedKind.location.rawValue) AND real_value BETWEEN ? AND ?",
+                arguments: [box.latitude.lowerBound.databaseValue, box.latitude.upperBound.databaseValue]))
+            if !box.longitudes.isEmpty {
+                ids.sql += " AND ("
+                for (i, range) in box.longitudes.enumerated() {
+                    if i > 0 { ids.sql += " OR " }
+                    ids.append(SQLFragment(
+                        sql: "real_value2 BETWEEN ? AND ?",
+                        arguments: [range.lowerBound.databaseValue, range.upperBound.databaseValue]))
+                }
+                ids.sql += ")"
+            }
+        case .greater, .greaterOrEqual:
+            ids.sql += " AND kind = \(IndexedKind.location.rawValue)"
+        }
+        ids.append(" AND ", test.prefixingColumns(""))
+        var filter = SQLFragment(
+            sql: "EXISTS (SELECT 1 FROM record_fields f WHERE f.record_id = r.id AND f.key = ? AND f.kind = \(IndexedKind.location.rawValue) AND ",
+            arguments: [distance.key.databaseValue])
+        filter.append("", test.prefixingColumns("f."), ")")
+        return Source(ids: ids, filter: filter)
+    }
+
+    /// The source listing fewest rows (counted up to ``estimateBound``) among
+    /// those an index answers, and that count.
+    private func drivingSource(_ sources: [Source]) throws -> (index: Int, estimate: Int)? {
+        let candidates = sources.indices.filter { sources[$0].ids != nil || sources[$0].recordCondition != nil }
+        guard candidates.count > 1 else { return candidates.first.map { ($0, -1) } }
+        var best: (index: Int, estimate: Int)?
+        for i in candidates {
+            var count = SQLFragment(sql: "SELECT count(*) FROM (")
+            if let ids = sources[i].ids {
+                count.append(ids)
+            } else if let condition = sources[i].recordCondition {
+                count.append(SQLFragment(
+                    sql: "SELECT 1 FROM records r WHERE r.zone_id = ? AND r.record_type = ? AND ",
+                    arguments: [zoneID.databaseValue, query.recordType.databaseValue]), condition)
+            }
+            count.sql += " LIMIT \(Self.estimateBound))"
+            let estimate = try Int.fetchOne(db, sql: count.sql, arguments: count.statementArguments) ?? 0
+            if best.map({ estimate < $0.estimate }) ?? true { best = (i, estimate) }
+            if estimate == 0 { break }
+        }
+        return best
+    }
+
+    // MARK: Sorting
+
+    private func sortExpression(_ key: QuerySort.Key) -> SQLFragment {
+        switch key {
+        case .creationDate: return SQLFragment(sql: "r.created_ns")
+        case .modificationDate: return SQLFragment(sql: "r.modified_ns")
+        case .field(let key):
+            let kinds = IndexedKind.sortable.map { String($0.rawValue) }.joined(separator: ", ")
+            return SQLFragment(
+                sql: """
+                    (SELECT coalesce(int_value, real_value, text_value) FROM record_fields \
+                    WHERE record_id = r.id AND key = ? AND kind IN (\(kinds)))
+                    """,
+                arguments: [key.databaseValue])
+        case .distance(let key, let latitude, let longitude):
+            return SQLFragment(
+                sql: """
+                    (SELECT cirrus_distance(real_value, real_value2, ?, ?) FROM record_fields \
+                    WHERE record_id = r.id AND key = ? AND kind = \(IndexedKind.location.rawValue))
+                    """,
+                arguments: [latitude.databaseValue, longitude.databaseValue, key.databaseValue])
+        }
+    }
+
+    /// Refuses sorting by a field that holds, in this zone and type, values
+    /// that do not sort: lists, bytes, references, assets, and locations
+    /// unless sorted by distance (and anything but a location then).
+    func checkSorts() throws {
+        for (i, sort) in query.sorts.enumerated() {
+            let key: String
+            let refused: [IndexedKind]
+            switch sort.key {
+            case .creationDate, .modificationDate: continue
+            case .field(let field):
+                key = field
+                refused = IndexedKind.allCases.filter { !IndexedKind.sortable.contains($0) }
+            case .distance(let field, _, _):
+                key = field
+                refused = IndexedKind.allCases.filter { $0 != .location }
+            }
+            let kinds = refused.map { String($0.rawValue) }.joined(separator: ", ")
+            guard
+                let raw = try db.int64(
+                    sql: """
+                        SELECT kind FROM record_fields WHERE zone_id = ? AND record_type = ? AND key = ? \
+                        AND kind IN (\(kinds)) LIMIT 1
+                        """,
+                    arguments: [zoneID, query.recordType, key]),
+                let kind = IndexedKind(rawValue: raw)
+            else { continue }
+            let label = "sort descriptor \(i + 1) (\"\(key)\"): \(key) holds \(Self.name(of: kind)) values in this zone"
+            switch sort.key {
+            case .distance:
+                throw StoreError(.invalidArguments, "\(label); a relative location sorts a location field")
+            default:
+                let hint = kind == .location ? "; sort locations by distance from a relative location" : ""
+                throw StoreError(.invalidArguments, "\(label); only single strings, numbers and dates sort\(hint)")
+            }
+        }
+    }
+
+    static func name(of kind: IndexedKind) -> String {
+        switch kind {
+        case .string: "string"
+        case .int64: "int64"
+        case .double: "double"
+        case .bytes: "bytes"
+        case .date: "date"
+        case .reference: "reference"
+        case .location: "location"
+        case .asset: "asset"
+        case .stringList: "string list"
+        case .int64List: "int64 list"
+        case .doubleList: "double list"
+        case .bytesList: "bytes list"
+        case .dateList: "date list"
+        case .referenceList: "reference list"
+        case .locationList: "location list"
+        case .assetList: "asset list"
+        }
+    }
+
+    // MARK: Values
+
+    static func sqlValue(_ value: QueryValue) -> DatabaseValue {
+        switch value {
+        case .int64(let value): value.databaseValue
+        case .double(let value): value.databaseValue
+        case .string(let value): value.databaseValue
+        case .bytes(let value): Data(value).databaseValue
+        case .date(let value): value.databaseValue
+        case .reference(let value): value.recordName.databaseValue
+        }
+    }
+
+    /// The least string greater than every string starting with `prefix`
+    /// (byte-wise, as SQLite's BINARY collation orders UTF-8): `prefix` with
+    /// its last scalar incremented; nil when every string qualifies.
+    static func prefixUpperBound(_ prefix: String) -> String? {
+        var scalars = Array(prefix.unicodeScalars)
+        while let last = scalars.popLast() {
+            var next = last.value + 1
+            if next == 0xD800 { next = 0xE000 }
+            if let scalar = Unicode.Scalar(next) {
+                scalars.append(scalar)
+                var result = String.UnicodeScalarView()
+                result.append(contentsOf: scalars)
+                return String(result)
+            }
+        }
+        return nil
+    }
+}
+
+extension SQLFragment {
+    static func + (lhs: SQLFragment, rhs: SQLFragment) -> SQLFragment {
+        SQLFragment(sql: lhs.sql + rhs.sql, arguments: lhs.arguments + rhs.arguments)
+    }
+
+    mutating func append(_ parts: SQLFragment...) {
+        for part in parts { self = self + part }
+    }
+
+    mutating func append(_ head: String, _ part: SQLFragment, _ tail: String = "") {
+        self = self + SQLFragment(sql: head) + part + SQLFragment(sql: tail)
+    }
+
+    /// Replaces each `$column` placeholder with `qualifier` + column.
+    func prefixingColumns(_ qualifier: String) -> SQLFragment {
+        SQLFragment(sql: sql.replacingOccurrences(of: "$", with: qualifier), arguments: arguments)
+    }
+}
