@@ -147,7 +147,11 @@ struct QueryPlanner {
         let c = "$\(column)"
         switch comparison.op {
         case .equals, .contains: return SQLFragment(sql: "\(c) = ?", arguments: Array(values.prefix(1)))
-        case .notEquals: return SQLFragment(sql: "\(c) <> ?", arguments: Array(values.prefix(1)))
+        case .notEquals:
+            // A reference in another zone differs even with the same record
+            // name, and only names are indexed.
+            if comparison.operands.first?.family == .reference { return SQLFragment(sql: "\(c) IS NOT NULL") }
+            return SQLFragment(sql: "\(c) <> ?", arguments: Array(values.prefix(1)))
         case .less: return SQLFragment(sql: "\(c) < ?", arguments: Array(values.prefix(1)))
         case .lessOrEqual: return SQLFragment(sql: "\(c) <= ?", arguments: Array(values.prefix(1)))
         case .greater: return SQLFragment(sql: "\(c) > ?", arguments: Array(values.prefix(1)))

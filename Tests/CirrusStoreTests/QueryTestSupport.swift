@@ -101,10 +101,11 @@ extension SQLiteStorage {
 }
 
 /// A record of type `type` named `name` with `fields` (key, value).
-func item(_ name: String, type: String = "Note", zone: String = "_defaultZone", _ fields: [(String, Wire.FieldValue.Kind)] = [])
-    -> Wire.Record
-{
+func item(
+    _ name: String, type: String = "Note", zone: String = "_defaultZone", in key: DatabaseKey = alice,
+    _ fields: [(String, Wire.FieldValue.Kind)] = []
+) -> Wire.Record {
     Wire.Record(
-        recordID: recordID(name, zone: zone), recordType: type,
+        recordID: recordID(name, zone: zone, in: key), recordType: type,
         fields: fields.map { field($0.0, $0.1) })
 }
