@@ -38,18 +38,26 @@ struct QueryPlanner {
         default: conjuncts = [query.predicate]
         }
         var sources = conjuncts.compactMap(source)
-        var statement = SQLFragment(
-            sql: "SELECT r.id, r.name FROM records r WHERE r.zone_id = ? AND r.record_type = ?",
-            arguments: [zoneID.databaseValue, query.recordType.databaseValue])
+        // Each statement names the index it must use (SQLite refuses the
+        // statement rather than read a table whole), so a plan never depends
+        // on the planner's guesses between indexes that look alike to it.
+        var table = "records r INDEXED BY records_by_type"
+        var conditions = SQLFragment(sql: "")
         if let driving = try drivingSource(sources) {
             if driving.estimate == 0 { return nil }
             let driver = sources.remove(at: driving.index)
             if let ids = driver.ids {
-                statement.append(" AND r.id IN (", ids, ")")
+                table = "records r NOT INDEXED"  // rowid lookups only
+                conditions.append(" AND r.id IN (", ids, ")")
             } else if let condition = driver.recordCondition {
-                statement.append(" AND ", condition)
+                table = "records r INDEXED BY \(condition.index)"
+                conditions.append(" AND ", condition.fragment)
             }
         }
+        var statement = SQLFragment(
+            sql: "SELECT r.id, r.name FROM \(table) WHERE r.zone_id = ? AND r.record_type = ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue])
+        statement.append(conditions)
         for source in sources { statement.append(" AND ", source.filter) }
         statement.sql += " ORDER BY "
         for sort in query.sorts {
@@ -69,7 +77,7 @@ struct QueryPlanner {
         /// table lists them.
         var ids: SQLFragment?
         /// A condition on `records r` an index of `records` answers.
-        var recordCondition: SQLFragment?
+        var recordCondition: (fragment: SQLFragment, index: String)?
         /// The conjunct as a condition on one row `r` (no index of its own).
         var filter: SQLFragment
     }
@@ -89,48 +97,50 @@ struct QueryPlanner {
         case .comparison(let comparison):
             switch comparison.subject {
             case .field(let key): return fieldSource(key, comparison)
-            case .recordID: return recordSource("name", comparison, indexed: comparison.op != .notEquals)
-            case .creator: return recordSource("creator", comparison, indexed: comparison.op != .notEquals)
-            case .modifier: return recordSource("modifier", comparison, indexed: false)
-            case .creationDate: return recordSource("created_ns", comparison, indexed: comparison.op != .notEquals)
-            case .modificationDate: return recordSource("modified_ns", comparison, indexed: comparison.op != .notEquals)
+            // UNIQUE (zone_id, name) of schema v1 is SQLite's first automatic index of `records`.
+            case .recordID: return recordSource("name", comparison, index: "sqlite_autoindex_records_1")
+            case .creator: return recordSource("creator", comparison, index: "records_by_creator")
+            case .modifier: return recordSource("modifier", comparison, index: nil)
+            case .creationDate: return recordSource("created_ns", comparison, index: "records_by_created")
+            case .modificationDate: return recordSource("modified_ns", comparison, index: "records_by_modified")
             }
         }
     }
 
-    /// The prefix every `record_fields` source starts with.
-    private func fieldRows(_ key: String) -> SQLFragment {
+    /// The prefix every `record_fields` source starts with, reading `index`.
+    private func fieldRows(_ key: String, _ index: String) -> SQLFragment {
         SQLFragment(
-            sql: "SELECT record_id FROM record_fields WHERE zone_id = ? AND record_type = ? AND key = ?",
+            sql: "SELECT record_id FROM record_fields INDEXED BY \(index) WHERE zone_id = ? AND record_type = ? AND key = ?",
             arguments: [zoneID.databaseValue, query.recordType.databaseValue, key.databaseValue])
     }
 
     private func fieldSource(_ key: String, _ comparison: QueryComparison) -> Source? {
         guard let family = comparison.operands.first?.family else { return nil }
         let list = comparison.op == .contains
-        let probes: [(kind: IndexedKind, column: String)]
+        let probes: [(kind: IndexedKind, column: String, index: String)]
         switch family {
-        case .number: probes = [(.int64, "int_value"), (.double, "real_value")]
-        case .string: probes = [(.string, "text_value")]
-        case .date: probes = [(.date, "int_value")]
-        case .bytes: probes = [(.bytes, "blob_value")]
-        case .reference: probes = [(.reference, "text_value")]
+        case .number: probes = [(.int64, "int_value", "record_fields_int"), (.double, "real_value", "record_fields_real")]
+        case .string: probes = [(.string, "text_value", "record_fields_text")]
+        case .date: probes = [(.date, "int_value", "record_fields_int")]
+        case .bytes: probes = [(.bytes, "blob_value", "record_fields_blob")]
+        case .reference: probes = [(.reference, "text_value", "record_fields_text")]
         }
         // `!=` reads every row of the key and kind; any other operator seeks
         // the value in the key's typed index (kind then only filters: `+`).
-        let kindTerm = comparison.op == .notEquals ? "kind" : "+kind"
+        let notEquals = comparison.op == .notEquals
+        let kindTerm = notEquals ? "kind" : "+kind"
         var ids = SQLFragment(sql: "")
         var alternatives: [SQLFragment] = []
         for (i, probe) in probes.enumerated() {
             let kind = list ? probe.kind.asList : probe.kind
             let condition = valueCondition(probe.column, comparison)
             if i > 0 { ids.sql += " UNION ALL " }
-            ids.append(fieldRows(key))
+            ids.append(fieldRows(key, notEquals ? "record_fields_by_kind" : probe.index))
             ids.append(" AND \(kindTerm) = \(kind.rawValue) AND ", condition.prefixingColumns(""))
             alternatives.append(SQLFragment(sql: "f.kind = \(kind.rawValue) AND ") + condition.prefixingColumns("f."))
         }
         var filter = SQLFragment(
-            sql: "EXISTS (SELECT 1 FROM record_fields f WHERE f.record_id = r.id AND f.key = ? AND (",
+            sql: "EXISTS (SELECT 1 FROM record_fields f INDEXED BY record_fields_by_record WHERE f.record_id = r.id AND f.key = ? AND (",
             arguments: [key.databaseValue])
         for (i, alternative) in alternatives.enumerated() {
             if i > 0 { filter.sql += " OR " }
@@ -171,12 +181,11 @@ struct QueryPlanner {
         }
     }
 
-    private func recordSource(_ column: String, _ comparison: QueryComparison, indexed: Bool) -> Source {
-        var condition = valueCondition(column, comparison)
-        condition.sql = condition.sql.replacingOccurrences(of: "$", with: "r.")
-        var filter = valueCondition(column, comparison)
-        filter.sql = filter.sql.replacingOccurrences(of: "$", with: "+r.")
-        return Source(recordCondition: indexed ? condition : nil, filter: filter)
+    /// A comparison of a `records` column; `index` drives it unless nil (or `!=`).
+    private func recordSource(_ column: String, _ comparison: QueryComparison, index: String?) -> Source {
+        let condition = valueCondition(column, comparison)
+        let driver = index.flatMap { comparison.op == .notEquals ? nil : (condition.prefixingColumns("r."), $0) }
+        return Source(recordCondition: driver, filter: condition.prefixingColumns("+r."))
     }
 
     private func source(_ distance: QueryDistance) -> Source {
@@ -191,7 +200,8 @@ struct QueryPlanner {
         let test = SQLFragment(
             sql: "cirrus_distance($real_value, $real_value2, ?, ?) \(comparison) ?",
             arguments: from + [distance.radius.databaseValue])
-        var ids = fieldRows(distance.key)
+        let bounded = distance.comparison == .less || distance.comparison == .lessOrEqual
+        var ids = fieldRows(distance.key, bounded ? "record_fields_real" : "record_fields_by_kind")
         switch distance.comparison {
         case .less, .lessOrEqual:
             // The bounding box seeks the latitude in the typed index.
@@ -215,9 +225,12 @@ struct QueryPlanner {
         }
         ids.append(" AND ", test.prefixingColumns(""))
         var filter = SQLFragment(
-            sql: "EXISTS (SELECT 1 FROM record_fields f WHERE f.record_id = r.id AND f.key = ? AND f.kind = \(IndexedKind.location.rawValue) AND ",
+            sql: """
+                EXISTS (SELECT 1 FROM record_fields f INDEXED BY record_fields_by_record \
+                WHERE f.record_id = r.id AND f.key = ? AND f.kind = \(IndexedKind.location.rawValue)
+                """,
             arguments: [distance.key.databaseValue])
-        filter.append("", test.prefixingColumns("f."), ")")
+        filter.append(" AND ", test.prefixingColumns("f."), ")")
         return Source(ids: ids, filter: filter)
     }
 
@@ -233,8 +246,8 @@ struct QueryPlanner {
                 count.append(ids)
             } else if let condition = sources[i].recordCondition {
                 count.append(SQLFragment(
-                    sql: "SELECT 1 FROM records r WHERE r.zone_id = ? AND r.record_type = ? AND ",
-                    arguments: [zoneID.databaseValue, query.recordType.databaseValue]), condition)
+                    sql: "SELECT 1 FROM records r INDEXED BY \(condition.index) WHERE r.zone_id = ? AND r.record_type = ? AND ",
+                    arguments: [zoneID.databaseValue, query.recordType.databaseValue]), condition.fragment)
             }
             count.sql += " LIMIT \(Self.estimateBound))"
             let estimate = try Int.fetchOne(db, sql: count.sql, arguments: count.statementArguments) ?? 0
@@ -255,14 +268,14 @@ struct QueryPlanner {
             return SQLFragment(
                 sql: """
                     (SELECT coalesce(int_value, real_value, text_value) FROM record_fields \
-                    WHERE record_id = r.id AND key = ? AND kind IN (\(kinds)))
+                    INDEXED BY record_fields_by_record WHERE record_id = r.id AND key = ? AND kind IN (\(kinds)))
                     """,
                 arguments: [key.databaseValue])
         case .distance(let key, let latitude, let longitude):
             return SQLFragment(
                 sql: """
                     (SELECT cirrus_distance(real_value, real_value2, ?, ?) FROM record_fields \
-                    WHERE record_id = r.id AND key = ? AND kind = \(IndexedKind.location.rawValue))
+                    INDEXED BY record_fields_by_record WHERE record_id = r.id AND key = ? AND kind = \(IndexedKind.location.rawValue))
                     """,
                 arguments: [latitude.databaseValue, longitude.databaseValue, key.databaseValue])
         }
@@ -288,7 +301,8 @@ struct QueryPlanner {
             guard
                 let raw = try db.int64(
                     sql: """
-                        SELECT kind FROM record_fields WHERE zone_id = ? AND record_type = ? AND key = ? \
+                        SELECT kind FROM record_fields INDEXED BY record_fields_by_kind \
+                        WHERE zone_id = ? AND record_type = ? AND key = ? \
                         AND kind IN (\(kinds)) LIMIT 1
                         """,
                     arguments: [zoneID, query.recordType, key]),

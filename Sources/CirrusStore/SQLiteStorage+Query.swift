@@ -69,17 +69,28 @@ extension SQLiteStorage {
         let keysBlob = Self.desiredKeysBlob(desiredKeys)
         let databaseID = first.databaseID
         try await write(weight: rest.count) { db in
-            try db.run(sql: "DELETE FROM query_cursors WHERE created_at < ?", arguments: [expired])
+            try db.run(sql: "DELETE FROM query_cursors WHERE created_at <= ?", arguments: [expired])
             try db.run(
                 sql: """
                     INSERT INTO query_cursors (id, database_id, zone_id, zone_name, query, desired_keys, created_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [Data(id), databaseID, zone.id, zone.name, queryBytes, keysBlob, now])
-            for (position, candidate) in rest.enumerated() {
+            // Many rows per statement: a snapshot may hold every record of a zone.
+            let rowsPerStatement = 200
+            let cursorID = Data(id)
+            for start in stride(from: 0, to: rest.count, by: rowsPerStatement) {
+                let chunk = rest[start..<min(start + rowsPerStatement, rest.count)]
+                var arguments: [DatabaseValue] = []
+                arguments.reserveCapacity(chunk.count * 4)
+                for (offset, candidate) in chunk.enumerated() {
+                    arguments += [cursorID.databaseValue, (start + offset).databaseValue,
+                                  candidate.id.databaseValue, candidate.name.databaseValue]
+                }
+                let values = Array(repeating: "(?, ?, ?, ?)", count: chunk.count).joined(separator: ", ")
                 try db.run(
-                    sql: "INSERT INTO query_cursor_rows (cursor_id, position, record_id, name) VALUES (?, ?, ?, ?)",
-                    arguments: [Data(id), position, candidate.id, candidate.name])
+                    sql: "INSERT INTO query_cursor_rows (cursor_id, position, record_id, name) VALUES \(values)",
+                    arguments: StatementArguments(arguments))
             }
         }
         var page = first.page
