@@ -20,7 +20,9 @@ struct SQLFragment: Sendable {
 /// drives: `records.id IN (its row IDs)`, so a query matching 10 records of
 /// 100,000 reads about 10. The other sources filter each driven row through
 /// `record_fields_by_record` (EXISTS), never widening the read. Without any
-/// source the query reads the zone's records of the type (`records_by_type`).
+/// source, or when the zone holds fewer records of the type than the best
+/// source lists, the query reads the zone's records of the type
+/// (`records_by_type`).
 struct QueryPlanner {
     let db: Database
     let query: CompiledQuery
@@ -28,6 +30,8 @@ struct QueryPlanner {
 
     /// Counting stops here when choosing the driving source.
     static let estimateBound = 1_000
+    /// At most this many conjuncts become SQL (each costs a count and a probe per row).
+    static let maximumIndexedConjuncts = 8
 
     /// The candidates' `id` and `name`, in order; nil when nothing can match.
     func candidates() throws -> SQLFragment? {
@@ -37,7 +41,8 @@ struct QueryPlanner {
         case .and(let operands): conjuncts = operands
         default: conjuncts = [query.predicate]
         }
-        var sources = conjuncts.compactMap(source)
+        // Conjuncts beyond the first few indexable ones are left to the evaluator.
+        var sources = Array(conjuncts.compactMap(source).prefix(Self.maximumIndexedConjuncts))
         // Each statement names the index it must use (SQLite refuses the
         // statement rather than read a table whole), so a plan never depends
         // on the planner's guesses between indexes that look alike to it.
@@ -234,27 +239,40 @@ struct QueryPlanner {
         return Source(ids: ids, filter: filter)
     }
 
-    /// The source listing fewest rows (counted up to ``estimateBound``) among
-    /// those an index answers, and that count.
+    /// The source to drive from: the one listing fewest rows (each counted
+    /// up to ``estimateBound``), unless the zone holds fewer records of the
+    /// type than that (a full-text source counts every database's rows); nil
+    /// = read the type's records. An estimate of 0: nothing can match.
     private func drivingSource(_ sources: [Source]) throws -> (index: Int, estimate: Int)? {
         let candidates = sources.indices.filter { sources[$0].ids != nil || sources[$0].recordCondition != nil }
-        guard candidates.count > 1 else { return candidates.first.map { ($0, -1) } }
+        guard let first = candidates.first else { return nil }
+        let typeCount = try count(SQLFragment(
+            sql: "SELECT 1 FROM records INDEXED BY records_by_type WHERE zone_id = ? AND record_type = ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue]))
+        if typeCount == 0 { return (first, 0) }
         var best: (index: Int, estimate: Int)?
         for i in candidates {
-            var count = SQLFragment(sql: "SELECT count(*) FROM (")
+            let estimate: Int
             if let ids = sources[i].ids {
-                count.append(ids)
+                estimate = try count(ids)
             } else if let condition = sources[i].recordCondition {
-                count.append(SQLFragment(
+                estimate = try count(SQLFragment(
                     sql: "SELECT 1 FROM records r INDEXED BY \(condition.index) WHERE r.zone_id = ? AND r.record_type = ? AND ",
-                    arguments: [zoneID.databaseValue, query.recordType.databaseValue]), condition.fragment)
+                    arguments: [zoneID.databaseValue, query.recordType.databaseValue]) + condition.fragment)
+            } else {
+                continue
             }
-            count.sql += " LIMIT \(Self.estimateBound))"
-            let estimate = try Int.fetchOne(db, sql: count.sql, arguments: count.statementArguments) ?? 0
             if best.map({ estimate < $0.estimate }) ?? true { best = (i, estimate) }
             if estimate == 0 { break }
         }
+        guard let best, best.estimate <= typeCount else { return nil }
         return best
+    }
+
+    /// How many rows `rows` lists, counting up to ``estimateBound``.
+    private func count(_ rows: SQLFragment) throws -> Int {
+        let sql = "SELECT count(*) FROM (\(rows.sql) LIMIT \(Self.estimateBound))"
+        return try Int.fetchOne(db, sql: sql, arguments: rows.statementArguments) ?? 0
     }
 
     // MARK: Values
