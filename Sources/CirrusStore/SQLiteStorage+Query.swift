@@ -88,9 +88,13 @@ extension SQLiteStorage {
                                   candidate.id.databaseValue, candidate.name.databaseValue]
                 }
                 let values = Array(repeating: "(?, ?, ?, ?)", count: chunk.count).joined(separator: ", ")
-                try db.run(
-                    sql: "INSERT INTO query_cursor_rows (cursor_id, position, record_id, name) VALUES \(values)",
-                    arguments: StatementArguments(arguments))
+                let sql = "INSERT INTO query_cursor_rows (cursor_id, position, record_id, name) VALUES \(values)"
+                if chunk.count == rowsPerStatement {
+                    try db.run(sql: sql, arguments: StatementArguments(arguments))
+                } else {
+                    // Not cached: a last chunk can have any length.
+                    try db.execute(sql: sql, arguments: StatementArguments(arguments))
+                }
             }
         }
         var page = first.page
