@@ -1,11 +1,31 @@
 import CirrusWire
 import Foundation
 
+/// What a `record_fields` row holds (column `kind`, schema v2): the value's
+/// type, list elements apart from single values, so a string never matches a
+/// reference, `==` never matches a list element and a sort can tell what a
+/// field holds without loading records.
+enum IndexedKind: Int64, Sendable, CaseIterable {
+    case string = 1, int64 = 2, double = 3, bytes = 4, date = 5, reference = 6, location = 7, asset = 8
+    case stringList = 17, int64List = 18, doubleList = 19, bytesList = 20
+    case dateList = 21, referenceList = 22, locationList = 23, assetList = 24
+
+    /// The kind of an element of a list of this kind's values.
+    var asList: IndexedKind { IndexedKind(rawValue: rawValue | 16) ?? self }
+
+    var isList: Bool { rawValue & 16 != 0 }
+
+    /// The kinds a sort can order by: single strings, numbers and dates.
+    static let sortable: [IndexedKind] = [.string, .int64, .double, .date]
+}
+
 /// One row of `record_fields`: a field value (or list element) in the typed
-/// column a query compares it in.
+/// column a query compares it in. Assets and empty lists get one row without
+/// a value, so what a field holds is known from the index alone.
 struct FieldIndexRow: Sendable {
     var key: String
     var listIndex: Int
+    var kind: IndexedKind
     var int: Int64? = nil
     var real: Double? = nil
     var real2: Double? = nil
@@ -14,51 +34,75 @@ struct FieldIndexRow: Sendable {
 }
 
 extension RecordCodec {
-    /// The `record_fields` rows of a record. Encrypted fields and assets are
-    /// not queryable in CloudKit and get no rows.
+    /// The `record_fields` rows of a record. Encrypted fields are not
+    /// queryable in CloudKit and get no rows.
     static func indexRows(of record: Wire.Record) -> [FieldIndexRow] {
         var rows: [FieldIndexRow] = []
         for field in record.fields where !field.isEncrypted {
             guard let kind = field.value?.kind else { continue }
             let key = field.key
+            func list<T>(_ values: [T], _ kind: IndexedKind, _ make: (inout FieldIndexRow, T) -> Void) {
+                guard !values.isEmpty else {
+                    rows.append(FieldIndexRow(key: key, listIndex: -1, kind: kind))
+                    return
+                }
+                for (i, value) in values.enumerated() {
+                    var row = FieldIndexRow(key: key, listIndex: i, kind: kind)
+                    make(&row, value)
+                    rows.append(row)
+                }
+            }
             switch kind {
-            case .stringValue(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, text: value))
-            case .int64Value(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, int: value))
-            case .doubleValue(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, real: value))
-            case .bytesValue(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, blob: Data(value)))
-            case .dateValue(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, int: nanoseconds(value)))
+            case .stringValue(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, kind: .string, text: value))
+            case .int64Value(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, kind: .int64, int: value))
+            case .doubleValue(let value): rows.append(FieldIndexRow(key: key, listIndex: -1, kind: .double, real: value))
+            case .bytesValue(let value):
+                rows.append(FieldIndexRow(key: key, listIndex: -1, kind: .bytes, blob: Data(value)))
+            case .dateValue(let value):
+                rows.append(FieldIndexRow(key: key, listIndex: -1, kind: .date, int: nanoseconds(value)))
             case .referenceValue(let value): rows.append(row(key, -1, value))
             case .locationValue(let value): rows.append(row(key, -1, value))
-            case .assetValue, .assetList: continue
-            case .stringList(let list):
-                for (i, value) in list.values.enumerated() { rows.append(FieldIndexRow(key: key, listIndex: i, text: value)) }
-            case .int64List(let list):
-                for (i, value) in list.values.enumerated() { rows.append(FieldIndexRow(key: key, listIndex: i, int: value)) }
-            case .doubleList(let list):
-                for (i, value) in list.values.enumerated() { rows.append(FieldIndexRow(key: key, listIndex: i, real: value)) }
-            case .bytesList(let list):
-                for (i, value) in list.values.enumerated() {
-                    rows.append(FieldIndexRow(key: key, listIndex: i, blob: Data(value)))
+            case .assetValue: rows.append(FieldIndexRow(key: key, listIndex: -1, kind: .asset))
+            case .assetList: rows.append(FieldIndexRow(key: key, listIndex: -1, kind: .assetList))
+            case .stringList(let values): list(values.values, .stringList) { $0.text = $1 }
+            case .int64List(let values): list(values.values, .int64List) { $0.int = $1 }
+            case .doubleList(let values): list(values.values, .doubleList) { $0.real = $1 }
+            case .bytesList(let values): list(values.values, .bytesList) { $0.blob = Data($1) }
+            case .dateList(let values): list(values.values, .dateList) { $0.int = nanoseconds($1) }
+            case .referenceList(let values):
+                list(values.values, .referenceList) { $0.text = $1.recordID?.recordName ?? "" }
+            case .locationList(let values):
+                list(values.values, .locationList) { row, location in
+                    row.real = location.latitude
+                    row.real2 = location.longitude
                 }
-            case .dateList(let list):
-                for (i, value) in list.values.enumerated() {
-                    rows.append(FieldIndexRow(key: key, listIndex: i, int: nanoseconds(value)))
-                }
-            case .referenceList(let list):
-                for (i, value) in list.values.enumerated() { rows.append(row(key, i, value)) }
-            case .locationList(let list):
-                for (i, value) in list.values.enumerated() { rows.append(row(key, i, value)) }
             }
         }
         return rows
     }
 
     private static func row(_ key: String, _ index: Int, _ reference: Wire.Reference) -> FieldIndexRow {
-        FieldIndexRow(key: key, listIndex: index, text: reference.recordID?.recordName ?? "")
+        FieldIndexRow(key: key, listIndex: index, kind: .reference, text: reference.recordID?.recordName ?? "")
     }
 
     private static func row(_ key: String, _ index: Int, _ location: Wire.Location) -> FieldIndexRow {
-        FieldIndexRow(key: key, listIndex: index, real: location.latitude, real2: location.longitude)
+        FieldIndexRow(key: key, listIndex: index, kind: .location, real: location.latitude, real2: location.longitude)
+    }
+
+    /// The text full-text search (`self CONTAINS 'words'`) looks in: every
+    /// string and string-list element of the record's unencrypted fields, one
+    /// per line; nil when there is none.
+    static func searchableText(of record: Wire.Record) -> String? {
+        var parts: [String] = []
+        for field in record.fields where !field.isEncrypted {
+            switch field.value?.kind {
+            case .stringValue(let value): parts.append(value)
+            case .stringList(let list): parts.append(contentsOf: list.values)
+            default: continue
+            }
+        }
+        let text = parts.filter { !$0.isEmpty }.joined(separator: "\n")
+        return text.isEmpty ? nil : text
     }
 
     /// Nanoseconds since the Unix epoch, clamped to the Int64 range (± 292 years).

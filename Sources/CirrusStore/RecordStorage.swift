@@ -90,6 +90,40 @@ public protocol RecordStorage: Sendable {
     /// - throws: ``StoreError``.
     @discardableResult
     func pruneUnreferencedAssets() async throws -> Int
+
+    /// The first page of a query (CKQueryOperation) over one zone: at most
+    /// `limit` matching records in the query's order, restricted to
+    /// `desiredKeys` (nil = all fields, [] = system fields only), and a cursor
+    /// when more follow. The cursor pins the query, zone and desired keys.
+    ///
+    /// For example:
+    /// ```swift
+    /// let query = Wire.Query(recordType: "Note", predicate: Wire.QueryPredicate(node: .truePredicate(.init())))
+    /// let page = try await storage.queryRecords(query, in: zoneID, of: key, desiredKeys: nil, limit: 100)
+    /// ```
+    ///
+    /// - throws: ``StoreError`` `.invalidArguments` for a predicate, sort or
+    ///   limit the store cannot run (the message names the node);
+    ///   `.zoneNotFound`; `.badDatabase`.
+    func queryRecords(
+        _ query: Wire.Query, in zone: Wire.RecordZoneID, of database: DatabaseKey, desiredKeys: [String]?, limit: Int
+    ) async throws -> QueryPage
+
+    /// The next page after `cursor` (from a ``QueryPage`` of the same database).
+    ///
+    /// - throws: ``StoreError`` `.invalidArguments` when the cursor is
+    ///   malformed, unknown, expired or from another database;
+    ///   `.zoneNotFound` when its zone was deleted.
+    func continueQuery(
+        _ cursor: [UInt8], in database: DatabaseKey, desiredKeys: QueryContinuationKeys, limit: Int
+    ) async throws -> QueryPage
+
+    /// Deletes query cursors created before `cutoff` (expired ones are
+    /// refused anyway); returns how many.
+    ///
+    /// - throws: ``StoreError``.
+    @discardableResult
+    func pruneQueryCursors(createdBefore cutoff: Wire.Timestamp) async throws -> Int
 }
 
 extension RecordStorage {

@@ -72,34 +72,31 @@ extension RecordWriter {
         record.lastModifiedUserRecordID = ZoneResolution.userRecordID(user)
 
         let data = Data(record.serializedBytes())
+        let system = StoreRows.systemColumns(of: record)
         let rowID: Int64
         if let existing {
             rowID = existing.id
             try db.run(
-                sql: "UPDATE records SET change_tag = ?, change_seq = ?, data = ? WHERE id = ?",
-                arguments: [record.recordChangeTag, seq, data, rowID])
-            try db.run(sql: "DELETE FROM record_fields WHERE record_id = ?", arguments: [rowID])
+                sql: """
+                    UPDATE records SET change_tag = ?, change_seq = ?, data = ?, modified_ns = ?, modifier = ?
+                    WHERE id = ?
+                    """,
+                arguments: [record.recordChangeTag, seq, data, system.modified, system.modifier, rowID])
+            try StoreRows.deleteIndex(db, recordID: rowID)
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
             try db.run(sql: "DELETE FROM asset_references WHERE record_id = ?", arguments: [rowID])
         } else {
             try db.run(
                 sql: """
-                    INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data])
-            rowID = db.lastInsertedRowID  // the insert trigger dropped any tombstone of this name
-        }
-        for row in RecordCodec.indexRows(of: record) {
-            try db.run(
-                sql: """
-                    INSERT INTO record_fields (record_id, zone_id, record_type, key, list_index,
-                        int_value, real_value, real_value2, text_value, blob_value)
+                    INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data,
+                        created_ns, modified_ns, modifier)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [rowID, zone.id, record.recordType, row.key, row.listIndex,
-                            row.int, row.real, row.real2, row.text, row.blob])
+                arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data,
+                            system.created, system.modified, system.modifier])
+            rowID = db.lastInsertedRowID  // the insert trigger dropped any tombstone of this name
         }
+        try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record)
         for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
             try db.run(
                 sql: "INSERT INTO cascade_references (source_id, database_id, target_zone, target_name) VALUES (?, ?, ?, ?)",

@@ -1,10 +1,14 @@
+import CirrusWire
 import GRDB
 
 /// Introspection for tests and for checking query plans (internal).
 extension SQLiteStorage {
     /// The number of rows of one of the store's tables.
     func rowCount(of table: String) async throws -> Int {
-        let known = ["databases", "zones", "records", "tombstones", "record_fields", "cascade_references", "assets", "asset_references"]
+        let known = [
+            "databases", "zones", "records", "tombstones", "record_fields", "cascade_references", "assets",
+            "asset_references", "record_text", "query_cursors", "query_cursor_rows",
+        ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         return try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0 }
     }
@@ -13,6 +17,20 @@ extension SQLiteStorage {
     func queryPlan(_ sql: String) async throws -> [String] {
         try await read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { row in row["detail"] as String }
+        }
+    }
+
+    /// SQLite's plan for the statement listing a query's candidates, with its
+    /// arguments bound; [] when the query needs no statement (nothing can match).
+    func queryPlan(for query: Wire.Query, in zone: Wire.RecordZoneID, of database: DatabaseKey) async throws -> [String] {
+        let compiled = try QueryValidation.compile(query)
+        return try await read { db in
+            guard let databaseID = try StoreRows.databaseID(db, database),
+                let zone = try StoreRows.liveZone(db, databaseID, zone.zoneName),
+                let statement = try QueryPlanner(db: db, query: compiled, zoneID: zone.id).candidates()
+            else { return [] }
+            return try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + statement.sql, arguments: statement.statementArguments)
+                .map { row in row["detail"] as String }
         }
     }
 

@@ -129,6 +129,7 @@ extension SQLiteStorage {
                 CREATE INDEX asset_references_by_sha ON asset_references(sha256);
                 """)
         }
+        migrator.registerMigration("v2", migrate: migrateToV2)
         return migrator
     }
 }

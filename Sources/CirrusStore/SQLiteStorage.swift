@@ -23,6 +23,8 @@ public final class SQLiteStorage: RecordStorage {
     public let directory: String
     /// Requests with more items fail with `limitExceeded` and write nothing.
     public let maxItemsPerOperation: Int
+    /// Seconds a query cursor stays valid after the query's first page.
+    public let queryCursorLifetime: Double
 
     let pool: DatabasePool
     let writer: WriteCoalescer
@@ -30,17 +32,20 @@ public final class SQLiteStorage: RecordStorage {
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
     ///
-    /// - parameter clock: the source of creation/modification dates; the wall
-    ///   clock unless a test injects one.
+    /// - parameter clock: the source of creation/modification dates and of
+    ///   query cursor ages; the wall clock unless a test injects one.
+    /// - parameter queryCursorLifetime: seconds a query cursor stays valid.
     /// - throws: ``StoreError`` `.storageFailure` when the directory or file
     ///   cannot be created or opened.
     public init(
         directory: String,
         maxItemsPerOperation: Int = SQLiteStorage.defaultMaxItemsPerOperation,
+        queryCursorLifetime: Double = SQLiteStorage.defaultQueryCursorLifetime,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
     ) throws {
         self.directory = directory
         self.maxItemsPerOperation = maxItemsPerOperation
+        self.queryCursorLifetime = queryCursorLifetime
         self.clock = clock
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -48,6 +53,7 @@ public final class SQLiteStorage: RecordStorage {
             configuration.label = "CirrusStore"
             configuration.foreignKeysEnabled = true
             configuration.busyMode = .timeout(10)
+            configuration.prepareDatabase { db in db.add(function: QueryGeometry.sqlFunction) }
             let path = (directory as NSString).appendingPathComponent(Self.fileName)
             pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB puts a pool in WAL mode with synchronous = NORMAL after

@@ -7,7 +7,7 @@ import Testing
 let container = "iCloud.com.example.notes"
 
 /// Runs an in-process server with the SQLite storage in a temporary directory.
-private func withStorageServer(_ body: (Int) async throws -> Void) async throws {
+func withStorageServer(_ body: (Int) async throws -> Void) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-exec-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let storage = try SQLiteStorage(directory: directory)
@@ -245,9 +245,9 @@ struct StorageExecutorTests {
     @Test func kindsNotRunYetAreRefusedByName() async throws {
         try await withStorageServer { port in
             var alice = try await OperationClient.connect(port: port, user: "alice")
-            let (_, complete) = try await alice.run(.query(Wire.QueryRequest()))
+            let (_, complete) = try await alice.run(.discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesRequest()))
             #expect(complete.error?.code == .serverRejectedRequest)
-            #expect(complete.error?.message.contains("query") == true)
+            #expect(complete.error?.message.contains("discoverAllUserIdentities") == true)
             await alice.client.close()
         }
     }

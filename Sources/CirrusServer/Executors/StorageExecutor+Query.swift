@@ -1,0 +1,47 @@
+import CirrusStore
+import CirrusWire
+
+extension StorageExecutor {
+    /// Records a query page holds when the request sets no `resultsLimit`
+    /// (CloudKit's `maximumResults`); a larger limit is capped at
+    /// ``maximumItems``.
+    static let defaultQueryResults = 100
+
+    /// `CKQueryOperation`: one `recordMatched` event per record of the page,
+    /// then `queryResult` with the cursor of the next page, if any.
+    ///
+    /// A query without `zone_id` searches the default zone. A cursor pins its
+    /// query, zone and desired keys (the continuation's own desired keys
+    /// replace them when it specifies some); it is refused with
+    /// `invalidArguments` when unknown, expired or from another database.
+    func query(_ request: Wire.QueryRequest, _ context: Context) async throws -> OperationCompletion {
+        let limit = request.resultsLimit == 0 ? Self.defaultQueryResults : min(Int(request.resultsLimit), Self.maximumItems)
+        let page: QueryPage
+        switch request.start {
+        case .query(let query):
+            let zoneID = request.zoneID ?? Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: ZoneOwnerMapping.currentUser)
+            page = try await self.storage.queryRecords(
+                context.owners.inbound(query),
+                in: context.owners.inbound(zoneID),
+                of: context.database,
+                desiredKeys: request.desiredKeysSpecified ? request.desiredKeys : nil,
+                limit: limit
+            )
+        case .cursor(let cursor):
+            page = try await self.storage.continueQuery(
+                cursor.opaque,
+                in: context.database,
+                desiredKeys: QueryContinuationKeys(request),
+                limit: limit
+            )
+        case .none:
+            return .failure(.invalidArguments, "a query request needs a query or a cursor")
+        }
+        for record in page.records {
+            let record = context.owners.outbound(record)
+            let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
+            try await context.stream.emit(.query(Wire.QueryEvent(callback: .recordMatched(outcome))))
+        }
+        return .success(.query(Wire.QueryResult(cursor: page.cursor.map { Wire.QueryCursor(opaque: $0) })))
+    }
+}

@@ -1,0 +1,126 @@
+import CirrusWire
+
+/// A query after validation (``QueryValidation``): the form the planner turns
+/// into SQL and the evaluator checks records against.
+struct CompiledQuery: Sendable {
+    var recordType: String
+    var predicate: QueryNode
+    var sorts: [QuerySort]
+}
+
+/// A predicate tree node with values in the form the store compares them.
+indirect enum QueryNode: Sendable, Hashable {
+    case constant(Bool)
+    case comparison(QueryComparison)
+    case and([QueryNode])
+    case not(QueryNode)
+    /// `self CONTAINS 'words'`: every token occurs in some string of the record.
+    case text(QueryTextSearch)
+    case distance(QueryDistance)
+}
+
+/// What a comparison compares: a field or a system field.
+enum QuerySubject: Sendable, Hashable {
+    case field(String)
+    case recordID, creator, modifier, creationDate, modificationDate
+}
+
+enum QueryOperator: Sendable, Hashable {
+    case equals, notEquals, less, lessOrEqual, greater, greaterOrEqual, beginsWith, `in`, contains, between
+
+    /// As in a predicate format string.
+    var symbol: String {
+        switch self {
+        case .equals: "=="
+        case .notEquals: "!="
+        case .less: "<"
+        case .lessOrEqual: "<="
+        case .greater: ">"
+        case .greaterOrEqual: ">="
+        case .beginsWith: "BEGINSWITH"
+        case .in: "IN"
+        case .contains: "CONTAINS"
+        case .between: "BETWEEN"
+        }
+    }
+}
+
+/// Values a comparison can hold; the families that compare with each other
+/// are ``QueryValue/Family``.
+enum QueryValue: Sendable, Hashable {
+    case int64(Int64)
+    case double(Double)
+    case string(String)
+    case bytes([UInt8])
+    /// Nanoseconds since the epoch, as `record_fields.int_value` holds dates.
+    case date(Int64)
+    case reference(QueryReference)
+
+    enum Family: Sendable, Hashable {
+        case number, string, bytes, date, reference
+    }
+
+    var family: Family {
+        switch self {
+        case .int64, .double: .number
+        case .string: .string
+        case .bytes: .bytes
+        case .date: .date
+        case .reference: .reference
+        }
+    }
+}
+
+/// The record a reference value points to. `zoneName` nil = the queried zone;
+/// an empty `ownerName` = the owner of the queried database.
+struct QueryReference: Sendable, Hashable {
+    var zoneName: String?
+    var ownerName: String
+    var recordName: String
+}
+
+/// `subject <operator> operands`: one operand for scalar operators, the list
+/// for IN, two (low, high) for BETWEEN.
+struct QueryComparison: Sendable, Hashable {
+    var subject: QuerySubject
+    var op: QueryOperator
+    var operands: [QueryValue]
+}
+
+struct QueryTextSearch: Sendable, Hashable {
+    /// The words to find, as the client wrote them (non-empty).
+    var tokens: [String]
+    /// The FTS5 query: every token as a quoted string (implicit AND).
+    var matchExpression: String
+}
+
+struct QueryDistance: Sendable, Hashable {
+    enum Comparison: Sendable, Hashable { case less, lessOrEqual, greater, greaterOrEqual }
+
+    var key: String
+    var latitude: Double
+    var longitude: Double
+    var radius: Double
+    var comparison: Comparison
+
+    func holds(_ distance: Double) -> Bool {
+        switch comparison {
+        case .less: distance < radius
+        case .lessOrEqual: distance <= radius
+        case .greater: distance > radius
+        case .greaterOrEqual: distance >= radius
+        }
+    }
+}
+
+struct QuerySort: Sendable, Hashable {
+    enum Key: Sendable, Hashable {
+        case field(String)
+        case creationDate, modificationDate
+        /// Distance of the location field from a point.
+        case distance(key: String, latitude: Double, longitude: Double)
+    }
+
+    var key: Key
+    var ascending: Bool
+}

@@ -1,0 +1,86 @@
+import GRDB
+
+/// Sorting: sort keys as SQL on `records r`, and refusals of fields that do not sort.
+extension QueryPlanner {
+    /// The value `key` orders a record `r` by (NULL = missing).
+    func sortExpression(_ key: QuerySort.Key) -> SQLFragment {
+        switch key {
+        case .creationDate: return SQLFragment(sql: "r.created_ns")
+        case .modificationDate: return SQLFragment(sql: "r.modified_ns")
+        case .field(let key):
+            let kinds = IndexedKind.sortable.map { String($0.rawValue) }.joined(separator: ", ")
+            return SQLFragment(
+                sql: """
+                    (SELECT coalesce(int_value, real_value, text_value) FROM record_fields \
+                    INDEXED BY record_fields_by_record WHERE record_id = r.id AND key = ? AND kind IN (\(kinds)))
+                    """,
+                arguments: [key.databaseValue])
+        case .distance(let key, let latitude, let longitude):
+            return SQLFragment(
+                sql: """
+                    (SELECT cirrus_distance(real_value, real_value2, ?, ?) FROM record_fields \
+                    INDEXED BY record_fields_by_record WHERE record_id = r.id AND key = ? AND kind = \(IndexedKind.location.rawValue))
+                    """,
+                arguments: [latitude.databaseValue, longitude.databaseValue, key.databaseValue])
+        }
+    }
+
+    /// Refuses sorting by a field that holds, in this zone and type, values
+    /// that do not sort: lists, bytes, references, assets, and locations
+    /// unless sorted by distance (and anything but a location then).
+    func checkSorts() throws {
+        for (i, sort) in query.sorts.enumerated() {
+            let key: String
+            let refused: [IndexedKind]
+            switch sort.key {
+            case .creationDate, .modificationDate: continue
+            case .field(let field):
+                key = field
+                refused = IndexedKind.allCases.filter { !IndexedKind.sortable.contains($0) }
+            case .distance(let field, _, _):
+                key = field
+                refused = IndexedKind.allCases.filter { $0 != .location }
+            }
+            let kinds = refused.map { String($0.rawValue) }.joined(separator: ", ")
+            guard
+                let raw = try db.int64(
+                    sql: """
+                        SELECT kind FROM record_fields INDEXED BY record_fields_by_kind \
+                        WHERE zone_id = ? AND record_type = ? AND key = ? \
+                        AND kind IN (\(kinds)) LIMIT 1
+                        """,
+                    arguments: [zoneID, query.recordType, key]),
+                let kind = IndexedKind(rawValue: raw)
+            else { continue }
+            let label = "sort descriptor \(i + 1) (\"\(key)\"): \(key) holds \(Self.name(of: kind)) values in this zone"
+            switch sort.key {
+            case .distance:
+                throw StoreError(.invalidArguments, "\(label); a relative location sorts a location field")
+            default:
+                let hint = kind == .location ? "; sort locations by distance from a relative location" : ""
+                throw StoreError(.invalidArguments, "\(label); only single strings, numbers and dates sort\(hint)")
+            }
+        }
+    }
+
+    static func name(of kind: IndexedKind) -> String {
+        switch kind {
+        case .string: "string"
+        case .int64: "int64"
+        case .double: "double"
+        case .bytes: "bytes"
+        case .date: "date"
+        case .reference: "reference"
+        case .location: "location"
+        case .asset: "asset"
+        case .stringList: "string list"
+        case .int64List: "int64 list"
+        case .doubleList: "double list"
+        case .bytesList: "bytes list"
+        case .dateList: "date list"
+        case .referenceList: "reference list"
+        case .locationList: "location list"
+        case .assetList: "asset list"
+        }
+    }
+}

@@ -1,0 +1,327 @@
+import CirrusWire
+import Foundation
+import GRDB
+
+/// SQL text and its arguments, in order.
+struct SQLFragment: Sendable {
+    var sql: String
+    var arguments: [DatabaseValue] = []
+
+    var statementArguments: StatementArguments { StatementArguments(arguments) }
+}
+
+/// Turns a compiled query into the SQL listing its candidates: the records
+/// of the zone and type that may match, in the query's order, found through
+/// the indexes. Candidates are a superset of the matches; ``QueryEvaluator``
+/// decides each.
+///
+/// Every conjunct of the predicate that an index can answer becomes a
+/// *source*. The source that selects fewest rows (counted up to a bound)
+/// drives: `records.id IN (its row IDs)`, so a query matching 10 records of
+/// 100,000 reads about 10. The other sources filter each driven row through
+/// `record_fields_by_record` (EXISTS), never widening the read. Without any
+/// source, or when the zone holds fewer records of the type than the best
+/// source lists, the query reads the zone's records of the type
+/// (`records_by_type`).
+struct QueryPlanner {
+    let db: Database
+    let query: CompiledQuery
+    let zoneID: Int64
+
+    /// Counting stops here when choosing the driving source.
+    static let estimateBound = 1_000
+    /// At most this many conjuncts become SQL (each costs a count and a probe per row).
+    static let maximumIndexedConjuncts = 8
+
+    /// The candidates' `id` and `name`, in order; nil when nothing can match.
+    func candidates() throws -> SQLFragment? {
+        let conjuncts: [QueryNode]
+        switch query.predicate {
+        case .constant(false): return nil
+        case .and(let operands): conjuncts = operands
+        default: conjuncts = [query.predicate]
+        }
+        // Conjuncts beyond the first few indexable ones are left to the evaluator.
+        var sources = Array(conjuncts.compactMap(source).prefix(Self.maximumIndexedConjuncts))
+        // Each statement names the index it must use (SQLite refuses the
+        // statement rather than read a table whole), so a plan never depends
+        // on the planner's guesses between indexes that look alike to it.
+        var table = "records r INDEXED BY records_by_type"
+        var conditions = SQLFragment(sql: "")
+        if let driving = try drivingSource(sources) {
+            if driving.estimate == 0 { return nil }
+            let driver = sources.remove(at: driving.index)
+            if let ids = driver.ids {
+                table = "records r NOT INDEXED"  // rowid lookups only
+                conditions.append(" AND r.id IN (", ids, ")")
+            } else if let condition = driver.recordCondition {
+                table = "records r INDEXED BY \(condition.index)"
+                conditions.append(" AND ", condition.fragment)
+            }
+        }
+        var statement = SQLFragment(
+            sql: "SELECT r.id, r.name FROM \(table) WHERE r.zone_id = ? AND r.record_type = ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue])
+        statement.append(conditions)
+        for source in sources { statement.append(" AND ", source.filter) }
+        statement.sql += " ORDER BY "
+        for sort in query.sorts {
+            statement.append(sortExpression(sort.key))
+            statement.sql += sort.ascending ? " ASC NULLS LAST, " : " DESC NULLS LAST, "
+        }
+        statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
+        return statement
+    }
+
+    // MARK: Sources
+
+    /// What an index knows about one conjunct.
+    private struct Source {
+        /// Row IDs of `records` (a superset of the conjunct's matches in the
+        /// zone and type), when an index of `record_fields` or the full-text
+        /// table lists them.
+        var ids: SQLFragment?
+        /// A condition on `records r` an index of `records` answers.
+        var recordCondition: (fragment: SQLFragment, index: String)?
+        /// The conjunct as a condition on one row `r` (no index of its own).
+        var filter: SQLFragment
+    }
+
+    private func source(_ node: QueryNode) -> Source? {
+        switch node {
+        case .constant, .not, .and: return nil
+        case .text(let search):
+            let match = search.matchExpression.databaseValue
+            return Source(
+                ids: SQLFragment(sql: "SELECT rowid FROM record_text WHERE record_text MATCH ?", arguments: [match]),
+                filter: SQLFragment(
+                    sql: "EXISTS (SELECT 1 FROM record_text WHERE record_text MATCH ? AND rowid = r.id)",
+                    arguments: [match]))
+        case .distance(let distance):
+            return source(distance)
+        case .comparison(let comparison):
+            switch comparison.subject {
+            case .field(let key): return fieldSource(key, comparison)
+            // UNIQUE (zone_id, name) of schema v1 is SQLite's first automatic index of `records`.
+            case .recordID: return recordSource("name", comparison, index: "sqlite_autoindex_records_1")
+            case .creator: return recordSource("creator", comparison, index: "records_by_creator")
+            case .modifier: return recordSource("modifier", comparison, index: nil)
+            case .creationDate: return recordSource("created_ns", comparison, index: "records_by_created")
+            case .modificationDate: return recordSource("modified_ns", comparison, index: "records_by_modified")
+            }
+        }
+    }
+
+    /// The prefix every `record_fields` source starts with, reading `index`.
+    private func fieldRows(_ key: String, _ index: String) -> SQLFragment {
+        SQLFragment(
+            sql: "SELECT record_id FROM record_fields INDEXED BY \(index) WHERE zone_id = ? AND record_type = ? AND key = ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue, key.databaseValue])
+    }
+
+    private func fieldSource(_ key: String, _ comparison: QueryComparison) -> Source? {
+        guard let family = comparison.operands.first?.family else { return nil }
+        let list = comparison.op == .contains
+        let probes: [(kind: IndexedKind, column: String, index: String)]
+        switch family {
+        case .number: probes = [(.int64, "int_value", "record_fields_int"), (.double, "real_value", "record_fields_real")]
+        case .string: probes = [(.string, "text_value", "record_fields_text")]
+        case .date: probes = [(.date, "int_value", "record_fields_int")]
+        case .bytes: probes = [(.bytes, "blob_value", "record_fields_blob")]
+        case .reference: probes = [(.reference, "text_value", "record_fields_text")]
+        }
+        // `!=` reads every row of the key and kind; any other operator seeks
+        // the value in the key's typed index (kind then only filters: `+`).
+        let notEquals = comparison.op == .notEquals
+        let kindTerm = notEquals ? "kind" : "+kind"
+        var ids = SQLFragment(sql: "")
+        var alternatives: [SQLFragment] = []
+        for (i, probe) in probes.enumerated() {
+            let kind = list ? probe.kind.asList : probe.kind
+            let condition = valueCondition(probe.column, comparison)
+            if i > 0 { ids.sql += " UNION ALL " }
+            ids.append(fieldRows(key, notEquals ? "record_fields_by_kind" : probe.index))
+            ids.append(" AND \(kindTerm) = \(kind.rawValue) AND ", condition.prefixingColumns(""))
+            alternatives.append(SQLFragment(sql: "f.kind = \(kind.rawValue) AND ") + condition.prefixingColumns("f."))
+        }
+        var filter = SQLFragment(
+            sql: "EXISTS (SELECT 1 FROM record_fields f INDEXED BY record_fields_by_record WHERE f.record_id = r.id AND f.key = ? AND (",
+            arguments: [key.databaseValue])
+        for (i, alternative) in alternatives.enumerated() {
+            if i > 0 { filter.sql += " OR " }
+            filter.append("(", alternative, ")")
+        }
+        filter.sql += "))"
+        return Source(ids: ids, filter: filter)
+    }
+
+    /// `column <op> values` for a `record_fields` column (written as `$column`
+    /// so a filter can qualify it).
+    private func valueCondition(_ column: String, _ comparison: QueryComparison) -> SQLFragment {
+        let values = comparison.operands.map(Self.sqlValue)
+        let c = "$\(column)"
+        switch comparison.op {
+        case .equals, .contains: return SQLFragment(sql: "\(c) = ?", arguments: Array(values.prefix(1)))
+        case .notEquals:
+            // A reference in another zone differs even with the same record
+            // name, and only names are indexed.
+            if comparison.operands.first?.family == .reference { return SQLFragment(sql: "\(c) IS NOT NULL") }
+            return SQLFragment(sql: "\(c) <> ?", arguments: Array(values.prefix(1)))
+        case .less: return SQLFragment(sql: "\(c) < ?", arguments: Array(values.prefix(1)))
+        case .lessOrEqual: return SQLFragment(sql: "\(c) <= ?", arguments: Array(values.prefix(1)))
+        case .greater: return SQLFragment(sql: "\(c) > ?", arguments: Array(values.prefix(1)))
+        case .greaterOrEqual: return SQLFragment(sql: "\(c) >= ?", arguments: Array(values.prefix(1)))
+        case .between: return SQLFragment(sql: "\(c) BETWEEN ? AND ?", arguments: Array(values.prefix(2)))
+        case .in:
+            let marks = Array(repeating: "?", count: values.count).joined(separator: ", ")
+            return SQLFragment(sql: "\(c) IN (\(marks))", arguments: values)
+        case .beginsWith:
+            guard case .string(let prefix)? = comparison.operands.first else {
+                return SQLFragment(sql: "0")
+            }
+            if let upper = Self.prefixUpperBound(prefix) {
+                return SQLFragment(sql: "\(c) >= ? AND \(c) < ?", arguments: [prefix.databaseValue, upper.databaseValue])
+            }
+            return SQLFragment(sql: "\(c) >= ?", arguments: [prefix.databaseValue])
+        }
+    }
+
+    /// A comparison of a `records` column; `index` drives it unless nil (or `!=`).
+    private func recordSource(_ column: String, _ comparison: QueryComparison, index: String?) -> Source {
+        let condition = valueCondition(column, comparison)
+        let driver = index.flatMap { comparison.op == .notEquals ? nil : (condition.prefixingColumns("r."), $0) }
+        return Source(recordCondition: driver, filter: condition.prefixingColumns("+r."))
+    }
+
+    private func source(_ distance: QueryDistance) -> Source {
+        let from: [DatabaseValue] = [distance.latitude.databaseValue, distance.longitude.databaseValue]
+        let comparison: String
+        switch distance.comparison {
+        case .less: comparison = "<"
+        case .lessOrEqual: comparison = "<="
+        case .greater: comparison = ">"
+        case .greaterOrEqual: comparison = ">="
+        }
+        let test = SQLFragment(
+            sql: "cirrus_distance($real_value, $real_value2, ?, ?) \(comparison) ?",
+            arguments: from + [distance.radius.databaseValue])
+        let bounded = distance.comparison == .less || distance.comparison == .lessOrEqual
+        var ids = fieldRows(distance.key, bounded ? "record_fields_real" : "record_fields_by_kind")
+        switch distance.comparison {
+        case .less, .lessOrEqual:
+            // The bounding box seeks the latitude in the typed index.
+            let box = QueryGeometry.boundingBox(
+                latitude: distance.latitude, longitude: distance.longitude, radius: distance.radius)
+            ids.append(SQLFragment(
+                sql: " AND +kind = \(IndexedKind.location.rawValue) AND real_value BETWEEN ? AND ?",
+                arguments: [box.latitude.lowerBound.databaseValue, box.latitude.upperBound.databaseValue]))
+            if !box.longitudes.isEmpty {
+                ids.sql += " AND ("
+                for (i, range) in box.longitudes.enumerated() {
+                    if i > 0 { ids.sql += " OR " }
+                    ids.append(SQLFragment(
+                        sql: "real_value2 BETWEEN ? AND ?",
+                        arguments: [range.lowerBound.databaseValue, range.upperBound.databaseValue]))
+                }
+                ids.sql += ")"
+            }
+        case .greater, .greaterOrEqual:
+            ids.sql += " AND kind = \(IndexedKind.location.rawValue)"
+        }
+        ids.append(" AND ", test.prefixingColumns(""))
+        var filter = SQLFragment(
+            sql: """
+                EXISTS (SELECT 1 FROM record_fields f INDEXED BY record_fields_by_record \
+                WHERE f.record_id = r.id AND f.key = ? AND f.kind = \(IndexedKind.location.rawValue)
+                """,
+            arguments: [distance.key.databaseValue])
+        filter.append(" AND ", test.prefixingColumns("f."), ")")
+        return Source(ids: ids, filter: filter)
+    }
+
+    /// The source to drive from: the one listing fewest rows (each counted
+    /// up to ``estimateBound``), unless the zone holds fewer records of the
+    /// type than that (a full-text source counts every database's rows); nil
+    /// = read the type's records. An estimate of 0: nothing can match.
+    private func drivingSource(_ sources: [Source]) throws -> (index: Int, estimate: Int)? {
+        let candidates = sources.indices.filter { sources[$0].ids != nil || sources[$0].recordCondition != nil }
+        guard let first = candidates.first else { return nil }
+        let typeCount = try count(SQLFragment(
+            sql: "SELECT 1 FROM records INDEXED BY records_by_type WHERE zone_id = ? AND record_type = ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue]))
+        if typeCount == 0 { return (first, 0) }
+        var best: (index: Int, estimate: Int)?
+        for i in candidates {
+            let estimate: Int
+            if let ids = sources[i].ids {
+                estimate = try count(ids)
+            } else if let condition = sources[i].recordCondition {
+                estimate = try count(SQLFragment(
+                    sql: "SELECT 1 FROM records r INDEXED BY \(condition.index) WHERE r.zone_id = ? AND r.record_type = ? AND ",
+                    arguments: [zoneID.databaseValue, query.recordType.databaseValue]) + condition.fragment)
+            } else {
+                continue
+            }
+            if best.map({ estimate < $0.estimate }) ?? true { best = (i, estimate) }
+            if estimate == 0 { break }
+        }
+        guard let best, best.estimate <= typeCount else { return nil }
+        return best
+    }
+
+    /// How many rows `rows` lists, counting up to ``estimateBound``.
+    private func count(_ rows: SQLFragment) throws -> Int {
+        let sql = "SELECT count(*) FROM (\(rows.sql) LIMIT \(Self.estimateBound))"
+        return try Int.fetchOne(db, sql: sql, arguments: rows.statementArguments) ?? 0
+    }
+
+    // MARK: Values
+
+    static func sqlValue(_ value: QueryValue) -> DatabaseValue {
+        switch value {
+        case .int64(let value): value.databaseValue
+        case .double(let value): value.databaseValue
+        case .string(let value): value.databaseValue
+        case .bytes(let value): Data(value).databaseValue
+        case .date(let value): value.databaseValue
+        case .reference(let value): value.recordName.databaseValue
+        }
+    }
+
+    /// The least string greater than every string starting with `prefix`
+    /// (byte-wise, as SQLite's BINARY collation orders UTF-8): `prefix` with
+    /// its last scalar incremented; nil when every string qualifies.
+    static func prefixUpperBound(_ prefix: String) -> String? {
+        var scalars = Array(prefix.unicodeScalars)
+        while let last = scalars.popLast() {
+            var next = last.value + 1
+            if next == 0xD800 { next = 0xE000 }
+            if let scalar = Unicode.Scalar(next) {
+                scalars.append(scalar)
+                var result = String.UnicodeScalarView()
+                result.append(contentsOf: scalars)
+                return String(result)
+            }
+        }
+        return nil
+    }
+}
+
+extension SQLFragment {
+    static func + (lhs: SQLFragment, rhs: SQLFragment) -> SQLFragment {
+        SQLFragment(sql: lhs.sql + rhs.sql, arguments: lhs.arguments + rhs.arguments)
+    }
+
+    mutating func append(_ parts: SQLFragment...) {
+        for part in parts { self = self + part }
+    }
+
+    mutating func append(_ head: String, _ part: SQLFragment, _ tail: String = "") {
+        self = self + SQLFragment(sql: head) + part + SQLFragment(sql: tail)
+    }
+
+    /// Replaces each `$column` placeholder with `qualifier` + column.
+    func prefixingColumns(_ qualifier: String) -> SQLFragment {
+        SQLFragment(sql: sql.replacingOccurrences(of: "$", with: qualifier), arguments: arguments)
+    }
+}
