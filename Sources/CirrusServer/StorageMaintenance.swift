@@ -4,7 +4,8 @@ import Logging
 
 /// Housekeeping of a ``RecordStorage`` a server runs in the background: drops record and zone
 /// tombstones older than the retention period (change tokens that still need them then get
-/// `changeTokenExpired`) and asset contents no record refers to any more.
+/// `changeTokenExpired`), query cursor snapshots past their lifetime, and asset contents no
+/// record refers to any more.
 ///
 /// For example:
 /// ```swift
@@ -15,8 +16,12 @@ public struct StorageMaintenance: Sendable {
     /// Tombstones are kept 30 days unless configured otherwise.
     public static let defaultTombstoneRetentionSeconds: Int64 = 30 * 86_400
 
+    /// Query cursors are kept an hour unless configured otherwise.
+    public static let defaultQueryCursorLifetimeSeconds: Int64 = 3600
+
     let storage: any RecordStorage
     let tombstoneRetentionSeconds: Int64
+    let queryCursorLifetimeSeconds: Int64
     let clock: @Sendable () -> Wire.Timestamp
     let logger: Logger
 
@@ -24,11 +29,13 @@ public struct StorageMaintenance: Sendable {
     public init(
         storage: any RecordStorage,
         tombstoneRetentionSeconds: Int64 = Self.defaultTombstoneRetentionSeconds,
+        queryCursorLifetimeSeconds: Int64 = Self.defaultQueryCursorLifetimeSeconds,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
         logger: Logger = Logger(label: "cirrusd.maintenance")
     ) {
         self.storage = storage
         self.tombstoneRetentionSeconds = tombstoneRetentionSeconds
+        self.queryCursorLifetimeSeconds = queryCursorLifetimeSeconds
         self.clock = clock
         self.logger = logger
     }
@@ -42,6 +49,8 @@ public struct StorageMaintenance: Sendable {
         let now = self.clock()
         let cutoff = Wire.Timestamp(seconds: now.seconds - self.tombstoneRetentionSeconds, nanos: now.nanos)
         try await self.storage.pruneTombstones(deletedBefore: cutoff)
+        try await self.storage.pruneQueryCursors(
+            createdBefore: Wire.Timestamp(seconds: now.seconds - self.queryCursorLifetimeSeconds, nanos: now.nanos))
         return try await self.storage.pruneUnreferencedAssets()
     }
 

@@ -44,7 +44,10 @@ struct Cirrusd: AsyncParsableCommand {
             discussion: "A change token older than the oldest kept deletion gets changeTokenExpired."))
     var tombstoneRetention: DurationArgument = DurationArgument(seconds: StorageMaintenance.defaultTombstoneRetentionSeconds)
 
-    @Option(help: "How often expired tombstones and unreferenced assets are pruned (e.g. 1h).")
+    @Option(help: "How long a query cursor can be continued (e.g. 1h).")
+    var queryCursorLifetime: DurationArgument = DurationArgument(seconds: StorageMaintenance.defaultQueryCursorLifetimeSeconds)
+
+    @Option(help: "How often expired tombstones, query cursors and unreferenced assets are pruned (e.g. 1h).")
     var maintenanceInterval: DurationArgument = DurationArgument(seconds: 3600)
 
     @Option(help: "The largest frame accepted, in bytes.")
@@ -89,12 +92,14 @@ struct Cirrusd: AsyncParsableCommand {
             configuration.bearerTokens = try BearerTokenFile.load(path: tokens)
         }
 
-        let storage = try SQLiteStorage(directory: self.dataDir)
+        let storage = try SQLiteStorage(
+            directory: self.dataDir, queryCursorLifetime: Double(self.queryCursorLifetime.seconds))
         let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
         configuration.executor = StorageExecutor(
             storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
         let maintenance = StorageMaintenance(
-            storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds, logger: logger)
+            storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds,
+            queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds, logger: logger)
         let interval = Duration.seconds(self.maintenanceInterval.seconds)
         let maintenanceTask = Task { await maintenance.run(every: interval) }
 

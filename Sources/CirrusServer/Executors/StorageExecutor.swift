@@ -49,7 +49,8 @@ public struct StorageExecutor: OperationExecutor {
                 return try await self.modifyRecords(request, context)
             case .fetchRecords(let request):
                 return try await self.fetchRecords(request, context)
-            case .query(let request): return try await self.query(request, context)
+            case .query(let request):
+                return try await self.query(request, context)
             case .modifyRecordZones(let request):
                 return try await self.modifyRecordZones(request, context)
             case .fetchRecordZones(let request):
