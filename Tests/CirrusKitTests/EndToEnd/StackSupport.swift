@@ -48,6 +48,8 @@ final class ManualClock: Sendable {
 /// What a test can reach behind the server of ``withStack(clock:tombstoneRetentionSeconds:_:)``.
 struct StackInternals: Sendable {
     let storage: SQLiteStorage
+    /// The server's port (for a proxy in between).
+    var port = 0
     /// Prunes tombstones older than the retention, by the stack's clock.
     let maintenance: StorageMaintenance
 }
@@ -67,6 +69,8 @@ func withStack(
         maintenance: StorageMaintenance(
             storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: clock.clock))
     try await withServer(configure: { $0.executor = StorageExecutor(storage: storage) }) { _, port in
+        var internals = internals
+        internals.port = port
         try await body(
             { user in
                 CKContainer(identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: port, user: user))
