@@ -179,6 +179,38 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
+        "End to end: a query matching 10 of 10,000 records (index-driven)",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try await EndToEndBench(certificates: certificates)
+        try await bench.seedForQueries(count: 10_000)
+        var group = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            let matched = try await bench.queryGroup(group % 1_000)
+            precondition(matched == 10, "the benchmark's query should match 10 records")
+            group += 7
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
+        "End to end: fetch all changes of a 10,000-record zone from the beginning",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try await EndToEndBench(certificates: certificates)
+        try await bench.seedForQueries(count: 10_000)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            let count = try await bench.fetchAllChanges()
+            precondition(count == 10_000, "the benchmark should fetch every record")
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
         "Loopback TLS: Ping round trips, 64 in flight (6,400 per iteration)",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
     ) { benchmark in

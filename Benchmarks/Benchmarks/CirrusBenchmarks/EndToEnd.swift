@@ -73,6 +73,39 @@ final class EndToEndBench: Sendable {
         }
     }
 
+    /// Saves `count` notes in batches of 400 (names q-0…); `group` = index % 1,000, so each
+    /// group value matches count / 1,000 notes.
+    func seedForQueries(count: Int) async throws {
+        let records = (0..<count).map { index -> CKRecord in
+            let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "q-\(index)"))
+            record["group"] = "g\(index % 1_000)"
+            record["rank"] = index
+            return record
+        }
+        for start in stride(from: 0, to: count, by: 400) {
+            try await self.saveBatch(Array(records[start..<min(start + 400, count)]))
+        }
+    }
+
+    /// A query for one group value; returns how many records matched.
+    func queryGroup(_ group: Int) async throws -> Int {
+        let query = CKQuery(recordType: "Note", predicate: CKPredicate(format: "group == %@", "g\(group)"))
+        return try await self.container.privateCloudDatabase.records(matching: query).matchResults.count
+    }
+
+    /// Fetches every change of the default zone from the beginning; returns how many records came.
+    func fetchAllChanges() async throws -> Int {
+        let database = self.container.privateCloudDatabase
+        var token: CKServerChangeToken?
+        var count = 0
+        while true {
+            let batch = try await database.recordZoneChanges(inZoneWith: .default, since: token)
+            count += batch.modificationResultsByID.count
+            token = batch.changeToken
+            if !batch.moreComing { return count }
+        }
+    }
+
     func close() async {
         await self.server.shutdownGracefully()
         try? self.storage.close()
