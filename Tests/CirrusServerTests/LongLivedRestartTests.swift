@@ -52,6 +52,16 @@ struct LongLivedRestartTests {
         let alice = try await TestClient.connect(port: server.port)
         _ = try await alice.handshake()
         #expect(Set(try await alice.listLongLived(streamID: 1)) == ["modify", "feed"])
+        // Killed after its first chunk of 400, the 10,000-record modify is still going: the
+        // restarted server continues it rather than replaying a finished one.
+        let info = try await alice.containerMethod(
+            .fetchLongLivedOperation(Wire.FetchLongLivedOperationRequest(operationID: "modify")), streamID: 2)
+        if case .fetchLongLivedOperation(let operation) = info.result {
+            #expect(operation.status == .running)
+            #expect(operation.lastSeq < 10_000)
+        } else {
+            Issue.record("no info in \(info)")
+        }
 
         try await alice.resume("modify", after: UInt64(modifyBefore.events.count), streamID: 3, window: 1_000)
         let modifyAfter = try await alice.follow(streamID: 3, window: 1_000)
