@@ -31,6 +31,10 @@ public final class LongLivedOperations: Sendable {
     /// Completed operations stay listed 24 hours unless configured otherwise (as CloudKit).
     public static let defaultRetentionSeconds: Int64 = 86_400
 
+    /// Long-lived operations one user may have running at once: they hold no stream, so the
+    /// connection's stream limit does not bound them.
+    public static let maximumRunningPerUser = 64
+
     let journal: any OperationJournal
     let executor: any OperationExecutor
     /// Seconds a completed, unacknowledged operation stays listed and resumable.
@@ -140,6 +144,11 @@ public final class LongLivedOperations: Sendable {
             return .failure(Refusal(.invalidArguments, "a long-lived operation needs an ID"))
         }
         let key = LongLivedOperationKey(owner: caller.userRecordName, operationID: open.operationID)
+        let running = state.withLock { $0.runs.keys.count { $0.owner == caller.userRecordName } }
+        guard running < Self.maximumRunningPerUser else {
+            return .failure(
+                Refusal(.requestRateLimited, "\(running) long-lived operations are running; at most \(Self.maximumRunningPerUser)"))
+        }
         do {
             let record = try await journal.registerLongLivedOperation(key, open: open, at: clock())
             await afterRegistration(key)
