@@ -309,4 +309,61 @@ struct LongLivedOperationTests {
             await alice.close()
         }
     }
+
+    @Test func aStoppedDatabaseChangesFetchContinuesFromItsCheckpoint() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-ll-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let zones = (0..<60).map { Wire.RecordZone(zoneID: Wire.RecordZoneID(zoneName: "z\($0)", ownerName: "__defaultOwner__")) }
+        var before = Followed()
+        let gate = Gate()
+        // The fourth batch's append waits: three batches (zone + token update each) are journaled.
+        try await withLongLivedServer(directory: directory, journal: { GatedJournal(base: $0, pauseAt: 4, gate: gate) }) {
+            harness in
+            var setup = try await OperationClient.connect(port: harness.port, user: "alice")
+            _ = try await setup.run(.modifyRecordZones(Wire.ModifyRecordZonesRequest(recordZonesToSave: zones)))
+            await setup.client.close()
+            let alice = try await TestClient.connect(port: harness.port)
+            _ = try await alice.handshake()
+            try await alice.openLongLived(
+                .fetchDatabaseChanges(Wire.FetchDatabaseChangesRequest(resultsLimit: 1)), operationID: "zones",
+                streamID: 1)
+            before = try await alice.follow(streamID: 1, stopAfter: 6)
+            try await eventually("the fourth append") { gate.waiting == 1 }
+            // Stopped where it stands, as by a shutdown: not completed, continued on the next start.
+            await harness.registry.shutdown()
+            await alice.close()
+            let left = try await harness.storage.longLivedOperation(LongLivedOperationKey(owner: "_alice", operationID: "zones"))
+            #expect(left?.isCompleted == false)
+            #expect(left?.lastSeq == 6)
+        }
+        try await withLongLivedServer(directory: directory) { harness in
+            let alice = try await TestClient.connect(port: harness.port)
+            _ = try await alice.handshake()
+            try await alice.resume("zones", after: UInt64(before.events.count), streamID: 1)
+            let after = try await alice.follow(streamID: 1)
+            let events = before.events + after.events
+            expectContiguous(events)
+            let changed = events.compactMap { event -> String? in
+                if case .fetchDatabaseChanges(let payload) = event.payload,
+                    case .recordZoneWithIDChanged(let zoneID) = payload.callback
+                {
+                    return zoneID.zoneName
+                }
+                return nil
+            }
+            #expect(changed.sorted() == zones.compactMap { $0.zoneID?.zoneName }.sorted(), "each zone once")
+            #expect(after.complete?.error == nil)
+            guard case .fetchDatabaseChanges(let result) = after.complete?.result else {
+                Issue.record("no result in \(String(describing: after.complete))")
+                return
+            }
+            #expect(!result.moreComing)
+            // The final token is good: nothing changed since.
+            var client = OperationClient(client: alice, nextStreamID: 3)
+            let (again, _) = try await client.run(
+                .fetchDatabaseChanges(Wire.FetchDatabaseChangesRequest(previousServerChangeToken: result.serverChangeToken)))
+            #expect(again.isEmpty)
+            await alice.close()
+        }
+    }
 }

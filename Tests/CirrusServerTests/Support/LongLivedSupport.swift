@@ -88,6 +88,7 @@ struct LongLivedHarness {
 func withLongLivedServer(
     directory: String? = nil,
     executor: (@Sendable (SQLiteStorage) -> any OperationExecutor)? = nil,
+    journal: (@Sendable (SQLiteStorage) -> any OperationJournal)? = nil,
     retentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
     clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
     afterRegistration: @escaping @Sendable (LongLivedOperationKey) async -> Void = { _ in },
@@ -101,7 +102,7 @@ func withLongLivedServer(
     defer { try? storage.close() }
     let executor = executor?(storage) ?? StorageExecutor(storage: storage)
     let registry = LongLivedOperations(
-        journal: storage, executor: executor, retentionSeconds: retentionSeconds, clock: clock,
+        journal: journal?(storage) ?? storage, executor: executor, retentionSeconds: retentionSeconds, clock: clock,
         logger: .init(label: "test"), afterRegistration: afterRegistration)
     try await registry.resumeUnfinished()
     do {
@@ -211,4 +212,79 @@ func savedRecordOf(_ event: Wire.Event) -> Wire.Record? {
         return record
     }
     return nil
+}
+
+/// A journal that holds the `pauseAt`-th event append at `gate`: a long-lived operation of the
+/// real executor stopped at a known point.
+struct GatedJournal: OperationJournal {
+    let base: SQLiteStorage
+    let pauseAt: Int
+    let gate: Gate
+    private let appends = NIOLockedValueBox(0)
+
+    init(base: SQLiteStorage, pauseAt: Int, gate: Gate) {
+        self.base = base
+        self.pauseAt = pauseAt
+        self.gate = gate
+    }
+
+    func registerLongLivedOperation(
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord {
+        try await base.registerLongLivedOperation(key, open: open, at: date)
+    }
+
+    func appendLongLivedEvents(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+    ) async throws -> [Wire.Event] {
+        let count = appends.withLockedValue { count in
+            count += 1
+            return count
+        }
+        if count == pauseAt { try await gate.wait() }
+        return try await base.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint)
+    }
+
+    func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String,
+        journaling: ModificationJournaling
+    ) async throws -> (result: RecordModificationResult, events: [Wire.Event]) {
+        try await base.modifyRecords(modification, in: database, by: user, journaling: journaling)
+    }
+
+    func completeLongLivedOperation(
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+    ) async throws -> Wire.Complete {
+        try await base.completeLongLivedOperation(key, complete: complete, at: date)
+    }
+
+    func longLivedOperationIDs(owner: String, container: String, completedSince cutoff: Wire.Timestamp) async throws
+        -> [String]
+    {
+        try await base.longLivedOperationIDs(owner: owner, container: container, completedSince: cutoff)
+    }
+
+    func longLivedOperation(_ key: LongLivedOperationKey) async throws -> LongLivedOperationRecord? {
+        try await base.longLivedOperation(key)
+    }
+
+    func longLivedEvents(_ key: LongLivedOperationKey, after seq: UInt64, limit: Int) async throws -> [Wire.Event] {
+        try await base.longLivedEvents(key, after: seq, limit: limit)
+    }
+
+    func acknowledgeLongLivedOperation(_ key: LongLivedOperationKey) async throws -> Bool {
+        try await base.acknowledgeLongLivedOperation(key)
+    }
+
+    func removeLongLivedOperation(_ key: LongLivedOperationKey) async throws {
+        try await base.removeLongLivedOperation(key)
+    }
+
+    func pruneLongLivedOperations(completedBefore cutoff: Wire.Timestamp) async throws -> Int {
+        try await base.pruneLongLivedOperations(completedBefore: cutoff)
+    }
+
+    func unfinishedLongLivedOperations() async throws -> [LongLivedOperationRecord] {
+        try await base.unfinishedLongLivedOperations()
+    }
 }
