@@ -25,8 +25,9 @@ extension StorageExecutor {
     }
 
     /// A long-lived modify: any number of items, in chunks of at most ``maximumItems``, each
-    /// chunk's writes and the events reporting them in one transaction. After a restart it
-    /// continues with the first item its journal does not report.
+    /// chunk's writes and the events reporting them in one transaction. `isAtomic` holds per
+    /// chunk (and, within it, per zone), and a record named twice is only caught within one
+    /// chunk. After a restart it continues with the first item its journal does not report.
     private func modifyRecords(
         _ request: Wire.ModifyRecordsRequest, _ context: Context, journaledBy run: LongLivedRun
     ) async throws -> OperationCompletion {
