@@ -1,3 +1,4 @@
+import CirrusStore
 import CirrusTLS
 import CirrusWire
 import Logging
@@ -34,11 +35,20 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// Operations running on this connection, by stream ID.
     private var operations: [UInt64: RunningOperation] = [:]
+    /// Streams that delivered a long-lived operation's `Complete`: a `Cancel` with
+    /// `completion_acknowledged` on one drops the operation. At most
+    /// ``maximumAcknowledgeable``, the oldest forgotten first.
+    private var acknowledgeable: [UInt64: LongLivedOperationKey] = [:]
+    private static let maximumAcknowledgeable = 1_024
+    /// The `Cancel` being handled, for its flags.
+    private var receivedCancel: Wire.Cancel?
 
     private struct RunningOperation {
         let stream: OperationStream
         var nextSeq: UInt64 = 1
         var task: Task<Void, Never>?
+        /// Set once `Persisted` went out: the stream follows this long-lived operation.
+        var longLived: LongLivedOperationKey?
     }
 
     init(configuration: ServerConfiguration, logger: Logger) {
@@ -97,7 +107,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
         self.inReadBurst = true
+        if case .cancel(let cancel) = frame.kind {
+            self.receivedCancel = cancel
+            if cancel.completionAcknowledged, let key = self.acknowledgeable.removeValue(forKey: frame.streamID),
+                let registry = self.configuration.longLivedOperations
+            {
+                Task { await registry.acknowledge(key) }
+            }
+        }
         self.handle(self.machine.receive(frame, now: .now()), context: context)
+        self.receivedCancel = nil
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -150,16 +169,20 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .openStream(let streamID, let open):
             self.startOperation(streamID: streamID, open: open, context: context)
         case .resumeStream(let streamID, let resume):
-            self.endStream(
-                streamID: streamID,
-                error: Wire.OperationError(code: .unknownOperation, message: "no long-lived operation \(resume.operationID)"),
-                context: context
-            )
+            self.resumeOperation(streamID: streamID, resume: resume, context: context)
         case .refuseStream(let streamID, let code, let message):
             // Never admitted by the machine: written directly.
             let complete = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: code, message: message))
             self.write(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
         case .cancelStream(let streamID, _):
+            if let key = self.operations[streamID]?.longLived, let registry = self.configuration.longLivedOperations {
+                let cancel = self.receivedCancel ?? Wire.Cancel()
+                if cancel.completionAcknowledged {
+                    Task { await registry.acknowledge(key) }
+                } else if !cancel.detach {
+                    Task { await registry.cancel(key) }
+                }
+            }
             self.stopOperation(streamID: streamID)
             if self.machine.isDrained {
                 self.close(context: context)
@@ -242,13 +265,79 @@ final class ConnectionHandler: ChannelDuplexHandler {
             handler: self,
             eventLoop: context.eventLoop
         )
-        let executor = self.configuration.executor
         self.operations[streamID] = RunningOperation(stream: stream)
-        let task = Task {
-            let completion = await executor.run(open, caller: caller, stream: stream)
-            stream.complete(completion)
+        let task: Task<Void, Never>
+        if let registry = self.configuration.longLivedOperations, LongLivedOperations.answers(open) {
+            task = Task {
+                stream.complete(await registry.answer(open, caller: caller))
+            }
+        } else if let registry = self.configuration.longLivedOperations, open.configuration?.isLongLived == true {
+            task = Task {
+                switch await registry.register(open, caller: caller) {
+                case .failure(let refusal):
+                    stream.complete(OperationCompletion(error: refusal.error))
+                case .success(let run):
+                    // Persisted only once durable; a client gone by then never had the operation.
+                    let attachment = run.attach()
+                    guard await stream.persisted(key: run.key, then: { registry.start(run) }) else {
+                        await registry.abandon(run)
+                        return
+                    }
+                    await LongLivedOperations.follow(run, attachment: attachment, after: 0, stream: stream)
+                }
+            }
+        } else {
+            let executor = self.configuration.executor
+            task = Task {
+                let completion = await executor.run(open, caller: caller, stream: stream)
+                stream.complete(completion)
+            }
         }
         self.operations[streamID]?.task = task
+    }
+
+    /// Attaches `streamID` to a long-lived operation: `Persisted`, the journal after the
+    /// client's last seq, live events, `Complete`.
+    private func resumeOperation(streamID: UInt64, resume: Wire.Resume, context: ChannelHandlerContext) {
+        guard let registry = self.configuration.longLivedOperations, let caller = self.identity else {
+            self.endStream(
+                streamID: streamID,
+                error: Wire.OperationError(code: .unknownOperation, message: "no long-lived operation \(resume.operationID)"),
+                context: context
+            )
+            return
+        }
+        let stream = OperationStream(
+            streamID: streamID,
+            operationID: resume.operationID,
+            credit: self.machine.credit(streamID: streamID),
+            handler: self,
+            eventLoop: context.eventLoop
+        )
+        // Seqs continue the operation's: the client has everything up to last_seq.
+        self.operations[streamID] = RunningOperation(stream: stream, nextSeq: resume.lastSeq + 1)
+        let task = Task {
+            switch await registry.attach(operationID: resume.operationID, caller: caller, after: resume.lastSeq) {
+            case .failure(let refusal):
+                stream.complete(OperationCompletion(error: refusal.error))
+            case .success(let (run, attachment)):
+                guard await stream.persisted(key: run.key, then: {}) else { return }
+                await LongLivedOperations.follow(run, attachment: attachment, after: resume.lastSeq, stream: stream)
+            }
+        }
+        self.operations[streamID]?.task = task
+    }
+
+    /// Sends `Persisted` on `streamID`, marks the stream as following `key` and runs `then`
+    /// (before any `Cancel` of the stream is handled); false when the stream already ended.
+    func persisted(streamID: UInt64, key: LongLivedOperationKey, then: () -> Void) -> Bool {
+        guard let context = self.context, !self.isClosing, self.operations[streamID] != nil else { return false }
+        self.operations[streamID]?.longLived = key
+        then()
+        self.send(
+            Wire.Frame(streamID: streamID, kind: .persisted(Wire.Persisted(operationID: key.operationID))),
+            context: context)
+        return true
     }
 
     /// Writes the events the operation on `streamID` queued. The stream only queues what the
@@ -277,6 +366,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         let complete = Wire.Complete(lastSeq: operation.nextSeq - 1, error: completion.error, result: completion.result)
         self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
+        if let key = operation.longLived {
+            if self.acknowledgeable.count >= Self.maximumAcknowledgeable, let oldest = self.acknowledgeable.keys.min() {
+                self.acknowledgeable.removeValue(forKey: oldest)
+            }
+            self.acknowledgeable[streamID] = key
+        }
     }
 
     private func stopOperation(streamID: UInt64) {

@@ -1,3 +1,4 @@
+import CirrusStore
 import CirrusWire
 import NIOConcurrencyHelpers
 import NIOCore
@@ -10,14 +11,24 @@ import NIOCore
 /// go. With no credit left, `emit` waits until the client grants more, so a slow client slows
 /// the operation down instead of making the server buffer its events: at most the granted
 /// credit is ever queued.
+///
+/// A long-lived operation runs detached from any connection: its stream is its journal
+/// (``LongLivedRun``), and `emit` appends to it without waiting for anyone; the connections
+/// following the operation read the journal at their own pace.
 public final class OperationStream: Sendable {
-    /// The client's stream ID.
+    /// The client's stream ID (0 for the journal of a detached long-lived operation).
     public let streamID: UInt64
     /// The operation's ID from `Open`.
     public let operationID: String
-    private let eventLoop: any EventLoop
-    private let handler: NIOLoopBound<ConnectionHandler>
+    private let connection: Connection?
+    /// Set when this stream is the journal of a long-lived operation.
+    let run: LongLivedRun?
     private let state: NIOLockedValueBox<State>
+
+    private struct Connection: Sendable {
+        let eventLoop: any EventLoop
+        let handler: NIOLoopBound<ConnectionHandler>
+    }
 
     private struct State {
         var credit: UInt64
@@ -37,9 +48,18 @@ public final class OperationStream: Sendable {
     init(streamID: UInt64, operationID: String, credit: UInt64, handler: ConnectionHandler, eventLoop: any EventLoop) {
         self.streamID = streamID
         self.operationID = operationID
-        self.eventLoop = eventLoop
-        self.handler = NIOLoopBound(handler, eventLoop: eventLoop)
+        self.connection = Connection(eventLoop: eventLoop, handler: NIOLoopBound(handler, eventLoop: eventLoop))
+        self.run = nil
         self.state = NIOLockedValueBox(State(credit: credit))
+    }
+
+    /// The stream of a detached long-lived operation: every event goes to its journal.
+    init(run: LongLivedRun) {
+        self.streamID = 0
+        self.operationID = run.key.operationID
+        self.connection = nil
+        self.run = run
+        self.state = NIOLockedValueBox(State(credit: 0))
     }
 
     /// Sends one callback of the operation.
@@ -47,6 +67,11 @@ public final class OperationStream: Sendable {
     /// - throws: `CancellationError` when the client cancelled the operation or the connection
     ///   closed; the executor should stop.
     public func emit(_ payload: Wire.Event.Payload) async throws {
+        guard let connection = self.connection else {
+            try Task.checkCancellation()
+            _ = try await self.run?.journal([payload], checkpoint: nil)
+            return
+        }
         while true {
             try Task.checkCancellation()
             let action = self.state.withLockedValue { state -> EmitAction in
@@ -62,9 +87,9 @@ public final class OperationStream: Sendable {
             case .queued:
                 return
             case .queuedScheduleDrain:
-                let handler = self.handler
+                let handler = connection.handler
                 let streamID = self.streamID
-                self.eventLoop.execute { handler.value.drain(streamID: streamID) }
+                connection.eventLoop.execute { handler.value.drain(streamID: streamID) }
                 return
             case .closed:
                 throw CancellationError()
@@ -114,10 +139,24 @@ public final class OperationStream: Sendable {
     }
 
     func complete(_ completion: OperationCompletion) {
+        guard let connection = self.connection else { return }
         let streamID = self.streamID
-        let handler = self.handler
-        self.eventLoop.execute {
+        let handler = connection.handler
+        connection.eventLoop.execute {
             handler.value.complete(streamID: streamID, completion: completion)
         }
+    }
+
+    /// Sends `Persisted` on the stream, first thing, then runs `then` on the connection's event
+    /// loop; false (and `then` does not run) when the stream already ended: the client
+    /// cancelled or went away before it could hear that the operation is durable.
+    func persisted(key: LongLivedOperationKey, then: @escaping @Sendable () -> Void) async -> Bool {
+        guard let connection = self.connection else { return false }
+        let streamID = self.streamID
+        let handler = connection.handler
+        let sent = try? await connection.eventLoop.submit {
+            handler.value.persisted(streamID: streamID, key: key, then: then)
+        }.get()
+        return sent ?? false
     }
 }

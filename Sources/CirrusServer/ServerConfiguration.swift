@@ -34,6 +34,10 @@ public struct ServerConfiguration: Sendable {
     /// Runs the operations clients open. The default runs none and refuses each `Open` on its
     /// stream.
     public var executor: any OperationExecutor = NoOperations()
+    /// Runs long-lived operations (`isLongLived` in an `Open`'s configuration), answers
+    /// `Resume` and the long-lived container methods. Without it an `Open` runs attached to its
+    /// stream whatever its configuration says, and `Resume` gets `UNKNOWN_OPERATION`.
+    public var longLivedOperations: LongLivedOperations?
     /// The name sent in `HelloAck`.
     public var serverName: String = "cirrusd"
 

@@ -4,8 +4,9 @@ import Logging
 
 /// Housekeeping of a ``RecordStorage`` a server runs in the background: drops record and zone
 /// tombstones older than the retention period (change tokens that still need them then get
-/// `changeTokenExpired`), query cursor snapshots past their lifetime, and asset contents no
-/// record refers to any more.
+/// `changeTokenExpired`), query cursor snapshots past their lifetime, long-lived operations
+/// completed longer ago than their retention (with their journals, when the storage is an
+/// ``OperationJournal``), and asset contents no record refers to any more.
 ///
 /// For example:
 /// ```swift
@@ -22,6 +23,7 @@ public struct StorageMaintenance: Sendable {
     let storage: any RecordStorage
     let tombstoneRetentionSeconds: Int64
     let queryCursorLifetimeSeconds: Int64
+    let longLivedRetentionSeconds: Int64
     let clock: @Sendable () -> Wire.Timestamp
     let logger: Logger
 
@@ -30,12 +32,14 @@ public struct StorageMaintenance: Sendable {
         storage: any RecordStorage,
         tombstoneRetentionSeconds: Int64 = Self.defaultTombstoneRetentionSeconds,
         queryCursorLifetimeSeconds: Int64 = Self.defaultQueryCursorLifetimeSeconds,
+        longLivedRetentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
         logger: Logger = Logger(label: "cirrusd.maintenance")
     ) {
         self.storage = storage
         self.tombstoneRetentionSeconds = tombstoneRetentionSeconds
         self.queryCursorLifetimeSeconds = queryCursorLifetimeSeconds
+        self.longLivedRetentionSeconds = longLivedRetentionSeconds
         self.clock = clock
         self.logger = logger
     }
@@ -51,6 +55,10 @@ public struct StorageMaintenance: Sendable {
         try await self.storage.pruneTombstones(deletedBefore: cutoff)
         try await self.storage.pruneQueryCursors(
             createdBefore: Wire.Timestamp(seconds: now.seconds - self.queryCursorLifetimeSeconds, nanos: now.nanos))
+        if let journal = self.storage as? any OperationJournal {
+            try await journal.pruneLongLivedOperations(
+                completedBefore: Wire.Timestamp(seconds: now.seconds - self.longLivedRetentionSeconds, nanos: now.nanos))
+        }
         return try await self.storage.pruneUnreferencedAssets()
     }
 

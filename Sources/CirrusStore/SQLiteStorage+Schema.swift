@@ -130,6 +130,7 @@ extension SQLiteStorage {
                 """)
         }
         migrator.registerMigration("v2", migrate: migrateToV2)
+        migrator.registerMigration("v3-long-lived", migrate: migrateToV3)
         return migrator
     }
 }

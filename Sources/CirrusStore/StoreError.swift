@@ -14,6 +14,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case limitExceeded, invalidArguments, badDatabase, zoneNotFound
             case changeTokenExpired, corruptData, storageFailure
+            case duplicateOperation, unknownOperation
         }
 
         private let base: Base
@@ -33,6 +34,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let corruptData = Code(.corruptData)
         /// SQLite or the file system failed.
         public static let storageFailure = Code(.storageFailure)
+        /// A long-lived operation with this ID is already registered for this user.
+        public static let duplicateOperation = Code(.duplicateOperation)
+        /// No such long-lived operation (or it is no longer running).
+        public static let unknownOperation = Code(.unknownOperation)
 
         public var description: String { "\(base)" }
 
@@ -45,6 +50,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
             case .zoneNotFound: .zoneNotFound
             case .changeTokenExpired: .changeTokenExpired
             case .corruptData, .storageFailure: .internalError
+            case .duplicateOperation: .duplicateOperationID
+            case .unknownOperation: .unknownOperation
             }
         }
     }

@@ -47,7 +47,14 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "How long a query cursor can be continued (e.g. 1h).")
     var queryCursorLifetime: DurationArgument = DurationArgument(seconds: StorageMaintenance.defaultQueryCursorLifetimeSeconds)
 
-    @Option(help: "How often expired tombstones, query cursors and unreferenced assets are pruned (e.g. 1h).")
+    @Option(
+        help: ArgumentHelp(
+            "How long a completed long-lived operation stays listed and resumable (e.g. 24h).",
+            discussion: "Until its client acknowledges its completion, or this long after it completed."))
+    var longLivedRetention: DurationArgument = DurationArgument(seconds: LongLivedOperations.defaultRetentionSeconds)
+
+    @Option(
+        help: "How often expired tombstones, query cursors, long-lived operations and unreferenced assets are pruned (e.g. 1h).")
     var maintenanceInterval: DurationArgument = DurationArgument(seconds: 3600)
 
     @Option(help: "The largest frame accepted, in bytes.")
@@ -95,11 +102,20 @@ struct Cirrusd: AsyncParsableCommand {
         let storage = try SQLiteStorage(
             directory: self.dataDir, queryCursorLifetime: Double(self.queryCursorLifetime.seconds))
         let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
-        configuration.executor = StorageExecutor(
-            storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
+        let executor = StorageExecutor(storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
+        configuration.executor = executor
+        let longLived = LongLivedOperations(
+            journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds, logger: logger)
+        // Before serving, so a client resuming finds what was running.
+        let continued = try await longLived.resumeUnfinished()
+        if continued > 0 {
+            logger.notice("continuing \(continued) long-lived operations")
+        }
+        configuration.longLivedOperations = longLived
         let maintenance = StorageMaintenance(
             storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds,
-            queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds, logger: logger)
+            queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds,
+            longLivedRetentionSeconds: self.longLivedRetention.seconds, logger: logger)
         let interval = Duration.seconds(self.maintenanceInterval.seconds)
         let maintenanceTask = Task { await maintenance.run(every: interval) }
 
@@ -116,6 +132,8 @@ struct Cirrusd: AsyncParsableCommand {
         signals.cancel()
         maintenanceTask.cancel()
         await maintenanceTask.value
+        // Long-lived operations stop where they are and continue on the next start.
+        await longLived.shutdown()
         try storage.close()
         logger.notice("stopped")
     }

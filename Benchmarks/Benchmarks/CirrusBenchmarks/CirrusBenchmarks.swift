@@ -146,6 +146,36 @@ let benchmarks: @Sendable () -> Void = {
         await bench.close()
     }
 
+    // MARK: Long-lived operations
+
+    Benchmark(
+        "Long-lived replay: journal read, 10,000 events (\(eventFrame.serializedBytes().count) B) in pages of 128",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        guard case .event(let event) = eventFrame.kind, let payload = event.payload else { return }
+        let bench = try await ReplayBench(certificates: certificates, events: 10_000, payload: payload)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try await bench.readJournal(pageSize: 128))
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
+        "Long-lived replay: Resume from seq 0 over loopback TLS, 10,000 journaled callbacks per iteration",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        guard case .event(let event) = eventFrame.kind, let payload = event.payload else { return }
+        let bench = try await ReplayBench(certificates: certificates, events: 10_000, payload: payload)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try await bench.replayOnce())
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
     Benchmark(
         "End to end (CirrusKit → cirrusd → SQLite): save 400 records in one operation",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))

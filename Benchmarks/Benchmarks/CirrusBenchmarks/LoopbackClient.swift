@@ -57,14 +57,21 @@ final class PongHandler: ChannelInboundHandler {
         }
     }
 
-    /// Opens one operation and counts its events until `Complete`.
-    func stream(context: ChannelHandlerContext) -> EventLoopFuture<Int> {
+    /// Opens one operation (or resumes the long-lived operation `resuming` from its first
+    /// event) and counts its events until `Complete`.
+    func stream(context: ChannelHandlerContext, resuming: String? = nil) -> EventLoopFuture<Int> {
         let done = context.eventLoop.makePromise(of: Int.self)
         let streamID = self.nextStreamID
         self.nextStreamID += 2
         self.streaming = (streamID, 0, done)
-        let open = Wire.Open(operationID: "bench-\(streamID)", initialWindow: Self.streamWindow, request: .fetchRecords(.init()))
-        context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: .open(open))), promise: nil)
+        let kind: Wire.Frame.Kind
+        if let resuming {
+            kind = .resume(Wire.Resume(operationID: resuming, lastSeq: 0, initialWindow: Self.streamWindow))
+        } else {
+            kind = .open(
+                Wire.Open(operationID: "bench-\(streamID)", initialWindow: Self.streamWindow, request: .fetchRecords(.init())))
+        }
+        context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: streamID, kind: kind)), promise: nil)
         return done.futureResult
     }
 
@@ -108,7 +115,10 @@ final class LoopbackBench: Sendable {
     let server: CirrusServer
     let channel: any Channel
 
-    init(certificates: String, executor: (any OperationExecutor)? = nil) async throws {
+    init(
+        certificates: String, executor: (any OperationExecutor)? = nil,
+        longLivedOperations: LongLivedOperations? = nil
+    ) async throws {
         var configuration = ServerConfiguration(
             tls: .server(
                 certificateChainPath: certificates + "/server.pem",
@@ -121,6 +131,7 @@ final class LoopbackBench: Sendable {
         if let executor {
             configuration.executor = executor
         }
+        configuration.longLivedOperations = longLivedOperations
         let server = CirrusServer(configuration: configuration)
         let address = try await server.start()
         let context = try TLSContext(
@@ -168,9 +179,10 @@ final class LoopbackBench: Sendable {
         try await self.onHandler { handler, context in handler.pings(total: count, inFlight: inFlight, context: context) }
     }
 
-    /// Runs one streaming operation; returns the events received.
-    func streamOnce() async throws -> Int {
-        try await self.onHandler { handler, context in handler.stream(context: context) }
+    /// Runs one streaming operation (or replays the long-lived operation `resuming`); returns
+    /// the events received.
+    func streamOnce(resuming: String? = nil) async throws -> Int {
+        try await self.onHandler { handler, context in handler.stream(context: context, resuming: resuming) }
     }
 
     func close() async {

@@ -33,16 +33,22 @@ extension StorageExecutor {
             zones.append((zoneID, inbound, configuration))
         }
         let fetchAll = request.fetchAllChanges ?? true
-        var partialErrors: [Wire.ItemError] = []
-        for (zoneID, inbound, configuration) in zones {
+        // A long-lived fetch continues after a restart in the zone and at the position of its
+        // last journaled batch.
+        let resumeAt = context.checkpoint?.zone ?? 0
+        var partialErrors = context.priorErrors
+        for (index, (zoneID, inbound, configuration)) in zones.enumerated() where index >= resumeAt {
+            let position = index == resumeAt ? context.checkpoint : nil
             do {
                 try await self.fetchChanges(
-                    of: zoneID, inbound: inbound, configuration, fetchAll: fetchAll, context)
+                    of: zoneID, inbound: inbound, configuration, fetchAll: fetchAll, index: index, from: position,
+                    context)
             } catch let failure as ZoneFeedFailure {
                 partialErrors.append(Wire.ItemError(item: .zoneID(zoneID), error: failure.error))
                 let result = Wire.RecordZoneFetchResult(zoneID: zoneID, outcome: .error(failure.error))
-                try await context.stream.emit(
-                    .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(result))))
+                try await context.emit(
+                    [.fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(result)))],
+                    checkpoint: LongLivedCheckpoint(zone: index + 1))
             }
         }
         return Self.completion(partialErrors: partialErrors, items: "zones")
@@ -58,13 +64,21 @@ extension StorageExecutor {
         inbound: Wire.RecordZoneID,
         _ configuration: Wire.ZoneChangesConfiguration,
         fetchAll: Bool,
+        index: Int,
+        from position: LongLivedCheckpoint?,
         _ context: Context
     ) async throws {
         let feed = ChangeTokenSealer.Feed.zone(inbound.zoneName)
         var since: Int64 = 0
         var floor: Int64?
         var incarnation: Int64?
-        if let token = configuration.previousServerChangeToken {
+        var through: Int64?
+        if let position, let resumedSince = position.since {
+            since = resumedSince
+            floor = position.floor
+            incarnation = position.incarnation
+            through = position.through
+        } else if let token = configuration.previousServerChangeToken {
             do {
                 let position = try self.tokens.open(token, feed, in: context.database)
                 since = position.seq
@@ -76,7 +90,6 @@ extension StorageExecutor {
         }
         let limit = Self.batchSize(configuration.resultsLimit)
         let desiredKeys = configuration.desiredKeysSpecified ? configuration.desiredKeys : nil
-        var through: Int64?
         while true {
             let batch: RecordChangeBatch
             do {
@@ -96,16 +109,19 @@ extension StorageExecutor {
             // A fetch from the beginning holds none of the records whose tombstones were
             // already pruned: its positions stay valid down to that point.
             floor = floor ?? batch.prunedSeq
+            incarnation = batch.zoneIncarnation
+            var events: [Wire.Event.Payload] = []
+            events.reserveCapacity(batch.changed.count + batch.deleted.count + 1)
             for record in batch.changed {
                 let record = context.owners.outbound(record)
                 let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
-                try await context.stream.emit(
+                events.append(
                     .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWasChanged(outcome))))
             }
             for tombstone in batch.deleted {
                 let deleted = Wire.RecordDeleted(
                     recordID: context.owners.outbound(tombstone.recordID), recordType: tombstone.recordType)
-                try await context.stream.emit(
+                events.append(
                     .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWithIDWasDeleted(deleted))))
             }
             let token = self.tokens.seal(
@@ -114,16 +130,21 @@ extension StorageExecutor {
             if batch.moreComing && fetchAll {
                 let update = Wire.RecordZoneChangeTokensUpdated(
                     zoneID: zoneID, serverChangeToken: token, clientChangeToken: batch.clientChangeToken)
-                try await context.stream.emit(
+                events.append(
                     .fetchRecordZoneChanges(
                         Wire.FetchRecordZoneChangesEvent(callback: .recordZoneChangeTokensUpdated(update))))
+                try await context.emit(
+                    events,
+                    checkpoint: LongLivedCheckpoint(
+                        zone: index, since: since, floor: floor, through: through, incarnation: incarnation))
                 continue
             }
             let success = Wire.RecordZoneFetchSuccess(
                 serverChangeToken: token, clientChangeToken: batch.clientChangeToken, moreComing: batch.moreComing)
             let result = Wire.RecordZoneFetchResult(zoneID: zoneID, outcome: .success(success))
-            try await context.stream.emit(
+            events.append(
                 .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(result))))
+            try await context.emit(events, checkpoint: LongLivedCheckpoint(zone: index + 1))
             return
         }
     }
@@ -138,7 +159,19 @@ extension StorageExecutor {
         if let refused = Self.refusedInPublicDatabase("fetching database changes", context) { return refused }
         var since: Int64 = 0
         var floor: Int64?
-        if let token = request.previousServerChangeToken {
+        var through: Int64?
+        if let position = context.checkpoint, let resumedSince = position.since {
+            since = resumedSince
+            floor = position.floor
+            through = position.through
+            if position.isFinished {
+                let token = self.tokens.seal(
+                    .database, in: context.database, incarnation: 0, seq: since, floor: floor ?? 0)
+                return .success(
+                    .fetchDatabaseChanges(
+                        Wire.FetchDatabaseChangesResult(serverChangeToken: token, moreComing: position.moreComing ?? false)))
+            }
+        } else if let token = request.previousServerChangeToken {
             do {
                 let position = try self.tokens.open(token, .database, in: context.database)
                 since = position.seq
@@ -149,27 +182,30 @@ extension StorageExecutor {
         }
         let limit = Self.batchSize(request.resultsLimit)
         let fetchAll = request.fetchAllChanges ?? true
-        var through: Int64?
         while true {
             let batch = try await self.storage.zoneChanges(
                 in: context.database, since: since, floor: floor ?? 0, through: through, limit: limit)
             through = through ?? batch.headSeq
             floor = floor ?? batch.prunedSeq
             // In feed order: a zone deleted and created again is reported deleted, then changed.
-            for entry in batch.entries {
+            var events = batch.entries.map { entry -> Wire.Event.Payload in
                 let zoneID = context.owners.outbound(entry.zoneID)
                 let callback: Wire.FetchDatabaseChangesEvent.Callback =
                     entry.wasDeleted ? .recordZoneWithIDWasDeleted(zoneID) : .recordZoneWithIDChanged(zoneID)
-                try await context.stream.emit(.fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(callback: callback)))
+                return .fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(callback: callback))
             }
             let token = self.tokens.seal(
                 .database, in: context.database, incarnation: 0, seq: batch.lastSeq, floor: floor ?? 0)
             since = batch.lastSeq
             if batch.moreComing && fetchAll {
-                try await context.stream.emit(
-                    .fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(callback: .changeTokenUpdated(token))))
+                events.append(.fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(callback: .changeTokenUpdated(token))))
+                try await context.emit(events, checkpoint: LongLivedCheckpoint(since: since, floor: floor, through: through))
                 continue
             }
+            try await context.emit(
+                events,
+                checkpoint: LongLivedCheckpoint(
+                    since: since, floor: floor, through: through, moreComing: batch.moreComing, finished: true))
             return .success(
                 .fetchDatabaseChanges(
                     Wire.FetchDatabaseChangesResult(serverChangeToken: token, moreComing: batch.moreComing)))

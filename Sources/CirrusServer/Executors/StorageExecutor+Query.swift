@@ -15,6 +15,9 @@ extension StorageExecutor {
     /// replace them when it specifies some); it is refused with
     /// `invalidArguments` when unknown, expired or from another database.
     func query(_ request: Wire.QueryRequest, _ context: Context) async throws -> OperationCompletion {
+        if let checkpoint = context.checkpoint, checkpoint.isFinished {
+            return .success(.query(Wire.QueryResult(cursor: checkpoint.cursor.map { Wire.QueryCursor(opaque: $0) })))
+        }
         let limit = request.resultsLimit == 0 ? Self.defaultQueryResults : min(Int(request.resultsLimit), Self.maximumItems)
         let page: QueryPage
         switch request.start {
@@ -37,11 +40,12 @@ extension StorageExecutor {
         case .none:
             return .failure(.invalidArguments, "a query request needs a query or a cursor")
         }
-        for record in page.records {
+        let events = page.records.map { record -> Wire.Event.Payload in
             let record = context.owners.outbound(record)
             let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
-            try await context.stream.emit(.query(Wire.QueryEvent(callback: .recordMatched(outcome))))
+            return .query(Wire.QueryEvent(callback: .recordMatched(outcome)))
         }
+        try await context.emit(events, checkpoint: LongLivedCheckpoint(cursor: page.cursor, finished: true))
         return .success(.query(Wire.QueryResult(cursor: page.cursor.map { Wire.QueryCursor(opaque: $0) })))
     }
 }

@@ -3,6 +3,9 @@ import CirrusWire
 
 extension StorageExecutor {
     func modifyRecords(_ request: Wire.ModifyRecordsRequest, _ context: Context) async throws -> OperationCompletion {
+        if let run = context.run {
+            return try await self.modifyRecords(request, context, journaledBy: run)
+        }
         if let refused = Self.tooManyItems(request.recordsToSave.count + request.recordIDsToDelete.count) {
             return refused
         }
@@ -14,58 +17,93 @@ extension StorageExecutor {
             in: context.database,
             by: context.caller.userRecordName
         )
-        var partialErrors: [Wire.ItemError] = []
+        let events = Self.modifyEvents(result, context.owners)
+        for event in events {
+            try await context.stream.emit(event)
+        }
+        return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")
+    }
+
+    /// A long-lived modify: any number of items, in chunks of at most ``maximumItems``, each
+    /// chunk's writes and the events reporting them in one transaction. `isAtomic` holds per
+    /// chunk (and, within it, per zone), and a record named twice is only caught within one
+    /// chunk. After a restart it continues with the first item its journal does not report.
+    private func modifyRecords(
+        _ request: Wire.ModifyRecordsRequest, _ context: Context, journaledBy run: LongLivedRun
+    ) async throws -> OperationCompletion {
+        let modification = RecordModification(request)
+        let saves = modification.recordsToSave.map(context.owners.inbound)
+        let deletes = modification.recordIDsToDelete.map(context.owners.inbound)
+        let total = saves.count + deletes.count
+        // One event per item: without a checkpoint the journal's length says as much.
+        var done = min(context.checkpoint?.items ?? Int(clamping: run.lastSeq), total)
+        var partialErrors = context.priorErrors
+        let owners = context.owners
+        repeat {
+            try Task.checkCancellation()
+            let end = min(done + Self.maximumItems, total)
+            var chunk = modification
+            chunk.recordsToSave = Array(saves[min(done, saves.count)..<min(end, saves.count)])
+            chunk.recordIDsToDelete = Array(deletes[max(done - saves.count, 0)..<max(end - saves.count, 0)])
+            let events = try await run.modifyRecords(
+                chunk, in: context.database, events: { Self.modifyEvents($0, owners) },
+                checkpoint: LongLivedCheckpoint(items: end))
+            partialErrors += events.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
+            done = end
+        } while done < total
+        return Self.completion(partialErrors: partialErrors, items: "records")
+    }
+
+    /// The events reporting a modification, saves then deletes, in request order, as the
+    /// client names things.
+    static func modifyEvents(_ result: RecordModificationResult, _ owners: ZoneOwnerMapping) -> [Wire.Event.Payload] {
+        var events: [Wire.Event.Payload] = []
+        events.reserveCapacity(result.saves.count + result.deletes.count)
         for save in result.saves {
             var save = save
-            save.recordID = save.recordID.map(context.owners.outbound)
+            save.recordID = save.recordID.map(owners.outbound)
             switch save.outcome {
             case .record(let record):
-                save.outcome = .record(context.owners.outbound(record))
+                save.outcome = .record(owners.outbound(record))
             case .error(let error):
-                let error = context.owners.outbound(error)
-                save.outcome = .error(error)
-                partialErrors.append(Wire.ItemError(item: save.recordID.map { .recordID($0) }, error: error))
+                save.outcome = .error(owners.outbound(error))
             case .none:
                 break
             }
-            try await context.stream.emit(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save))))
+            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save))))
         }
         for delete in result.deletes {
             var delete = delete
-            delete.recordID = delete.recordID.map(context.owners.outbound)
+            delete.recordID = delete.recordID.map(owners.outbound)
             if let error = delete.error {
-                delete.error = context.owners.outbound(error)
-                partialErrors.append(Wire.ItemError(item: delete.recordID.map { .recordID($0) }, error: delete.error))
+                delete.error = owners.outbound(error)
             }
-            try await context.stream.emit(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(delete))))
+            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(delete))))
         }
-        return Self.completion(partialErrors: partialErrors, items: "records")
+        return events
     }
 
     func fetchRecords(_ request: Wire.FetchRecordsRequest, _ context: Context) async throws -> OperationCompletion {
         if let refused = Self.tooManyItems(request.recordIDs.count) {
             return refused
         }
+        if let checkpoint = context.checkpoint, checkpoint.isFinished {
+            return Self.completion(partialErrors: context.priorErrors, items: "records")
+        }
         let outcomes = try await self.storage.fetchRecords(
             request.recordIDs.map(context.owners.inbound),
             desiredKeys: request.desiredKeysSpecified ? request.desiredKeys : nil,
             in: context.database
         )
-        var partialErrors: [Wire.ItemError] = []
-        for outcome in outcomes {
+        let events = outcomes.map { outcome -> Wire.Event.Payload in
             var outcome = outcome
             outcome.recordID = outcome.recordID.map(context.owners.outbound)
-            switch outcome.outcome {
-            case .record(let record):
+            if case .record(let record) = outcome.outcome {
                 outcome.outcome = .record(context.owners.outbound(record))
-            case .error(let error):
-                outcome.outcome = .error(error)
-                partialErrors.append(Wire.ItemError(item: outcome.recordID.map { .recordID($0) }, error: error))
-            case .none:
-                break
             }
-            try await context.stream.emit(.fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordResult(outcome))))
+            return .fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordResult(outcome)))
         }
-        return Self.completion(partialErrors: partialErrors, items: "records")
+        try await context.emit(events, checkpoint: LongLivedCheckpoint(items: events.count, finished: true))
+        return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")
     }
 }

@@ -8,32 +8,34 @@ extension StorageExecutor {
         if let refused = Self.tooManyItems(request.recordZonesToSave.count + request.recordZoneIDsToDelete.count) {
             return refused
         }
+        if let checkpoint = context.checkpoint, checkpoint.isFinished {
+            return Self.completion(partialErrors: context.priorErrors, items: "zones")
+        }
         let result = try await self.storage.modifyZones(
             saving: request.recordZonesToSave.map(context.owners.inbound),
             deleting: request.recordZoneIDsToDelete.map(context.owners.inbound),
             in: context.database
         )
-        var partialErrors: [Wire.ItemError] = []
+        var events: [Wire.Event.Payload] = []
         for save in result.saves {
-            let outcome = self.outbound(save, context: context, errors: &partialErrors)
-            try await context.stream.emit(.modifyRecordZones(Wire.ModifyRecordZonesEvent(callback: .perRecordZoneSave(outcome))))
+            let outcome = self.outbound(save, context: context)
+            events.append(.modifyRecordZones(Wire.ModifyRecordZonesEvent(callback: .perRecordZoneSave(outcome))))
         }
         for delete in result.deletes {
             var delete = delete
             delete.zoneID = delete.zoneID.map(context.owners.outbound)
-            if let error = delete.error {
-                partialErrors.append(Wire.ItemError(item: delete.zoneID.map { .zoneID($0) }, error: error))
-            }
-            try await context.stream.emit(
-                .modifyRecordZones(Wire.ModifyRecordZonesEvent(callback: .perRecordZoneDelete(delete)))
-            )
+            events.append(.modifyRecordZones(Wire.ModifyRecordZonesEvent(callback: .perRecordZoneDelete(delete))))
         }
-        return Self.completion(partialErrors: partialErrors, items: "zones")
+        try await context.emit(events, checkpoint: LongLivedCheckpoint(items: events.count, finished: true))
+        return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "zones")
     }
 
     func fetchRecordZones(_ request: Wire.FetchRecordZonesRequest, _ context: Context) async throws
         -> OperationCompletion
     {
+        if let checkpoint = context.checkpoint, checkpoint.isFinished {
+            return Self.completion(partialErrors: context.priorErrors, items: "zones")
+        }
         let outcomes: [Wire.RecordZoneOutcome]
         if request.fetchAllRecordZones {
             outcomes = try await self.storage.fetchAllZones(in: context.database).map { zone in
@@ -48,30 +50,19 @@ extension StorageExecutor {
                 in: context.database
             )
         }
-        var partialErrors: [Wire.ItemError] = []
-        for outcome in outcomes {
-            let outcome = self.outbound(outcome, context: context, errors: &partialErrors)
-            try await context.stream.emit(
-                .fetchRecordZones(Wire.FetchRecordZonesEvent(callback: .perRecordZoneResult(outcome)))
-            )
+        let events = outcomes.map { outcome -> Wire.Event.Payload in
+            .fetchRecordZones(
+                Wire.FetchRecordZonesEvent(callback: .perRecordZoneResult(self.outbound(outcome, context: context))))
         }
-        return Self.completion(partialErrors: partialErrors, items: "zones")
+        try await context.emit(events, checkpoint: LongLivedCheckpoint(items: events.count, finished: true))
+        return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "zones")
     }
 
-    private func outbound(
-        _ outcome: Wire.RecordZoneOutcome,
-        context: Context,
-        errors: inout [Wire.ItemError]
-    ) -> Wire.RecordZoneOutcome {
+    private func outbound(_ outcome: Wire.RecordZoneOutcome, context: Context) -> Wire.RecordZoneOutcome {
         var outcome = outcome
         outcome.zoneID = outcome.zoneID.map(context.owners.outbound)
-        switch outcome.outcome {
-        case .zone(let zone):
+        if case .zone(let zone) = outcome.outcome {
             outcome.outcome = .zone(context.owners.outbound(zone))
-        case .error(let error):
-            errors.append(Wire.ItemError(item: outcome.zoneID.map { .zoneID($0) }, error: error))
-        case .none:
-            break
         }
         return outcome
     }

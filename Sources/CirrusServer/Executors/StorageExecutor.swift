@@ -41,7 +41,8 @@ public struct StorageExecutor: OperationExecutor {
             database: database,
             caller: caller,
             owners: ZoneOwnerMapping(databaseOwner: database.owner),
-            stream: stream
+            stream: stream,
+            run: stream.run
         )
         do {
             switch open.request {
@@ -79,6 +80,27 @@ public struct StorageExecutor: OperationExecutor {
         let caller: ClientIdentity
         let owners: ZoneOwnerMapping
         let stream: OperationStream
+        /// Set when the operation is long-lived: its events go to its journal.
+        let run: LongLivedRun?
+
+        /// Where a long-lived operation continues after a restart; nil when it starts afresh.
+        var checkpoint: LongLivedCheckpoint? { run?.checkpoint }
+
+        /// Item errors a long-lived operation journaled before a restart.
+        var priorErrors: [Wire.ItemError] { run?.priorErrors ?? [] }
+
+        /// Sends `payloads` in order. A long-lived operation journals them in one transaction
+        /// with `checkpoint`, the position to continue from once they are journaled.
+        func emit(_ payloads: [Wire.Event.Payload], checkpoint: @autoclosure () -> LongLivedCheckpoint) async throws {
+            if let run {
+                try Task.checkCancellation()
+                try await run.journal(payloads, checkpoint: checkpoint())
+                return
+            }
+            for payload in payloads {
+                try await stream.emit(payload)
+            }
+        }
     }
 
     /// Why an `Open` names no usable database.

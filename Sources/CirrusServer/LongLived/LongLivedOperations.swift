@@ -1,0 +1,364 @@
+import CirrusStore
+import CirrusWire
+import Logging
+import Synchronization
+
+/// The server's long-lived operations (`configuration.isLongLived`): registers each durably
+/// before `Persisted`, runs it on a task of its own that no connection owns, journals every
+/// event, and lets any stream of the same user follow it by operation ID.
+///
+/// - An `Open` marked long-lived is registered, answered `Persisted`, and run detached; its
+///   stream is its first follower. If the client cancels with `detach` or disconnects, the
+///   run goes on journaling.
+/// - `Resume` attaches a new follower: the journal after the client's last seq, then live
+///   events, then `Complete`. A later attachment takes over (the earlier stream just stops,
+///   as `Resume` in frame.proto says); the operation never runs twice.
+/// - A plain `Cancel` cancels it for good (a `Complete` with `operationCancelled` is journaled
+///   for whoever follows, and it is no longer listed); `completion_acknowledged` after the
+///   `Complete` drops it and its journal.
+/// - ``resumeUnfinished()`` continues, after a restart, what was running: each executor
+///   starts after its last journaled event (see ``LongLivedCheckpoint``).
+///
+/// For example:
+/// ```swift
+/// let executor = StorageExecutor(storage: storage)
+/// let longLived = LongLivedOperations(journal: storage, executor: executor)
+/// try await longLived.resumeUnfinished()
+/// configuration.executor = executor
+/// configuration.longLivedOperations = longLived
+/// ```
+public final class LongLivedOperations: Sendable {
+    /// Completed operations stay listed 24 hours unless configured otherwise (as CloudKit).
+    public static let defaultRetentionSeconds: Int64 = 86_400
+
+    /// Long-lived operations one user may have running at once: they hold no stream, so the
+    /// connection's stream limit does not bound them.
+    public static let maximumRunningPerUser = 64
+
+    let journal: any OperationJournal
+    let executor: any OperationExecutor
+    /// Seconds a completed, unacknowledged operation stays listed and resumable.
+    public let retentionSeconds: Int64
+    let clock: @Sendable () -> Wire.Timestamp
+    let logger: Logger
+    /// Runs between the durable registration and `Persisted` (tests hold it to disconnect there).
+    let afterRegistration: @Sendable (LongLivedOperationKey) async -> Void
+    private let state = Mutex(State())
+
+    private struct Entry {
+        let run: LongLivedRun
+        var task: Task<Void, Never>?
+        /// Cancelled by its client: dropped once its cancellation is journaled.
+        var isCancelled = false
+    }
+
+    private struct State {
+        var runs: [LongLivedOperationKey: Entry] = [:]
+        var isShuttingDown = false
+    }
+
+    /// - parameter clock: registration, completion and retention times; the wall clock
+    ///   unless a test injects one.
+    public convenience init(
+        journal: any OperationJournal,
+        executor: any OperationExecutor,
+        retentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
+        clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
+        logger: Logger = Logger(label: "cirrusd.long-lived")
+    ) {
+        self.init(
+            journal: journal, executor: executor, retentionSeconds: retentionSeconds, clock: clock, logger: logger,
+            afterRegistration: { _ in })
+    }
+
+    init(
+        journal: any OperationJournal,
+        executor: any OperationExecutor,
+        retentionSeconds: Int64,
+        clock: @escaping @Sendable () -> Wire.Timestamp,
+        logger: Logger,
+        afterRegistration: @escaping @Sendable (LongLivedOperationKey) async -> Void
+    ) {
+        self.journal = journal
+        self.executor = executor
+        self.retentionSeconds = retentionSeconds
+        self.clock = clock
+        self.logger = logger
+        self.afterRegistration = afterRegistration
+    }
+
+    /// Operations running now in this process.
+    public var runningCount: Int { state.withLock { $0.runs.count } }
+
+    /// Continues every operation that was running when the server last stopped; call once,
+    /// before serving. Returns how many.
+    ///
+    /// - throws: ``StoreError`` when the registry cannot be read.
+    @discardableResult
+    public func resumeUnfinished() async throws -> Int {
+        let records = try await journal.unfinishedLongLivedOperations()
+        for record in records {
+            var errors: [Wire.ItemError] = []
+            var seq: UInt64 = 0
+            while seq < record.lastSeq {
+                let page = try await journal.longLivedEvents(record.key, after: seq, limit: 1_000)
+                guard let last = page.last else { break }
+                errors += page.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
+                seq = last.seq
+            }
+            let run = LongLivedRun(
+                record: record, caller: ClientIdentity(userRecordName: record.key.owner), journal: journal,
+                priorErrors: errors)
+            logger.info("continuing long-lived operation \(record.key) after seq \(record.lastSeq)")
+            start(run)
+        }
+        return records.count
+    }
+
+    /// Stops every run where it stands, without completing it: the next start continues it.
+    public func shutdown() async {
+        let tasks = state.withLock { state in
+            state.isShuttingDown = true
+            return state.runs.values.compactMap(\.task)
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    // MARK: - Registration and running
+
+    /// Why a stream cannot have the operation it asked for.
+    struct Refusal: Error {
+        let error: Wire.OperationError
+
+        init(error: Wire.OperationError) { self.error = error }
+
+        init(_ code: Wire.ErrorCode, _ message: String) {
+            self.error = Wire.OperationError(code: code, message: message)
+        }
+    }
+
+    /// Registers `open` durably (its `Persisted` may then be sent).
+    func register(_ open: Wire.Open, caller: ClientIdentity) async -> Result<LongLivedRun, Refusal> {
+        guard !open.operationID.isEmpty else {
+            return .failure(Refusal(.invalidArguments, "a long-lived operation needs an ID"))
+        }
+        let key = LongLivedOperationKey(owner: caller.userRecordName, operationID: open.operationID)
+        let running = state.withLock { $0.runs.keys.count { $0.owner == caller.userRecordName } }
+        guard running < Self.maximumRunningPerUser else {
+            return .failure(
+                Refusal(.requestRateLimited, "\(running) long-lived operations are running; at most \(Self.maximumRunningPerUser)"))
+        }
+        do {
+            let record = try await journal.registerLongLivedOperation(key, open: open, at: clock())
+            await afterRegistration(key)
+            return .success(LongLivedRun(record: record, caller: caller, journal: journal))
+        } catch let error as StoreError {
+            return .failure(Refusal(error: error.operationError))
+        } catch {
+            return .failure(Refusal(.internalError, "could not register the operation"))
+        }
+    }
+
+    /// Its client went away before it heard `Persisted`: the operation never existed.
+    func abandon(_ run: LongLivedRun) async {
+        do {
+            try await journal.removeLongLivedOperation(run.key)
+        } catch {
+            logger.error("could not drop abandoned operation \(run.key): \(error)")
+        }
+    }
+
+    /// Runs `run` on a task of its own, to its `Complete`.
+    func start(_ run: LongLivedRun) {
+        state.withLock { state in
+            state.runs[run.key] = Entry(run: run)
+            // Created under the lock so `finish` (which removes the entry) cannot come first.
+            state.runs[run.key]?.task = Task {
+                let completion = await self.executor.run(run.open, caller: run.caller, stream: OperationStream(run: run))
+                await self.finish(run, completion)
+            }
+        }
+    }
+
+    private func finish(_ run: LongLivedRun, _ completion: OperationCompletion) async {
+        let (shuttingDown, cancelled) = state.withLock { ($0.isShuttingDown, $0.runs[run.key]?.isCancelled ?? false) }
+        if shuttingDown && !cancelled {
+            // Not finished: it continues from its journal on the next start.
+            state.withLock { _ = $0.runs.removeValue(forKey: run.key) }
+            return
+        }
+        var complete = Wire.Complete(lastSeq: run.lastSeq, error: completion.error, result: completion.result)
+        if cancelled {
+            complete = Wire.Complete(
+                lastSeq: run.lastSeq,
+                error: Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled"))
+        }
+        do {
+            complete = try await journal.completeLongLivedOperation(run.key, complete: complete, at: clock())
+            if cancelled {
+                try await journal.removeLongLivedOperation(run.key)
+            }
+        } catch {
+            logger.error("could not journal the completion of \(run.key): \(error)")
+        }
+        run.finish(complete)
+        state.withLock { _ = $0.runs.removeValue(forKey: run.key) }
+    }
+
+    // MARK: - Following
+
+    /// Attaches a follower to the caller's operation `operationID`, which then gets what comes
+    /// after `lastSeq`; takes the operation over from any earlier follower.
+    func attach(
+        operationID: String, caller: ClientIdentity, after lastSeq: UInt64
+    ) async -> Result<(run: LongLivedRun, attachment: UInt64), Refusal> {
+        let key = LongLivedOperationKey(owner: caller.userRecordName, operationID: operationID)
+        let run: LongLivedRun
+        if let running = state.withLock({ $0.runs[key].flatMap { $0.isCancelled ? nil : $0.run } }) {
+            run = running
+        } else {
+            switch await listedRecord(key) {
+            case .failure(let error): return .failure(error)
+            case .success(let record):
+                run = LongLivedRun(record: record, caller: caller, journal: journal)
+                if !record.isCompleted {
+                    // Registered but not running here (e.g. started by another process).
+                    logger.warning("resume of \(key), which is not running in this server")
+                }
+            }
+        }
+        guard lastSeq <= run.lastSeq else {
+            return .failure(
+                Refusal(.invalidArguments, "operation \(operationID) has \(run.lastSeq) events; the client claims \(lastSeq)"))
+        }
+        return .success((run, run.attach()))
+    }
+
+    /// The operation's record if the caller may see it: known, not past retention.
+    private func listedRecord(_ key: LongLivedOperationKey) async -> Result<LongLivedOperationRecord, Refusal> {
+        let unknown = Refusal(.unknownOperation, "no long-lived operation \(key.operationID)")
+        let record: LongLivedOperationRecord?
+        do {
+            record = try await journal.longLivedOperation(key)
+        } catch {
+            logger.error("could not read long-lived operation \(key): \(error)")
+            return .failure(Refusal(.internalError, "could not read the operation"))
+        }
+        guard let record else { return .failure(unknown) }
+        let cutoff = retentionCutoff()
+        if let completed = record.completionDate, (completed.seconds, completed.nanos) < (cutoff.seconds, cutoff.nanos) {
+            return .failure(unknown)
+        }
+        return .success(record)
+    }
+
+    private func retentionCutoff() -> Wire.Timestamp {
+        let now = clock()
+        return Wire.Timestamp(seconds: now.seconds - retentionSeconds, nanos: now.nanos)
+    }
+
+    /// Sends what the operation journals after `lastSeq` to `stream`, at the client's pace,
+    /// then its `Complete`. Returns quietly when the stream ends or another attaches.
+    static func follow(_ run: LongLivedRun, attachment: UInt64, after lastSeq: UInt64, stream: OperationStream) async {
+        var seq = lastSeq
+        do {
+            while true {
+                switch try await run.next(after: seq, attachment: attachment, limit: 128) {
+                case .events(let events):
+                    for event in events {
+                        guard run.isAttached(attachment) else { return }
+                        guard let payload = event.payload else {
+                            stream.complete(.failure(.internalError, "journaled event \(event.seq) has no payload"))
+                            return
+                        }
+                        try await stream.emit(payload)
+                        seq = event.seq
+                    }
+                case .complete(let complete):
+                    stream.complete(OperationCompletion(result: complete.result, error: complete.error))
+                    return
+                case .superseded:
+                    return
+                }
+            }
+        } catch is CancellationError {
+            return
+        } catch {
+            stream.complete(.failure(.internalError, "could not read the operation's journal"))
+        }
+    }
+
+    // MARK: - Cancel and acknowledge
+
+    /// Cancels the operation for good: its run stops, a `Complete` with `operationCancelled`
+    /// is journaled for any follower, and it is no longer listed.
+    func cancel(_ key: LongLivedOperationKey) async {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            guard state.runs[key] != nil else { return nil }
+            state.runs[key]?.isCancelled = true
+            return state.runs[key]?.task
+        }
+        if let task {
+            task.cancel()
+        } else {
+            // Already completed: the client does not want it any more.
+            await acknowledge(key)
+        }
+    }
+
+    /// The client has the `Complete`: drop the operation and its journal.
+    func acknowledge(_ key: LongLivedOperationKey) async {
+        do {
+            try await journal.acknowledgeLongLivedOperation(key)
+        } catch {
+            logger.error("could not drop acknowledged operation \(key): \(error)")
+        }
+    }
+
+    // MARK: - Container methods
+
+    /// Whether `open` is a container method this registry answers.
+    static func answers(_ open: Wire.Open) -> Bool {
+        switch open.request {
+        case .fetchLongLivedOperationIDs, .fetchLongLivedOperation: true
+        default: false
+        }
+    }
+
+    /// `fetchAllLongLivedOperationIDs` and `fetchLongLivedOperation(withID:)`.
+    func answer(_ open: Wire.Open, caller: ClientIdentity) async -> OperationCompletion {
+        switch open.request {
+        case .fetchLongLivedOperationIDs:
+            do {
+                let ids = try await journal.longLivedOperationIDs(
+                    owner: caller.userRecordName, container: open.containerIdentifier, completedSince: retentionCutoff())
+                return .success(.fetchLongLivedOperationIDs(Wire.FetchLongLivedOperationIDsResult(operationIDs: ids)))
+            } catch {
+                logger.error("could not list long-lived operations: \(error)")
+                return .failure(.internalError, "could not list the operations")
+            }
+        case .fetchLongLivedOperation(let request):
+            let key = LongLivedOperationKey(owner: caller.userRecordName, operationID: request.operationID)
+            switch await listedRecord(key) {
+            case .failure(let refusal):
+                return OperationCompletion(error: refusal.error)
+            case .success(let record):
+                guard record.open.containerIdentifier == open.containerIdentifier else {
+                    return .failure(.unknownOperation, "no long-lived operation \(request.operationID)")
+                }
+                let info = Wire.LongLivedOperationInfo(
+                    operationID: record.key.operationID,
+                    open: record.open,
+                    status: record.isCompleted ? .completed : .running,
+                    lastSeq: record.lastSeq,
+                    creationDate: record.creationDate,
+                    completionDate: record.completionDate
+                )
+                return .success(.fetchLongLivedOperation(info))
+            }
+        default:
+            return .failure(.serverRejectedRequest, "not a long-lived operation request")
+        }
+    }
+}

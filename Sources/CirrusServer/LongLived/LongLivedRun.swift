@@ -1,0 +1,194 @@
+import CirrusStore
+import CirrusWire
+import Synchronization
+
+/// One long-lived operation in memory: the runner journals its events through it, and the
+/// streams following it (the `Open` stream, then any `Resume`) read them back.
+///
+/// The runner publishes an event only after the journal committed it, so every seq up to
+/// ``lastSeq`` is readable from the journal. A follower asks for the events after the last
+/// seq it sent: those at or below `lastSeq` come from a small in-memory tail or from the
+/// journal, later ones are waited for. One question, one answer under one lock: nothing is
+/// skipped or repeated between replay and live, and a follower only ever holds the events it
+/// is sending, at its client's pace.
+final class LongLivedRun: Sendable {
+    let key: LongLivedOperationKey
+    let open: Wire.Open
+    let caller: ClientIdentity
+    let journal: any OperationJournal
+    /// Where the executor continues after a restart; nil for a fresh run.
+    let checkpoint: LongLivedCheckpoint?
+    /// Item errors already journaled before a restart, for the final `partialFailure`.
+    let priorErrors: [Wire.ItemError]
+    private let state: Mutex<State>
+
+    /// Events kept in memory for followers that are (nearly) live.
+    static let tailCapacity = 256
+
+    private struct State {
+        var lastSeq: UInt64
+        var tail: [Wire.Event] = []
+        var complete: Wire.Complete?
+        var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        var nextWaiter: UInt64 = 0
+        /// Bumped by every attach: a follower of an older attachment stops.
+        var attachment: UInt64 = 0
+
+        mutating func takeWaiters() -> [CheckedContinuation<Void, any Error>] {
+            defer { waiters.removeAll() }
+            return Array(waiters.values)
+        }
+    }
+
+    /// What a follower gets next.
+    enum Next: Sendable {
+        case events([Wire.Event])
+        case complete(Wire.Complete)
+        /// Another stream attached; this follower stops.
+        case superseded
+    }
+
+    init(
+        record: LongLivedOperationRecord, caller: ClientIdentity, journal: any OperationJournal,
+        priorErrors: [Wire.ItemError] = []
+    ) {
+        self.key = record.key
+        self.open = record.open
+        self.caller = caller
+        self.journal = journal
+        self.checkpoint = LongLivedCheckpoint.decode(record.checkpoint)
+        self.priorErrors = priorErrors
+        self.state = Mutex(State(lastSeq: record.lastSeq, complete: record.complete))
+    }
+
+    var lastSeq: UInt64 { state.withLock { $0.lastSeq } }
+    var isCompleted: Bool { state.withLock { $0.complete != nil } }
+
+    // MARK: - The runner
+
+    /// Journals `payloads` (with `checkpoint`, in one transaction), then publishes them.
+    @discardableResult
+    func journal(_ payloads: [Wire.Event.Payload], checkpoint: LongLivedCheckpoint?) async throws -> [Wire.Event] {
+        let events = try await journal.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint?.encoded())
+        publish(events)
+        return events
+    }
+
+    /// Journals one modify-records chunk: its writes and its events commit together.
+    func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey,
+        events: @escaping @Sendable (RecordModificationResult) -> [Wire.Event.Payload],
+        checkpoint: LongLivedCheckpoint
+    ) async throws -> [Wire.Event] {
+        let bytes = checkpoint.encoded()
+        let journaling = ModificationJournaling(operation: key, events: events, checkpoint: { _ in bytes })
+        let (_, journaled) = try await journal.modifyRecords(
+            modification, in: database, by: caller.userRecordName, journaling: journaling)
+        publish(journaled)
+        return journaled
+    }
+
+    /// Makes committed events visible to followers.
+    func publish(_ events: [Wire.Event]) {
+        guard let last = events.last else { return }
+        let waiters = state.withLock { state in
+            state.lastSeq = last.seq
+            state.tail.append(contentsOf: events)
+            if state.tail.count > 2 * Self.tailCapacity {
+                state.tail.removeFirst(state.tail.count - Self.tailCapacity)
+            }
+            return state.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// The operation ended with `complete` (already journaled, or it could not be).
+    func finish(_ complete: Wire.Complete) {
+        let waiters = state.withLock { state in
+            state.complete = complete
+            return state.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: - Followers
+
+    /// Starts a new attachment; followers of earlier ones stop.
+    func attach() -> UInt64 {
+        let (attachment, waiters) = state.withLock { state in
+            state.attachment += 1
+            return (state.attachment, state.takeWaiters())
+        }
+        for waiter in waiters { waiter.resume() }
+        return attachment
+    }
+
+    func isAttached(_ attachment: UInt64) -> Bool {
+        state.withLock { $0.attachment == attachment }
+    }
+
+    private enum Step {
+        case answer(Next)
+        case read(upTo: UInt64)
+        case wait
+    }
+
+    /// The events after `seq` (at most `limit`), waiting for the runner when there are none yet;
+    /// the `Complete` once every event was had.
+    ///
+    /// - throws: `CancellationError` when the follower's task is cancelled; the journal's error.
+    func next(after seq: UInt64, attachment: UInt64, limit: Int) async throws -> Next {
+        while true {
+            let step = state.withLock { state -> Step in
+                guard state.attachment == attachment else { return .answer(.superseded) }
+                if seq < state.lastSeq {
+                    if let first = state.tail.first?.seq, first <= seq + 1 {
+                        let start = Int(seq + 1 - first)
+                        return .answer(.events(Array(state.tail[start..<min(state.tail.count, start + limit)])))
+                    }
+                    return .read(upTo: state.lastSeq)
+                }
+                if let complete = state.complete { return .answer(.complete(complete)) }
+                return .wait
+            }
+            switch step {
+            case .answer(let next):
+                return next
+            case .read(let last):
+                let count = Int(clamping: min(UInt64(limit), last - seq))
+                let events = try await journal.longLivedEvents(key, after: seq, limit: count)
+                guard events.first?.seq == seq + 1 else {
+                    throw StoreError(.corruptData, "the journal of \(key) has no event \(seq + 1)")
+                }
+                return .events(events)
+            case .wait:
+                try await wait(after: seq, attachment: attachment)
+            }
+        }
+    }
+
+    private func wait(after seq: UInt64, attachment: UInt64) async throws {
+        let id = state.withLock { state in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let ready = state.withLock { state -> Bool in
+                    if Task.isCancelled || state.lastSeq > seq || state.complete != nil
+                        || state.attachment != attachment
+                    {
+                        return true
+                    }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume(throwing: CancellationError())
+        }
+        try Task.checkCancellation()
+    }
+}

@@ -1,0 +1,244 @@
+public import CirrusWire
+import Foundation
+import GRDB
+
+extension SQLiteStorage: OperationJournal {
+    public func registerLongLivedOperation(
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord {
+        let bytes = Data(open.serializedBytes())
+        try await write(weight: 1) { db in
+            guard try db.int64(sql: Self.lastSeqSQL, arguments: [key.owner, key.operationID]) == nil else {
+                throw StoreError(.duplicateOperation, "operation \(key.operationID) is already registered")
+            }
+            try db.run(
+                sql: """
+                    INSERT INTO long_lived_operations (owner, operation_id, container, open, created_ns)
+                    VALUES (?, ?, ?, ?, ?)
+                    """,
+                arguments: [key.owner, key.operationID, open.containerIdentifier, bytes, Self.nanoseconds(date)])
+        }
+        return LongLivedOperationRecord(key: key, open: open, creationDate: date)
+    }
+
+    public func appendLongLivedEvents(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+    ) async throws -> [Wire.Event] {
+        try await write(weight: max(1, payloads.count)) { db in
+            try Self.append(payloads, to: key, checkpoint: checkpoint, db)
+        }
+    }
+
+    public func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String,
+        journaling: ModificationJournaling
+    ) async throws -> (result: RecordModificationResult, events: [Wire.Event]) {
+        let key = try database.validated()
+        try checkItemCount(modification.itemCount)
+        guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
+        let now = clock()
+        return try await write(weight: modification.itemCount * 2) { db in
+            var result = RecordModificationResult()
+            if modification.itemCount > 0 {
+                var writer = try RecordWriter(db: db, key: key, user: user, now: now)
+                result = try writer.modify(modification)
+            }
+            let events = try Self.append(
+                journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result), db)
+            return (result, events)
+        }
+    }
+
+    public func completeLongLivedOperation(
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+    ) async throws -> Wire.Complete {
+        try await write(weight: 1) { db in
+            guard
+                let row = try db.row(
+                    sql: "SELECT last_seq, complete FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
+                    arguments: [key.owner, key.operationID]),
+                (row["complete"] as Data?) == nil
+            else {
+                throw StoreError(.unknownOperation, "operation \(key.operationID) is not running")
+            }
+            var complete = complete
+            complete.lastSeq = UInt64(max(0, row["last_seq"] as Int64))
+            try db.run(
+                sql: """
+                    UPDATE long_lived_operations SET complete = ?, completed_ns = ?
+                    WHERE owner = ? AND operation_id = ?
+                    """,
+                arguments: [Data(complete.serializedBytes()), Self.nanoseconds(date), key.owner, key.operationID])
+            return complete
+        }
+    }
+
+    public func longLivedOperationIDs(
+        owner: String, container: String, completedSince cutoff: Wire.Timestamp
+    ) async throws -> [String] {
+        let cutoff = Self.nanoseconds(cutoff)
+        return try await read { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT operation_id FROM long_lived_operations
+                    WHERE owner = ? AND container = ? AND (completed_ns IS NULL OR completed_ns >= ?)
+                    ORDER BY created_ns, operation_id
+                    """,
+                arguments: [owner, container, cutoff])
+        }
+    }
+
+    public func longLivedOperation(_ key: LongLivedOperationKey) async throws -> LongLivedOperationRecord? {
+        try await read { db in
+            try db.row(
+                sql: "SELECT * FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
+                arguments: [key.owner, key.operationID]
+            ).map(Self.operation)
+        }
+    }
+
+    public func longLivedEvents(_ key: LongLivedOperationKey, after seq: UInt64, limit: Int) async throws -> [Wire.Event] {
+        guard limit > 0 else { return [] }
+        let after = Int64(clamping: seq)
+        return try await read { db in
+            try db.rows(
+                sql: """
+                    SELECT event FROM long_lived_events WHERE owner = ? AND operation_id = ? AND seq > ?
+                    ORDER BY seq LIMIT ?
+                    """,
+                arguments: [key.owner, key.operationID, after, limit]
+            ).map { row in try Self.decode(Wire.Event.self, row["event"], what: "journaled event") }
+        }
+    }
+
+    @discardableResult
+    public func acknowledgeLongLivedOperation(_ key: LongLivedOperationKey) async throws -> Bool {
+        try await write(weight: 1) { db in
+            try db.run(
+                sql: "DELETE FROM long_lived_operations WHERE owner = ? AND operation_id = ? AND complete IS NOT NULL",
+                arguments: [key.owner, key.operationID])
+            guard db.changesCount > 0 else { return false }
+            try Self.deleteJournal(of: key, db)
+            return true
+        }
+    }
+
+    public func removeLongLivedOperation(_ key: LongLivedOperationKey) async throws {
+        try await write(weight: 1) { db in
+            try db.run(
+                sql: "DELETE FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
+                arguments: [key.owner, key.operationID])
+            try Self.deleteJournal(of: key, db)
+        }
+    }
+
+    @discardableResult
+    public func pruneLongLivedOperations(completedBefore cutoff: Wire.Timestamp) async throws -> Int {
+        let cutoff = Self.nanoseconds(cutoff)
+        return try await write(weight: 1) { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM long_lived_events WHERE (owner, operation_id) IN
+                        (SELECT owner, operation_id FROM long_lived_operations WHERE completed_ns < ?)
+                    """,
+                arguments: [cutoff])
+            try db.execute(sql: "DELETE FROM long_lived_operations WHERE completed_ns < ?", arguments: [cutoff])
+            return db.changesCount
+        }
+    }
+
+    public func unfinishedLongLivedOperations() async throws -> [LongLivedOperationRecord] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM long_lived_operations WHERE complete IS NULL ORDER BY created_ns, operation_id"
+            ).map(Self.operation)
+        }
+    }
+
+    // MARK: - Rows
+
+    private static let lastSeqSQL = "SELECT last_seq FROM long_lived_operations WHERE owner = ? AND operation_id = ?"
+
+    /// Appends inside the caller's transaction; the seqs follow the row's `last_seq`.
+    private static func append(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, _ db: Database
+    ) throws -> [Wire.Event] {
+        guard
+            let row = try db.row(
+                sql: "SELECT last_seq, complete FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
+                arguments: [key.owner, key.operationID]),
+            (row["complete"] as Data?) == nil
+        else {
+            throw StoreError(.unknownOperation, "operation \(key.operationID) is not running")
+        }
+        var seq = UInt64(max(0, row["last_seq"] as Int64))
+        var events: [Wire.Event] = []
+        events.reserveCapacity(payloads.count)
+        for payload in payloads {
+            seq += 1
+            let event = Wire.Event(seq: seq, payload: payload)
+            try db.run(
+                sql: "INSERT INTO long_lived_events (owner, operation_id, seq, event) VALUES (?, ?, ?, ?)",
+                arguments: [key.owner, key.operationID, Int64(seq), Data(event.serializedBytes())])
+            events.append(event)
+        }
+        if let checkpoint {
+            try db.run(
+                sql: "UPDATE long_lived_operations SET last_seq = ?, checkpoint = ? WHERE owner = ? AND operation_id = ?",
+                arguments: [Int64(seq), Data(checkpoint), key.owner, key.operationID])
+        } else if !events.isEmpty {
+            try db.run(
+                sql: "UPDATE long_lived_operations SET last_seq = ? WHERE owner = ? AND operation_id = ?",
+                arguments: [Int64(seq), key.owner, key.operationID])
+        }
+        return events
+    }
+
+    private static func deleteJournal(of key: LongLivedOperationKey, _ db: Database) throws {
+        try db.run(
+            sql: "DELETE FROM long_lived_events WHERE owner = ? AND operation_id = ?",
+            arguments: [key.owner, key.operationID])
+    }
+
+    private static func operation(_ row: Row) throws -> LongLivedOperationRecord {
+        let key = LongLivedOperationKey(owner: row["owner"], operationID: row["operation_id"])
+        let completed: Int64? = row["completed_ns"]
+        let complete: Data? = row["complete"]
+        let checkpoint: Data? = row["checkpoint"]
+        return LongLivedOperationRecord(
+            key: key,
+            open: try decode(Wire.Open.self, row["open"], what: "long-lived Open"),
+            lastSeq: UInt64(max(0, row["last_seq"] as Int64)),
+            creationDate: timestamp(row["created_ns"]),
+            completionDate: completed.map(timestamp),
+            complete: try complete.map { try decode(Wire.Complete.self, $0, what: "long-lived Complete") },
+            checkpoint: checkpoint.map { [UInt8]($0) }
+        )
+    }
+
+    private static func decode<M: WireMessage>(_ type: M.Type, _ data: Data, what: String) throws -> M {
+        do {
+            return try M(serializedBytes: [UInt8](data))
+        } catch {
+            throw StoreError(.corruptData, "stored \(what) does not decode: \(error)")
+        }
+    }
+
+    static func nanoseconds(_ timestamp: Wire.Timestamp) -> Int64 {
+        let (seconds, overflow) = timestamp.seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return timestamp.seconds < 0 ? .min : .max }
+        return seconds.addingReportingOverflow(Int64(timestamp.nanos)).partialValue
+    }
+
+    static func timestamp(_ nanoseconds: Int64) -> Wire.Timestamp {
+        let seconds = nanoseconds / 1_000_000_000
+        var nanos = nanoseconds % 1_000_000_000
+        var whole = seconds
+        if nanos < 0 {
+            nanos += 1_000_000_000
+            whole -= 1
+        }
+        return Wire.Timestamp(seconds: whole, nanos: Int32(nanos))
+    }
+}

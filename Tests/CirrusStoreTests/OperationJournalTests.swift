@@ -1,0 +1,104 @@
+import CirrusWire
+import Foundation
+import Testing
+
+@testable import CirrusStore
+
+private func event(_ name: String) -> Wire.Event.Payload {
+    .fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordResult(Wire.RecordOutcome(recordID: recordID(name)))))
+}
+
+private let at = Wire.Timestamp(seconds: 1_000, nanos: 5)
+
+@Suite("The long-lived operation journal")
+struct OperationJournalTests {
+    let key = LongLivedOperationKey(owner: "_alice", operationID: "op")
+    let open = Wire.Open(operationID: "op", databaseScope: .private, containerIdentifier: container)
+
+    @Test func registerAppendCompleteAcknowledge() async throws {
+        try await withStore { storage, _ in
+            let record = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            #expect(record.lastSeq == 0 && !record.isCompleted)
+            await #expect(throws: StoreError(.duplicateOperation, "operation op is already registered")) {
+                _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            }
+            let first = try await storage.appendLongLivedEvents([event("a"), event("b")], to: key, checkpoint: [1])
+            let second = try await storage.appendLongLivedEvents([event("c")], to: key, checkpoint: nil)
+            #expect((first + second).map(\.seq) == [1, 2, 3])
+            #expect(try await storage.longLivedEvents(key, after: 1, limit: 10) == Array((first + second).dropFirst()))
+            #expect(try await storage.longLivedEvents(key, after: 0, limit: 2) == first)
+            #expect(try await storage.longLivedOperation(key)?.checkpoint == [1], "nil keeps the checkpoint")
+            #expect(try await storage.unfinishedLongLivedOperations().map(\.key) == [key])
+            #expect(try await storage.acknowledgeLongLivedOperation(key) == false, "still running")
+
+            let complete = try await storage.completeLongLivedOperation(
+                key, complete: Wire.Complete(lastSeq: 99), at: Wire.Timestamp(seconds: 2_000))
+            #expect(complete.lastSeq == 3, "the journal's last seq")
+            let stored = try #require(try await storage.longLivedOperation(key))
+            #expect(stored.complete == complete)
+            #expect(stored.creationDate == at)
+            #expect(stored.completionDate == Wire.Timestamp(seconds: 2_000))
+            #expect(stored.open == open)
+            await #expect(throws: StoreError.self) {
+                _ = try await storage.appendLongLivedEvents([event("late")], to: key, checkpoint: nil)
+            }
+            #expect(try await storage.unfinishedLongLivedOperations().isEmpty)
+            #expect(try await storage.longLivedOperationIDs(owner: "_alice", container: container, completedSince: at) == ["op"])
+            #expect(try await storage.longLivedOperationIDs(owner: "_bob", container: container, completedSince: at) == [])
+            #expect(
+                try await storage.longLivedOperationIDs(
+                    owner: "_alice", container: container, completedSince: Wire.Timestamp(seconds: 2_001)) == [])
+
+            #expect(try await storage.acknowledgeLongLivedOperation(key))
+            #expect(try await storage.longLivedOperation(key) == nil)
+            #expect(try await storage.longLivedEvents(key, after: 0, limit: 10).isEmpty)
+        }
+    }
+
+    @Test func modifyAndItsEventsCommitTogether() async throws {
+        try await withStore { storage, _ in
+            _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            let records = (0..<3).map { Wire.Record(recordID: recordID("n\($0)"), recordType: "Note") }
+            let journaling = ModificationJournaling(
+                operation: key,
+                events: { result in result.saves.map { .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave($0))) } },
+                checkpoint: { _ in [7] })
+            let (result, events) = try await storage.modifyRecords(
+                RecordModification(saving: records), in: alice, by: "_alice", journaling: journaling)
+            #expect(events.map(\.seq) == [1, 2, 3])
+            #expect(result.saves.count == 3)
+            #expect(try await storage.longLivedOperation(key)?.checkpoint == [7])
+
+            // The operation is gone: the records of a refused append are not written either.
+            try await storage.removeLongLivedOperation(key)
+            await #expect(throws: StoreError.self) {
+                _ = try await storage.modifyRecords(
+                    RecordModification(saving: [Wire.Record(recordID: recordID("orphan"), recordType: "Note")]),
+                    in: alice, by: "_alice", journaling: journaling)
+            }
+            let fetched = try await storage.fetchRecords([recordID("orphan")], desiredKeys: nil, in: alice)
+            guard case .error(let error) = fetched.first?.outcome else {
+                Issue.record("the record was written without its events")
+                return
+            }
+            #expect(error.code == .unknownItem)
+        }
+    }
+
+    @Test func pruneDropsOnlyWhatCompletedBeforeTheCutoff() async throws {
+        try await withStore { storage, _ in
+            let old = LongLivedOperationKey(owner: "_alice", operationID: "old")
+            let running = LongLivedOperationKey(owner: "_alice", operationID: "running")
+            for key in [old, running] {
+                _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+                _ = try await storage.appendLongLivedEvents([event("x")], to: key, checkpoint: nil)
+            }
+            _ = try await storage.completeLongLivedOperation(old, complete: Wire.Complete(), at: at)
+            #expect(try await storage.pruneLongLivedOperations(completedBefore: Wire.Timestamp(seconds: 1_000, nanos: 5)) == 0)
+            #expect(try await storage.pruneLongLivedOperations(completedBefore: Wire.Timestamp(seconds: 1_001)) == 1)
+            #expect(try await storage.longLivedOperation(old) == nil)
+            #expect(try await storage.longLivedEvents(old, after: 0, limit: 10).isEmpty)
+            #expect(try await storage.longLivedOperation(running)?.lastSeq == 1)
+        }
+    }
+}
