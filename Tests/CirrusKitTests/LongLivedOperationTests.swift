@@ -356,4 +356,45 @@ struct LongLivedOperationTests {
         #expect(!cancel.detach)
         #expect(results.values.first?.failureCode == .operationCancelled)
     }
+
+    @Test("cancel() between connections: the next connection resumes the operation only to send Cancel")
+    func cancelWhileReconnecting() async throws {
+        let script = LongLivedScript(events: { _ in OperationLifecycleTests.fetchResults(["a", "b", "c"]) })
+        let peer = try await FakePeer.start(
+            reply: { open, connection in
+                var reply = script.reply(open, connection)
+                reply.closeAfterEvents = 1
+                return reply
+            },
+            resume: { resume, connection in
+                var reply = script.resume(resume, connection)
+                reply.hang = true
+                reply.payloads = []
+                return reply
+            }
+        )
+        defer { Task { await peer.stop() } }
+        // A long backoff, so the test sees the operation between connections.
+        let container = Self.container(peer) {
+            $0.reconnectBaseDelay = 2
+            $0.reconnectMaximumDelay = 2
+        }
+        let operation = Self.longLivedFetch(["a", "b", "c"])
+        let records = Recorder<String>()
+        let results = Recorder<Result<Void, any Error>>()
+        operation.perRecordResultBlock = { id, _ in records.append(id.recordName) }
+        operation.fetchRecordsResultBlock = { results.append($0) }
+        container.privateCloudDatabase.add(operation)
+        try await eventually { records.count == 1 && peer.log.withLockedValue { $0.disconnects } == 1 }
+        #expect(peer.resumes.isEmpty)
+        operation.cancel()
+        await waitUntilFinished(operation)
+        #expect(results.values.first?.failureCode == .operationCancelled)
+        try await eventually { peer.cancelFrames.count == 1 }
+        #expect(peer.resumes.map(\.lastSeq) == [1])
+        let cancel = try #require(peer.cancelFrames.first)
+        #expect(!cancel.cancel.completionAcknowledged && !cancel.cancel.detach)
+        #expect(cancel.streamID == peer.log.withLockedValue { $0.starts.last?.streamID })
+        #expect(records.values == ["a"])
+    }
 }

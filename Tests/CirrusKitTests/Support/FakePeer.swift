@@ -48,6 +48,8 @@ final class FakePeer: Sendable {
         var cancelFrames: [(streamID: UInt64, cancel: Wire.Cancel)] = []
         /// Stream IDs and kinds of the `Open`/`Resume` frames, in order ("open"/"resume").
         var starts: [(streamID: UInt64, kind: String, connection: Int)] = []
+        /// Connections that ended.
+        var disconnects = 0
     }
 
     /// Connection-level behaviour.
@@ -246,6 +248,11 @@ private final class FakePeerHandler: ChannelInboundHandler {
             self.streams[streamID] = stream
         }
         context.flush()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.log.withLockedValue { $0.disconnects += 1 }
+        context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
