@@ -281,6 +281,22 @@ struct ClientSideTests {
         #expect(!machine.isOpen(streamID: 1))
     }
 
+    @Test func clientAdoptsShorterPeerTimers() {
+        var machine = activeClient()
+        #expect(machine.timerFired(now: t0 + .milliseconds(200)) == .none)
+        machine.adoptPeerTimers(Wire.Limits(pingIntervalMs: 100, idleTimeoutMs: 1_000))
+        #expect(machine.configuration.keepaliveInterval == .milliseconds(100))
+        #expect(machine.configuration.idleTimeout == .milliseconds(1_000))
+        guard case .sendPing = machine.timerFired(now: t0 + .milliseconds(200)) else {
+            Issue.record("no ping after the peer's interval")
+            return
+        }
+        // Longer or absent values change nothing.
+        machine.adoptPeerTimers(Wire.Limits(pingIntervalMs: 60_000, idleTimeoutMs: 0))
+        #expect(machine.configuration.keepaliveInterval == .milliseconds(100))
+        #expect(machine.configuration.idleTimeout == .milliseconds(1_000))
+    }
+
     @Test func completionAcknowledgementGoesOnTheCompletedStream() {
         var machine = activeClient()
         _ = machine.send(open(1, window: 5))

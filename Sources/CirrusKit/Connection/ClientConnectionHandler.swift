@@ -117,6 +117,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .none:
             break
         case .helloAckReceived(let ack):
+            if let limits = ack.limits {
+                self.machine.adoptPeerTimers(limits)
+            }
             if let limits = ack.limits, limits.maxConcurrentStreams > 0 {
                 self.maximumConcurrentStreams = Int(limits.maxConcurrentStreams)
             }

@@ -40,6 +40,8 @@ final class FakePeer: Sendable {
         var connections = 0
         var hellos: [Wire.Hello] = []
         var pongs: [UInt64] = []
+        /// `Ping`s from the client.
+        var pings = 0
         /// Streams open now, and the most ever open at once.
         var openStreams = 0
         var maximumOpenStreams = 0
@@ -60,6 +62,8 @@ final class FakePeer: Sendable {
         var pingAfterHello = false
         /// `HelloAck.limits.max_concurrent_streams`.
         var maximumConcurrentStreams: UInt32 = 100
+        /// `HelloAck.limits.ping_interval_ms` (0 = none).
+        var pingIntervalMs: UInt32 = 0
     }
 
     let port: Int
@@ -156,7 +160,11 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 serverName: "fake",
                 userRecordName: "_fake",
                 limits: Wire.Limits(
-                    maxFrameBytes: 4 << 20, maxConcurrentStreams: self.behaviour.maximumConcurrentStreams, initialStreamWindow: 16, maxItemsPerOperation: 400
+                    maxFrameBytes: 4 << 20,
+                    maxConcurrentStreams: self.behaviour.maximumConcurrentStreams,
+                    initialStreamWindow: 16,
+                    pingIntervalMs: self.behaviour.pingIntervalMs,
+                    maxItemsPerOperation: 400
                 )
             )
             context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .helloAck(ack))), promise: nil)
@@ -192,6 +200,7 @@ private final class FakePeerHandler: ChannelInboundHandler {
         case .pong(let pong):
             self.log.withLockedValue { $0.pongs.append(pong.nonce) }
         case .ping(let ping):
+            self.log.withLockedValue { $0.pings += 1 }
             guard self.behaviour.answerPings else { return }
             context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: ping.nonce)))), promise: nil)
         default:
