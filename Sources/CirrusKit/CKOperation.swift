@@ -324,7 +324,8 @@ open class CKOperation: Operation, @unchecked Sendable {
         // any other is cancelled.
         let isLongLived = stream?.isLongLived ?? false
         stream?.cancel(reason: "timed out", detach: isLongLived)
-        self.finishOnQueue(CKError(.networkFailure, message: isLongLived ? message + "; the long-lived operation keeps running on the server" : message))
+        let detail = isLongLived ? "; the long-lived operation keeps running on the server" : ""
+        self.finishOnQueue(CKError(.networkFailure, message: message + detail))
     }
 }
 
