@@ -397,4 +397,19 @@ struct LongLivedOperationTests {
         #expect(cancel.streamID == peer.log.withLockedValue { $0.starts.last?.streamID })
         #expect(records.values == ["a"])
     }
+
+    @Test("A long-lived operation that times out is detached, not cancelled: it keeps running on the server")
+    func timeoutDetaches() async throws {
+        let peer = try await FakePeer.start { _, _ in FakeReply(hang: true, persisted: true) }
+        defer { Task { await peer.stop() } }
+        let container = Self.container(peer)
+        let operation = Self.longLivedFetch(["a"])
+        operation.configuration.timeoutIntervalForRequest = 0.3
+        let results = Recorder<Result<Void, any Error>>()
+        operation.fetchRecordsResultBlock = { results.append($0) }
+        await runToCompletion(operation, on: container.privateCloudDatabase)
+        #expect(results.values.first?.failureCode == .networkFailure)
+        try await eventually { peer.cancelFrames.count == 1 }
+        #expect(peer.cancelFrames.first?.cancel.detach == true)
+    }
 }
