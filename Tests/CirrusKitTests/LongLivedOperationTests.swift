@@ -403,8 +403,9 @@ struct LongLivedOperationTests {
         let peer = try await FakePeer.start { _, _ in FakeReply(hang: true, persisted: true) }
         defer { Task { await peer.stop() } }
         let container = Self.container(peer)
+        try await container.ping()  // Connected: the Open goes out at once.
         let operation = Self.longLivedFetch(["a"])
-        operation.configuration.timeoutIntervalForRequest = 0.3
+        operation.configuration.timeoutIntervalForRequest = 0.5
         let results = Recorder<Result<Void, any Error>>()
         operation.fetchRecordsResultBlock = { results.append($0) }
         await runToCompletion(operation, on: container.privateCloudDatabase)

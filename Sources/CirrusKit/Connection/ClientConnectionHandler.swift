@@ -214,7 +214,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 }
             }
             if !stream.attached(to: connection, streamID: streamID) {
-                self.cancel(streamID: streamID, reason: "cancelled by the client")
+                self.cancel(streamID: streamID, reason: "cancelled by the client", detach: stream.cancelDetaches)
             }
             return true
         case .invalid(let message):

@@ -65,6 +65,8 @@ final class ClientStream: Sendable {
         var isReattaching = false
         /// Cancelled while reattaching: the next attachment sends `Resume` and then `Cancel`.
         var owesCancel = false
+        /// The cancellation only detaches from a long-lived operation (a timeout).
+        var cancelDetaches = false
         /// The connection and stream ID the `Complete` arrived on (completion acknowledgement).
         var completedOn: (connection: ClientConnection, streamID: UInt64)?
     }
@@ -107,6 +109,10 @@ final class ClientStream: Sendable {
     /// Whether a connection should attach the stream: it is live, or it was cancelled while
     /// reattaching and the server still has to hear about it.
     var wantsAttachment: Bool { self.state.withLockedValue { !$0.isCancelled || $0.owesCancel } }
+
+    /// Whether the cancellation, when the stream is cancelled, only detaches from the server's
+    /// long-lived operation.
+    var cancelDetaches: Bool { self.state.withLockedValue { $0.cancelDetaches } }
 
     /// The stream ID on its current connection (0 before it is opened).
     var streamID: UInt64 { self.state.withLockedValue { $0.streamID } }
@@ -258,6 +264,7 @@ final class ClientStream: Sendable {
                 state.connection = nil
             }
             guard !state.isTerminated else { return (nil, 0) }
+            state.cancelDetaches = detach
             if state.connection == nil, state.isReattaching, state.serverHasOperation, !detach {
                 // Between connections: the next one resumes the operation only to cancel it.
                 state.owesCancel = true
