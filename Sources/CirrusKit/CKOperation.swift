@@ -31,13 +31,19 @@ open class CKOperation: Operation, @unchecked Sendable {
         var phase = Phase.ready
         var stream: ClientStream?
         var resultDelivered = false
+        /// `longLivedOperationWasPersistedBlock` ran (it runs once, however often the operation
+        /// is resumed).
+        var persistedDelivered = false
         var lastProgress = DispatchTime.now()
         var startedAt = DispatchTime.now()
         var timer: DispatchSourceTimer?
     }
 
     /// A unique identifier; for long-lived operations the ID the server lists them by.
-    public let operationID: ID
+    public var operationID: ID { self.identity.withLockedValue { $0.operationID } }
+    /// The operation's ID and, for an operation rebuilt by `CKContainer.fetchLongLivedOperation`,
+    /// the `Open` the server runs it from (set once, before the operation is handed out).
+    private let identity: NIOLockedValueBox<(operationID: ID, resumedOpen: Wire.Open?)>
     private let configurationBox: NIOLockedValueBox<Configuration>
     private let run = NIOLockedValueBox(RunState())
     /// The serial queue every callback block of this operation runs on.
@@ -51,7 +57,7 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     public override init() {
         let id = UUID().uuidString
-        self.operationID = id
+        self.identity = NIOLockedValueBox((id, nil))
         self.configurationBox = NIOLockedValueBox(Configuration())
         self.callbackQueue = DispatchQueue(label: "CKOperation.callbacks.\(id)")
         super.init()
@@ -153,6 +159,15 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     // MARK: - Running
 
+    /// Makes this operation the client side of the long-lived operation the server runs from
+    /// `open`: it takes the operation's ID, and starting it sends `Resume` instead of `Open`.
+    func adoptLongLivedOperation(_ open: Wire.Open) {
+        self.identity.withLockedValue { $0 = (open.operationID, open) }
+    }
+
+    /// The `Open` of the server's long-lived operation this operation resumes, if it was fetched.
+    var resumedOpen: Wire.Open? { self.identity.withLockedValue { $0.resumedOpen } }
+
     /// Resolves where the operation runs: the container and the database scope.
     func target() -> (container: CKContainer, scope: Wire.DatabaseScope) {
         (self.resolvedConfiguration.container ?? CKContainer.default(), .unspecified)
@@ -176,27 +191,41 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     private func begin() {
         let (container, scope) = self.target()
-        let request: Wire.Open.Request
-        do {
-            request = try self.makeRequest(maximumItems: Self.maximumItemsPerOperation)
-        } catch {
-            self.callbackQueue.async { self.finishOnQueue(error) }
-            return
+        let resumedOpen = self.resumedOpen
+        let open: Wire.Open
+        if let resumedOpen {
+            // A fetched operation resumes the request already running on the server; building
+            // the request again only prepares what the callbacks use (records by ID …).
+            _ = try? self.makeRequest(maximumItems: Self.maximumItemsPerOperation)
+            open = resumedOpen
+        } else {
+            let request: Wire.Open.Request
+            do {
+                request = try self.makeRequest(maximumItems: Self.maximumItemsPerOperation)
+            } catch {
+                self.callbackQueue.async { self.finishOnQueue(error) }
+                return
+            }
+            open = Wire.Open(
+                operationID: self.operationID,
+                databaseScope: scope,
+                containerIdentifier: container.containerIdentifier ?? "",
+                configuration: self.configuration.explicit.wire,
+                group: self.group?.wire,
+                request: request
+            )
         }
         let resolved = self.resolvedConfiguration
-        let open = Wire.Open(
-            operationID: self.operationID,
-            databaseScope: scope,
-            containerIdentifier: container.containerIdentifier ?? "",
-            configuration: self.configuration.explicit.wire,
-            group: self.group?.wire,
-            request: request
-        )
         let manager = container.connectionManager
         // The stream keeps the operation alive while it runs (as CloudKit does for operations
         // started without a queue); the cycle ends when the stream ends.
-        let stream = ClientStream(open: open, window: manager.configuration.streamWindow, queue: self.callbackQueue) {
-            delivery in
+        let stream = ClientStream(
+            open: open,
+            window: manager.configuration.streamWindow,
+            queue: self.callbackQueue,
+            isLongLived: resolved.isLongLived,
+            resuming: resumedOpen != nil
+        ) { delivery in
             self.receive(delivery)
         }
         self.run.withLockedValue { $0.stream = stream }
@@ -215,11 +244,22 @@ open class CKOperation: Operation, @unchecked Sendable {
         self.run.withLockedValue { $0.lastProgress = .now() }
         switch delivery {
         case .persisted:
-            self.longLivedOperationWasPersistedBlock?()
+            let first = self.run.withLockedValue { state -> Bool in
+                defer { state.persistedDelivered = true }
+                return !state.persistedDelivered
+            }
+            if first {
+                self.longLivedOperationWasPersistedBlock?()
+            }
         case .event(let event):
             self.handle(event: event)
         case .complete(let complete):
+            let stream = self.run.withLockedValue { $0.stream }
             self.finishOnQueue(complete.error.map { CKError(wire: $0) }, complete: complete)
+            if let stream, stream.isLongLived, complete.error?.code != .unknownOperation {
+                // The result reached the app: the server may forget the operation.
+                stream.acknowledgeCompletion()
+            }
         case .failed(let failure):
             self.finishOnQueue(CKError(failure))
         }
@@ -280,8 +320,12 @@ open class CKOperation: Operation, @unchecked Sendable {
         } else {
             return
         }
-        stream?.cancel(reason: "timed out")
-        self.finishOnQueue(CKError(.networkFailure, message: message))
+        // A long-lived operation keeps running on the server (it can be fetched and resumed);
+        // any other is cancelled.
+        let isLongLived = stream?.isLongLived ?? false
+        stream?.cancel(reason: "timed out", detach: isLongLived)
+        let detail = isLongLived ? "; the long-lived operation keeps running on the server" : ""
+        self.finishOnQueue(CKError(.networkFailure, message: message + detail))
     }
 }
 

@@ -44,6 +44,20 @@ open class CKOperationGroup: @unchecked Sendable, CustomStringConvertible {
         self.operationGroupID = UUID().uuidString
     }
 
+    /// The group a wire message describes (a long-lived operation fetched from the server).
+    init(wire: Wire.OperationGroup) {
+        self.operationGroupID = wire.operationGroupID.isEmpty ? UUID().uuidString : wire.operationGroupID
+        self.storage.withLockedValue { storage in
+            storage.defaultConfiguration = CKOperation.Configuration(
+                explicit: .init(wire: wire.defaultConfiguration)
+            )
+            storage.name = wire.name.isEmpty ? nil : wire.name
+            storage.quantity = Int(clamping: wire.quantity)
+            storage.expectedSendSize = TransferSize(rawValue: Int(wire.expectedSendSize.rawValue)) ?? .unknown
+            storage.expectedReceiveSize = TransferSize(rawValue: Int(wire.expectedReceiveSize.rawValue)) ?? .unknown
+        }
+    }
+
     /// Values the group's operations use where they set none themselves. Assigning copies.
     open var defaultConfiguration: CKOperation.Configuration! {
         get { self.storage.withLockedValue { $0.defaultConfiguration } }

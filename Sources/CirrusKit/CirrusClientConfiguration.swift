@@ -39,6 +39,11 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
     public var reconnectBaseDelay: TimeInterval = 0.1
     /// The longest delay between reconnect attempts.
     public var reconnectMaximumDelay: TimeInterval = 10
+    /// Times in a row a long-lived operation whose connection dropped is resumed on a new one
+    /// without receiving anything before it fails with `networkFailure` (its configuration's
+    /// `timeoutIntervalForRequest` and `timeoutIntervalForResource` bound it too). Each
+    /// attempt waits the reconnect backoff first.
+    public var maximumResumeAttempts: Int = 10
     /// Sent as `Hello.client_name`.
     public var clientName: String = "CirrusKit"
     /// Sent as `Hello.client_version`.

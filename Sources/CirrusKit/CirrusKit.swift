@@ -12,7 +12,17 @@
 //   drained; consecutive failures space attempts out with capped exponential backoff with
 //   jitter. Streams the server never saw (above `GoAway.last_stream_id`) are opened again on
 //   the next connection; streams in flight when the connection drops fail with
-//   `CKError(.networkFailure)`.
+//   `CKError(.networkFailure)`, except those of long-lived operations.
+// - Long-lived operations (`CKContainer+LongLived.swift`, `CKOperation+LongLived.swift`): a
+//   `ClientStream` of a long-lived operation outlives its connection. When it drops, the
+//   `ConnectionManager` attaches the stream again after the backoff with `Resume{last_seq}`
+//   = the last seq handed to the blocks (`Open` again if no `Persisted` came), at most
+//   `maximumResumeAttempts` times in a row without progress. `EventSequence` lets each seq
+//   through once, in order, so the old connection's queued events and the replay never
+//   reach the blocks twice. After the result block, `Cancel{completion_acknowledged}` goes
+//   out on the stream the `Complete` came on. An operation fetched with
+//   `fetchLongLivedOperation` is rebuilt as its subclass from the server's `Open` and
+//   starts with `Resume` instead of `Open`.
 // - Threads: protocol work runs on the connection's event loop; each operation has its own
 //   serial callback queue where its blocks run, in event order, and then `completionBlock`
 //   (Foundation's, after the operation finished).

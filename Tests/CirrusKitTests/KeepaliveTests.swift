@@ -51,4 +51,14 @@ struct KeepaliveTests {
         await waitUntilFinished(operation)
         #expect(result.values.first?.failureCode == .operationCancelled)
     }
+
+    @Test("The client pings as often as the server's HelloAck asks, though its own interval is longer")
+    func serverPingInterval() async throws {
+        let peer = try await FakePeer.start(behaviour: .init(pingIntervalMs: 50)) { _, _ in FakeReply(hang: true) }
+        defer { Task { await peer.stop() } }
+        let container = Self.container(port: peer.port, interval: .seconds(60), timeout: .seconds(20))
+        try await container.ping()
+        let before = peer.log.withLockedValue { $0.pings }
+        try await eventually { peer.log.withLockedValue { $0.pings } >= before + 2 }
+    }
 }

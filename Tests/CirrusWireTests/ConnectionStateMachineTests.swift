@@ -281,6 +281,45 @@ struct ClientSideTests {
         #expect(!machine.isOpen(streamID: 1))
     }
 
+    @Test func clientAdoptsShorterPeerTimers() {
+        var machine = activeClient()
+        #expect(machine.timerFired(now: t0 + .milliseconds(200)) == .none)
+        machine.adoptPeerTimers(Wire.Limits(pingIntervalMs: 100, idleTimeoutMs: 1_000))
+        #expect(machine.configuration.keepaliveInterval == .milliseconds(100))
+        #expect(machine.configuration.idleTimeout == .milliseconds(1_000))
+        guard case .sendPing = machine.timerFired(now: t0 + .milliseconds(200)) else {
+            Issue.record("no ping after the peer's interval")
+            return
+        }
+        // Longer or absent values change nothing.
+        machine.adoptPeerTimers(Wire.Limits(pingIntervalMs: 60_000, idleTimeoutMs: 0))
+        #expect(machine.configuration.keepaliveInterval == .milliseconds(100))
+        #expect(machine.configuration.idleTimeout == .milliseconds(1_000))
+    }
+
+    @Test func completionAcknowledgementGoesOnTheCompletedStream() {
+        var machine = activeClient()
+        _ = machine.send(open(1, window: 5))
+        _ = machine.receive(complete(1, lastSeq: 0), now: t0)
+        let ack = frame(1, .cancel(Wire.Cancel(completionAcknowledged: true)))
+        #expect(machine.send(ack) == .send)
+        // A plain Cancel after Complete still has nothing to cancel, and a stream never opened
+        // gets no acknowledgement.
+        #expect(machine.send(frame(1, .cancel(Wire.Cancel()))) == .drop)
+        #expect(machine.send(frame(3, .cancel(Wire.Cancel(completionAcknowledged: true)))) == .drop)
+        #expect(machine.openStreamCount == 0)
+    }
+
+    @Test func resumedStreamContinuesTheOperationsNumbering() {
+        var machine = activeClient()
+        #expect(machine.send(frame(1, .resume(Wire.Resume(operationID: "op", lastSeq: 4, initialWindow: 5)))) == .send)
+        #expect(isClose(machine.receive(event(1, seq: 1), now: t0), .protocolViolation))
+        var again = activeClient()
+        _ = again.send(frame(1, .resume(Wire.Resume(operationID: "op", lastSeq: 4, initialWindow: 5))))
+        #expect(again.receive(event(1, seq: 5), now: t0) == .deliver(event(1, seq: 5)))
+        #expect(again.receive(complete(1, lastSeq: 5), now: t0) == .deliver(complete(1, lastSeq: 5)))
+    }
+
     @Test func completeWithAWrongLastSeqIsAViolation() {
         var machine = activeClient()
         _ = machine.send(open(1, window: 5))

@@ -31,9 +31,16 @@ final class ClientConnection: Sendable {
         }
     }
 
-    func cancel(streamID: UInt64, reason: String) {
+    func cancel(streamID: UInt64, reason: String, detach: Bool = false) {
         self.eventLoop.execute {
-            self.handler.value.cancel(streamID: streamID, reason: reason)
+            self.handler.value.cancel(streamID: streamID, reason: reason, detach: detach)
+        }
+    }
+
+    /// Sends `Cancel{completion_acknowledged}` on `streamID`, whose `Complete` arrived.
+    func acknowledgeCompletion(streamID: UInt64) {
+        self.eventLoop.execute {
+            self.handler.value.acknowledgeCompletion(streamID: streamID)
         }
     }
 

@@ -15,6 +15,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         var draining: @Sendable () -> Void = {}
         /// The server never saw these streams (GoAway) or they could not be opened: open them elsewhere.
         var retry: @Sendable ([ClientStream]) -> Void = { _ in }
+        /// The connection ended under these streams before their `Complete`: resume or fail them.
+        var lost: @Sendable ([ClientStream], ConnectionFailure) -> Void = { streams, failure in
+            streams.forEach { $0.fail(failure) }
+        }
     }
 
     private let server: String
@@ -113,6 +117,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .none:
             break
         case .helloAckReceived(let ack):
+            if let limits = ack.limits {
+                self.machine.adoptPeerTimers(limits)
+            }
             if let limits = ack.limits, limits.maxConcurrentStreams > 0 {
                 self.maximumConcurrentStreams = Int(limits.maxConcurrentStreams)
             }
@@ -153,7 +160,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             stream.deliver(.persisted(persisted))
         case .complete(let complete):
             self.streams.removeValue(forKey: frame.streamID)
-            stream.deliver(.complete(complete))
+            if stream.isTakenOverAfterDuplicate(complete) {
+                self.callbacks.lost([stream], .network("\(self.server) has the long-lived operation already; resuming it"))
+            } else {
+                stream.deliver(.complete(complete))
+            }
             self.streamEnded()
         default:
             break
@@ -181,13 +192,13 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     /// Opens `stream` now, or when a slot frees up. False: this connection takes no new streams.
     func open(_ stream: ClientStream, on connection: ClientConnection) -> Bool {
         guard !self.isClosed, self.machine.phase == .active else { return false }
-        guard !stream.isCancelled else { return true }
+        guard stream.wantsAttachment else { return true }
         guard self.streams.count < self.maximumConcurrentStreams else {
             self.waiting.append((stream, connection))
             return true
         }
         let streamID = self.nextStreamID
-        let frame = Wire.Frame(streamID: streamID, kind: .open(stream.open))
+        let frame = Wire.Frame(streamID: streamID, kind: stream.startFrame())
         switch self.machine.send(frame) {
         case .send, .sendAndClose:
             self.nextStreamID += 1
@@ -203,7 +214,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 }
             }
             if !stream.attached(to: connection, streamID: streamID) {
-                self.cancel(streamID: streamID, reason: "cancelled by the client")
+                self.cancel(streamID: streamID, reason: "cancelled by the client", detach: stream.cancelDetaches)
             }
             return true
         case .invalid(let message):
@@ -230,12 +241,12 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    func cancel(streamID: UInt64, reason: String) {
+    func cancel(streamID: UInt64, reason: String, detach: Bool = false) {
         if let index = self.waiting.firstIndex(where: { $0.0.streamID == streamID && streamID != 0 }) {
             self.waiting.remove(at: index)
         }
         guard self.streams.removeValue(forKey: streamID) != nil else { return }
-        let frame = Wire.Frame(streamID: streamID, kind: .cancel(Wire.Cancel(reason: reason)))
+        let frame = Wire.Frame(streamID: streamID, kind: .cancel(Wire.Cancel(reason: reason, detach: detach)))
         switch self.machine.send(frame) {
         case .send:
             self.write(frame)
@@ -250,9 +261,21 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         self.streamEnded()
     }
 
+    /// Tells the server the client has the result of the long-lived operation whose `Complete`
+    /// ended `streamID`, so it stops listing it.
+    func acknowledgeCompletion(streamID: UInt64) {
+        let frame = Wire.Frame(
+            streamID: streamID,
+            kind: .cancel(Wire.Cancel(reason: "completion acknowledged", completionAcknowledged: true))
+        )
+        guard case .send = self.machine.send(frame) else { return }
+        self.write(frame)
+        self.context?.flush()
+    }
+
     /// A stream ended: start a waiting one, or close a drained connection.
     private func streamEnded() {
-        self.waiting.removeAll { $0.0.isCancelled }
+        self.waiting.removeAll { !$0.0.wantsAttachment }
         while self.streams.count < self.maximumConcurrentStreams, !self.waiting.isEmpty {
             let (stream, connection) = self.waiting.removeFirst()
             if !self.open(stream, on: connection) {
@@ -337,8 +360,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         let streams = self.streams.sorted { $0.key < $1.key }.map(\.value) + self.waiting.map(\.0)
         self.streams.removeAll()
         self.waiting.removeAll()
-        for stream in streams {
-            stream.fail(.network("connection lost while the operation was running: \(failure.message)"))
+        if !streams.isEmpty {
+            self.callbacks.lost(streams, .network("connection lost while the operation was running: \(failure.message)"))
         }
         let pings = self.pings
         self.pings.removeAll()

@@ -14,41 +14,91 @@ enum StreamDelivery: Sendable {
     case failed(ConnectionFailure)
 }
 
-/// One operation's stream: its `Open`, the queue its deliveries run on, and its flow-control
-/// bookkeeping.
+/// One operation's stream: its `Open`, the queue its deliveries run on, its flow-control
+/// bookkeeping and, for a long-lived operation, what it takes to resume it on another
+/// connection.
 ///
 /// Deliveries arrive from the connection's event loop and run on `queue` (the operation's serial
 /// callback queue) in the order they arrived. Credit is granted back only after the receiver
 /// returned from an event, `creditBatch` events at a time, so the events waiting on `queue`
 /// never exceed the stream window however slow the receiver is.
+///
+/// A long-lived operation's stream outlives its connections: when one drops, the stream is
+/// attached again to the next with `Resume{last_seq: the last seq handed to the receiver}`
+/// (the server replays what came after), or with its `Open` again if the server never said
+/// `Persisted`. Every event goes through `EventSequence`, so events of the old connection
+/// still queued and the replay of the new one reach the receiver once each, in order.
 final class ClientStream: Sendable {
+    /// What happens to a stream whose connection was lost.
+    enum LossOutcome: Sendable, Hashable {
+        /// The stream ended (it failed, or had ended already).
+        case ended
+        /// Attach it to a connection again; `attempt` counts losses in a row without progress.
+        case resume(attempt: Int)
+    }
+
     private struct State {
         var connection: ClientConnection?
         var streamID: UInt64 = 0
+        /// Bumped at each attachment: queued events of an earlier one do not earn credit on the
+        /// current one.
+        var generation = 0
         /// Events delivered since the last `Window`.
         var consumed: UInt32 = 0
         /// A terminal delivery (`complete`/`failed`) was queued; later ones are dropped.
         var isTerminated = false
         /// The operation cancelled: nothing more is delivered.
         var isCancelled = false
-        /// Times the stream was handed to a connection (GoAway retries).
+        /// Times the stream was handed to a connection since it was last attached anew (GoAway
+        /// retries).
         var attempts = 0
+        /// The events handed to the receiver.
+        var sequence = EventSequence()
+        /// The server has registered the operation (`Persisted` arrived, or the stream resumes
+        /// a fetched operation): attach with `Resume`, never `Open`.
+        var serverHasOperation: Bool
+        /// `Open` frames handed to connections so far.
+        var opensSent = 0
+        /// Connections lost in a row with no `Persisted` or `Event` in between.
+        var lossesWithoutProgress = 0
+        /// Lost its connection and waits to be attached again.
+        var isReattaching = false
+        /// Cancelled while reattaching: the next attachment sends `Resume` and then `Cancel`.
+        var owesCancel = false
+        /// The cancellation only detaches from a long-lived operation (a timeout).
+        var cancelDetaches = false
+        /// The connection and stream ID the `Complete` arrived on (completion acknowledgement).
+        var completedOn: (connection: ClientConnection, streamID: UInt64)?
     }
 
     let open: Wire.Open
     let window: UInt32
+    /// Resumed after a lost connection instead of failing.
+    let isLongLived: Bool
     private let queue: DispatchQueue
     private let receiver: @Sendable (StreamDelivery) -> Void
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
 
+    /// - parameter isLongLived: resume the operation after a lost connection.
+    /// - parameter resuming: the operation exists on the server already (a fetched long-lived
+    ///   operation): attach with `Resume` from the start.
     /// - parameter receiver: runs on `queue` for each delivery.
-    init(open: Wire.Open, window: UInt32, queue: DispatchQueue, receiver: @escaping @Sendable (StreamDelivery) -> Void) {
+    init(
+        open: Wire.Open,
+        window: UInt32,
+        queue: DispatchQueue,
+        isLongLived: Bool = false,
+        resuming: Bool = false,
+        receiver: @escaping @Sendable (StreamDelivery) -> Void
+    ) {
         var open = open
         open.initialWindow = max(window, 1)
         self.open = open
         self.window = max(window, 1)
+        self.isLongLived = isLongLived || resuming
         self.queue = queue
         self.receiver = receiver
+        self.state = NIOLockedValueBox(State(serverHasOperation: resuming))
     }
 
     /// Credit is returned in batches of this many events (half the window).
@@ -56,8 +106,19 @@ final class ClientStream: Sendable {
 
     var isCancelled: Bool { self.state.withLockedValue { $0.isCancelled } }
 
+    /// Whether a connection should attach the stream: it is live, or it was cancelled while
+    /// reattaching and the server still has to hear about it.
+    var wantsAttachment: Bool { self.state.withLockedValue { !$0.isCancelled || $0.owesCancel } }
+
+    /// Whether the cancellation, when the stream is cancelled, only detaches from the server's
+    /// long-lived operation.
+    var cancelDetaches: Bool { self.state.withLockedValue { $0.cancelDetaches } }
+
     /// The stream ID on its current connection (0 before it is opened).
     var streamID: UInt64 { self.state.withLockedValue { $0.streamID } }
+
+    /// The seq of the last event handed to the receiver.
+    var deliveredSeq: UInt64 { self.state.withLockedValue { $0.sequence.delivered } }
 
     /// Counts a hand-over to a connection; false once it has been tried too often.
     func beginAttempt(maximum: Int = 3) -> Bool {
@@ -67,13 +128,32 @@ final class ClientStream: Sendable {
         }
     }
 
+    /// The frame that starts the stream on a connection: `Open`, or `Resume` from the last
+    /// event delivered once the server has the operation. Event loop.
+    func startFrame() -> Wire.Frame.Kind {
+        self.state.withLockedValue { state in
+            if state.serverHasOperation {
+                return .resume(
+                    Wire.Resume(operationID: self.open.operationID, lastSeq: state.sequence.delivered, initialWindow: self.window)
+                )
+            }
+            state.opensSent += 1
+            return .open(self.open)
+        }
+    }
+
     /// The connection opened the stream as `streamID`. Event loop. False when the operation
     /// was cancelled meanwhile: the connection then cancels the stream it just opened.
     func attached(to connection: ClientConnection, streamID: UInt64) -> Bool {
         self.state.withLockedValue { state in
             state.streamID = streamID
             state.consumed = 0
-            guard !state.isCancelled else { return false }
+            state.generation += 1
+            state.isReattaching = false
+            guard !state.isCancelled else {
+                state.owesCancel = false
+                return false
+            }
             state.connection = connection
             return true
         }
@@ -81,23 +161,42 @@ final class ClientStream: Sendable {
 
     /// Queues `delivery` for the receiver. Called on the connection's event loop.
     func deliver(_ delivery: StreamDelivery) {
-        let accepted = self.state.withLockedValue { state -> Bool in
-            guard !state.isTerminated else { return false }
+        let generation = self.state.withLockedValue { state -> Int? in
+            guard !state.isTerminated else { return nil }
             switch delivery {
-            case .complete, .failed:
+            case .complete:
+                state.isTerminated = true
+                state.completedOn = state.connection.map { ($0, state.streamID) }
+                state.connection = nil
+            case .failed:
                 state.isTerminated = true
                 state.connection = nil
-            case .event, .persisted:
-                break
+            case .persisted:
+                state.serverHasOperation = true
+                state.lossesWithoutProgress = 0
+            case .event:
+                state.lossesWithoutProgress = 0
             }
-            return true
+            return state.generation
         }
-        guard accepted else { return }
+        guard let generation else { return }
         self.queue.async {
             guard !self.isCancelled else { return }
+            if case .event(let event) = delivery {
+                switch self.state.withLockedValue({ $0.sequence.admit(event.seq) }) {
+                case .deliver:
+                    break
+                case .duplicate:
+                    self.consumedOne(generation: generation)
+                    return
+                case .gap(let expected):
+                    self.endAfterGap(seq: event.seq, expected: expected)
+                    return
+                }
+            }
             self.receiver(delivery)
             if case .event = delivery {
-                self.consumedOne()
+                self.consumedOne(generation: generation)
             }
         }
     }
@@ -107,21 +206,113 @@ final class ClientStream: Sendable {
         self.deliver(.failed(failure))
     }
 
-    /// Stops deliveries and tells the server to stop the operation.
-    func cancel(reason: String) {
+    /// The stream's connection is gone (dropped, or it could not be made). A long-lived
+    /// operation is attached again later, at most `maximumAttempts` times in a row without
+    /// progress; any other stream fails with `failure`. Event loop.
+    func connectionLost(_ failure: ConnectionFailure, maximumAttempts: Int) -> LossOutcome {
+        enum Decision {
+            case ended
+            case fail(ConnectionFailure)
+            case resume(Int)
+        }
+        let decision = self.state.withLockedValue { state -> Decision in
+            guard !state.isTerminated || state.owesCancel else { return .ended }
+            state.connection = nil
+            guard self.isLongLived, failure.code == .networkFailure else { return .fail(failure) }
+            state.lossesWithoutProgress += 1
+            guard state.lossesWithoutProgress <= maximumAttempts else {
+                state.owesCancel = false
+                return .fail(
+                    .network("\(failure.message); gave up resuming the long-lived operation after \(maximumAttempts) attempts")
+                )
+            }
+            state.attempts = 0
+            state.isReattaching = true
+            return .resume(state.lossesWithoutProgress)
+        }
+        switch decision {
+        case .ended:
+            return .ended
+        case .fail(let failure):
+            self.fail(failure)
+            return .ended
+        case .resume(let attempt):
+            return .resume(attempt: attempt)
+        }
+    }
+
+    /// A `Complete` refusing a repeated `Open` as a duplicate ID means the server registered the
+    /// operation before the connection dropped (its `Persisted` was lost): the stream takes
+    /// over with `Resume` instead of ending. Event loop.
+    func isTakenOverAfterDuplicate(_ complete: Wire.Complete) -> Bool {
+        guard self.isLongLived, complete.error?.code == .duplicateOperationID else { return false }
+        return self.state.withLockedValue { state in
+            guard !state.isTerminated, !state.serverHasOperation, state.opensSent > 1 else { return false }
+            state.serverHasOperation = true
+            state.connection = nil
+            return true
+        }
+    }
+
+    /// Stops deliveries and tells the server: `Cancel` stops the operation; with `detach`, a
+    /// long-lived operation keeps running on the server and only this stream stops.
+    func cancel(reason: String, detach: Bool = false) {
         let (connection, streamID) = self.state.withLockedValue { state -> (ClientConnection?, UInt64) in
             defer {
                 state.isCancelled = true
                 state.isTerminated = true
                 state.connection = nil
             }
-            return state.isTerminated ? (nil, 0) : (state.connection, state.streamID)
+            guard !state.isTerminated else { return (nil, 0) }
+            state.cancelDetaches = detach
+            if state.connection == nil, state.isReattaching, state.serverHasOperation, !detach {
+                // Between connections: the next one resumes the operation only to cancel it.
+                state.owesCancel = true
+            }
+            return (state.connection, state.streamID)
         }
-        connection?.cancel(streamID: streamID, reason: reason)
+        connection?.cancel(streamID: streamID, reason: reason, detach: detach)
     }
 
-    private func consumedOne() {
+    /// Tells the server the client has the long-lived operation's result
+    /// (`Cancel{completion_acknowledged}` on the stream its `Complete` came on), so it is no
+    /// longer listed. Best effort: nothing is sent if that connection is gone.
+    func acknowledgeCompletion() {
+        let target = self.state.withLockedValue { state -> (connection: ClientConnection, streamID: UInt64)? in
+            defer { state.completedOn = nil }
+            return state.completedOn
+        }
+        if let target {
+            target.connection.acknowledgeCompletion(streamID: target.streamID)
+        }
+    }
+
+    /// An event arrived out of order: the protocol is broken. The stream stops (detached, so a
+    /// long-lived operation survives on the server) and the receiver gets the failure. Queue.
+    private func endAfterGap(seq: UInt64, expected: UInt64) {
+        let (connection, streamID) = self.state.withLockedValue { state -> (ClientConnection?, UInt64) in
+            defer {
+                // Nothing more reaches the receiver but the failure below.
+                state.isCancelled = true
+                state.isTerminated = true
+                state.connection = nil
+            }
+            return (state.connection, state.streamID)
+        }
+        connection?.cancel(streamID: streamID, reason: "event seq \(seq) arrived, \(expected) expected", detach: self.isLongLived)
+        self.receiver(
+            .failed(
+                ConnectionFailure(
+                    code: .protocolViolation,
+                    message: "the server skipped events: seq \(seq) arrived after \(expected - 1)"
+                )
+            )
+        )
+    }
+
+    private func consumedOne(generation: Int) {
         let grant = self.state.withLockedValue { state -> (ClientConnection, UInt64, UInt32)? in
+            guard state.generation == generation else { return nil }
             state.consumed += 1
             guard state.consumed >= self.creditBatch, let connection = state.connection else { return nil }
             defer { state.consumed = 0 }

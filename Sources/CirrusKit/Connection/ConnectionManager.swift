@@ -6,8 +6,9 @@ import NIOCore
 import NIOPosix
 
 /// Keeps a container's one multiplexed connection: connects lazily when an operation needs it,
-/// reconnects after it dropped or drained with jittered exponential backoff, and re-opens
-/// streams the server never saw (GoAway) on the next connection.
+/// reconnects after it dropped or drained with jittered exponential backoff, re-opens streams
+/// the server never saw (GoAway) on the next connection, and resumes long-lived operations
+/// whose connection was lost.
 final class ConnectionManager: Sendable {
     private struct State {
         var tlsContext: TLSContext?
@@ -58,7 +59,7 @@ final class ConnectionManager: Sendable {
         self.connection().whenComplete { result in
             switch result {
             case .failure(let error):
-                stream.fail(ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription))
+                self.lost(stream, ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription))
             case .success(let connection):
                 connection.open(stream).whenComplete { opened in
                     switch opened {
@@ -69,6 +70,29 @@ final class ConnectionManager: Sendable {
                         self.open(stream)
                     }
                 }
+            }
+        }
+    }
+
+    /// `stream` has no connection any more (it dropped, or none could be made): a long-lived
+    /// operation's stream is attached again after the reconnect backoff (which grows with the
+    /// attempts that brought nothing); any other fails.
+    func lost(_ stream: ClientStream, _ failure: ConnectionFailure) {
+        if self.state.withLockedValue({ $0.isShutDown }) {
+            stream.fail(.network("the container's connection was shut down; \(failure.message)"))
+            return
+        }
+        switch stream.connectionLost(failure, maximumAttempts: self.configuration.maximumResumeAttempts) {
+        case .ended:
+            return
+        case .resume(let attempt):
+            let delay = Self.backoff(
+                failures: attempt,
+                base: self.configuration.reconnectBaseDelay,
+                maximum: self.configuration.reconnectMaximumDelay
+            )
+            self.group.next().scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) {
+                self.open(stream)
             }
         }
     }
@@ -185,6 +209,13 @@ final class ConnectionManager: Sendable {
                     return
                 }
                 streams.forEach { self.open($0) }
+            },
+            lost: { [weak self] streams, failure in
+                guard let self else {
+                    streams.forEach { $0.fail(failure) }
+                    return
+                }
+                streams.forEach { self.lost($0, failure) }
             }
         )
         let timeout = TimeAmount.nanoseconds(Int64(self.configuration.connectTimeout * 1e9))

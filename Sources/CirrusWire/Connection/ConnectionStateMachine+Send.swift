@@ -55,9 +55,17 @@ extension ConnectionStateMachine {
             stream.credit = min(stream.credit + UInt64(window.credit), self.configuration.maximumStreamCredit)
             self.streams[frame.streamID] = stream
             return .send
-        case .cancel:
+        case .cancel(let cancel):
             guard self.role == .client else { return .invalid("Cancel from a server") }
-            return self.streams.removeValue(forKey: frame.streamID) == nil ? .drop : self.closingIfDrained()
+            if self.streams.removeValue(forKey: frame.streamID) != nil {
+                return self.closingIfDrained()
+            }
+            // A long-lived operation's completion acknowledgement goes on the stream its
+            // `Complete` already ended.
+            if cancel.completionAcknowledged, frame.streamID != 0, frame.streamID <= self.highestStreamID {
+                return .send
+            }
+            return .drop
         case .event(let event):
             guard self.role == .server else { return .invalid("Event from a client") }
             guard var stream = self.streams[frame.streamID] else { return .drop }

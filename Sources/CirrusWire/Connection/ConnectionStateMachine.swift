@@ -44,7 +44,7 @@ public struct ConnectionStateMachine: Sendable {
     }
 
     public let role: Role
-    public let configuration: Configuration
+    public internal(set) var configuration: Configuration
     public internal(set) var phase: Phase = .handshaking
 
     var streams: [UInt64: Stream] = [:]
