@@ -77,7 +77,9 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     override func makeRequest(maximumItems: Int) throws -> Wire.Open.Request {
         let records = self.recordsToSave ?? []
         let deletions = self.recordIDsToDelete ?? []
-        guard records.count + deletions.count <= maximumItems else {
+        // A long-lived modify may carry any number of items: the server runs it in chunks of
+        // at most 400, each journaled with its writes (the frame size still bounds it).
+        guard self.isLongLived || records.count + deletions.count <= maximumItems else {
             throw CKError(
                 .limitExceeded,
                 message: "\(records.count + deletions.count) items in one operation; at most \(maximumItems) are allowed"

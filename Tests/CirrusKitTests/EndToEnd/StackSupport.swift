@@ -8,19 +8,12 @@ import NIOConcurrencyHelpers
 import Testing
 
 /// A real server with the SQLite storage in a temporary directory; `body` gets a factory of
-/// containers (one per user) talking to it over TLS: CloudKit code against the whole stack.
+/// containers (one per user) talking to it over TLS: CloudKit code against the whole stack,
+/// configured as `cirrusd` configures it (long-lived operations included).
 func withStack(
     _ body: (_ container: @escaping @Sendable (String) -> CKContainer) async throws -> Void
 ) async throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-e2e-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let storage = try SQLiteStorage(directory: directory)
-    defer { try? storage.close() }
-    try await withServer(configure: { $0.executor = StorageExecutor(storage: storage) }) { _, port in
-        try await body { user in
-            CKContainer(identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: port, user: user))
-        }
-    }
+    try await withStack(clock: nil) { container, _ in try await body(container) }
 }
 
 /// Waits until `operation` finished (after the code under test added it itself).
@@ -48,28 +41,35 @@ final class ManualClock: Sendable {
 /// What a test can reach behind the server of ``withStack(clock:tombstoneRetentionSeconds:_:)``.
 struct StackInternals: Sendable {
     let storage: SQLiteStorage
+    let longLived: LongLivedOperations
     /// The server's port (for a proxy in between).
     var port = 0
     /// Prunes tombstones older than the retention, by the stack's clock.
     let maintenance: StorageMaintenance
 }
 
-/// ``withStack(_:)`` with the storage on `clock`, and its internals handed to `body`.
+/// ``withStack(_:)`` with the storage on `clock` (the wall clock when nil), and its internals
+/// handed to `body`.
 func withStack(
-    clock: ManualClock,
+    clock: ManualClock?,
     tombstoneRetentionSeconds: Int64 = 3600,
     _ body: (_ container: @escaping @Sendable (String) -> CKContainer, _ internals: StackInternals) async throws -> Void
 ) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-e2e-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let storage = try SQLiteStorage(directory: directory, clock: clock.clock)
+    let now = clock?.clock ?? SQLiteStorage.systemClock
+    let storage = try SQLiteStorage(directory: directory, clock: now)
     defer { try? storage.close() }
-    let internals = StackInternals(
+    let executor = StorageExecutor(storage: storage)
+    let longLived = LongLivedOperations(journal: storage, executor: executor, clock: now)
+    var internals = StackInternals(
         storage: storage,
-        maintenance: StorageMaintenance(
-            storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: clock.clock))
-    try await withServer(configure: { $0.executor = StorageExecutor(storage: storage) }) { _, port in
-        var internals = internals
+        longLived: longLived,
+        maintenance: StorageMaintenance(storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: now))
+    try await withServer(configure: {
+        $0.executor = executor
+        $0.longLivedOperations = longLived
+    }) { _, port in
         internals.port = port
         try await body(
             { user in
