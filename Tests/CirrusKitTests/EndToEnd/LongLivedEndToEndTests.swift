@@ -72,8 +72,8 @@ struct LongLivedEndToEndTests {
         }
     }
 
-    @Test(arguments: [11, 12, 13] as [UInt64])
-    func aLongLivedModifyThroughRandomCutsReportsEveryRecordOnceInOrder(seed: UInt64) async throws {
+    @Test(arguments: [(11, 2_000), (12, 2_000), (13, 10_000)] as [(UInt64, Int)])
+    func aLongLivedModifyThroughRandomCutsReportsEveryRecordOnceInOrder(seed: UInt64, count: Int) async throws {
         try await withStack(clock: nil) { _, internals in
             // Each of the first six connections is cut after a random number of bytes from the
             // server (mid-frame, mid-TLS-record); later ones are left alone.
@@ -88,7 +88,7 @@ struct LongLivedEndToEndTests {
             configuration.maximumResumeAttempts = 20
             let database = CKContainer(identifier: "iCloud.com.example.notes", configuration: configuration).privateCloudDatabase
 
-            let records = Self.notes(2_000, prefix: "s\(seed)-")
+            let records = Self.notes(count, prefix: "s\(seed)-")
             let log = await Self.longLivedModify(records, on: database)
             #expect(throws: Never.self, "seed \(seed)") { try log.result?.get() }
             #expect(log.saved == records.map(\.recordID.recordName), "seed \(seed): every record once, in order")
@@ -101,6 +101,56 @@ struct LongLivedEndToEndTests {
             let container = CKContainer(
                 identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: internals.port, user: "alice"))
             try await eventuallyAsync { (try? await container.allLongLivedOperationIDs().isEmpty) == true }
+            await proxy.stop()
+        }
+    }
+
+    @Test(arguments: [21, 22] as [UInt64])
+    func aLongLivedZoneChangesFetchThroughRandomCutsDeliversEachCallbackOnce(seed: UInt64) async throws {
+        try await withStack(clock: nil) { container, internals in
+            let zone = CKRecordZone.ID(zoneName: "Feed")
+            let direct = container("alice").privateCloudDatabase
+            _ = try await direct.save(CKRecordZone(zoneID: zone))
+            let records = (0..<3_000).map { i -> CKRecord in
+                let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: String(format: "f%05d", i), zoneID: zone))
+                record["i"] = i
+                return record
+            }
+            for start in stride(from: 0, to: records.count, by: 400) {
+                _ = try await direct.modifyRecords(saving: Array(records[start..<min(start + 400, records.count)]), deleting: [])
+            }
+            // What a fetch without faults reports, in order.
+            let expected = await fetchZoneChanges(direct, [zone: nil], resultsLimit: 50)
+
+            let generator = NIOLockedValueBox(SyncTestGenerator(seed: seed))
+            let connections = NIOLockedValueBox(0)
+            let proxy = try await CuttingProxy.start(targetPort: internals.port) {
+                let count = connections.withLockedValue { $0 += 1; return $0 }
+                guard count <= 6 else { return nil }
+                return generator.withLockedValue { Int.random(in: 500...30_000, using: &$0) }
+            }
+            var configuration = TestCertificates.client(port: proxy.port, user: "alice")
+            configuration.maximumResumeAttempts = 20
+            let database = CKContainer(identifier: "iCloud.com.example.notes", configuration: configuration).privateCloudDatabase
+            let operation = CKFetchRecordZoneChangesOperation(
+                recordZoneIDs: [zone],
+                configurationsByRecordZoneID: [zone: .init(previousServerChangeToken: nil, resultsLimit: 50)])
+            operation.configuration.isLongLived = true
+            let seen = NIOLockedValueBox<[ZoneFetchLog.Entry]>([])
+            operation.recordWasChangedBlock = { id, _ in seen.withLockedValue { $0.append(.changed(id.recordName)) } }
+            operation.recordZoneChangeTokensUpdatedBlock = { id, _, _ in seen.withLockedValue { $0.append(.tokenUpdated(id.zoneName)) } }
+            operation.recordZoneFetchResultBlock = { id, result in
+                if case .success(let (_, _, more)) = result {
+                    seen.withLockedValue { $0.append(.zoneDone(id.zoneName, moreComing: more)) }
+                }
+            }
+            let outcome = NIOLockedValueBox<Result<Void, any Error>?>(nil)
+            operation.fetchRecordZoneChangesResultBlock = { result in outcome.withLockedValue { $0 = result } }
+            database.add(operation)
+            await finished(operation)
+            #expect(throws: Never.self, "seed \(seed)") { try outcome.withLockedValue { $0 }?.get() }
+            #expect(seen.withLockedValue { $0 } == expected.entries, "seed \(seed): every callback once, in order")
+            #expect(proxy.cutCount >= 1, "seed \(seed)")
             await proxy.stop()
         }
     }
