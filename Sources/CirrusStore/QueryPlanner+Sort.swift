@@ -52,7 +52,7 @@ extension QueryPlanner {
                     arguments: [zoneID, query.recordType, key]),
                 let kind = IndexedKind(rawValue: raw)
             else { continue }
-            let label = "sort descriptor \(i + 1) (\"\(key)\"): \(key) holds \(Self.name(of: kind)) values in this zone"
+            let label = "sort descriptor \(i + 1) (\"\(key)\"): \(key) holds \(kind.name) values in this zone"
             switch sort.key {
             case .distance:
                 throw StoreError(.invalidArguments, "\(label); a relative location sorts a location field")
@@ -60,27 +60,6 @@ extension QueryPlanner {
                 let hint = kind == .location ? "; sort locations by distance from a relative location" : ""
                 throw StoreError(.invalidArguments, "\(label); only single strings, numbers and dates sort\(hint)")
             }
-        }
-    }
-
-    static func name(of kind: IndexedKind) -> String {
-        switch kind {
-        case .string: "string"
-        case .int64: "int64"
-        case .double: "double"
-        case .bytes: "bytes"
-        case .date: "date"
-        case .reference: "reference"
-        case .location: "location"
-        case .asset: "asset"
-        case .stringList: "string list"
-        case .int64List: "int64 list"
-        case .doubleList: "double list"
-        case .bytesList: "bytes list"
-        case .dateList: "date list"
-        case .referenceList: "reference list"
-        case .locationList: "location list"
-        case .assetList: "asset list"
         }
     }
 }

@@ -133,7 +133,7 @@ struct PredicateCompiler {
         switch op {
         case .in, .between:
             guard values.isList else {
-                throw NodeFailure(message: "\(op.symbol) needs a list value, got \(Self.name(of: kind))")
+                throw NodeFailure(message: "\(op.symbol) needs a list value, got \(IndexedKind(kind).name)")
             }
             if op == .between && values.values.count != 2 {
                 throw NodeFailure(message: "BETWEEN needs a list of 2 values (low, high), got \(values.values.count)")
@@ -146,7 +146,7 @@ struct PredicateCompiler {
         default:
             guard !values.isList else {
                 let needs = op == .contains ? "a single value (a list element)" : "a single value"
-                throw NodeFailure(message: "\(op.symbol) needs \(needs), got \(Self.name(of: kind))")
+                throw NodeFailure(message: "\(op.symbol) needs \(needs), got \(IndexedKind(kind).name)")
             }
         }
         guard let family = values.family, allowed.contains(family) else {
@@ -175,7 +175,7 @@ struct PredicateCompiler {
         _ subject: QuerySubject, _ key: String, _ op: QueryOperator, _ kind: Wire.FieldValue.Kind,
         _ allowed: [QueryValue.Family]
     ) -> String {
-        let got = name(of: kind)
+        let got = IndexedKind(kind).name
         switch subject {
         case .recordID, .creator, .modifier: return "\(key) takes reference values, got \(got)"
         case .creationDate, .modificationDate: return "\(key) takes date values, got \(got)"
@@ -239,28 +239,6 @@ struct PredicateCompiler {
             for value in list.values { values.append(try reference(value)) }
             return (values, true, .reference)
         case .locationList, .assetList: return ([], true, nil)
-        }
-    }
-
-    /// How a message names a value's kind.
-    static func name(of kind: Wire.FieldValue.Kind) -> String {
-        switch kind {
-        case .stringValue: "string"
-        case .int64Value: "int64"
-        case .doubleValue: "double"
-        case .bytesValue: "bytes"
-        case .dateValue: "date"
-        case .referenceValue: "reference"
-        case .locationValue: "location"
-        case .assetValue: "asset"
-        case .stringList: "string list"
-        case .int64List: "int64 list"
-        case .doubleList: "double list"
-        case .bytesList: "bytes list"
-        case .dateList: "date list"
-        case .referenceList: "reference list"
-        case .locationList: "location list"
-        case .assetList: "asset list"
         }
     }
 }

@@ -17,6 +17,50 @@ enum IndexedKind: Int64, Sendable, CaseIterable {
 
     /// The kinds a sort can order by: single strings, numbers and dates.
     static let sortable: [IndexedKind] = [.string, .int64, .double, .date]
+
+    /// The kind of a wire value.
+    init(_ kind: Wire.FieldValue.Kind) {
+        switch kind {
+        case .stringValue: self = .string
+        case .int64Value: self = .int64
+        case .doubleValue: self = .double
+        case .bytesValue: self = .bytes
+        case .dateValue: self = .date
+        case .referenceValue: self = .reference
+        case .locationValue: self = .location
+        case .assetValue: self = .asset
+        case .stringList: self = .stringList
+        case .int64List: self = .int64List
+        case .doubleList: self = .doubleList
+        case .bytesList: self = .bytesList
+        case .dateList: self = .dateList
+        case .referenceList: self = .referenceList
+        case .locationList: self = .locationList
+        case .assetList: self = .assetList
+        }
+    }
+
+    /// How a message names the kind ("string", "int64 list" …).
+    var name: String {
+        switch self {
+        case .string: "string"
+        case .int64: "int64"
+        case .double: "double"
+        case .bytes: "bytes"
+        case .date: "date"
+        case .reference: "reference"
+        case .location: "location"
+        case .asset: "asset"
+        case .stringList: "string list"
+        case .int64List: "int64 list"
+        case .doubleList: "double list"
+        case .bytesList: "bytes list"
+        case .dateList: "date list"
+        case .referenceList: "reference list"
+        case .locationList: "location list"
+        case .assetList: "asset list"
+        }
+    }
 }
 
 /// One row of `record_fields`: a field value (or list element) in the typed
