@@ -53,16 +53,8 @@ extension SQLiteStorage: OperationJournal {
         _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
     ) async throws -> Wire.Complete {
         try await write(weight: 1) { db in
-            guard
-                let row = try db.row(
-                    sql: "SELECT last_seq, complete FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
-                    arguments: [key.owner, key.operationID]),
-                (row["complete"] as Data?) == nil
-            else {
-                throw StoreError(.unknownOperation, "operation \(key.operationID) is not running")
-            }
             var complete = complete
-            complete.lastSeq = UInt64(max(0, row["last_seq"] as Int64))
+            complete.lastSeq = try Self.runningLastSeq(key, db)
             try db.run(
                 sql: """
                     UPDATE long_lived_operations SET complete = ?, completed_ns = ?
@@ -160,10 +152,10 @@ extension SQLiteStorage: OperationJournal {
 
     private static let lastSeqSQL = "SELECT last_seq FROM long_lived_operations WHERE owner = ? AND operation_id = ?"
 
-    /// Appends inside the caller's transaction; the seqs follow the row's `last_seq`.
-    private static func append(
-        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, _ db: Database
-    ) throws -> [Wire.Event] {
+    /// The last seq of a registered operation that has not completed.
+    ///
+    /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already completed.
+    private static func runningLastSeq(_ key: LongLivedOperationKey, _ db: Database) throws -> UInt64 {
         guard
             let row = try db.row(
                 sql: "SELECT last_seq, complete FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
@@ -172,7 +164,14 @@ extension SQLiteStorage: OperationJournal {
         else {
             throw StoreError(.unknownOperation, "operation \(key.operationID) is not running")
         }
-        var seq = UInt64(max(0, row["last_seq"] as Int64))
+        return UInt64(max(0, row["last_seq"] as Int64))
+    }
+
+    /// Appends inside the caller's transaction; the seqs follow the row's `last_seq`.
+    private static func append(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, _ db: Database
+    ) throws -> [Wire.Event] {
+        var seq = try runningLastSeq(key, db)
         var events: [Wire.Event] = []
         events.reserveCapacity(payloads.count)
         for payload in payloads {
