@@ -213,6 +213,31 @@ struct ChangeFeedsEndToEndTests {
         }
     }
 
+    @Test func theClientRefusesAZoneTwiceAndANegativeLimitBeforeSending() async throws {
+        try await withStack { container in
+            let database = container("alice").privateCloudDatabase
+            let twice = await fetchZoneChanges(database, [Self.zone: nil], order: [Self.zone, Self.zone])
+            guard case .failure(let error) = twice.result else {
+                Issue.record("a zone named twice must be refused")
+                return
+            }
+            #expect(error.code == .invalidArguments)
+            #expect(twice.entries.isEmpty)
+            let negative = await fetchZoneChanges(database, [Self.zone: nil], resultsLimit: -1)
+            if case .failure(let error) = negative.result {
+                #expect(error.code == .invalidArguments)
+            } else {
+                Issue.record("a negative resultsLimit must be refused")
+            }
+            do {
+                _ = try await database.databaseChanges(since: nil, resultsLimit: -1)
+                Issue.record("a negative resultsLimit must be refused")
+            } catch let error as CKError {
+                #expect(error.code == .invalidArguments)
+            }
+        }
+    }
+
     @Test func oneFailingZoneLeavesTheOthersAlone() async throws {
         try await withStack { container in
             let database = container("alice").privateCloudDatabase

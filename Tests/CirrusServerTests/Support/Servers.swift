@@ -43,14 +43,17 @@ final class CirrusdProcess {
 
     /// Starts `cirrusd` with `arguments` (plus `--port 0` unless a port is given) and waits for
     /// its `listening on HOST:PORT` line.
-    init(arguments: [String] = [], workingDirectory: String? = nil) throws {
+    /// The `cirrusd` binary of this build.
+    static var binary: URL {
         let buildDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var binary = buildDirectory.appendingPathComponent("cirrusd")
-        if !FileManager.default.fileExists(atPath: binary.path) {
-            // `swift test` may run the bundle from inside a `.xctest` directory.
-            binary = buildDirectory.deletingLastPathComponent().appendingPathComponent("cirrusd")
-        }
-        self.process.executableURL = binary
+        let binary = buildDirectory.appendingPathComponent("cirrusd")
+        if FileManager.default.fileExists(atPath: binary.path) { return binary }
+        // `swift test` may run the bundle from inside a `.xctest` directory.
+        return buildDirectory.deletingLastPathComponent().appendingPathComponent("cirrusd")
+    }
+
+    init(arguments: [String] = [], workingDirectory: String? = nil) throws {
+        self.process.executableURL = Self.binary
         var arguments = arguments
         if workingDirectory == nil {
             if !arguments.contains("--port") {
