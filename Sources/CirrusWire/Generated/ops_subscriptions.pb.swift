@@ -276,6 +276,11 @@ extension Wire {
 
         public enum Callback: Sendable, Hashable {
             case notification(Wire.WatchedNotification)
+            /// Sent once, after the replay of `since` (if any) and before any live
+            /// notification: the feed position the stream is live from. A client that
+            /// reconnects passes the last token it saw (this or a notification's) as
+            /// `since`, so nothing created while it was away is missed or repeated.
+            case live(Wire.ServerChangeToken)
         }
 
         /// A value with every field at its default.
@@ -1023,6 +1028,9 @@ extension Wire.WatchNotificationsEvent: CBackedMessage {
         case .notification(let value)?:
             c.pointee.callback_case = .init(rawValue: 1)
             c.pointee.notification = value.cMake(in: arena)
+        case .live(let value)?:
+            c.pointee.callback_case = .init(rawValue: 2)
+            c.pointee.live = value.cMake(in: arena)
         }
     }
 
@@ -1031,6 +1039,8 @@ extension Wire.WatchNotificationsEvent: CBackedMessage {
         switch c.pointee.callback_case.rawValue {
         case 1:
             if let value = c.pointee.notification { self.callback = .notification(Wire.WatchedNotification(cStruct: value)) }
+        case 2:
+            if let value = c.pointee.live { self.callback = .live(Wire.ServerChangeToken(cStruct: value)) }
         default: break  // not set, or a case this version does not know: absent
         }
     }

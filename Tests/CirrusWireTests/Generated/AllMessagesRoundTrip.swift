@@ -380,6 +380,7 @@ enum GeneratedSamples {
         WireSample("Wire.FetchSubscriptionsEvent.callback.perSubscriptionResult", Wire.FetchSubscriptionsEvent(callback: .perSubscriptionResult(sampleSubscriptionOutcome(depth: 1)))),
         WireSample("Wire.FetchNotificationChangesEvent.callback.notificationChanged", Wire.FetchNotificationChangesEvent(callback: .notificationChanged(samplePushNotification(depth: 1)))),
         WireSample("Wire.WatchNotificationsEvent.callback.notification", Wire.WatchNotificationsEvent(callback: .notification(sampleWatchedNotification(depth: 1)))),
+        WireSample("Wire.WatchNotificationsEvent.callback.live", Wire.WatchNotificationsEvent(callback: .live(sampleServerChangeToken(depth: 1)))),
         WireSample("Wire.ShareMetadataOutcome.outcome.metadata", Wire.ShareMetadataOutcome(outcome: .metadata(sampleShareMetadata(depth: 1)))),
         WireSample("Wire.ShareMetadataOutcome.outcome.error", Wire.ShareMetadataOutcome(outcome: .error(sampleOperationError(depth: 1)))),
         WireSample("Wire.FetchShareMetadataEvent.callback.perShareMetadataResult", Wire.FetchShareMetadataEvent(callback: .perShareMetadataResult(sampleShareMetadataOutcome(depth: 1)))),

@@ -1344,7 +1344,7 @@ const ProtobufCMessageDescriptor cirrus__v1__watched_notification__descriptor =
   (ProtobufCMessageInit) cirrus__v1__watched_notification__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor cirrus__v1__watch_notifications_event__field_descriptors[1] =
+static const ProtobufCFieldDescriptor cirrus__v1__watch_notifications_event__field_descriptors[2] =
 {
   {
     "notification",
@@ -1358,14 +1358,27 @@ static const ProtobufCFieldDescriptor cirrus__v1__watch_notifications_event__fie
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "live",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Cirrus__V1__WatchNotificationsEvent, callback_case),
+    offsetof(Cirrus__V1__WatchNotificationsEvent, live),
+    &cirrus__v1__server_change_token__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned cirrus__v1__watch_notifications_event__field_indices_by_name[] = {
+  1,   /* field[1] = live */
   0,   /* field[0] = notification */
 };
 static const ProtobufCIntRange cirrus__v1__watch_notifications_event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor cirrus__v1__watch_notifications_event__descriptor =
 {
@@ -1375,7 +1388,7 @@ const ProtobufCMessageDescriptor cirrus__v1__watch_notifications_event__descript
   "Cirrus__V1__WatchNotificationsEvent",
   "cirrus.v1",
   sizeof(Cirrus__V1__WatchNotificationsEvent),
-  1,
+  2,
   cirrus__v1__watch_notifications_event__field_descriptors,
   cirrus__v1__watch_notifications_event__field_indices_by_name,
   1,  cirrus__v1__watch_notifications_event__number_ranges,

@@ -289,7 +289,8 @@ struct  Cirrus__V1__WatchedNotification
 
 typedef enum {
   CIRRUS__V1__WATCH_NOTIFICATIONS_EVENT__CALLBACK__NOT_SET = 0,
-  CIRRUS__V1__WATCH_NOTIFICATIONS_EVENT__CALLBACK_NOTIFICATION = 1
+  CIRRUS__V1__WATCH_NOTIFICATIONS_EVENT__CALLBACK_NOTIFICATION = 1,
+  CIRRUS__V1__WATCH_NOTIFICATIONS_EVENT__CALLBACK_LIVE = 2
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(CIRRUS__V1__WATCH_NOTIFICATIONS_EVENT__CALLBACK__CASE)
 } Cirrus__V1__WatchNotificationsEvent__CallbackCase;
 
@@ -299,6 +300,13 @@ struct  Cirrus__V1__WatchNotificationsEvent
   Cirrus__V1__WatchNotificationsEvent__CallbackCase callback_case;
   union {
     Cirrus__V1__WatchedNotification *notification;
+    /*
+     * Sent once, after the replay of `since` (if any) and before any live
+     * notification: the feed position the stream is live from. A client that
+     * reconnects passes the last token it saw (this or a notification's) as
+     * `since`, so nothing created while it was away is missed or repeated.
+     */
+    Cirrus__V1__ServerChangeToken *live;
   };
 };
 #define CIRRUS__V1__WATCH_NOTIFICATIONS_EVENT__INIT \
