@@ -271,7 +271,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
             task = Task {
                 stream.complete(await registry.answer(open, caller: caller))
             }
-        } else if let registry = self.configuration.longLivedOperations, open.configuration?.isLongLived == true {
+        } else if let registry = self.configuration.longLivedOperations, open.configuration?.isLongLived == true,
+            LongLivedOperations.canRunDetached(open)
+        {
             task = Task {
                 switch await registry.register(open, caller: caller) {
                 case .failure(let refusal):

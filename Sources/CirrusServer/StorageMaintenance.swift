@@ -6,7 +6,9 @@ import Logging
 /// tombstones older than the retention period (change tokens that still need them then get
 /// `changeTokenExpired`), query cursor snapshots past their lifetime, long-lived operations
 /// completed longer ago than their retention (with their journals, when the storage is an
-/// ``OperationJournal``), and asset contents no record refers to any more.
+/// ``OperationJournal``), notifications older than theirs (notification change tokens that
+/// still need them then get `changeTokenExpired`), and asset contents no record refers to any
+/// more.
 ///
 /// For example:
 /// ```swift
@@ -20,10 +22,14 @@ public struct StorageMaintenance: Sendable {
     /// Query cursors are kept an hour unless configured otherwise.
     public static let defaultQueryCursorLifetimeSeconds: Int64 = 3600
 
+    /// Notifications are kept 7 days unless configured otherwise.
+    public static let defaultNotificationRetentionSeconds: Int64 = 7 * 86_400
+
     let storage: any RecordStorage
     let tombstoneRetentionSeconds: Int64
     let queryCursorLifetimeSeconds: Int64
     let longLivedRetentionSeconds: Int64
+    let notificationRetentionSeconds: Int64
     let clock: @Sendable () -> Wire.Timestamp
     let logger: Logger
 
@@ -33,6 +39,7 @@ public struct StorageMaintenance: Sendable {
         tombstoneRetentionSeconds: Int64 = Self.defaultTombstoneRetentionSeconds,
         queryCursorLifetimeSeconds: Int64 = Self.defaultQueryCursorLifetimeSeconds,
         longLivedRetentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
+        notificationRetentionSeconds: Int64 = Self.defaultNotificationRetentionSeconds,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
         logger: Logger = Logger(label: "cirrusd.maintenance")
     ) {
@@ -40,6 +47,7 @@ public struct StorageMaintenance: Sendable {
         self.tombstoneRetentionSeconds = tombstoneRetentionSeconds
         self.queryCursorLifetimeSeconds = queryCursorLifetimeSeconds
         self.longLivedRetentionSeconds = longLivedRetentionSeconds
+        self.notificationRetentionSeconds = notificationRetentionSeconds
         self.clock = clock
         self.logger = logger
     }
@@ -59,6 +67,8 @@ public struct StorageMaintenance: Sendable {
             try await journal.pruneLongLivedOperations(
                 completedBefore: Wire.Timestamp(seconds: now.seconds - self.longLivedRetentionSeconds, nanos: now.nanos))
         }
+        try await self.storage.pruneNotifications(
+            createdBefore: Wire.Timestamp(seconds: now.seconds - self.notificationRetentionSeconds, nanos: now.nanos))
         return try await self.storage.pruneUnreferencedAssets()
     }
 

@@ -13,7 +13,7 @@ public import CirrusWire
 /// let result = try await storage.modifyRecords(
 ///     RecordModification(saving: [note]), in: .private(container: "c", user: "_alice"), by: "_alice")
 /// ```
-public protocol RecordStorage: Sendable {
+public protocol RecordStorage: SubscriptionStorage {
     /// Saves and deletes records (CKModifyRecordsOperation).
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the

@@ -112,6 +112,11 @@ extension RecordWriter {
                 arguments: [Data(asset.sha256), asset.content.count, Data(asset.content)])
         }
         touch(zone.id)
+        if !subscriptions.isEmpty {
+            changes.append(RecordChange(
+                zoneName: zone.name, recordType: record.recordType, recordName: name, old: serverRecord, new: record,
+                existed: existing != nil))
+        }
         return .success(record)
     }
 
@@ -122,7 +127,7 @@ extension RecordWriter {
         if key.scope == .public && existing.creator != user {
             return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
         }
-        try deleteRow(existing.id, zoneID: zone.id, name: name, recordType: existing.recordType)
+        try deleteRow(existing, zoneID: zone.id, zoneName: zone.name, name: name)
         var pending: [(zone: String, name: String)] = [(zone.name, name)]
         while let target = pending.popLast() {
             let sources = try db.rows(
@@ -135,14 +140,14 @@ extension RecordWriter {
                     """,
                 arguments: [databaseID, target.zone, target.name])
             for source in sources {
-                let id: Int64 = source["id"]
                 let sourceName: String = source["name"]
                 let zoneName: String = source["zone_name"]
+                let zoneID: Int64 = source["zone_id"]
                 // Already deleted through another path (a cycle) when the row is gone.
-                guard try db.int64(sql: "SELECT id FROM records WHERE id = ?", arguments: [id]) != nil else {
+                guard let row = try StoreRows.record(db, zoneID: zoneID, name: sourceName) else {
                     continue
                 }
-                try deleteRow(id, zoneID: source["zone_id"], name: sourceName, recordType: source["record_type"])
+                try deleteRow(row, zoneID: zoneID, zoneName: zoneName, name: sourceName)
                 cascaded.append(Wire.RecordID(recordName: sourceName, zoneID: ZoneResolution.zoneID(zoneName, in: key)))
                 pending.append((zoneName, sourceName))
             }
@@ -150,12 +155,17 @@ extension RecordWriter {
         return nil
     }
 
-    private mutating func deleteRow(_ id: Int64, zoneID: Int64, name: String, recordType: String) throws {
+    private mutating func deleteRow(_ row: RecordRow, zoneID: Int64, zoneName: String, name: String) throws {
         let seq = try nextSeq(zoneID)
         try db.run(
             sql: "INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [zoneID, name, recordType, seq, RecordCodec.seconds(now)])
-        try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [id])
+            arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now)])
+        try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [row.id])
         touch(zoneID)
+        if !subscriptions.isEmpty {
+            let old = subscriptions.needsPreviousState(of: row.recordType) ? try row.record() : nil
+            changes.append(RecordChange(
+                zoneName: zoneName, recordType: row.recordType, recordName: name, old: old, new: nil, existed: true))
+        }
     }
 }

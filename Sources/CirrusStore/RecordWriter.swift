@@ -14,6 +14,12 @@ struct RecordWriter {
     var touchedZones: [Int64] = []
     /// Records deleted by deleteSelf cascades.
     var cascaded: [Wire.RecordID] = []
+    /// The database's subscriptions; when there are none, changes are not even collected.
+    let subscriptions: SubscriptionSet
+    /// What was saved and deleted, for the subscriptions.
+    var changes: [RecordChange] = []
+    /// The subscribers who got notifications, once ``modify(_:)`` returned.
+    private(set) var notified: Set<String> = []
     /// The last change sequence handed out per zone; written to the zone rows
     /// at the end. A rolled-back item leaves a gap, which is harmless: a
     /// sequence only has to grow.
@@ -25,6 +31,22 @@ struct RecordWriter {
         self.user = user
         self.now = now
         self.databaseID = try StoreRows.ensureDatabase(db, key)
+        self.subscriptions = try SubscriptionSet.load(db, databaseID: databaseID)
+    }
+
+    /// Where an item's savepoint started, to forget what it did when it rolls back.
+    private struct Mark {
+        var touchedZones: [Int64]
+        var cascaded: Int
+        var changes: Int
+    }
+
+    private var mark: Mark { Mark(touchedZones: touchedZones, cascaded: cascaded.count, changes: changes.count) }
+
+    private mutating func rollBack(to mark: Mark) {
+        touchedZones = mark.touchedZones
+        cascaded.removeSubrange(mark.cascaded...)
+        changes.removeSubrange(mark.changes...)
     }
 
     private enum Item {
@@ -97,7 +119,7 @@ struct RecordWriter {
             if request.isAtomic {
                 var failures: [(Item, Wire.OperationError)] = []
                 var outcomes: [(Item, Wire.Record?)] = []
-                let before = (touchedZones, cascaded)
+                let before = mark
                 try db.inSavepoint {
                     for entry in group.items {
                         if let problem = entry.problem {
@@ -114,7 +136,7 @@ struct RecordWriter {
                 if failures.isEmpty {
                     for (item, record) in outcomes { succeed(item, record, &saves) }
                 } else {
-                    (touchedZones, cascaded) = before
+                    rollBack(to: before)
                     for (item, _) in outcomes {
                         fail(item, RecordCodec.error(.batchRequestFailed, "another item of zone \(zone.name) failed"))
                     }
@@ -128,7 +150,7 @@ struct RecordWriter {
                         continue
                     }
                     var outcome: ItemResult<Wire.Record?> = .success(nil)
-                    let before = (touchedZones, cascaded)
+                    let before = mark
                     try db.inSavepoint {
                         outcome = try perform(item, in: zone, policy: request.savePolicy)
                         if case .failure = outcome { return .rollback }
@@ -136,7 +158,7 @@ struct RecordWriter {
                     }
                     switch outcome {
                     case .failure(let failure):
-                        (touchedZones, cascaded) = before
+                        rollBack(to: before)
                         fail(item, failure)
                     case .success(let record):
                         succeed(item, record, &saves)
@@ -156,6 +178,9 @@ struct RecordWriter {
                     arguments: [Data(request.clientChangeToken), zoneID])
             }
         }
+        var notifications = NotificationWriter(db: db, key: key, now: now)
+        try notifications.fire(subscriptions, databaseID: databaseID, records: changes, zones: [])
+        notified = notifications.notified
         return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
     }
 

@@ -37,16 +37,20 @@ extension SQLiteStorage: OperationJournal {
         try checkItemCount(modification.itemCount)
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         let now = clock()
-        return try await write(weight: modification.itemCount * 2) { db in
+        let (outcome, notified) = try await write(weight: modification.itemCount * 2) { db in
             var result = RecordModificationResult()
+            var notified: Set<String> = []
             if modification.itemCount > 0 {
                 var writer = try RecordWriter(db: db, key: key, user: user, now: now)
                 result = try writer.modify(modification)
+                notified = writer.notified
             }
             let events = try Self.append(
                 journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result), db)
-            return (result, events)
-        }
+            return Notified(JournaledModification(result: result, events: events), notified)
+        }.pair
+        announceNotifications(in: key.container, for: notified)
+        return (outcome.result, outcome.events)
     }
 
     public func completeLongLivedOperation(
@@ -240,4 +244,10 @@ extension SQLiteStorage: OperationJournal {
         }
         return Wire.Timestamp(seconds: whole, nanos: Int32(nanos))
     }
+}
+
+/// A long-lived modify's result and the events journaling it.
+private struct JournaledModification: Sendable {
+    var result: RecordModificationResult
+    var events: [Wire.Event]
 }

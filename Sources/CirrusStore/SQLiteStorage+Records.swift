@@ -11,10 +11,13 @@ extension SQLiteStorage {
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         if modification.itemCount == 0 { return RecordModificationResult() }
         let now = clock()
-        return try await write(weight: modification.itemCount) { db in
+        let (result, notified) = try await write(weight: modification.itemCount) { db in
             var writer = try RecordWriter(db: db, key: key, user: user, now: now)
-            return try writer.modify(modification)
-        }
+            let result = try writer.modify(modification)
+            return Notified(result, writer.notified)
+        }.pair
+        announceNotifications(in: key.container, for: notified)
+        return result
     }
 
     public func fetchRecords(
@@ -62,4 +65,17 @@ extension SQLiteStorage {
             }
         }
     }
+}
+
+/// A write's result and the subscribers it notified, handed out of the transaction together.
+struct Notified<Value: Sendable>: Sendable {
+    var value: Value
+    var users: Set<String>
+
+    init(_ value: Value, _ users: Set<String>) {
+        self.value = value
+        self.users = users
+    }
+
+    var pair: (Value, Set<String>) { (value, users) }
 }

@@ -131,6 +131,7 @@ extension SQLiteStorage {
         }
         migrator.registerMigration("v2", migrate: migrateToV2)
         migrator.registerMigration("v3-long-lived", migrate: migrateToV3)
+        migrator.registerMigration("v4-subscriptions", migrate: migrateToV4)
         return migrator
     }
 }

@@ -10,12 +10,14 @@ extension SQLiteStorage {
         try checkItemCount(zones.count + zoneIDs.count)
         if zones.isEmpty && zoneIDs.isEmpty { return ZoneModificationResult() }
         let now = RecordCodec.seconds(clock())
-        return try await write(weight: zones.count + zoneIDs.count) { db in
+        let timestamp = clock()
+        let (result, notified) = try await write(weight: zones.count + zoneIDs.count) { db in
             let databaseID = try StoreRows.ensureDatabase(db, key)
             var result = ZoneModificationResult()
+            var changes: [ZoneChange] = []
             for zone in zones {
                 var outcome = Wire.RecordZoneOutcome(zoneID: zone.zoneID)
-                switch try Self.saveZone(zone, db: db, databaseID: databaseID, key: key) {
+                switch try Self.saveZone(zone, db: db, databaseID: databaseID, key: key, changes: &changes) {
                 case .success(let saved): outcome.outcome = .zone(saved)
                 case .failure(let failure): outcome.outcome = .error(failure)
                 }
@@ -24,9 +26,17 @@ extension SQLiteStorage {
             for zoneID in zoneIDs {
                 let failure = try Self.deleteZone(zoneID, db: db, databaseID: databaseID, key: key, now: now)
                 result.deletes.append(Wire.RecordZoneDeleted(zoneID: zoneID, error: failure))
+                if failure == nil {
+                    changes.append(ZoneChange(zoneName: zoneID.zoneName, wasDeleted: true))
+                }
             }
-            return result
-        }
+            var notifications = NotificationWriter(db: db, key: key, now: timestamp)
+            try notifications.fire(
+                try SubscriptionSet.load(db, databaseID: databaseID), databaseID: databaseID, records: [], zones: changes)
+            return Notified(result, notifications.notified)
+        }.pair
+        announceNotifications(in: key.container, for: notified)
+        return result
     }
 
     private static func customZoneRefusal(_ name: String, _ key: DatabaseKey) -> Wire.OperationError? {
@@ -35,7 +45,7 @@ extension SQLiteStorage {
     }
 
     private static func saveZone(
-        _ zone: Wire.RecordZone, db: Database, databaseID: Int64, key: DatabaseKey
+        _ zone: Wire.RecordZone, db: Database, databaseID: Int64, key: DatabaseKey, changes: inout [ZoneChange]
     ) throws -> ItemResult<Wire.RecordZone> {
         guard let zoneID = zone.zoneID else {
             return .failure(RecordCodec.error(.invalidArguments, "zone without a zone ID"))
@@ -59,6 +69,7 @@ extension SQLiteStorage {
         guard let saved = try StoreRows.liveZone(db, databaseID, name) else {
             throw StoreError(.storageFailure, "zone \(name) vanished after insert")
         }
+        changes.append(ZoneChange(zoneName: name, wasDeleted: false))
         return .success(ZoneResolution.zone(saved, in: key))
     }
 

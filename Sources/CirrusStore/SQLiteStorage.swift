@@ -1,6 +1,7 @@
 public import CirrusWire
 import Foundation
 import GRDB
+import Synchronization
 
 /// The embedded storage engine: one SQLite file in WAL mode with
 /// `synchronous = FULL`, so a call returns only after its commit is durable.
@@ -13,7 +14,7 @@ import GRDB
 /// let storage = try SQLiteStorage(directory: "./cirrus-data")
 /// let zones = try await storage.fetchAllZones(in: .private(container: "c", user: "_alice"))
 /// ```
-public final class SQLiteStorage: RecordStorage {
+public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// The file inside the directory holding every database of every container.
     public static let fileName = "cirrus.sqlite"
     /// CloudKit's per-operation item limit.
@@ -29,6 +30,8 @@ public final class SQLiteStorage: RecordStorage {
     let pool: DatabasePool
     let writer: WriteCoalescer
     let clock: @Sendable () -> Wire.Timestamp
+    /// Told of the feeds each commit added notifications to (see `observeNotifications`).
+    let notificationObservers = Mutex<[@Sendable (NotificationFeedKey) -> Void]>([])
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
     ///

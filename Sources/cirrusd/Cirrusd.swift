@@ -54,7 +54,14 @@ struct Cirrusd: AsyncParsableCommand {
     var longLivedRetention: DurationArgument = DurationArgument(seconds: LongLivedOperations.defaultRetentionSeconds)
 
     @Option(
-        help: "How often expired tombstones, query cursors, long-lived operations and unreferenced assets are pruned (e.g. 1h).")
+        help: ArgumentHelp(
+            "How long notifications stay in their user's feed (e.g. 7d).",
+            discussion: "A notification change token older than the oldest kept notification gets changeTokenExpired."))
+    var notificationRetention: DurationArgument = DurationArgument(
+        seconds: StorageMaintenance.defaultNotificationRetentionSeconds)
+
+    @Option(
+        help: "How often expired tombstones, query cursors, long-lived operations, notifications and unreferenced assets are pruned (e.g. 1h).")
     var maintenanceInterval: DurationArgument = DurationArgument(seconds: 3600)
 
     @Option(help: "The largest frame accepted, in bytes.")
@@ -115,7 +122,8 @@ struct Cirrusd: AsyncParsableCommand {
         let maintenance = StorageMaintenance(
             storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds,
             queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds,
-            longLivedRetentionSeconds: self.longLivedRetention.seconds, logger: logger)
+            longLivedRetentionSeconds: self.longLivedRetention.seconds,
+            notificationRetentionSeconds: self.notificationRetention.seconds, logger: logger)
         let interval = Duration.seconds(self.maintenanceInterval.seconds)
         let maintenanceTask = Task { await maintenance.run(every: interval) }
 

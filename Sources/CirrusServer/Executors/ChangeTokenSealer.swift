@@ -26,6 +26,9 @@ public struct ChangeTokenSealer: Sendable {
         case zone(String)
         /// The zone feed of a whole database.
         case database
+        /// A user's notification feed in a container (the database key names the container
+        /// and the user, with scope UNSPECIFIED).
+        case notifications
     }
 
     /// A position in a feed.
@@ -129,6 +132,7 @@ public struct ChangeTokenSealer: Sendable {
         switch feed {
         case .zone: 1
         case .database: 2
+        case .notifications: 3
         }
     }
 
@@ -136,6 +140,7 @@ public struct ChangeTokenSealer: Sendable {
         switch feed {
         case .zone(let name): "zone \(name)"
         case .database: "the database"
+        case .notifications: "the notification feed"
         }
     }
 

@@ -17,6 +17,8 @@ public struct StorageExecutor: OperationExecutor {
     let storage: any RecordStorage
     let tokens: ChangeTokenSealer
     let logger: Logger
+    /// Wakes the notification watches when the storage commits notifications.
+    public let notifications: NotificationHub
 
     /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
     ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.
@@ -28,9 +30,23 @@ public struct StorageExecutor: OperationExecutor {
         self.storage = storage
         self.tokens = tokens
         self.logger = logger
+        self.notifications = NotificationHub(observing: storage)
     }
 
     public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        // Container-level: the caller's notification feed, not a database.
+        switch open.request {
+        case .fetchNotificationChanges(let request):
+            return await self.completion(of: open) {
+                try await self.fetchNotificationChanges(request, open, caller: caller, stream: stream)
+            }
+        case .watchNotifications(let request):
+            return await self.completion(of: open) {
+                try await self.watchNotifications(request, open, caller: caller, stream: stream)
+            }
+        default:
+            break
+        }
         let database: DatabaseKey
         do {
             database = try Self.database(for: open, caller: caller)
@@ -44,7 +60,7 @@ public struct StorageExecutor: OperationExecutor {
             stream: stream,
             run: stream.run
         )
-        do {
+        return await self.completion(of: open) {
             switch open.request {
             case .modifyRecords(let request):
                 return try await self.modifyRecords(request, context)
@@ -60,11 +76,24 @@ public struct StorageExecutor: OperationExecutor {
                 return try await self.fetchRecordZoneChanges(request, context)
             case .fetchDatabaseChanges(let request):
                 return try await self.fetchDatabaseChanges(request, context)
+            case .modifySubscriptions(let request):
+                return try await self.modifySubscriptions(request, context)
+            case .fetchSubscriptions(let request):
+                return try await self.fetchSubscriptions(request, context)
             case .some(let other):
                 return .failure(.serverRejectedRequest, "\(Self.kindName(other)) is not run by this server yet")
             case .none:
                 return .failure(.invalidArguments, "Open carries no request")
             }
+        }
+    }
+
+    /// What `body` returned, or the completion its error calls for.
+    private func completion(
+        of open: Wire.Open, _ body: () async throws -> OperationCompletion
+    ) async -> OperationCompletion {
+        do {
+            return try await body()
         } catch let error as StoreError {
             return OperationCompletion(error: error.operationError)
         } catch is CancellationError {

@@ -10,8 +10,9 @@ import Foundation
 /// - record zone changes: `zone`, the index of the zone configuration being fetched, and its
 ///   feed position `since`, `floor`, `through`, `incarnation` (absent: from the zone's token);
 /// - database changes: `since`, `floor`, `through`;
-/// - `finished`: every event is journaled, only the `Complete` is missing; `cursor` (query)
-///   and `since`/`floor`/`moreComing` (database changes) rebuild its result.
+/// - `finished`: every event is journaled, only the `Complete` is missing; `cursor` (query),
+///   `since`/`floor`/`moreComing` (database changes) and `since`/`moreComing` (notification
+///   changes: the position after the batch) rebuild its result.
 struct LongLivedCheckpoint: Codable, Sendable, Hashable {
     var items: Int?
     var zone: Int?
@@ -73,6 +74,23 @@ struct LongLivedCheckpoint: Codable, Sendable, Hashable {
         case .fetchRecordZones(let event):
             if case .perRecordZoneResult(let outcome) = event.callback, case .error(let error) = outcome.outcome {
                 return Wire.ItemError(item: outcome.zoneID.map { .zoneID($0) }, error: error)
+            }
+        case .modifySubscriptions(let event):
+            switch event.callback {
+            case .perSubscriptionSave(let save):
+                if case .error(let error) = save.outcome {
+                    return Wire.ItemError(item: .subscriptionID(save.subscriptionID), error: error)
+                }
+            case .perSubscriptionDelete(let delete):
+                if let error = delete.error {
+                    return Wire.ItemError(item: .subscriptionID(delete.subscriptionID), error: error)
+                }
+            default:
+                break
+            }
+        case .fetchSubscriptions(let event):
+            if case .perSubscriptionResult(let outcome) = event.callback, case .error(let error) = outcome.outcome {
+                return Wire.ItemError(item: .subscriptionID(outcome.subscriptionID), error: error)
             }
         case .fetchRecordZoneChanges(let event):
             if case .recordZoneFetchResult(let result) = event.callback, case .error(let error) = result.outcome,

@@ -319,6 +319,13 @@ public final class LongLivedOperations: Sendable {
     // MARK: - Container methods
 
     /// Whether `open` is a container method this registry answers.
+    /// Whether `open` may run detached as a long-lived operation. A notification watch never
+    /// does: it lives exactly as long as its stream (a client resumes it with its last token).
+    static func canRunDetached(_ open: Wire.Open) -> Bool {
+        if case .watchNotifications = open.request { return false }
+        return true
+    }
+
     static func answers(_ open: Wire.Open) -> Bool {
         switch open.request {
         case .fetchLongLivedOperationIDs, .fetchLongLivedOperation: true
