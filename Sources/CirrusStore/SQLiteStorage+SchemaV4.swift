@@ -7,7 +7,8 @@ extension SQLiteStorage {
     ///   database the subscriber is the owner; in the public one any user. `kind` is the
     ///   `Wire.Subscription` kind (1 query, 2 zone, 3 database); `record_type` and `zone_name`
     ///   are copies of what the body says, for reading; `body` is the `Wire.Subscription` with
-    ///   zone owners as the store names them.
+    ///   zone owners as the store names them; `position` orders a database's subscriptions by
+    ///   when they were first saved (the order they fire and are listed in).
     /// - `notification_feeds`: per (container, user) the sequence of the last notification
     ///   (`head_seq`), how far old ones were pruned (`pruned_seq`), and the badge count.
     /// - `notifications`: the feed, one serialized `Wire.PushNotification` per (container,
@@ -23,6 +24,7 @@ extension SQLiteStorage {
                 zone_name TEXT,
                 body BLOB NOT NULL,
                 created_ns INTEGER NOT NULL,
+                position INTEGER NOT NULL,
                 PRIMARY KEY (database_id, owner, subscription_id)
             ) WITHOUT ROWID;
             CREATE TABLE notification_feeds (

@@ -81,8 +81,10 @@ extension SQLiteStorage {
         // A subscription saved again keeps its place (its creation time) among the others.
         try db.run(
             sql: """
-                INSERT INTO subscriptions (database_id, owner, subscription_id, kind, record_type, zone_name, body, created_ns)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO subscriptions
+                    (database_id, owner, subscription_id, kind, record_type, zone_name, body, created_ns, position)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+                    (SELECT coalesce(max(position), 0) + 1 FROM subscriptions WHERE database_id = ?1))
                 ON CONFLICT (database_id, owner, subscription_id) DO UPDATE SET
                     kind = excluded.kind, record_type = excluded.record_type, zone_name = excluded.zone_name,
                     body = excluded.body
@@ -111,8 +113,7 @@ extension SQLiteStorage {
                 return try Data.fetchAll(
                     db,
                     sql: """
-                        SELECT body FROM subscriptions WHERE database_id = ? AND owner = ?
-                        ORDER BY created_ns, subscription_id
+                        SELECT body FROM subscriptions WHERE database_id = ? AND owner = ? ORDER BY position
                         """,
                     arguments: [databaseID, user]
                 ).map { body in

@@ -46,12 +46,11 @@ struct SubscriptionSet: Sendable {
         }
     }
 
-    /// Whether any subscription watches the database at all.
+    /// The subscriptions of the database, in the order they were first saved.
     static func load(_ db: Database, databaseID: Int64) throws -> SubscriptionSet {
         let rows = try db.rows(
             sql: """
-                SELECT owner, body FROM subscriptions WHERE database_id = ?
-                ORDER BY created_ns, owner, subscription_id
+                SELECT owner, body FROM subscriptions WHERE database_id = ? ORDER BY position
                 """,
             arguments: [databaseID])
         var set = SubscriptionSet()
