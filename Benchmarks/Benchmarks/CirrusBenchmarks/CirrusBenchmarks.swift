@@ -226,6 +226,19 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
+        "End to end: push — a save on device A until device B (same user) has the notification",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try await PushBench(certificates: certificates)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.roundTrip()
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
         "End to end: fetch all changes of a 10,000-record zone from the beginning",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
     ) { benchmark in

@@ -106,9 +106,74 @@ final class EndToEndBench: Sendable {
         }
     }
 
+    /// A second device of the same user, on its own connection.
+    func secondDevice() -> CKContainer {
+        CKContainer(identifier: "iCloud.bench", configuration: self.container.clientConfiguration)
+    }
+
     func close() async {
         await self.server.shutdownGracefully()
         try? self.storage.close()
         try? FileManager.default.removeItem(atPath: self.directory)
+    }
+}
+
+/// Device A saves, device B (same user, own connection) is told by a pushed notification.
+final class PushBench: @unchecked Sendable {
+    // @unchecked Sendable: `iterator` is used by one benchmark loop at a time, never concurrently.
+    let bench: EndToEndBench
+    let deviceB: CKContainer
+    private var iterator: CKContainer.Notifications.AsyncIterator
+    private var saved = 0
+
+    init(certificates: String) async throws {
+        self.bench = try await EndToEndBench(certificates: certificates)
+        self.deviceB = bench.secondDevice()
+        _ = try await bench.container.privateCloudDatabase.save(CKDatabaseSubscription(subscriptionID: "everything"))
+        // Start from the current end of the feed; the first round trip proves the watch is live.
+        var token: CKServerChangeToken?
+        while true {
+            let operation = CKFetchNotificationChangesOperation(previousServerChangeToken: token)
+            let result = NotificationTokenBox()
+            operation.fetchNotificationChangesResultBlock = { result.set($0) }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                operation.completionBlock = { continuation.resume() }
+                self.deviceB.add(operation)
+            }
+            let (next, moreComing) = try result.get()
+            token = next
+            if !moreComing { break }
+        }
+        self.iterator = self.deviceB.notifications(since: token).makeAsyncIterator()
+        try await self.roundTrip()
+    }
+
+    /// One save on A, until B has its notification.
+    func roundTrip() async throws {
+        let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "push-\(self.saved)"))
+        self.saved += 1
+        record["title"] = "pushed"
+        _ = try await self.bench.container.privateCloudDatabase.save(record)
+        guard try await self.iterator.next() != nil else { throw CKError(.networkFailure, message: "the watch ended") }
+    }
+
+    func close() async {
+        await self.bench.close()
+    }
+}
+
+/// The result of a CKFetchNotificationChangesOperation, handed from its callback queue.
+final class NotificationTokenBox: @unchecked Sendable {
+    // @unchecked Sendable: written once on the operation's queue, read after it finished.
+    private var result: Result<(serverChangeToken: CKServerChangeToken, moreComing: Bool), any Error>?
+
+    func set(_ result: Result<(serverChangeToken: CKServerChangeToken, moreComing: Bool), any Error>) {
+        self.result = result
+    }
+
+    func get() throws -> (CKServerChangeToken, Bool) {
+        guard let result else { throw CKError(.internalError, message: "no result") }
+        let (token, moreComing) = try result.get()
+        return (token, moreComing)
     }
 }

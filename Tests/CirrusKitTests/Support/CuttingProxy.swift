@@ -26,6 +26,8 @@ final class CuttingProxy: Sendable {
         var open: [ObjectIdentifier: any Channel] = [:]
         var accepted = 0
         var cut = 0
+        /// New connections are closed at once (the network is down).
+        var refusing = false
     }
 
     /// Connections accepted so far.
@@ -50,10 +52,14 @@ final class CuttingProxy: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.autoRead, value: false)
             .childChannelInitializer { inbound in
-                state.withLockedValue {
-                    $0.accepted += 1
-                    $0.open[ObjectIdentifier(inbound)] = inbound
+                let refusing = state.withLockedValue { state -> Bool in
+                    if !state.refusing {
+                        state.accepted += 1
+                        state.open[ObjectIdentifier(inbound)] = inbound
+                    }
+                    return state.refusing
                 }
+                if refusing { return inbound.close() }
                 inbound.closeFuture.whenComplete { _ in
                     _ = state.withLockedValue { $0.open.removeValue(forKey: ObjectIdentifier(inbound)) }
                 }
@@ -78,6 +84,11 @@ final class CuttingProxy: Sendable {
             .bind(host: "127.0.0.1", port: 0)
             .get()
         return CuttingProxy(port: listener.localAddress?.port ?? 0, group: group, listener: listener, state: state)
+    }
+
+    /// While true, new connections are closed as soon as they are accepted.
+    func refuseConnections(_ refusing: Bool) {
+        state.withLockedValue { $0.refusing = refusing }
     }
 
     /// Cuts every open connection now.
