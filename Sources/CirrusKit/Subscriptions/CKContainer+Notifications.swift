@@ -17,7 +17,8 @@ extension CKContainer {
     ///
     /// The sequence survives dropped connections: it reconnects with the container's jittered
     /// backoff and continues after the last notification it received, so nothing is missed or
-    /// repeated. It ends by throwing the `CKError` when the server refuses the watch for good
+    /// repeated; it keeps trying for as long as you iterate (the backoff caps at the
+    /// configuration's `reconnectMaximumDelay`). It ends by throwing the `CKError` when the server refuses the watch for good
     /// (`changeTokenExpired` for a too-old `since`: fetch with
     /// `CKFetchNotificationChangesOperation` or start again without a token;
     /// `invalidArguments`, `notAuthenticated` …). Leaving the loop or cancelling its task

@@ -101,6 +101,10 @@ final class NotificationFeed: Sendable {
                     case .finished:
                         return .end
                     case .open:
+                        guard state.waiter == nil else {
+                            // Two consumers of one iterator: the first keeps waiting.
+                            return .fail(CKError(.internalError, message: "next() was called while another call to it was waiting"))
+                        }
                         state.waiter = continuation
                         return .wait
                     }
