@@ -217,7 +217,7 @@ extension CKDatabase {
     }
 
     /// The one result a single-item call asked for.
-    private static func single<ID: Hashable, Value>(_ results: [ID: Result<Value, any Error>], _ id: ID) throws -> Value {
+    static func single<ID: Hashable, Value>(_ results: [ID: Result<Value, any Error>], _ id: ID) throws -> Value {
         guard let result = results[id] else {
             throw CKError(.internalError, message: "the server sent no result for \(id)")
         }

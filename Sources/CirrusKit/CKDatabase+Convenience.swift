@@ -173,7 +173,7 @@ extension CKDatabase {
 
 /// The one item result of a single-item convenience, reported with the operation's outcome:
 /// the item's own error wins over the operation's `partialFailure`.
-private final class ResultBox<Value: Sendable>: Sendable {
+final class ResultBox<Value: Sendable>: Sendable {
     private let result = NIOLockedValueBox<Result<Value, any Error>?>(nil)
 
     func set(_ result: Result<Value, any Error>) {

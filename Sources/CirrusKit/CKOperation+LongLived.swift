@@ -33,6 +33,12 @@ extension CKOperation {
             operation = try CKFetchRecordZoneChangesOperation(wire: request)
         case .fetchDatabaseChanges(let request):
             operation = CKFetchDatabaseChangesOperation(wire: request)
+        case .modifySubscriptions(let request):
+            operation = try CKModifySubscriptionsOperation(wire: request)
+        case .fetchSubscriptions(let request):
+            operation = CKFetchSubscriptionsOperation(wire: request)
+        case .fetchNotificationChanges(let request):
+            operation = CKFetchNotificationChangesOperation(wire: request)
         default:
             throw CKError(
                 .internalError,
@@ -181,5 +187,28 @@ extension CKFetchDatabaseChangesOperation {
         self.init(previousServerChangeToken: request.previousServerChangeToken.map(CKServerChangeToken.init(wire:)))
         self.resultsLimit = Int(request.resultsLimit)
         self.fetchAllChanges = request.fetchAllChanges ?? true
+    }
+}
+
+extension CKModifySubscriptionsOperation {
+    convenience init(wire request: Wire.ModifySubscriptionsRequest) throws {
+        self.init(
+            subscriptionsToSave: try request.subscriptionsToSave.map { (wire) throws(CKError) in try CKSubscription.make(wire: wire) },
+            subscriptionIDsToDelete: request.subscriptionIDsToDelete
+        )
+    }
+}
+
+extension CKFetchSubscriptionsOperation {
+    convenience init(wire request: Wire.FetchSubscriptionsRequest) {
+        self.init()
+        self.subscriptionIDs = request.fetchAllSubscriptions ? nil : request.subscriptionIDs
+    }
+}
+
+extension CKFetchNotificationChangesOperation {
+    convenience init(wire request: Wire.FetchNotificationChangesRequest) {
+        self.init(previousServerChangeToken: request.previousServerChangeToken.map(CKServerChangeToken.init(wire:)))
+        self.resultsLimit = Int(request.resultsLimit)
     }
 }

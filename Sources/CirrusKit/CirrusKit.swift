@@ -30,3 +30,17 @@
 //   credit back in batches of half the window, only after its callbacks have consumed events,
 //   so a slow callback makes the server wait instead of the client buffering: at most the
 //   window of events per stream is ever queued on the client.
+// - Subscriptions and push (`Subscriptions/`): `CKModifySubscriptionsOperation` and
+//   `CKFetchSubscriptionsOperation` are database operations like the zone ones (subscriptions
+//   are checked before anything is sent, including the database's scope rules);
+//   `CKFetchNotificationChangesOperation` is container-level (scope UNSPECIFIED) and reads the
+//   notifications the server kept. `container.notifications(since:)` (and its callback form
+//   `watchNotifications`) runs on `NotificationFeed`: one `WatchNotifications` stream at a
+//   time, never long-lived and without timeouts. The server replays what came after `since`,
+//   sends `.live(token)`, then pushes each new notification with the feed token after it.
+//   When the stream fails for a passing reason, the feed waits the jittered reconnect backoff
+//   and opens a new stream with `since` = the last token received, so each notification
+//   reaches the consumer once, in order; other errors end the sequence by throwing. Its stream
+//   earns credit only when the consumer takes a notification (`ClientStream(creditsOnDelivery:
+//   false)`), and a new stream opens only after the consumer has drained the old one, so at
+//   most `streamWindow` notifications ever wait on the client.

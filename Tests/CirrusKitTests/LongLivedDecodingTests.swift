@@ -48,10 +48,24 @@ struct LongLivedDecodingTests {
         let databaseChanges = CKFetchDatabaseChangesOperation(previousServerChangeToken: CKServerChangeToken(opaqueBytes: [6]))
         databaseChanges.resultsLimit = 10
         databaseChanges.fetchAllChanges = false
-        return [modify, fetch, query, cursor, modifyZones, fetchZones, fetchAllZones, zoneChanges, databaseChanges]
+        let zoneSubscription = CKRecordZoneSubscription(zoneID: zone, subscriptionID: "zone-sub")
+        zoneSubscription.recordType = "Note"
+        let info = CKSubscription.NotificationInfo()
+        info.shouldSendContentAvailable = true
+        zoneSubscription.notificationInfo = info
+        let modifySubscriptions = CKModifySubscriptionsOperation(
+            subscriptionsToSave: [zoneSubscription, CKDatabaseSubscription(subscriptionID: "db-sub")],
+            subscriptionIDsToDelete: ["old-sub"]
+        )
+        let fetchSubscriptions = CKFetchSubscriptionsOperation(subscriptionIDs: ["a", "b"])
+        let fetchAllSubscriptions = CKFetchSubscriptionsOperation.fetchAllSubscriptionsOperation()
+        return [
+            modify, fetch, query, cursor, modifyZones, fetchZones, fetchAllZones, zoneChanges, databaseChanges,
+            modifySubscriptions, fetchSubscriptions, fetchAllSubscriptions,
+        ]
     }
 
-    @Test("Every operation class: same subclass, same request, same ID", arguments: 0..<9)
+    @Test("Every operation class: same subclass, same request, same ID", arguments: 0..<12)
     func roundTrip(index: Int) throws {
         let original = Self.operations()[index]
         original.configuration.isLongLived = true
@@ -78,11 +92,33 @@ struct LongLivedDecodingTests {
         #expect(rebuilt.resumedOpen == open)
     }
 
+    @Test("The container-level CKFetchNotificationChangesOperation: same request, same ID, no database")
+    func notificationChanges() throws {
+        let original = CKFetchNotificationChangesOperation(previousServerChangeToken: CKServerChangeToken(opaqueBytes: [7, 7]))
+        original.resultsLimit = 25
+        original.configuration.isLongLived = true
+        let request = try original.makeRequest(maximumItems: 400)
+        let open = Wire.Open(
+            operationID: original.operationID,
+            databaseScope: .unspecified,
+            containerIdentifier: "iCloud.test",
+            configuration: original.configuration.explicit.wire,
+            request: request
+        )
+        let info = Wire.LongLivedOperationInfo(operationID: original.operationID, open: open, status: .running, lastSeq: 1)
+        let rebuilt = try #require(try CKOperation.longLivedOperation(from: info, in: Self.container) as? CKFetchNotificationChangesOperation)
+        #expect(rebuilt.operationID == original.operationID)
+        #expect(rebuilt.previousServerChangeToken == CKServerChangeToken(opaqueBytes: [7, 7]))
+        #expect(rebuilt.resultsLimit == 25)
+        #expect(try rebuilt.makeRequest(maximumItems: 400) == request)
+        #expect(rebuilt.target().scope == .unspecified)
+    }
+
     @Test("A kind this library has no class for, or no request at all: internalError")
     func unsupported() {
-        let subscriptions = Wire.Open(operationID: "op", request: .fetchSubscriptions(Wire.FetchSubscriptionsRequest()))
+        let watch = Wire.Open(operationID: "op", request: .watchNotifications(Wire.WatchNotificationsRequest()))
         for info in [
-            Wire.LongLivedOperationInfo(operationID: "op", open: subscriptions),
+            Wire.LongLivedOperationInfo(operationID: "op", open: watch),
             Wire.LongLivedOperationInfo(operationID: "op"),
         ] {
             #expect(throws: CKError.self) {

@@ -75,6 +75,10 @@ final class ClientStream: Sendable {
     let window: UInt32
     /// Resumed after a lost connection instead of failing.
     let isLongLived: Bool
+    /// Credit for an event is earned when the receiver returns from it (true), or only when the
+    /// receiver's owner calls `eventConsumed()` (false: it hands events on to a consumer of its
+    /// own, e.g. an `AsyncSequence`, and the server must wait for that consumer).
+    let creditsOnDelivery: Bool
     private let queue: DispatchQueue
     private let receiver: @Sendable (StreamDelivery) -> Void
     private let state: NIOLockedValueBox<State>
@@ -82,6 +86,7 @@ final class ClientStream: Sendable {
     /// - parameter isLongLived: resume the operation after a lost connection.
     /// - parameter resuming: the operation exists on the server already (a fetched long-lived
     ///   operation): attach with `Resume` from the start.
+    /// - parameter creditsOnDelivery: see `creditsOnDelivery`.
     /// - parameter receiver: runs on `queue` for each delivery.
     init(
         open: Wire.Open,
@@ -89,6 +94,7 @@ final class ClientStream: Sendable {
         queue: DispatchQueue,
         isLongLived: Bool = false,
         resuming: Bool = false,
+        creditsOnDelivery: Bool = true,
         receiver: @escaping @Sendable (StreamDelivery) -> Void
     ) {
         var open = open
@@ -96,6 +102,7 @@ final class ClientStream: Sendable {
         self.open = open
         self.window = max(window, 1)
         self.isLongLived = isLongLived || resuming
+        self.creditsOnDelivery = creditsOnDelivery
         self.queue = queue
         self.receiver = receiver
         self.state = NIOLockedValueBox(State(serverHasOperation: resuming))
@@ -195,7 +202,7 @@ final class ClientStream: Sendable {
                 }
             }
             self.receiver(delivery)
-            if case .event = delivery {
+            if case .event = delivery, self.creditsOnDelivery {
                 self.consumedOne(generation: generation)
             }
         }
@@ -308,6 +315,15 @@ final class ClientStream: Sendable {
                 )
             )
         )
+    }
+
+    /// One event handed to the receiver has been consumed, for a stream that does not earn
+    /// credit on delivery: credit goes back to the current attachment, `creditBatch` at a time.
+    /// Any thread. Only for streams that are never re-attached (not long-lived): an event of an
+    /// earlier attachment would otherwise earn credit on the current one.
+    func eventConsumed() {
+        let generation = self.state.withLockedValue { $0.generation }
+        self.consumedOne(generation: generation)
     }
 
     private func consumedOne(generation: Int) {
