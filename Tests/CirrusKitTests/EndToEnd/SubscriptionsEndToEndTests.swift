@@ -113,12 +113,13 @@ struct SubscriptionsEndToEndTests {
             #expect(Set(local.keys.map(\.recordName)) == serverNames)
             #expect(serverNames == ["n0-b", "n1-a", "n1-b", "n2-a", "n2-b"])
             watch.cancel()
-            #expect(await watch.value == nil || (await watch.value as? CancellationError) != nil)
+            let ending = await watch.value
+            #expect(ending == nil || ending is CancellationError || (ending as? CKError)?.code == .operationCancelled)
         }
     }
 
     @Test func anOfflineDeviceGetsExactlyWhatItMissedInOrderWhenItReconnects() async throws {
-        try await withStack { container, internals in
+        try await withStack(clock: nil) { container, internals in
             let proxy = try await CuttingProxy.start(targetPort: internals.port) { nil }
             let deviceA = container("alice")
             let deviceB = CKContainer(
