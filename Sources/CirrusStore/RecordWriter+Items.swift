@@ -114,8 +114,7 @@ extension RecordWriter {
         touch(zone.id)
         if !subscriptions.isEmpty {
             changes.append(RecordChange(
-                zoneName: zone.name, recordType: record.recordType, recordName: name, old: serverRecord, new: record,
-                existed: existing != nil))
+                zoneName: zone.name, recordType: record.recordType, recordName: name, old: serverRecord, new: record))
         }
         return .success(record)
     }
@@ -165,7 +164,7 @@ extension RecordWriter {
         if !subscriptions.isEmpty {
             let old = subscriptions.needsPreviousState(of: row.recordType) ? try row.record() : nil
             changes.append(RecordChange(
-                zoneName: zoneName, recordType: row.recordType, recordName: name, old: old, new: nil, existed: true))
+                zoneName: zoneName, recordType: row.recordType, recordName: name, old: old, new: nil))
         }
     }
 }

@@ -12,8 +12,6 @@ struct RecordChange: Sendable {
     var old: Wire.Record?
     /// The record after the write; nil when it was deleted.
     var new: Wire.Record?
-    /// The record existed before the write (`old` may still be nil, see above).
-    var existed: Bool
 }
 
 /// A zone a write created or deleted.
