@@ -68,7 +68,7 @@ struct Records: AsyncParsableCommand {
         @Option(help: "The predicate (default TRUEPREDICATE).") var predicate = "TRUEPREDICATE"
         @Option(help: "Sort by key; key:desc for descending (repeatable).") var sort: [String] = []
         @Option(help: "At most this many records (default: all).") var limit: Int?
-        @Option(help: "Only these fields (repeatable).") var key: [String] = []
+        @Option(name: .customLong("desired-key"), help: "Only these fields (repeatable).") var desiredKeys: [String] = []
 
         func run() async throws {
             let parsed: CKPredicate
@@ -86,7 +86,7 @@ struct Records: AsyncParsableCommand {
             let container = try self.connection.makeContainer()
             let database = self.location.database(of: container)
             let zoneID = self.location.zoneID
-            let desired = self.key.isEmpty ? nil : self.key
+            let desired = self.desiredKeys.isEmpty ? nil : self.desiredKeys
             var remaining = self.limit ?? Int.max
             var page = try await cli("query") {
                 try await database.records(
