@@ -11,13 +11,16 @@ let package = Package(
         .library(name: "CirrusKit", targets: ["CirrusKit"]),
         .library(name: "CirrusStore", targets: ["CirrusStore"]),
         .library(name: "CirrusServer", targets: ["CirrusServer"]),
+        .library(name: "CirrusBench", targets: ["CirrusBench"]),
         .executable(name: "cirrusd", targets: ["cirrusd"]),
+        .executable(name: "cirrus", targets: ["cirrus"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // C libraries and the shims for what Swift cannot import from them.
@@ -104,6 +107,31 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // `cirrus bench`: the load generator over CirrusKit, its results and their rendering.
+        .target(
+            name: "CirrusBench",
+            dependencies: [
+                "CirrusKit",
+                "CirrusModel",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
+        // The rest of the `cirrus` CLI as a library: import (CSV, JSON Lines, resume state),
+        // export, record rendering, exit codes.
+        .target(
+            name: "CirrusCLI",
+            dependencies: ["CirrusKit", "CirrusModel"]
+        ),
+        .executableTarget(
+            name: "cirrus",
+            dependencies: [
+                "CirrusBench",
+                "CirrusCLI",
+                "CirrusKit",
+                "CirrusModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
 
         .testTarget(
             name: "CirrusWireTests",
@@ -158,6 +186,16 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "CirrusCLITests",
+            dependencies: [
+                "CirrusBench",
+                "CirrusCLI",
+                "CirrusKit",
+                "CirrusModel",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
     ],

@@ -26,6 +26,8 @@ final class ConnectionManager: Sendable {
     /// Keepalive, handshake and idle timers of each connection.
     let machineConfiguration: ConnectionStateMachine.Configuration
     let timerInterval: TimeAmount
+    /// Bytes and connections, for `CKContainer.transportStatistics`.
+    let counters = TransportCounters()
     private let state = NIOLockedValueBox(State())
 
     init(
@@ -197,6 +199,7 @@ final class ConnectionManager: Sendable {
         let serverName = self.configuration.verifiedServerName
         let machine = self.machineConfiguration
         let timerInterval = self.timerInterval
+        let counters = self.counters
         let callbacksBox = NIOLockedValueBox<(any Channel)?>(nil)
         let callbacks = ClientConnectionHandler.Callbacks(
             draining: { [weak self] in
@@ -236,6 +239,7 @@ final class ConnectionManager: Sendable {
                         encoder: encoder
                     )
                     let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TransportCountingHandler(counters: counters))
                     try sync.addHandler(TLSHandler(context: tls, serverHostname: serverName))
                     try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
                     try sync.addHandler(encoder)
@@ -264,6 +268,7 @@ final class ConnectionManager: Sendable {
                         ready.futureResult.whenComplete { answer in
                             switch answer {
                             case .success(let ack):
+                                counters.connected()
                                 promise.succeed(ClientConnection(channel: channel, handler: bound, helloAck: ack))
                             case .failure(let error):
                                 channel.close(promise: nil)

@@ -1,0 +1,112 @@
+import Foundation
+
+/// Renders a `BenchResult` as the table `cirrus bench` prints.
+///
+/// For example:
+/// ```
+/// modify ×1 record, 64 in flight, closed loop, 1 connection — 10,000 operations in 3.2s
+///                ops/s   records/s   in/s       out/s
+///   total        3,125   3,125       1.2 MB/s   0.9 MB/s
+/// latency        p50      p90      p99      p99.9    max
+///   total        19.1ms   24.0ms   31.3ms   45.0ms   51.2ms
+/// errors: none
+/// ```
+public enum BenchTable {
+    public static func render(_ result: BenchResult) -> String {
+        var lines: [String] = []
+        let settings = result.settings
+        let loop = settings.rate.map { "open loop at \(number(Double($0)))/s" } ?? "closed loop"
+        if result.mode == "handshakes" {
+            lines.append(
+                "handshakes (TCP + TLS 1.3 + Hello, a new connection each), \(settings.concurrency) in flight, \(loop)"
+                    + " — \(number(Double(result.counts.operations))) in \(BenchDuration.format(result.elapsedSeconds))")
+        } else {
+            let what = settings.mix.weights.count == 1 ? settings.mix.description.replacingOccurrences(of: "=1", with: "") : "mix \(settings.mix)"
+            lines.append(
+                "\(what) ×\(settings.recordsPerOperation) record\(settings.recordsPerOperation == 1 ? "" : "s"), "
+                    + "\(settings.concurrency) in flight, \(loop), \(settings.connections) connection\(settings.connections == 1 ? "" : "s"), "
+                    + "\(settings.zones) zone\(settings.zones == 1 ? "" : "s") — \(number(Double(result.counts.operations))) operations in "
+                    + BenchDuration.format(result.elapsedSeconds))
+        }
+        var throughput = [["", "ops/s", "records/s", "in/s", "out/s"]]
+        throughput.append([
+            "total", number(result.operationsPerSecond), number(result.recordsPerSecond),
+            bytes(result.bytesInPerSecond) + "/s", bytes(result.bytesOutPerSecond) + "/s",
+        ])
+        var latency = [["latency", "p50", "p90", "p99", "p99.9", "max"]]
+        latency.append(row("total", result.latency))
+        if result.byKind.count > 1 {
+            for kind in BenchOperationKind.allCases {
+                guard let perKind = result.byKind[kind.rawValue] else { continue }
+                let rate = result.elapsedSeconds > 0 ? Double(perKind.counts.operations) / result.elapsedSeconds : 0
+                let records = result.elapsedSeconds > 0 ? Double(perKind.counts.records) / result.elapsedSeconds : 0
+                throughput.append([kind.rawValue, number(rate), number(records), "", ""])
+                latency.append(row(kind.rawValue, perKind.latency))
+            }
+        }
+        lines += columns(throughput)
+        lines += columns(latency)
+        if result.errorsByCode.isEmpty {
+            lines.append("errors: none")
+        } else {
+            let list = result.errorsByCode.sorted { $0.value == $1.value ? $0.key < $1.key : $0.value > $1.value }
+                .map { "\($0.key) \(number(Double($0.value)))" }.joined(separator: ", ")
+            lines.append(
+                "errors: \(number(Double(result.errorCount))) — \(list) (\(number(Double(result.counts.failedOperations)))"
+                    + " operations failed, \(number(Double(result.counts.failedItems))) items)")
+        }
+        if settings.rate != nil {
+            lines.append("started late (in-flight cap reached or client behind): \(number(Double(result.delayedStarts)))")
+        }
+        if result.warmup.operations > 0 {
+            lines.append("warm-up: \(number(Double(result.warmup.operations))) operations (not counted above)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private static func row(_ name: String, _ latency: LatencySummary) -> [String] {
+        [name, time(latency.p50), time(latency.p90), time(latency.p99), time(latency.p999), time(latency.max)]
+    }
+
+    private static func columns(_ rows: [[String]]) -> [String] {
+        let widths = (0..<(rows.map(\.count).max() ?? 0)).map { column in
+            rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+        }
+        return rows.enumerated().map { index, row in
+            let indent = index == 0 ? "" : "  "
+            let cells = row.enumerated().map { column, cell in
+                let width = widths[column] + (column == 0 && index == 0 ? 2 : 0)
+                return cell.padding(toLength: max(width, cell.count), withPad: " ", startingAt: 0)
+            }
+            return (indent + cells.joined(separator: "   ")).replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
+        }
+    }
+
+    /// `1,234` or `12.5` (below 100).
+    static func number(_ value: Double) -> String {
+        if value < 100, value != value.rounded() {
+            return String(format: "%.1f", value)
+        }
+        let formatter = NumberFormatter()
+        formatter.numberStyle = .decimal
+        formatter.maximumFractionDigits = 0
+        formatter.locale = Locale(identifier: "en_US")
+        return formatter.string(from: NSNumber(value: value.rounded())) ?? "\(Int(value))"
+    }
+
+    /// A latency in µs as `850µs`, `12.3ms` or `1.20s`.
+    static func time(_ microseconds: UInt64) -> String {
+        let value = Double(microseconds)
+        if value < 1_000 { return "\(microseconds)µs" }
+        if value < 1_000_000 { return String(format: "%.1fms", value / 1_000) }
+        return String(format: "%.2fs", value / 1_000_000)
+    }
+
+    /// `812 B`, `12.4 KB`, `3.1 MB` (decimal units).
+    static func bytes(_ value: Double) -> String {
+        if value < 1_000 { return "\(Int(value)) B" }
+        if value < 1_000_000 { return String(format: "%.1f KB", value / 1_000) }
+        if value < 1_000_000_000 { return String(format: "%.1f MB", value / 1_000_000) }
+        return String(format: "%.2f GB", value / 1_000_000_000)
+    }
+}

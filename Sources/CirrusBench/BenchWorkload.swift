@@ -1,0 +1,146 @@
+import CirrusKit
+import CirrusModel
+import Foundation
+
+/// The operations of a run and the data they need: zones `bench-0` …, records preloaded for
+/// reads, and new records for each modify.
+struct BenchWorkload: Sendable {
+    /// The field every benchmark record carries for queries: 0 ..< buckets.
+    static let buckets = 16
+
+    let configuration: BenchConfiguration
+    let containers: [CKContainer]
+    let zoneIDs: [CKRecordZone.ID]
+    let runID: String
+    let payload: Data
+    /// Numbers new records (unique in the run).
+    private let counter = Locked<UInt64>(0)
+
+    init(configuration: BenchConfiguration, containers: [CKContainer], runID: String) {
+        self.configuration = configuration
+        self.containers = containers
+        self.runID = runID
+        self.zoneIDs = (0..<configuration.zones).map { CKRecordZone.ID(zoneName: "bench-\($0)") }
+        var generator = SplitMix64(seed: configuration.seed)
+        self.payload = Data((0..<configuration.payloadBytes).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+    }
+
+    /// The name of preloaded record `index` of zone `zone`.
+    func preloadedName(zone: Int, index: Int) -> String {
+        "\(self.runID)-p\(zone)-\(index)"
+    }
+
+    private func record(named name: String, zone: CKRecordZone.ID, number: UInt64) -> CKRecord {
+        let record = CKRecord(recordType: self.configuration.recordType, recordID: CKRecord.ID(recordName: name, zoneID: zone))
+        record["bucket"] = Int64(number % UInt64(Self.buckets))
+        record["payload"] = self.payload
+        record["number"] = Int64(truncatingIfNeeded: number)
+        return record
+    }
+
+    /// Creates the zones and, when the mix reads, preloads every zone. Not measured.
+    func setUp() async throws {
+        let database = self.containers[0].privateCloudDatabase
+        let results = try await database.modifyRecordZones(
+            saving: self.zoneIDs.map { CKRecordZone(zoneID: $0) }, deleting: [])
+        for (_, result) in results.saveResults {
+            _ = try result.get()
+        }
+        guard self.configuration.workload.reads else { return }
+        let count = self.configuration.preloadRecordsPerZone
+        for (zoneIndex, zoneID) in self.zoneIDs.enumerated() {
+            for start in stride(from: 0, to: count, by: 400) {
+                let records = (start..<min(start + 400, count)).map {
+                    self.record(named: self.preloadedName(zone: zoneIndex, index: $0), zone: zoneID, number: UInt64($0))
+                }
+                let saved = try await database.modifyRecords(saving: records, deleting: [], savePolicy: .allKeys, atomically: false)
+                for (_, result) in saved.saveResults {
+                    _ = try result.get()
+                }
+            }
+        }
+    }
+
+    /// Runs one operation of `kind` on connection `connection`.
+    func execute(_ kind: BenchOperationKind, connection: Int, generator: inout SplitMix64) async -> BenchOutcome {
+        var outcome = BenchOutcome(kind: kind)
+        let database = self.containers[connection % self.containers.count].privateCloudDatabase
+        let zoneIndex = Int(generator.next() % UInt64(self.zoneIDs.count))
+        let zoneID = self.zoneIDs[zoneIndex]
+        let perOperation = self.configuration.recordsPerOperation
+        do {
+            switch kind {
+            case .modify:
+                let first = self.counter.withLock { counter -> UInt64 in
+                    defer { counter += UInt64(perOperation) }
+                    return counter
+                }
+                let records = (0..<UInt64(perOperation)).map {
+                    self.record(named: "\(self.runID)-m\(first + $0)", zone: zoneID, number: first + $0)
+                }
+                let results = try await database.modifyRecords(saving: records, deleting: [], atomically: false)
+                for (_, result) in results.saveResults {
+                    switch result {
+                    case .success:
+                        outcome.counts.records += 1
+                        outcome.counts.recordsWritten += 1
+                    case .failure(let error):
+                        outcome.itemFailed(error)
+                    }
+                }
+            case .fetch:
+                let preloaded = UInt64(self.configuration.preloadRecordsPerZone)
+                var names = Set<String>()
+                while names.count < min(perOperation, Int(preloaded)) {
+                    names.insert(self.preloadedName(zone: zoneIndex, index: Int(generator.next() % preloaded)))
+                }
+                let results = try await database.records(for: names.map { CKRecord.ID(recordName: $0, zoneID: zoneID) })
+                for (_, result) in results {
+                    switch result {
+                    case .success: outcome.counts.records += 1
+                    case .failure(let error): outcome.itemFailed(error)
+                    }
+                }
+            case .query:
+                let bucket = Int(generator.next() % UInt64(Self.buckets))
+                let query = CKQuery(
+                    recordType: self.configuration.recordType, predicate: CKPredicate(format: "bucket == %d", bucket))
+                let results = try await database.records(matching: query, inZoneWith: zoneID, resultsLimit: perOperation)
+                for (_, result) in results.matchResults {
+                    switch result {
+                    case .success: outcome.counts.records += 1
+                    case .failure(let error): outcome.itemFailed(error)
+                    }
+                }
+            case .changes:
+                let changes = try await database.recordZoneChanges(inZoneWith: zoneID, since: nil, resultsLimit: perOperation)
+                for (_, result) in changes.modificationResultsByID {
+                    switch result {
+                    case .success: outcome.counts.records += 1
+                    case .failure(let error): outcome.itemFailed(error)
+                    }
+                }
+            }
+        } catch {
+            outcome.failed(error)
+        }
+        return outcome
+    }
+
+    /// One new connection: TCP, TLS 1.3 and `Hello`/`HelloAck`, on a container of its own
+    /// that is dropped afterwards.
+    static func handshake(configuration: BenchConfiguration) async -> BenchOutcome {
+        var outcome = BenchOutcome(kind: nil)
+        let container = CKContainer(identifier: configuration.containerIdentifier, configuration: configuration.client)
+        do {
+            _ = try await container.authenticatedUserRecordName()
+            outcome.counts.records = 0
+        } catch {
+            outcome.failed(error)
+        }
+        let statistics = container.transportStatistics
+        outcome.bytesIn = statistics.bytesReceived
+        outcome.bytesOut = statistics.bytesSent
+        return outcome
+    }
+}

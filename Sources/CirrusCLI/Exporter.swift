@@ -1,0 +1,93 @@
+import CirrusKit
+import CirrusModel
+import Foundation
+
+/// Writes lines to a file handle in blocks.
+public final class LineWriter: @unchecked Sendable {
+    // @unchecked Sendable: `buffer` is only touched under `lock`.
+    private let handle: FileHandle
+    private let lock = NSLock()
+    private var buffer = Data()
+
+    public init(handle: FileHandle) {
+        self.handle = handle
+    }
+
+    public func write(_ line: String) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        self.buffer.append(contentsOf: Array(line.utf8))
+        self.buffer.append(0x0A)
+        if self.buffer.count >= 64 * 1024 {
+            self.handle.write(self.buffer)
+            self.buffer.removeAll(keepingCapacity: true)
+        }
+    }
+
+    public func flush() {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        if !self.buffer.isEmpty {
+            self.handle.write(self.buffer)
+            self.buffer.removeAll(keepingCapacity: true)
+        }
+    }
+}
+
+/// `cirrus export`: a zone's records as JSON Lines (`RecordJSON`), which `cirrus import`
+/// reads back.
+public enum Exporter {
+    /// Writes every record of `zoneID` (of `recordType` only, when given) to `writer`; returns
+    /// how many. Without a record type it reads the zone's change feed (private database);
+    /// with one it runs a query, which works in the public database too.
+    ///
+    /// - throws: `CLIError`.
+    public static func export(
+        database: CKDatabase, zoneID: CKRecordZone.ID, recordType: String?, writer: LineWriter
+    ) async throws(CLIError) -> Int {
+        let converter = Locked(FieldConverter(zoneID: zoneID))
+        let count = Locked(0)
+        let write: @Sendable (CKRecord) -> Void = { record in
+            let line = converter.withLock { RecordJSON.object(record, converter: $0).jsonText }
+            writer.write(line)
+            count.withLock { $0 += 1 }
+        }
+        do {
+            if let recordType {
+                var (matches, cursor) = try await database.records(
+                    matching: CKQuery(recordType: recordType, predicate: CKPredicate(value: true)), inZoneWith: zoneID)
+                while true {
+                    for (_, result) in matches { write(try result.get()) }
+                    guard let next = cursor else { break }
+                    (matches, cursor) = try await database.records(continuingMatchFrom: next)
+                }
+            } else {
+                let operation = CKFetchRecordZoneChangesOperation(recordZoneIDs: [zoneID], configurationsByRecordZoneID: nil)
+                operation.fetchAllChanges = true
+                let failure = Locked<(any Error)?>(nil)
+                operation.recordWasChangedBlock = { _, result in
+                    switch result {
+                    case .success(let record): write(record)
+                    case .failure(let error): failure.withLock { $0 = $0 ?? error }
+                    }
+                }
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    operation.fetchRecordZoneChangesResultBlock = { result in
+                        if let error = failure.withLock({ $0 }) {
+                            continuation.resume(throwing: error)
+                        } else {
+                            continuation.resume(with: result)
+                        }
+                    }
+                    database.add(operation)
+                }
+            }
+        } catch {
+            writer.flush()
+            throw CLIError.from(error, context: "export of zone \(zoneID.zoneName)")
+        }
+        writer.flush()
+        return count.withLock { $0 }
+    }
+}
+

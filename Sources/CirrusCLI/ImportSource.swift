@@ -1,0 +1,257 @@
+import CirrusKit
+import CirrusModel
+import Foundation
+
+/// The formats `cirrus import` reads.
+public enum ImportFormat: String, Sendable, Codable, CaseIterable {
+    /// One JSON object per line (`.jsonl`, `.ndjson`, `.json`).
+    case jsonl
+    /// A header row of field names, then one record per row (`.csv`).
+    case csv
+
+    /// The format a file name suggests, or nil.
+    public init?(path: String) {
+        switch URL(fileURLWithPath: path).pathExtension.lowercased() {
+        case "jsonl", "ndjson", "json": self = .jsonl
+        case "csv": self = .csv
+        default: return nil
+        }
+    }
+}
+
+/// How rows become records; kept in the import state so a resume reads the file the same way.
+public struct ImportOptions: Sendable, Codable, Hashable {
+    /// Used for rows without `$recordType`.
+    public var recordType: String?
+    public var zoneName: String = CKRecordZone.ID.defaultZoneName
+    /// `private` or `public`.
+    public var database: String = "private"
+    public var format: ImportFormat = .jsonl
+    public var fields: [FieldSpecification] = []
+    /// The field whose value names each record; nil = `$recordName` or import ID + line.
+    public var idField: String?
+    /// Records per `CKModifyRecordsOperation` (1…400).
+    public var batchSize = 400
+    /// `skip` or `fail`.
+    public var onError = "fail"
+
+    public init() {}
+}
+
+/// A row that cannot become a record.
+public struct BadRow: Sendable, Hashable, Codable, CustomStringConvertible {
+    public var line: Int
+    public var message: String
+    public var description: String { "line \(self.line): \(self.message)" }
+}
+
+/// One good row of the input: where it is and what it holds, converted when its batch is sent.
+public struct SourceRow: Sendable {
+    public var line: Int
+    public var recordName: String
+    enum Content: Sendable {
+        case json([(String, JSONValue)])
+        case csv([String])
+    }
+    var content: Content
+}
+
+/// The input file read into rows: the good ones in file order, the bad ones with their line.
+public struct ImportSource {
+    public let rows: [SourceRow]
+    public let badRows: [BadRow]
+    let options: ImportOptions
+    let header: [String]
+    let columnTypes: [String: FieldType]
+    let converter: FieldConverter
+    let zoneID: CKRecordZone.ID
+
+    /// Reads `text` as `options.format`; record names without an ID field are
+    /// `<importID>-<line>`.
+    public init(text: String, options: ImportOptions, importID: String, baseDirectory: URL) {
+        self.options = options
+        let zoneID = CKRecordZone.ID(zoneName: options.zoneName)
+        let converter = FieldConverter(zoneID: zoneID, baseDirectory: baseDirectory)
+        self.zoneID = zoneID
+        self.converter = converter
+        let declared = Dictionary(options.fields.map { ($0.name, $0.type) }, uniquingKeysWith: { $1 })
+        var rows: [SourceRow] = []
+        var bad: [BadRow] = []
+        var names: [String: Int] = [:]
+        var header: [String] = []
+        var columnTypes: [String: FieldType] = declared
+
+        func accept(_ row: SourceRow, _ check: () throws -> Void) {
+            do {
+                try check()
+            } catch {
+                bad.append(BadRow(line: row.line, message: "\(error)"))
+                return
+            }
+            if row.recordName.isEmpty {
+                bad.append(BadRow(line: row.line, message: "the record name is empty"))
+            } else if let first = names[row.recordName] {
+                bad.append(BadRow(line: row.line, message: "record name '\(row.recordName)' was already used on line \(first)"))
+            } else {
+                names[row.recordName] = row.line
+                rows.append(row)
+            }
+        }
+
+        switch options.format {
+        case .jsonl:
+            var line = 0
+            for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+                line += 1
+                let trimmed = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
+                if trimmed.isEmpty { continue }
+                let value: JSONValue
+                do {
+                    value = try JSONParser.parse(trimmed)
+                } catch {
+                    bad.append(BadRow(line: line, message: "malformed JSON: \(error)"))
+                    continue
+                }
+                guard case .object(let members) = value else {
+                    bad.append(BadRow(line: line, message: "a line must hold a JSON object, not \(value.kindName)"))
+                    continue
+                }
+                var name = "\(importID)-\(line)"
+                if let idField = options.idField {
+                    switch value[idField] {
+                    case .string(let text)?: name = text
+                    case .integer(let number)?: name = String(number)
+                    default:
+                        bad.append(BadRow(line: line, message: "no string or integer '\(idField)' (--id-field)"))
+                        continue
+                    }
+                } else if case .string(let text)? = value["$recordName"] {
+                    name = text
+                }
+                let row = SourceRow(line: line, recordName: name, content: .json(members))
+                accept(row) {
+                    _ = try Self.fields(of: row, converter: converter, options: options, header: [], columnTypes: columnTypes)
+                }
+            }
+        case .csv:
+            let parsed = CSVParser.rows(text)
+            var records: [CSVRow] = []
+            for result in parsed {
+                switch result {
+                case .success(let row) where header.isEmpty:
+                    header = row.cells.map { $0.trimmingCharacters(in: .whitespaces) }
+                    if let empty = header.firstIndex(where: \.isEmpty) {
+                        bad.append(BadRow(line: row.line, message: "header column \(empty + 1) has no name"))
+                    }
+                    var seen = Set<String>()
+                    for name in header where !name.isEmpty && !seen.insert(name).inserted {
+                        bad.append(BadRow(line: row.line, message: "header names column '\(name)' twice"))
+                    }
+                case .success(let row):
+                    records.append(row)
+                case .failure(let error):
+                    bad.append(BadRow(line: error.line, message: "malformed CSV: \(error.message)"))
+                }
+            }
+            if let idField = options.idField, !header.isEmpty, !header.contains(idField) {
+                bad.append(BadRow(line: 1, message: "the header has no column '\(idField)' (--id-field)"))
+            }
+            if bad.contains(where: { $0.line <= 1 }) || header.isEmpty {
+                if header.isEmpty { bad.append(BadRow(line: 1, message: "no header row")) }
+                self.rows = []
+                self.badRows = bad
+                self.header = header
+                self.columnTypes = columnTypes
+                return
+            }
+            let wellFormed = records.filter { $0.cells.count == header.count }
+            for (index, name) in header.enumerated() where declared[name] == nil {
+                columnTypes[name] = converter.inferType(ofColumn: wellFormed.lazy.map { $0.cells[index] })
+            }
+            let idIndex = options.idField.flatMap { header.firstIndex(of: $0) }
+            let recordNameIndex = header.firstIndex(of: "$recordName")
+            for record in records {
+                guard record.cells.count == header.count else {
+                    bad.append(BadRow(line: record.line, message: "\(record.cells.count) cells where the header has \(header.count)"))
+                    continue
+                }
+                var name = "\(importID)-\(record.line)"
+                if let index = idIndex ?? recordNameIndex { name = record.cells[index] }
+                let row = SourceRow(line: record.line, recordName: name, content: .csv(record.cells))
+                accept(row) {
+                    _ = try Self.fieldsCSV(record.cells, converter: converter, options: options, header: header, columnTypes: columnTypes)
+                }
+            }
+        }
+        self.rows = rows
+        self.badRows = bad.sorted { $0.line < $1.line }
+        self.header = header
+        self.columnTypes = columnTypes
+    }
+
+    /// The record type and fields of `row`.
+    private static func fields(
+        of row: SourceRow, converter: FieldConverter, options: ImportOptions, header: [String], columnTypes: [String: FieldType]
+    ) throws -> (String, [(String, any CKRecordValue)]) {
+        switch row.content {
+        case .csv(let cells):
+            return try Self.fieldsCSV(cells, converter: converter, options: options, header: header, columnTypes: columnTypes)
+        case .json(let members):
+            var type = options.recordType
+            var fields: [(String, any CKRecordValue)] = []
+            for (key, value) in members {
+                if key == "$recordType" {
+                    guard case .string(let name) = value, !name.isEmpty else {
+                        throw FieldConversionError(field: key, message: "must be a non-empty string")
+                    }
+                    type = name
+                    continue
+                }
+                if key.hasPrefix("$") { continue }
+                if let converted = try converter.value(json: value, as: columnTypes[key], field: key) {
+                    fields.append((key, converted))
+                }
+            }
+            guard let type else { throw ImportRowError("no $recordType and no --record-type") }
+            return (type, fields)
+        }
+    }
+
+    private static func fieldsCSV(
+        _ cells: [String], converter: FieldConverter, options: ImportOptions, header: [String], columnTypes: [String: FieldType]
+    ) throws -> (String, [(String, any CKRecordValue)]) {
+        var type = options.recordType
+        var fields: [(String, any CKRecordValue)] = []
+        for (index, name) in header.enumerated() {
+            if name == "$recordType" {
+                if !cells[index].isEmpty { type = cells[index] }
+                continue
+            }
+            if name.hasPrefix("$") { continue }
+            if let value = try converter.value(cell: cells[index], as: columnTypes[name] ?? .string, field: name) {
+                fields.append((name, value))
+            }
+        }
+        guard let type else { throw ImportRowError("no $recordType column value and no --record-type") }
+        return (type, fields)
+    }
+
+    /// The record of `row`, or why it cannot be made.
+    public func record(for row: SourceRow) throws -> CKRecord {
+        let (type, fields) = try Self.fields(
+            of: row, converter: self.converter, options: self.options, header: self.header, columnTypes: self.columnTypes)
+        let record = CKRecord(recordType: type, recordID: CKRecord.ID(recordName: row.recordName, zoneID: self.zoneID))
+        for (key, value) in fields {
+            record[key] = value
+        }
+        return record
+    }
+
+    /// The types the CSV columns were given (declared or inferred).
+    public var inferredTypes: [String: FieldType] { self.columnTypes }
+}
+
+struct ImportRowError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

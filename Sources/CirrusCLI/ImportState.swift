@@ -1,0 +1,85 @@
+import Foundation
+
+/// What an import has done so far, kept in a JSON file so `cirrus import --resume` can finish
+/// it after the client was killed. Rewritten atomically (temporary file + rename) on every
+/// change.
+public struct ImportState: Sendable, Codable {
+    /// One batch of up to `batchSize` good rows, in file order.
+    public struct Batch: Sendable, Codable {
+        public var index: Int
+        /// Every long-lived operation ID this batch was sent as, written before it was sent;
+        /// only the last can still exist on the server.
+        public var operationIDs: [String] = []
+        /// The server said the last operation is durable (`longLivedOperationWasPersistedBlock`).
+        public var persisted = false
+        /// Its result arrived; nothing more to do.
+        public var done = false
+        public var saved = 0
+        public var failed: [BadRow] = []
+    }
+
+    public var version = 1
+    /// Part of every record name an import makes up (`<importID>-<line>`).
+    public var importID: String
+    public var inputPath: String
+    public var inputSize: UInt64
+    public var inputModified: Double
+    public var options: ImportOptions
+    public var batches: [Int: Batch] = [:]
+
+    /// The default state file of `inputPath`: next to it, `.cirrus-import` appended.
+    public static func defaultPath(for inputPath: String) -> String {
+        inputPath + ".cirrus-import"
+    }
+
+    public static func load(from path: String) throws(CLIError) -> ImportState {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw CLIError(.notFound, "no import to resume: cannot read state file \(path)")
+        }
+        do {
+            return try JSONDecoder().decode(ImportState.self, from: data)
+        } catch {
+            throw CLIError(.badInput, "state file \(path) is damaged: \(error)")
+        }
+    }
+
+    public func save(to path: String) throws(CLIError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw CLIError(.failure, "cannot write state file \(path): \(error)")
+        }
+    }
+}
+
+/// The state of one import, shared by its batches; every change is saved before the call
+/// returns.
+actor ImportStateStore {
+    private(set) var state: ImportState
+    let path: String
+
+    init(state: ImportState, path: String) {
+        self.state = state
+        self.path = path
+    }
+
+    func batch(_ index: Int) -> ImportState.Batch {
+        self.state.batches[index] ?? ImportState.Batch(index: index)
+    }
+
+    func update(_ index: Int, _ change: (inout ImportState.Batch) -> Void) throws(CLIError) {
+        var batch = self.batch(index)
+        change(&batch)
+        self.state.batches[index] = batch
+        try self.state.save(to: self.path)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: self.path)
+    }
+}

@@ -1,0 +1,47 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// Byte and connection counters of one container's connections (`CKContainer.transportStatistics`).
+/// Thread-safe; the counting handler updates it from the event loop.
+final class TransportCounters: Sendable {
+    private let totals = NIOLockedValueBox(CKContainer.TransportStatistics())
+
+    var snapshot: CKContainer.TransportStatistics { self.totals.withLockedValue { $0 } }
+
+    func received(_ bytes: Int) {
+        self.totals.withLockedValue { $0.bytesReceived += UInt64(bytes) }
+    }
+
+    func sent(_ bytes: Int) {
+        self.totals.withLockedValue { $0.bytesSent += UInt64(bytes) }
+    }
+
+    func connected() {
+        self.totals.withLockedValue { $0.connectionsEstablished += 1 }
+    }
+}
+
+/// Counts the bytes a connection moves on the socket (TLS records included). Sits first in the
+/// pipeline, below `TLSHandler`; passes everything through unchanged.
+final class TransportCountingHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let counters: TransportCounters
+
+    init(counters: TransportCounters) {
+        self.counters = counters
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.counters.received(self.unwrapInboundIn(data).readableBytes)
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        self.counters.sent(self.unwrapOutboundIn(data).readableBytes)
+        context.write(data, promise: promise)
+    }
+}

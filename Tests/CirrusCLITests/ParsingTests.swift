@@ -1,0 +1,190 @@
+import CirrusBench
+import CirrusCLI
+import CirrusKit
+import CirrusModel
+import Foundation
+import Histogram
+import Testing
+
+@Suite("CSV and JSON Lines parsing, type inference")
+struct ParsingTests {
+    @Test func csvQuotesCommasLineBreaksAndBlankLines() throws {
+        let rows = CSVParser.rows("a,b\r\n\"x, y\",\"say \"\"hi\"\"\"\n\n\"two\nlines\",z\n")
+        let parsed = try rows.map { try $0.get() }
+        #expect(parsed.map(\.cells) == [["a", "b"], ["x, y", "say \"hi\""], ["two\nlines", "z"]])
+        #expect(parsed.map(\.line) == [1, 2, 4])
+    }
+
+    @Test func csvErrorsCarryTheirLine() {
+        let rows = CSVParser.rows("a,b\nx\"y,1\n\"ok\"junk,2\n3,4\n\"open,5\n")
+        let failures = rows.compactMap { if case .failure(let e) = $0 { e } else { nil } }
+        #expect(failures.map(\.line) == [2, 3, 5])
+        #expect(failures[2].message.contains("not closed"))
+    }
+
+    @Test func jsonKeepsIntegersApartFromDoubles() throws {
+        let value = try JSONParser.parse(#"{"a": 3, "b": 3.0, "c": -1e2, "d": "\u00e9\n", "e": [true, null], "f": 9223372036854775808}"#)
+        #expect(value["a"] == .integer(3))
+        #expect(value["b"] == .double(3))
+        #expect(value["c"] == .double(-100))
+        #expect(value["d"] == .string("é\n"))
+        #expect(value["e"] == .array([.bool(true), .null]))
+        #expect(value["f"] == .double(9_223_372_036_854_775_808))
+        #expect(try JSONParser.parse(value.jsonText) == value)
+    }
+
+    @Test(arguments: [
+        ("{\"a\": }", "unexpected character"), ("{\"a\": 1", "expected ','"), ("[1,]", "unexpected character"),
+        ("{\"a\": 01}", "expected ','"), ("{\"a\": 1} x", "unexpected text"), ("{\"a\":1,\"a\":2}", "appears twice"),
+        ("\"abc", "unterminated"), (String(repeating: "[", count: 70), "nested deeper"),
+    ])
+    func malformedJSONIsRefusedWithAReason(text: String, reason: String) {
+        #expect {
+            _ = try JSONParser.parse(text)
+        } throws: { error in
+            "\(error)".contains(reason)
+        }
+    }
+
+    @Test func csvColumnTypesAreInferredFromEveryCell() {
+        let converter = FieldConverter(zoneID: .default)
+        #expect(converter.inferType(ofColumn: ["1", "", "-7"]) == .int)
+        #expect(converter.inferType(ofColumn: ["1", "2.5"]) == .double)
+        #expect(converter.inferType(ofColumn: ["true", "FALSE"]) == .bool)
+        #expect(converter.inferType(ofColumn: ["2024-01-02", "2024-01-03T10:00:00Z"]) == .date)
+        #expect(converter.inferType(ofColumn: ["1", "x"]) == .string)
+        #expect(converter.inferType(ofColumn: ["nan", "1"]) == .string)
+        #expect(converter.inferType(ofColumn: ["", ""]) == .string)
+    }
+
+    @Test func fieldSpecificationsParseAndRefuseUnknownTypes() throws {
+        #expect(try FieldSpecification(parsing: "tags:[string]").type == .list(.string))
+        #expect(try FieldSpecification(parsing: "at:date").type == .date)
+        #expect(throws: CLIError.self) { try FieldSpecification(parsing: "x:money") }
+        #expect(throws: CLIError.self) { try FieldSpecification(parsing: "nocolon") }
+        #expect(throws: CLIError.self) { try FieldSpecification(parsing: "l:[[int]]") }
+    }
+
+    @Test func jsonLinesRowsBecomeTypedRecordsAndBadRowsKeepTheirLine() throws {
+        var options = ImportOptions()
+        options.recordType = "Item"
+        options.fields = [FieldSpecification(name: "when", type: .date), FieldSpecification(name: "n", type: .int)]
+        let text = """
+            {"name": "a", "n": 1, "when": "2024-05-01T10:00:00Z", "tags": ["x", "y"], "at": {"$location": {"latitude": 1, "longitude": 2}}}
+            {"name": "b", "n": "seven"}
+
+            not json
+            {"name": "c", "n": 3, "blob": {"$bytes": "AAEC"}, "score": 2.0}
+            [1, 2]
+            {"name": "d", "when": "yesterday"}
+            """
+        let source = ImportSource(text: text, options: options, importID: "imp", baseDirectory: URL(fileURLWithPath: "/"))
+        #expect(source.rows.map(\.line) == [1, 5])
+        #expect(source.badRows.map(\.line) == [2, 4, 6, 7])
+        #expect(source.badRows[0].message.contains("\"seven\" is not an int"))
+        #expect(source.badRows[1].message.contains("malformed JSON"))
+        #expect(source.badRows[3].message.contains("field 'when'"))
+        let first = try source.record(for: source.rows[0])
+        #expect(first.recordID.recordName == "imp-1")
+        #expect(first["n"] as? Int == 1)
+        #expect(first["when"] as? Date == Date(timeIntervalSince1970: 1_714_557_600))
+        #expect(first["tags"] as? [String] == ["x", "y"])
+        #expect((first["at"] as? CKLocation)?.latitude == 1)
+        let second = try source.record(for: source.rows[1])
+        #expect(second["blob"] as? Data == Data([0, 1, 2]))
+        #expect((second["score"] as? NSNumber).map { String(cString: $0.objCType) } == "d")
+        // What export writes reads back the same.
+        let converter = FieldConverter(zoneID: .default)
+        let line = RecordJSON.object(second, converter: converter).jsonText
+        #expect(line == #"{"$recordName":"imp-5","$recordType":"Item","blob":{"$bytes":"AAEC"},"n":3,"name":"c","score":2.0}"#)
+    }
+
+    @Test func csvRowsUseTheHeaderAndDeclaredTypes() throws {
+        var options = ImportOptions()
+        options.format = .csv
+        options.recordType = "P"
+        options.idField = "id"
+        options.fields = [FieldSpecification(name: "zip", type: .string)]
+        let text = "id,zip,age,tags\nx1,02134,30,a;b\nx2,1,old,c\nx1,3,4,d\nx4,5\n"
+        let source = ImportSource(text: text, options: options, importID: "imp", baseDirectory: URL(fileURLWithPath: "/"))
+        #expect(source.inferredTypes["age"] == .string, "one cell of age is not a number")
+        #expect(source.rows.map(\.recordName) == ["x1", "x2"])
+        #expect(source.badRows.map(\.line) == [4, 5])
+        #expect(source.badRows[0].message.contains("already used on line 2"))
+        #expect(source.badRows[1].message.contains("2 cells where the header has 4"))
+        let record = try source.record(for: source.rows[0])
+        #expect(record["zip"] as? String == "02134")
+        #expect(record["tags"] as? String == "a;b")
+    }
+
+    @Test func csvWithoutAHeaderOrWithABadOneFailsAtLineOne() {
+        var options = ImportOptions()
+        options.format = .csv
+        options.recordType = "P"
+        let empty = ImportSource(text: "", options: options, importID: "i", baseDirectory: URL(fileURLWithPath: "/"))
+        #expect(empty.badRows.map(\.line) == [1])
+        let twice = ImportSource(text: "a,a\n1,2\n", options: options, importID: "i", baseDirectory: URL(fileURLWithPath: "/"))
+        #expect(twice.badRows.first?.message.contains("twice") == true)
+        #expect(twice.rows.isEmpty)
+    }
+}
+
+@Suite("Bench settings, schedule and results")
+struct BenchUnitTests {
+    @Test func mixParsesWeightsAndRefusesNonsense() throws {
+        let mix = try BenchMix(parsing: "modify=20, fetch=70,query=10")
+        #expect(mix.weights == [.modify: 20, .fetch: 70, .query: 10])
+        #expect(mix.description == "modify=20,fetch=70,query=10")
+        for bad in ["modify", "modify=0", "modify=-1", "frob=1", "modify=1,modify=2", "", "fetch=x"] {
+            #expect(throws: BenchError.self, "\(bad)") { try BenchMix(parsing: bad) }
+        }
+    }
+
+    @Test func durationsParse() {
+        #expect(BenchDuration.seconds(parsing: "30s") == 30)
+        #expect(BenchDuration.seconds(parsing: "500ms") == 0.5)
+        #expect(BenchDuration.seconds(parsing: "1m30s") == 90)
+        #expect(BenchDuration.seconds(parsing: "2h") == 7_200)
+        #expect(BenchDuration.seconds(parsing: "2.5") == 2.5)
+        for bad in ["", "s", "10x", "-1s", "1s2", "abc"] {
+            #expect(BenchDuration.seconds(parsing: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func openLoopScheduleIsFixedInAdvance() {
+        let schedule = OpenLoopSchedule(rate: 200)
+        #expect(schedule.intendedOffset(of: 0) == 0)
+        #expect(schedule.intendedOffset(of: 200) == 1)
+        #expect(schedule.dueCount(within: 1) == 200)
+        #expect(schedule.dueCount(within: 0.0051) == 2)
+        #expect(schedule.dueCount(within: 0) == 0)
+        // An operation that starts 30 ms after its slot is 30 ms late, whatever came before.
+        #expect(abs(schedule.lateness(of: 10, actual: 0.08) - 0.03) < 1e-9)
+        #expect(schedule.lateness(of: 10, actual: 0.01) == 0)
+    }
+
+    @Test func latencySummaryComesFromTheHistogram() {
+        var histogram = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
+        for value in 1...1_000 { _ = histogram.record(UInt64(value)) }
+        let summary = LatencySummary(histogram)
+        #expect(summary.count == 1_000)
+        #expect(summary.p50 == 500)
+        #expect(summary.p90 == 900)
+        #expect(summary.p99 == 990)
+        #expect(summary.p999 == 999)
+        #expect(summary.max == 1_000)
+        #expect(LatencySummary(Histogram<UInt64>(highestTrackableValue: 10)).p99 == 0)
+    }
+
+    @Test func settingsAreChecked() {
+        var configuration = BenchConfiguration(client: CirrusClientConfiguration())
+        configuration.recordsPerOperation = 401
+        #expect(throws: BenchError.self) { try configuration.validate() }
+        configuration.recordsPerOperation = 1
+        configuration.stop = .operations(0)
+        #expect(throws: BenchError.self) { try configuration.validate() }
+        configuration.stop = .duration(1)
+        configuration.rate = 0
+        #expect(throws: BenchError.self) { try configuration.validate() }
+    }
+}
