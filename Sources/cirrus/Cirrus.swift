@@ -19,9 +19,8 @@ struct Cirrus: AsyncParsableCommand {
             130 interrupted. Errors are one line on stderr.
             """,
         version: "0.1.0",
-        // `watch` (pushed notifications) joins these once subscriptions exist.
         subcommands: [
-            Bench.self, Import.self, Export.self, Records.self, Zones.self, Changes.self, Ops.self,
+            Bench.self, Import.self, Export.self, Records.self, Zones.self, Changes.self, Ops.self, Watch.self,
         ]
     )
 }

@@ -267,4 +267,50 @@ struct LiveCLITests {
         #expect(unknown.status == 5)
         #expect(unknown.stderr.contains("unknown item"))
     }
+
+    @Test func watchPrintsPushedNotificationsAndContinuesFromItsLastToken() async throws {
+        let server = try CirrusdProcess()
+        let connection = CLI.connection(server)
+        let watch = try CLI.start(["watch", "--subscribe", "--count", "2"] + connection)
+        // The first line is the starting position: anything saved after it is reported.
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(30)
+        while !watch.outputSoFar.contains("\n") {
+            guard clock.now < deadline else {
+                watch.kill()
+                Issue.record("no starting token: \(watch.wait().stderr)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try CLI.run(["zones", "create", "W"] + connection).status == 0)
+        let directory = try Paths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/w.jsonl"
+        try #"{"$recordName": "w1", "n": 1}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(try CLI.run(["import", file, "--record-type", "N", "--zone", "W"] + connection).status == 0)
+        let run = watch.wait()
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3)
+        #expect(lines.first?.hasPrefix(#"{"$token":""#) == true)
+        // The zone created, then the record saved: two database notifications of cirrus-watch.
+        #expect(lines.dropFirst().allSatisfy { $0.contains(#""$type":"database""#) && $0.contains(#""$subscriptionID":"cirrus-watch""#) })
+
+        // From the first notification's token, a later run gets the second one again, and only it.
+        let second = try #require(lines[1].range(of: #""$token":""#).map { lines[1][$0.upperBound...].prefix { $0 != "\"" } })
+        let again = try CLI.run(["watch", "--since", String(second), "--count", "1"] + connection)
+        #expect(again.status == 0, "\(again.stderr)")
+        let againLines = again.stdout.split(separator: "\n").map(String.init)
+        #expect(againLines.count == 2)
+        #expect(againLines.last == lines[2])
+
+        let bad = try CLI.run(["watch", "--since", "not base64!"] + connection)
+        #expect(bad.status == 2)
+        let forged = try CLI.run(["watch", "--since", "AAAA"] + connection)
+        #expect(forged.status == 1)
+        #expect(forged.stderr.split(separator: "\n").count == 1)
+        #expect(forged.stderr.contains("invalidArguments") || forged.stderr.contains("invalid"), "\(forged.stderr)")
+        #expect(try CLI.run(["watch", "--scope", "everywhere"] + connection).status == 2)
+    }
 }

@@ -121,6 +121,9 @@ final class RunningCLI {
         try self.process.run()
     }
 
+    /// What it printed on stdout so far.
+    var outputSoFar: String { (try? String(contentsOfFile: self.outPath, encoding: .utf8)) ?? "" }
+
     func kill() {
         if self.process.isRunning { Foundation.kill(self.process.processIdentifier, SIGKILL) }
     }
