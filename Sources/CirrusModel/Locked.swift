@@ -1,18 +1,19 @@
 import Foundation
 
-/// A value guarded by a lock: the one place CirrusModel's reference types keep mutable state.
+/// A value guarded by a lock: the one place CirrusModel's reference types keep mutable state,
+/// shared (`package`) with the package's other modules (the CLI and the load generator).
 ///
 /// `@unchecked Sendable` is safe because `value` is only reached through `withLock`,
 /// which holds `lock` for the whole access, so no two threads touch it at once.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
     }
 
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)
