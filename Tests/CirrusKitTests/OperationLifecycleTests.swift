@@ -156,12 +156,15 @@ struct OperationLifecycleTests {
         let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
         try await container.ping()  // Connected, so the Open goes out at once.
         let operation = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "a")])
-        operation.configuration.timeoutIntervalForRequest = 0.5
+        operation.configuration.timeoutIntervalForRequest = 2
         let result = Recorder<Result<Void, any Error>>()
         operation.fetchRecordsResultBlock = { result.append($0) }
         await runToCompletion(operation, on: container.privateCloudDatabase)
         #expect(result.values.first?.failureCode == .networkFailure)
-        try await eventually { peer.log.withLockedValue { $0.cancels.count } == 1 }
+        // The server is told of every stream it saw. (On a machine loaded enough that the Open
+        // had not gone out when the timeout fired, it never goes out and there is nothing to tell.)
+        try await eventually { peer.log.withLockedValue { $0.cancels.count == $0.opens.count } }
+        #expect(peer.log.withLockedValue { $0.opens.count } <= 1)
     }
 
     @Test("The connection drops mid-operation: networkFailure")
