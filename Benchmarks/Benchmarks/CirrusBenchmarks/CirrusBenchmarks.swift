@@ -227,7 +227,7 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark(
         "End to end: push — a save on device A until device B (same user) has the notification",
-        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .kilo, maxDuration: .seconds(10))
     ) { benchmark in
         let bench = try await PushBench(certificates: certificates)
         benchmark.startMeasurement()

@@ -127,8 +127,10 @@ final class PushBench: @unchecked Sendable {
     private var saved = 0
 
     init(certificates: String) async throws {
-        self.bench = try await EndToEndBench(certificates: certificates)
-        self.deviceB = bench.secondDevice()
+        let bench = try await EndToEndBench(certificates: certificates)
+        let deviceB = bench.secondDevice()
+        self.bench = bench
+        self.deviceB = deviceB
         _ = try await bench.container.privateCloudDatabase.save(CKDatabaseSubscription(subscriptionID: "everything"))
         // Start from the current end of the feed; the first round trip proves the watch is live.
         var token: CKServerChangeToken?
@@ -138,13 +140,13 @@ final class PushBench: @unchecked Sendable {
             operation.fetchNotificationChangesResultBlock = { result.set($0) }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 operation.completionBlock = { continuation.resume() }
-                self.deviceB.add(operation)
+                deviceB.add(operation)
             }
             let (next, moreComing) = try result.get()
             token = next
             if !moreComing { break }
         }
-        self.iterator = self.deviceB.notifications(since: token).makeAsyncIterator()
+        self.iterator = deviceB.notifications(since: token).makeAsyncIterator()
         try await self.roundTrip()
     }
 
