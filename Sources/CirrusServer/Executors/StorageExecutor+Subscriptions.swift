@@ -147,20 +147,21 @@ extension StorageExecutor {
     ) async throws -> OperationCompletion {
         let feed: NotificationFeedKey
         let tokenKey: DatabaseKey
-        var after: Int64
-        // Registered before the starting position is read: a commit in between still wakes it.
-        let watch = self.notifications.watch(
-            NotificationFeedKey(container: open.containerIdentifier, user: caller.userRecordName))
-        defer { self.notifications.stopWatching(watch) }
+        let since: Int64?
         do {
             (feed, tokenKey) = try Self.notificationFeed(open, caller: caller)
-            if let since = try self.position(request.since, tokenKey: tokenKey) {
-                after = since
-            } else {
-                after = try await self.storage.notificationFeedHead(feed)
-            }
-        } catch let refusal as Refusal {
-            return OperationCompletion(error: refusal.error)
+            since = try self.position(request.since, tokenKey: tokenKey)
+        } catch {
+            return OperationCompletion(error: error.error)
+        }
+        // Registered before the starting position is read: a commit in between still wakes it.
+        let watch = self.notifications.watch(feed)
+        defer { self.notifications.stopWatching(watch) }
+        var after: Int64
+        if let since {
+            after = since
+        } else {
+            after = try await self.storage.notificationFeedHead(feed)
         }
         let scopes = Set(request.databaseScopes.map(\.rawValue))
         var signals = watch.signals.makeAsyncIterator()
