@@ -191,15 +191,13 @@ struct NotificationWriter {
         record: Wire.Record?
     ) throws {
         let info = entry.subscription.notificationInfo ?? Wire.NotificationInfo()
-        try db.run(
+        guard let feed = try db.row(
             sql: """
                 INSERT INTO notification_feeds (container, owner, head_seq, badge) VALUES (?, ?, 1, ?)
                 ON CONFLICT (container, owner) DO UPDATE SET head_seq = head_seq + 1, badge = badge + excluded.badge
+                RETURNING head_seq, badge
                 """,
             arguments: [key.container, entry.owner, info.shouldBadge ? 1 : 0])
-        guard let feed = try db.row(
-            sql: "SELECT head_seq, badge FROM notification_feeds WHERE container = ? AND owner = ?",
-            arguments: [key.container, entry.owner])
         else {
             throw StoreError(.storageFailure, "notification feed vanished after insert")
         }
