@@ -48,7 +48,10 @@ struct ChangeFeedRequestTests {
         #expect(throws: ServerSecret.Failure.self) { try ServerSecret.loadOrCreate(inDirectory: directory) }
     }
 
-    @Test(arguments: ["--tombstone-retention", "--query-cursor-lifetime", "--long-lived-retention", "--maintenance-interval"])
+    @Test(arguments: [
+        "--tombstone-retention", "--query-cursor-lifetime", "--long-lived-retention", "--notification-retention",
+        "--maintenance-interval",
+    ])
     func cirrusdRefusesABadDuration(flag: String) throws {
         for bad in ["0", "-5m", "5x", "h", "99999999999999999d"] {
             let process = Process()
