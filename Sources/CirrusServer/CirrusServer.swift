@@ -96,6 +96,10 @@ public final class CirrusServer: Sendable {
         configuration: ServerConfiguration,
         logger: Logger
     ) throws {
+        let accounting = configuration.outboundBudget.map(OutboundAccountingHandler.init(budget:))
+        if let accounting {
+            try pipeline.addHandler(accounting)
+        }
         try pipeline.addHandler(TLSHandler(context: tlsContext))
         try pipeline.addHandler(
             ByteToMessageHandler(FrameDecoder(maximumFrameBytes: configuration.maximumFrameBytes))
@@ -103,10 +107,16 @@ public final class CirrusServer: Sendable {
         try pipeline.addHandler(
             MessageToByteHandler(FrameEncoder(maximumFrameBytes: configuration.maximumFrameBytes))
         )
-        try pipeline.addHandler(ConnectionHandler(configuration: configuration, logger: logger))
+        try pipeline.addHandler(ConnectionHandler(configuration: configuration, outbound: accounting, logger: logger))
     }
 
     private func admit(_ channel: any Channel) -> Bool {
+        if let address = channel.remoteAddress?.ipAddress,
+            !self.configuration.peerLimits.admitHandshake(from: address, now: .now())
+        {
+            self.logger.info("refusing connection from \(address): handshakes faster than \(self.configuration.peerLimits.configuration.handshakesPerAddressPerSecond) per second")
+            return false
+        }
         let id = ObjectIdentifier(channel)
         let admitted = self.state.withLockedValue { state -> Bool in
             guard !state.isShuttingDown, state.connections.count < self.configuration.maximumConnections else {

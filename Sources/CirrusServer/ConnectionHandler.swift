@@ -14,7 +14,11 @@ struct GracefulShutdownEvent: Sendable {}
 ///
 /// Writes are coalesced: frames written while a read burst is handled are flushed once at
 /// `channelReadComplete`. While the peer does not read (the channel is not writable), this
-/// handler stops reading from it, so a slow reader cannot make the server buffer without bound.
+/// handler stops reading from it and stops taking events from its operations, which then wait
+/// in `emit` with at most one event queued each: a peer that never reads holds the socket's
+/// write buffer and a few events, whatever credit it granted. The same pause applies while the
+/// server's ``OutboundBudget`` (bytes waiting for every socket together) is spent and this
+/// connection holds more than its fair share of it.
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = Wire.Frame
     typealias OutboundIn = Wire.Frame
@@ -22,9 +26,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private let configuration: ServerConfiguration
     private let logger: Logger
+    /// Counts this connection's bytes against the server's outbound budget (below TLS).
+    private let outbound: OutboundAccountingHandler?
     private var machine: ConnectionStateMachine
     private var peerCertificate: TLSPeerCertificate?
     private var identity: ClientIdentity?
+    /// Set once ``PeerLimits`` counted this connection for its user; given back at the end.
+    private var admittedUser: String?
     private var timer: RepeatedTask?
     private var needsFlush = false
     private var inReadBurst = false
@@ -42,6 +50,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private static let maximumAcknowledgeable = 1_024
     /// The `Cancel` being handled, for its flags.
     private var receivedCancel: Wire.Cancel?
+    /// Production is paused: the socket is not writable or the outbound budget is spent.
+    private var isPaused = false
+    /// Streams whose queued events (and maybe `Complete`) wait for the pause to end, in the
+    /// order they asked to be drained.
+    private var deferredDrains: [UInt64] = []
+    private var deferredCompletions: [UInt64: OperationCompletion] = [:]
 
     private struct RunningOperation {
         let stream: OperationStream
@@ -51,8 +65,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
         var longLived: LongLivedOperationKey?
     }
 
-    init(configuration: ServerConfiguration, logger: Logger) {
+    init(configuration: ServerConfiguration, outbound: OutboundAccountingHandler? = nil, logger: Logger) {
         self.configuration = configuration
+        self.outbound = outbound
         self.logger = logger
         self.machine = ConnectionStateMachine(role: .server, configuration: configuration.connection, now: .now())
     }
@@ -76,6 +91,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.timer?.cancel()
         self.timer = nil
         self.stopAllOperations()
+        self.releaseUser()
         self.context = nil
     }
 
@@ -83,7 +99,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.timer?.cancel()
         self.timer = nil
         self.stopAllOperations()
+        self.releaseUser()
         context.fireChannelInactive()
+    }
+
+    private func releaseUser() {
+        if let user = self.admittedUser {
+            self.admittedUser = nil
+            self.configuration.peerLimits.release(user: user)
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -136,11 +160,53 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         let writable = context.channel.isWritable
         self.machine.writabilityChanged(isWritable: writable)
+        self.updateProduction(context: context)
         if writable, self.pendingRead {
             self.pendingRead = false
             context.read()
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: - Back-pressure
+
+    /// Pauses the operations while the socket is not writable or the server's outbound budget
+    /// is spent; resumes them, after writing what waited, when both allow it again.
+    private func updateProduction(context: ChannelHandlerContext) {
+        let shouldPause = !context.channel.isWritable || (self.outbound?.shouldPause ?? false)
+        guard shouldPause != self.isPaused else { return }
+        self.isPaused = shouldPause
+        if shouldPause {
+            for operation in self.operations.values { operation.stream.pause() }
+            return
+        }
+        self.writeDeferred(context: context)
+        if self.isPaused { return }  // Writing what waited filled the socket again.
+        for operation in self.operations.values { operation.stream.resume() }
+    }
+
+    /// Writes the events (and completions) that waited for the pause to end, stream by stream
+    /// in the order they came, until the socket fills again.
+    private func writeDeferred(context: ChannelHandlerContext) {
+        while !self.isPaused, !self.deferredDrains.isEmpty {
+            let streamID = self.deferredDrains.removeFirst()
+            self.writeQueued(streamID: streamID, context: context)
+            if let completion = self.deferredCompletions.removeValue(forKey: streamID) {
+                self.finish(streamID: streamID, completion: completion, context: context)
+            }
+            // Hand each stream's batch to the socket before the next, so a socket that fills
+            // up pauses production again before every stream has written.
+            self.flushIfNeeded(context: context)
+            if !context.channel.isWritable {
+                self.updateProduction(context: context)
+            }
+        }
+    }
+
+    private func deferDrain(streamID: UInt64) {
+        if !self.deferredDrains.contains(streamID) {
+            self.deferredDrains.append(streamID)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -171,6 +237,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .resumeStream(let streamID, let resume):
             self.resumeOperation(streamID: streamID, resume: resume, context: context)
         case .refuseStream(let streamID, let code, let message):
+            guard self.spendAbandonedStream(context: context) else { return }
             // Never admitted by the machine: written directly.
             let complete = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: code, message: message))
             self.write(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
@@ -184,6 +251,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 }
             }
             self.stopOperation(streamID: streamID)
+            guard self.spendAbandonedStream(context: context) else { return }
             if self.machine.isDrained {
                 self.close(context: context)
             }
@@ -206,6 +274,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    /// Counts a cancelled or refused stream against the user across all their connections;
+    /// false (and the connection closes) when they exceeded the rate.
+    private func spendAbandonedStream(context: ChannelHandlerContext) -> Bool {
+        guard let user = self.identity?.userRecordName,
+            !self.configuration.peerLimits.spendAbandonedStream(user: user, now: .now())
+        else { return true }
+        let refusal = PeerLimits.Refusal.abandoningStreams(
+            perSecond: self.configuration.peerLimits.configuration.abandonedStreamsPerUserPerSecond)
+        self.logger.info("closing connection of \(user): \(refusal.message)")
+        self.closeWithError(code: .rateLimited, message: refusal.message, context: context)
+        return false
+    }
+
     private func acceptHello(_ hello: Wire.Hello, context: ChannelHandlerContext) {
         guard let identity = self.authenticate(hello) else {
             self.closeWithError(
@@ -215,6 +296,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
             )
             return
         }
+        if let refusal = self.configuration.peerLimits.admit(user: identity.userRecordName, now: .now()) {
+            self.logger.info("refusing a connection of \(identity.userRecordName): \(refusal.message)")
+            self.closeWithError(code: .rateLimited, message: refusal.message, context: context)
+            return
+        }
+        self.admittedUser = identity.userRecordName
         self.identity = identity
         self.peerCertificate = nil  // Only needed to authenticate; idle connections stay small.
         let limits = Wire.Limits(
@@ -265,6 +352,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             handler: self,
             eventLoop: context.eventLoop
         )
+        if self.isPaused { stream.pause() }
         self.operations[streamID] = RunningOperation(stream: stream)
         let task: Task<Void, Never>
         if let registry = self.configuration.longLivedOperations, LongLivedOperations.answers(open) {
@@ -316,6 +404,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             handler: self,
             eventLoop: context.eventLoop
         )
+        if self.isPaused { stream.pause() }
         // Seqs continue the operation's: the client has everything up to last_seq.
         self.operations[streamID] = RunningOperation(stream: stream, nextSeq: resume.lastSeq + 1)
         let task = Task {
@@ -342,10 +431,25 @@ final class ConnectionHandler: ChannelDuplexHandler {
         return true
     }
 
-    /// Writes the events the operation on `streamID` queued. The stream only queues what the
-    /// client's credit allows, so the state machine accepts each.
+    /// Writes the events the operation on `streamID` queued, or, while production is paused,
+    /// remembers to write them when it resumes.
     func drain(streamID: UInt64) {
-        guard let context = self.context, var operation = self.operations[streamID] else { return }
+        guard let context = self.context, self.operations[streamID] != nil else { return }
+        if !self.isPaused, self.outbound?.shouldPause == true {
+            // The shared budget ran out while this connection holds more than its share.
+            self.updateProduction(context: context)
+        }
+        if self.isPaused {
+            self.deferDrain(streamID: streamID)
+            return
+        }
+        self.writeQueued(streamID: streamID, context: context)
+    }
+
+    /// Writes what the operation on `streamID` queued. The stream only queues what the client's
+    /// credit allows, so the state machine accepts each.
+    private func writeQueued(streamID: UInt64, context: ChannelHandlerContext) {
+        guard var operation = self.operations[streamID] else { return }
         for payload in operation.stream.takeQueued() {
             let frame = Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: operation.nextSeq, payload: payload)))
             switch self.machine.send(frame) {
@@ -360,12 +464,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.operations[streamID] = operation
     }
 
-    /// Ends the operation on `streamID` with its `Complete`, after what it queued.
+    /// Ends the operation on `streamID` with its `Complete`, after what it queued (later, if
+    /// production is paused: the events before it wait too).
     func complete(streamID: UInt64, completion: OperationCompletion) {
-        self.drain(streamID: streamID)
-        guard let context = self.context, let operation = self.operations.removeValue(forKey: streamID) else {
+        guard let context = self.context, self.operations[streamID] != nil else { return }
+        if self.isPaused {
+            self.deferDrain(streamID: streamID)
+            self.deferredCompletions[streamID] = completion
             return
         }
+        self.writeQueued(streamID: streamID, context: context)
+        self.finish(streamID: streamID, completion: completion, context: context)
+    }
+
+    private func finish(streamID: UInt64, completion: OperationCompletion, context: ChannelHandlerContext) {
+        guard let operation = self.operations.removeValue(forKey: streamID) else { return }
         let complete = Wire.Complete(lastSeq: operation.nextSeq - 1, error: completion.error, result: completion.result)
         self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
         if let key = operation.longLived {
@@ -377,6 +490,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func stopOperation(streamID: UInt64) {
+        self.deferredCompletions.removeValue(forKey: streamID)
         guard let operation = self.operations.removeValue(forKey: streamID) else { return }
         operation.stream.close()
         operation.task?.cancel()
@@ -396,6 +510,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     // MARK: - Timers and shutdown
 
     private func timerFired(context: ChannelHandlerContext) {
+        // The outbound budget is shared: another connection's socket may have drained it.
+        self.updateProduction(context: context)
         switch self.machine.timerFired(now: .now()) {
         case .none:
             break

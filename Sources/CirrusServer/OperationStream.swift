@@ -9,8 +9,13 @@ import NIOCore
 /// The stream mirrors the client's flow-control credit. While there is credit, `emit` only
 /// queues the event and returns; the connection's event loop writes everything queued in one
 /// go. With no credit left, `emit` waits until the client grants more, so a slow client slows
-/// the operation down instead of making the server buffer its events: at most the granted
-/// credit is ever queued.
+/// the operation down instead of making the server buffer its events.
+///
+/// Credit is not a memory budget: a peer may grant a million events and never read. So `emit`
+/// also waits while ``maximumQueuedEvents`` are queued, and while the connection is paused
+/// (its socket is not writable, or the server's outbound budget is spent) and an event is
+/// already queued: a stalled connection holds at most one queued event per stream, whatever
+/// credit its peer granted.
 ///
 /// A long-lived operation runs detached from any connection: its stream is its journal
 /// (``LongLivedRun``), and `emit` appends to it without waiting for anyone; the connections
@@ -25,6 +30,9 @@ public final class OperationStream: Sendable {
     let run: LongLivedRun?
     private let state: NIOLockedValueBox<State>
 
+    /// Events queued for the event loop at most, whatever the credit: the batch one drain writes.
+    static let maximumQueuedEvents = 64
+
     private struct Connection: Sendable {
         let eventLoop: any EventLoop
         let handler: NIOLoopBound<ConnectionHandler>
@@ -36,6 +44,24 @@ public final class OperationStream: Sendable {
         var drainScheduled = false
         var waiter: CheckedContinuation<Void, any Error>?
         var isClosed = false
+        /// The connection stopped taking events (see ``pause()``).
+        var isPaused = false
+
+        /// Whether one more event may be queued now.
+        var canQueue: Bool {
+            self.credit > 0 && self.outbox.count < OperationStream.maximumQueuedEvents
+                && !(self.isPaused && !self.outbox.isEmpty)
+        }
+
+        /// Whether the queue has room once the outbox is emptied (asked while taking it).
+        var canQueueAfterTaking: Bool {
+            self.credit > 0
+        }
+
+        mutating func takeWaiter() -> CheckedContinuation<Void, any Error>? {
+            defer { self.waiter = nil }
+            return self.waiter
+        }
     }
 
     private enum EmitAction {
@@ -76,7 +102,7 @@ public final class OperationStream: Sendable {
             try Task.checkCancellation()
             let action = self.state.withLockedValue { state -> EmitAction in
                 if state.isClosed { return .closed }
-                guard state.credit > 0 else { return .wait }
+                guard state.canQueue else { return .wait }
                 state.credit -= 1
                 state.outbox.append(payload)
                 if state.drainScheduled { return .queued }
@@ -96,7 +122,7 @@ public final class OperationStream: Sendable {
             case .wait:
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                     let resumeNow = self.state.withLockedValue { state -> Bool in
-                        if state.isClosed || state.credit > 0 { return true }
+                        if state.isClosed || state.canQueue { return true }
                         state.waiter = continuation
                         return false
                     }
@@ -108,21 +134,42 @@ public final class OperationStream: Sendable {
 
     // MARK: - Called by the connection handler, on its event loop
 
-    /// Takes what `emit` queued.
+    /// Takes what `emit` queued, and lets a producer waiting for room go on.
     func takeQueued() -> [Wire.Event.Payload] {
-        self.state.withLockedValue { state in
+        let (queued, waiter) = self.state.withLockedValue { state in
             state.drainScheduled = false
             defer { state.outbox.removeAll(keepingCapacity: true) }
-            return state.outbox
+            return (state.outbox, state.canQueueAfterTaking ? state.takeWaiter() : nil)
         }
+        waiter?.resume()
+        return queued
+    }
+
+    /// Whether `emit` queued events that no drain has taken yet.
+    var hasQueued: Bool {
+        self.state.withLockedValue { !$0.outbox.isEmpty }
     }
 
     /// The client granted `credit` more events.
     func grant(_ credit: UInt64) {
         let waiter = self.state.withLockedValue { state in
             state.credit += credit
-            defer { state.waiter = nil }
-            return state.waiter
+            return state.takeWaiter()
+        }
+        waiter?.resume()
+    }
+
+    /// The connection cannot take events now (its socket is not writable, or the server's
+    /// outbound budget is spent): once one event is queued, `emit` waits for ``resume()``.
+    func pause() {
+        self.state.withLockedValue { $0.isPaused = true }
+    }
+
+    /// The connection takes events again.
+    func resume() {
+        let waiter = self.state.withLockedValue { state in
+            state.isPaused = false
+            return state.canQueue ? state.takeWaiter() : nil
         }
         waiter?.resume()
     }
@@ -132,8 +179,7 @@ public final class OperationStream: Sendable {
         let waiter = self.state.withLockedValue { state in
             state.isClosed = true
             state.outbox.removeAll()
-            defer { state.waiter = nil }
-            return state.waiter
+            return state.takeWaiter()
         }
         waiter?.resume(throwing: CancellationError())
     }

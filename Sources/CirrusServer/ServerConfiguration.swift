@@ -38,6 +38,12 @@ public struct ServerConfiguration: Sendable {
     /// `Resume` and the long-lived container methods. Without it an `Open` runs attached to its
     /// stream whatever its configuration says, and `Resume` gets `UNKNOWN_OPERATION`.
     public var longLivedOperations: LongLivedOperations?
+    /// Limits that hold across connections: per user and per client address.
+    public var peerLimits = PeerLimits()
+    /// Bytes all connections together may leave waiting for their sockets before every
+    /// connection pauses its operations; `nil` bounds each connection alone (by its socket's
+    /// write buffer).
+    public var outboundBudget: OutboundBudget? = OutboundBudget()
     /// The name sent in `HelloAck`.
     public var serverName: String = "cirrusd"
 
