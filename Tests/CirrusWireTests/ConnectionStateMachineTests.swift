@@ -216,6 +216,43 @@ struct StreamTests {
         #expect(closed)
     }
 
+    @Test func refusedOpensCountLikeCancels() {
+        var machine = activeServer {
+            $0.maximumConcurrentStreams = 1
+            $0.cancelBurst = 10
+            $0.cancelsPerSecond = 5
+        }
+        guard case .openStream(1, _) = machine.receive(open(1), now: t0) else {
+            Issue.record("the first stream must be admitted")
+            return
+        }
+        for id in 2...11 {
+            guard case .refuseStream(UInt64(id), .tooManyStreams, _) = machine.receive(open(UInt64(id)), now: t0) else {
+                Issue.record("stream \(id) must be refused, not cut")
+                return
+            }
+        }
+        // The burst is spent: one more refused Open closes the connection.
+        #expect(isClose(machine.receive(open(12), now: t0), .rateLimited))
+        #expect(machine.phase == .closed)
+    }
+
+    @Test func refusalsAndCancelsShareOneAllowance() {
+        var machine = activeServer {
+            $0.maximumConcurrentStreams = 1
+            $0.cancelBurst = 2
+            $0.cancelsPerSecond = 1
+        }
+        _ = machine.receive(open(1), now: t0)
+        #expect(machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        _ = machine.receive(open(2), now: t0)
+        guard case .refuseStream(3, .tooManyStreams, _) = machine.receive(open(3), now: t0) else {
+            Issue.record("stream 3 must be refused")
+            return
+        }
+        #expect(isClose(machine.receive(open(4), now: t0), .rateLimited))
+    }
+
     @Test func cancelsRefillOverTime() {
         var machine = activeServer {
             $0.cancelBurst = 2

@@ -21,9 +21,10 @@ extension ConnectionStateMachine {
         public var initialStreamWindow: UInt32 = 64
         /// Event credit a stream may accumulate; larger grants are clamped to it.
         public var maximumStreamCredit: UInt64 = 1 << 20
-        /// Streams the peer may cancel in a burst before the rate applies (rapid open-and-cancel).
+        /// Streams the peer may cancel, or have refused for opening too many, in a burst before
+        /// the rate applies (rapid open-and-cancel, open floods).
         public var cancelBurst: Int = 200
-        /// Sustained stream cancellations per second the peer may make.
+        /// Sustained stream cancellations and refusals per second the peer may cause.
         public var cancelsPerSecond: Int = 100
         /// Control frames (`Pong`s) queued for a peer that does not read before it is dropped.
         public var maximumQueuedControlFrames: Int = 64

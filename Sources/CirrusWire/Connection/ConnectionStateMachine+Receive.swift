@@ -71,9 +71,9 @@ extension ConnectionStateMachine {
         case .helloAck(let ack):
             return self.receiveHelloAck(ack, streamID: frame.streamID)
         case .open(let open):
-            return self.receiveOpen(streamID: frame.streamID) { .openStream(streamID: $0, open) } lastSeq: { 0 }
+            return self.receiveOpen(streamID: frame.streamID, now: now) { .openStream(streamID: $0, open) } lastSeq: { 0 }
         case .resume(let resume):
-            return self.receiveOpen(streamID: frame.streamID) { .resumeStream(streamID: $0, resume) } lastSeq: {
+            return self.receiveOpen(streamID: frame.streamID, now: now) { .resumeStream(streamID: $0, resume) } lastSeq: {
                 resume.lastSeq
             }
         case .cancel(let cancel):
@@ -157,6 +157,7 @@ extension ConnectionStateMachine {
 
     private mutating func receiveOpen(
         streamID: UInt64,
+        now: NIODeadline,
         action: (UInt64) -> ReceiveAction,
         lastSeq: () -> UInt64
     ) -> ReceiveAction {
@@ -177,6 +178,10 @@ extension ConnectionStateMachine {
         }
         self.highestStreamID = streamID
         guard self.streams.count < self.configuration.maximumConcurrentStreams else {
+            // A refusal costs the server as much as a cancel: both count against the peer.
+            guard self.abandonTokens.spend(now: now) else {
+                return self.close(.rateLimited, self.abandonRateMessage)
+            }
             return .refuseStream(
                 streamID: streamID,
                 code: .tooManyStreams,
@@ -204,11 +209,9 @@ extension ConnectionStateMachine {
         guard self.streams.removeValue(forKey: streamID) != nil else {
             return .none  // It ended already; the Cancel crossed the Complete.
         }
-        self.refillCancelTokens(now: now)
-        guard self.cancelTokens >= 1 else {
-            return self.close(.rateLimited, "streams cancelled faster than \(self.configuration.cancelsPerSecond) per second")
+        guard self.abandonTokens.spend(now: now) else {
+            return self.close(.rateLimited, self.abandonRateMessage)
         }
-        self.cancelTokens -= 1
         return .cancelStream(streamID: streamID, reason: cancel.reason)
     }
 
@@ -232,15 +235,8 @@ extension ConnectionStateMachine {
         self.streams[streamID] = stream
     }
 
-    private mutating func refillCancelTokens(now: NIODeadline) {
-        let elapsed = Double((now - self.cancelTokensUpdated).nanoseconds) / 1e9
-        if elapsed > 0 {
-            self.cancelTokens = min(
-                Double(self.configuration.cancelBurst),
-                self.cancelTokens + elapsed * Double(self.configuration.cancelsPerSecond)
-            )
-            self.cancelTokensUpdated = now
-        }
+    var abandonRateMessage: String {
+        "streams cancelled or refused faster than \(self.configuration.cancelsPerSecond) per second"
     }
 
     // MARK: - Stream frames, client side

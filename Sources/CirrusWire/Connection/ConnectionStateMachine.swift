@@ -7,7 +7,7 @@ import NIOCore
 /// and each stream: open, the `seq` of its events (1, 2, 3 … with no gap), its flow-control
 /// credit (an `Event` is never sent beyond what the client granted), and its end by `Complete`
 /// or `Cancel`. It bounds what a peer can abuse: concurrent streams, the rate of cancelled
-/// streams, credit, and control frames queued for a peer that does not read. Time is passed
+/// and refused streams, credit, and control frames queued for a peer that does not read. Time is passed
 /// in, never read.
 ///
 /// For example, on the server:
@@ -59,8 +59,9 @@ public struct ConnectionStateMachine: Sendable {
     var nextPingNonce: UInt64 = 1
     var isWritable = true
     var queuedControlFrames = 0
-    var cancelTokens: Double
-    var cancelTokensUpdated: NIODeadline
+    /// Streams the peer may still abandon (cancel, or open beyond the limit and have refused)
+    /// before it is disconnected.
+    var abandonTokens: TokenBucket
     /// Client: whether `Hello` went out.
     var sentHello = false
 
@@ -70,8 +71,7 @@ public struct ConnectionStateMachine: Sendable {
         self.handshakeDeadline = now + configuration.handshakeTimeout
         self.lastReceive = now
         self.lastActivity = now
-        self.cancelTokens = Double(configuration.cancelBurst)
-        self.cancelTokensUpdated = now
+        self.abandonTokens = TokenBucket(burst: configuration.cancelBurst, perSecond: configuration.cancelsPerSecond, now: now)
     }
 
     /// The number of streams currently open.
