@@ -2,6 +2,7 @@ import CirrusStore
 import CirrusTLS
 import CirrusWire
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// Asked of every connection when the server shuts down gracefully: say `GoAway`, let open
@@ -42,7 +43,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Set while the handler is in a pipeline; operations write through it.
     private var context: ChannelHandlerContext?
     /// Operations running on this connection, by stream ID.
-    private var operations: [UInt64: RunningOperation] = [:]
+    private var operations: [UInt64: RunningOperation] = [:] {
+        didSet { self.openStreams.withLockedValue { $0 = self.operations.count } }
+    }
+    /// `operations.count`, for the streams' batch sizes (read off the event loop).
+    private let openStreams = NIOLockedValueBox(0)
     /// Streams that delivered a long-lived operation's `Complete`: a `Cancel` with
     /// `completion_acknowledged` on one drops the operation. At most
     /// ``maximumAcknowledgeable``, the oldest forgotten first.
@@ -350,7 +355,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             operationID: open.operationID,
             credit: self.machine.credit(streamID: streamID),
             handler: self,
-            eventLoop: context.eventLoop
+            eventLoop: context.eventLoop,
+            openStreams: self.openStreams
         )
         if self.isPaused { stream.pause() }
         self.operations[streamID] = RunningOperation(stream: stream)
@@ -402,7 +408,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             operationID: resume.operationID,
             credit: self.machine.credit(streamID: streamID),
             handler: self,
-            eventLoop: context.eventLoop
+            eventLoop: context.eventLoop,
+            openStreams: self.openStreams
         )
         if self.isPaused { stream.pause() }
         // Seqs continue the operation's: the client has everything up to last_seq.

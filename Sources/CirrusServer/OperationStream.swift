@@ -36,7 +36,15 @@ public final class OperationStream: Sendable {
     private struct Connection: Sendable {
         let eventLoop: any EventLoop
         let handler: NIOLoopBound<ConnectionHandler>
+        /// Streams open on the connection now, kept by its handler.
+        let openStreams: NIOLockedValueBox<Int>
     }
+
+    /// Items the executors of one connection should hold in memory at once, shared among its
+    /// streams (see ``batchLimit(_:)``).
+    public static let connectionBatchBudget = 4_096
+    /// The smallest batch ``batchLimit(_:)`` suggests.
+    public static let minimumBatch = 16
 
     private struct State {
         var credit: UInt64
@@ -71,10 +79,14 @@ public final class OperationStream: Sendable {
         case closed
     }
 
-    init(streamID: UInt64, operationID: String, credit: UInt64, handler: ConnectionHandler, eventLoop: any EventLoop) {
+    init(
+        streamID: UInt64, operationID: String, credit: UInt64, handler: ConnectionHandler, eventLoop: any EventLoop,
+        openStreams: NIOLockedValueBox<Int>
+    ) {
         self.streamID = streamID
         self.operationID = operationID
-        self.connection = Connection(eventLoop: eventLoop, handler: NIOLoopBound(handler, eventLoop: eventLoop))
+        self.connection = Connection(
+            eventLoop: eventLoop, handler: NIOLoopBound(handler, eventLoop: eventLoop), openStreams: openStreams)
         self.run = nil
         self.state = NIOLockedValueBox(State(credit: credit))
     }
@@ -86,6 +98,19 @@ public final class OperationStream: Sendable {
         self.connection = nil
         self.run = run
         self.state = NIOLockedValueBox(State(credit: 0))
+    }
+
+    /// How many items (records, changes) an executor should read into memory for its next
+    /// batch: `limit`, or less when many streams share the connection. A peer that opens many
+    /// streams and stops reading leaves each waiting with its last batch in memory; sharing
+    /// ``connectionBatchBudget`` among the streams bounds that per connection, whatever the
+    /// peer does. A detached long-lived operation gets `limit`.
+    ///
+    /// For example, a change feed reads `stream.batchLimit(400)` changes at a time.
+    public func batchLimit(_ limit: Int) -> Int {
+        guard let connection = self.connection else { return limit }
+        let streams = max(1, connection.openStreams.withLockedValue { $0 })
+        return min(limit, max(Self.minimumBatch, Self.connectionBatchBudget / streams))
     }
 
     /// Sends one callback of the operation.

@@ -70,6 +70,27 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "Concurrent streams allowed per connection.")
     var maxStreams = 128
 
+    @Option(help: "Connections one user may hold open at once (0: no limit).")
+    var maxConnectionsPerUser = PeerLimits.Configuration().maximumConnectionsPerUser
+
+    @Option(help: "TLS connections accepted per second from one IP address, after a burst of twice as many (0: no limit).")
+    var handshakesPerAddress = PeerLimits.Configuration().handshakesPerAddressPerSecond
+
+    @Option(
+        help: ArgumentHelp(
+            "Streams one user may cancel or have refused per second across all connections (0: no limit).",
+            discussion: "Beyond it the connection closes with RATE_LIMITED and the user's new connections are refused until half the burst (five seconds' worth) has refilled."))
+    var abandonedStreamsPerUser = PeerLimits.Configuration().abandonedStreamsPerUserPerSecond
+
+    @Option(help: "Bytes all connections together may leave waiting for slow readers before those over their share pause.")
+    var maxOutboundBytes = OutboundBudget().limit
+
+    @Option(help: "Ping a peer that has sent nothing for this long (e.g. 30s).")
+    var keepaliveInterval = DurationArgument(seconds: 30)
+
+    @Option(help: "Close a connection whose Ping stays unanswered this long (e.g. 20s).")
+    var keepaliveTimeout = DurationArgument(seconds: 20)
+
     @Flag(help: "Also accept TLS 1.2 (TLS 1.3 only by default).")
     var allowTLS12 = false
 
@@ -78,6 +99,18 @@ struct Cirrusd: AsyncParsableCommand {
 
     enum ClientAuth: String, ExpressibleByArgument, CaseIterable {
         case required, optional, none
+    }
+
+    func validate() throws {
+        for (flag, value) in [
+            ("--max-connections-per-user", self.maxConnectionsPerUser), ("--handshakes-per-address", self.handshakesPerAddress),
+            ("--abandoned-streams-per-user", self.abandonedStreamsPerUser),
+        ] where value < 0 {
+            throw ValidationError("\(flag) must be 0 (no limit) or more, not \(value)")
+        }
+        guard self.maxOutboundBytes >= 1 << 20 else {
+            throw ValidationError("--max-outbound-bytes must be at least 1048576 (1 MiB), not \(self.maxOutboundBytes)")
+        }
     }
 
     func run() async throws {
@@ -102,6 +135,17 @@ struct Cirrusd: AsyncParsableCommand {
         configuration.port = self.port
         configuration.maximumFrameBytes = self.maxFrameBytes
         configuration.connection.maximumConcurrentStreams = self.maxStreams
+        configuration.connection.keepaliveInterval = .seconds(self.keepaliveInterval.seconds)
+        configuration.connection.keepaliveTimeout = .seconds(self.keepaliveTimeout.seconds)
+        configuration.peerLimits = PeerLimits(
+            configuration: .init(
+                maximumConnectionsPerUser: self.maxConnectionsPerUser,
+                handshakesPerAddressPerSecond: self.handshakesPerAddress,
+                handshakeBurstPerAddress: 2 * self.handshakesPerAddress,
+                abandonedStreamsPerUserPerSecond: self.abandonedStreamsPerUser,
+                abandonedStreamBurstPerUser: 5 * self.abandonedStreamsPerUser
+            ))
+        configuration.outboundBudget = OutboundBudget(limit: self.maxOutboundBytes)
         if let tokens = self.tokens {
             configuration.bearerTokens = try BearerTokenFile.load(path: tokens)
         }

@@ -88,9 +88,10 @@ extension StorageExecutor {
                 throw ZoneFeedFailure(error: Wire.OperationError(code: .invalidArguments, message: error.message))
             }
         }
-        let limit = Self.batchSize(configuration.resultsLimit)
         let desiredKeys = configuration.desiredKeysSpecified ? configuration.desiredKeys : nil
         while true {
+            // Fewer at a time when many streams share the connection (memory per connection).
+            let limit = context.stream.batchLimit(Self.batchSize(configuration.resultsLimit))
             let batch: RecordChangeBatch
             do {
                 batch = try await self.storage.recordChanges(
