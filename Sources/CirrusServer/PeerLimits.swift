@@ -36,8 +36,8 @@ public final class PeerLimits: Sendable {
 
         public init(
             maximumConnectionsPerUser: Int = 256,
-            handshakesPerAddressPerSecond: Int = 500,
-            handshakeBurstPerAddress: Int = 1_000,
+            handshakesPerAddressPerSecond: Int = 1_000,
+            handshakeBurstPerAddress: Int = 2_000,
             abandonedStreamsPerUserPerSecond: Int = 200,
             abandonedStreamBurstPerUser: Int = 1_000
         ) {
