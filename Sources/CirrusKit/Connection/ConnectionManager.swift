@@ -197,6 +197,10 @@ final class ConnectionManager: Sendable {
         let ready = loop.makePromise(of: Wire.HelloAck.self)
         let server = self.serverDescription
         let serverName = self.configuration.verifiedServerName
+        // Reconnects to the same server resume the last session (a TLS 1.3
+        // ticket) instead of a full handshake; the context is this container's,
+        // so a session is only offered with the identity that made it.
+        let sessionCacheKey = "\(serverName)@\(self.configuration.host):\(self.configuration.port)"
         let machine = self.machineConfiguration
         let timerInterval = self.timerInterval
         let counters = self.counters
@@ -240,7 +244,7 @@ final class ConnectionManager: Sendable {
                     )
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(TransportCountingHandler(counters: counters))
-                    try sync.addHandler(TLSHandler(context: tls, serverHostname: serverName))
+                    try sync.addHandler(TLSHandler(context: tls, serverHostname: serverName, sessionCacheKey: sessionCacheKey))
                     try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
                     try sync.addHandler(encoder)
                     try sync.addHandler(handler)
