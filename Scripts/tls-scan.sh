@@ -3,7 +3,8 @@
 # "modern" TLS profile (TLS 1.3 only; X25519, P-256, P-384; an ECDSA
 # certificate on P-256 or P-384 living at most 90 days).
 #
-#   Scripts/tls-scan.sh
+#   Scripts/tls-scan.sh                  # the default configuration (CI)
+#   Scripts/tls-scan.sh --allow-tls12    # extra cirrusd flags to scan another configuration
 #
 # cirrusd runs with its default TLS configuration on a free loopback port in a
 # temporary data directory. The one thing the scan supplies is the server
@@ -64,7 +65,7 @@ openssl x509 -req -sha256 -days 90 -in "$WORK/server.csr" -CA Certs/ca.pem -CAke
     -set_serial "0x$(openssl rand -hex 16)" -extfile "$WORK/server.ext" -out "$WORK/server.pem" 2> /dev/null
 
 echo "== starting cirrusd"
-"$CIRRUSD" --port 0 --data-dir "$WORK/data" --cert "$WORK/server.pem" --key "$WORK/server-key.pem" \
+"$CIRRUSD" --port 0 --data-dir "$WORK/data" --cert "$WORK/server.pem" --key "$WORK/server-key.pem" "$@" \
     > "$WORK/cirrusd.out" 2> "$WORK/cirrusd.log" &
 SERVER_PID=$!
 PORT=""
