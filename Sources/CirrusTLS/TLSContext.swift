@@ -33,13 +33,16 @@ public final class TLSContext: @unchecked Sendable {
 
     /// Creates the OpenSSL context and loads every file up front.
     ///
+    /// - parameter sessionCache: client only: where sessions are kept; nil
+    ///   gives the context a cache of its own. Contexts may share one when
+    ///   their handlers' keys tell their identities and trust apart.
     /// - throws: ``TLSError`` with code ``TLSError/Code/configuration`` naming
     ///   the file and carrying OpenSSL's error queue when a certificate, key or
     ///   CA file is missing, unreadable or does not match, or a setting is invalid.
-    public init(configuration: TLSConfiguration) throws {
+    public init(configuration: TLSConfiguration, sessionCache: TLSSessionCache? = nil) throws {
         OpenSSLErrorQueue.clear()
         self.configuration = configuration
-        self.sessionCache = configuration.role == .client ? TLSSessionCache() : nil
+        self.sessionCache = configuration.role == .client ? sessionCache ?? TLSSessionCache() : nil
         let method = configuration.role == .server ? TLS_server_method() : TLS_client_method()
         guard let sslContext = SSL_CTX_new(method) else {
             throw TLSError.configuration("SSL_CTX_new failed")
