@@ -54,6 +54,7 @@ let package = Package(
             name: "CirrusTLS",
             dependencies: [
                 "COpenSSL",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
             ]

@@ -14,6 +14,35 @@ if [[ "${1:-}" == "--force" ]]; then
     rm -f ./*.pem ./*.srl
 fi
 
+# crl OUTPUT REVOKED...: a CRL of the development CA (valid as long as the
+# certificates) revoking the named leaves, made with `openssl ca` in $WORK.
+crl() {
+    local output="$1"
+    shift
+    rm -f "$WORK/index.txt" "$WORK/crlnumber"
+    touch "$WORK/index.txt"
+    echo 1000 > "$WORK/crlnumber"
+    cat > "$WORK/ca.cnf" <<CONF
+[ ca ]
+default_ca = dev
+[ dev ]
+database = $WORK/index.txt
+crlnumber = $WORK/crlnumber
+certificate = ca.pem
+private_key = ca-key.pem
+default_md = sha256
+default_crl_days = $DAYS
+crl_extensions = crl_ext
+[ crl_ext ]
+authorityKeyIdentifier = keyid:always
+CONF
+    local name
+    for name in "$@"; do
+        openssl ca -config "$WORK/ca.cnf" -revoke "$name.pem" -crl_reason keyCompromise 2> /dev/null
+    done
+    openssl ca -config "$WORK/ca.cnf" -gencrl -out "$output" 2> /dev/null
+}
+
 DAYS=3650
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
@@ -69,15 +98,27 @@ leaf server ca "/O=Cirrus Development/CN=localhost" "$SERVER_EXT"
 # Client subjects are exactly CN=<user record name>: the server maps the CN to the user.
 leaf alice ca "/CN=alice" "$CLIENT_EXT"
 leaf bob ca "/CN=bob" "$CLIENT_EXT"
+# carol's key "leaked": ca-crl-carol.pem revokes her certificate.
+leaf carol ca "/CN=carol" "$CLIENT_EXT"
+
+# Revocation lists of the development CA, kept while they still verify (and,
+# for carol's, still revoke the carol.pem there is).
+if ! openssl crl -in ca-crl.pem -CAfile ca.pem -noout > /dev/null 2>&1; then
+    crl ca-crl.pem
+fi
+if [[ "$(openssl verify -crl_check -CAfile ca.pem -CRLfile ca-crl-carol.pem carol.pem 2>&1 || true)" != *"certificate revoked"* ]]; then
+    crl ca-crl-carol.pem carol
+fi
 
 # A second CA nobody trusts, for the refusal tests.
 ca other-ca "Cirrus Untrusted CA"
 leaf mallory other-ca "/CN=mallory" "$CLIENT_EXT"
 leaf other-server other-ca "/O=Cirrus Development/CN=localhost" "$SERVER_EXT"
 
-for name in server alice bob; do
+for name in server alice bob carol; do
     openssl verify -CAfile ca.pem "$name.pem" > /dev/null
 done
+openssl verify -crl_check -CAfile ca.pem -CRLfile ca-crl.pem alice.pem > /dev/null
 for name in mallory other-server; do
     openssl verify -CAfile other-ca.pem "$name.pem" > /dev/null
 done

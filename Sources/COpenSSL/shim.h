@@ -32,11 +32,18 @@ static inline uint64_t cirrus_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options
     return SSL_CTX_set_options(ctx, options);
 }
 
+static inline int cirrus_SSL_CTX_set1_groups_list(SSL_CTX *ctx, const char *groups) {
+    return (int)SSL_CTX_set1_groups_list(ctx, groups);
+}
+
 static const uint64_t cirrus_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
 static const uint64_t cirrus_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
 static const long cirrus_SSL_MODE_RELEASE_BUFFERS = SSL_MODE_RELEASE_BUFFERS;
 static const long cirrus_SSL_MODE_NO_AUTO_CHAIN = SSL_MODE_NO_AUTO_CHAIN;
 static const long cirrus_SSL_SESS_CACHE_OFF = SSL_SESS_CACHE_OFF;
+static const long cirrus_SSL_SESS_CACHE_CLIENT = SSL_SESS_CACHE_CLIENT;
+static const long cirrus_SSL_SESS_CACHE_NO_INTERNAL_STORE = SSL_SESS_CACHE_NO_INTERNAL_STORE;
+static const unsigned long cirrus_X509_V_FLAG_CRL_CHECK = X509_V_FLAG_CRL_CHECK;
 static const unsigned long cirrus_XN_FLAG_RFC2253 = XN_FLAG_RFC2253;
 
 // MARK: SSL settings.
@@ -111,6 +118,29 @@ static inline int cirrus_alpn_select(SSL *ssl, const unsigned char **out, unsign
 /// common gets a fatal `no_application_protocol` alert.
 static inline void cirrus_SSL_CTX_set_alpn_select(SSL_CTX *ctx, const cirrus_alpn_protocols *protocols) {
     SSL_CTX_set_alpn_select_cb(ctx, cirrus_alpn_select, (void *)protocols);
+}
+
+// MARK: Requiring ALPN on the server.
+
+/// A ClientHello callback refusing a client that offers no ALPN at all (the
+/// ALPN select callback is not called then): the client gets a fatal
+/// `no_application_protocol` alert and the server's error queue names the
+/// same reason as when no protocol is in common.
+static inline int cirrus_require_alpn(SSL *ssl, int *alert, void *arg) {
+    (void)arg;
+    const unsigned char *extension = NULL;
+    size_t length = 0;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &extension, &length) != 1
+        || length == 0) {
+        ERR_raise(ERR_LIB_SSL, SSL_R_NO_APPLICATION_PROTOCOL);
+        *alert = SSL_AD_NO_APPLICATION_PROTOCOL;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+static inline void cirrus_SSL_CTX_require_alpn(SSL_CTX *ctx) {
+    SSL_CTX_set_client_hello_cb(ctx, cirrus_require_alpn, NULL);
 }
 
 #endif

@@ -20,6 +20,8 @@ import NIOPosix
 public final class CirrusServer: Sendable {
     private struct State {
         var serverChannel: (any Channel)?
+        /// What new connections handshake with; swapped by `reloadTLS()`.
+        var tlsContext: TLSContext?
         var connections: [ObjectIdentifier: any Channel] = [:]
         var isShuttingDown = false
         /// Completed when a graceful shutdown has closed every connection.
@@ -60,6 +62,7 @@ public final class CirrusServer: Sendable {
     @discardableResult
     public func start() async throws -> SocketAddress {
         let tlsContext = try TLSContext(configuration: self.configuration.tls)
+        self.state.withLockedValue { $0.tlsContext = tlsContext }
         let configuration = self.configuration
         let logger = self.logger
         let channel = try await ServerBootstrap(group: self.group)
@@ -72,10 +75,11 @@ public final class CirrusServer: Sendable {
                 guard let self, self.admit(channel) else {
                     return channel.close()
                 }
+                let current = self.state.withLockedValue { $0.tlsContext } ?? tlsContext
                 return channel.eventLoop.makeCompletedFuture {
                     try Self.configurePipeline(
                         channel.pipeline.syncOperations,
-                        tlsContext: tlsContext,
+                        tlsContext: current,
                         configuration: configuration,
                         logger: logger
                     )
@@ -92,6 +96,22 @@ public final class CirrusServer: Sendable {
             throw IOError(errnoCode: 0, reason: "listener has no local address")
         }
         return address
+    }
+
+    /// Reads the certificate chain, key, client CAs and revocation lists of
+    /// `configuration.tls` again and makes new connections use them. Open
+    /// connections keep the context they started with. Session tickets
+    /// issued before the reload are no longer accepted (their keys belong to
+    /// the old context), so every client's next handshake is checked against
+    /// the new files.
+    ///
+    /// For example, on SIGHUP: `try server.reloadTLS()`.
+    ///
+    /// - throws: `TLSError` when a file cannot be loaded; the server then
+    ///   goes on with the context it had.
+    public func reloadTLS() throws {
+        let fresh = try TLSContext(configuration: self.configuration.tls)
+        self.state.withLockedValue { $0.tlsContext = fresh }
     }
 
     /// The handlers of one connection, in order: TLS, frame decoding and encoding, protocol.

@@ -30,15 +30,40 @@ public struct TLSConfiguration: Sendable {
     public var trustRootsPath: String?
     /// Server only: whether a client certificate is requested or required.
     public var clientCertificateVerification: ClientCertificateVerification
+    /// PEM file of certificate revocation lists, one per CA in
+    /// `trustRootsPath`. When set, the peer's leaf certificate is checked
+    /// against them and a revoked one is refused at the handshake; a peer
+    /// whose CA has no CRL in the file, or whose CRL has expired, is refused
+    /// as well.
+    public var certificateRevocationListPath: String?
     /// The oldest protocol version accepted; TLS 1.2 only when asked for.
     public var minimumTLSVersion: TLSVersion
     /// The newest protocol version offered; nil for the newest supported.
     public var maximumTLSVersion: TLSVersion?
-    /// ALPN protocols, most preferred first. Empty turns ALPN off.
+    /// ALPN protocols, most preferred first. Empty turns ALPN off. A server
+    /// with ALPN on refuses a client that offers none of them, or no ALPN at
+    /// all, with a `no_application_protocol` alert.
     public var applicationProtocols: [String]
     /// Client only: check the server certificate names the host given to
-    /// ``TLSHandler/init(context:serverHostname:)``.
+    /// ``TLSHandler/init(context:serverHostname:sessionCacheKey:)``.
     public var verifyHostname: Bool
+    /// Key-exchange groups offered (client) or accepted (server), OpenSSL
+    /// names, most preferred first. The default, ``modernGroups``, is what
+    /// Mozilla's "modern" profile allows; change it only to test.
+    public var keyExchangeGroups: [String]
+    /// Cipher suites for TLS 1.2 (used only when `minimumTLSVersion` is
+    /// `.v1_2`), OpenSSL names. The default, ``modernTLS12CipherSuites``, is
+    /// ECDHE with AES-GCM or ChaCha20-Poly1305 only; change it only to test.
+    public var tls12CipherSuites: [String]
+
+    /// X25519, P-256 and P-384: the groups of Mozilla's "modern" profile.
+    public static let modernGroups = ["X25519", "P-256", "P-384"]
+    /// ECDHE key exchange with AEAD ciphers only (forward secrecy, no CBC).
+    public static let modernTLS12CipherSuites = [
+        "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+    ]
 
     /// A configuration with every field spelled out.
     public init(
@@ -47,38 +72,47 @@ public struct TLSConfiguration: Sendable {
         privateKeyPath: String? = nil,
         trustRootsPath: String? = nil,
         clientCertificateVerification: ClientCertificateVerification = .none,
+        certificateRevocationListPath: String? = nil,
         minimumTLSVersion: TLSVersion = .v1_3,
         maximumTLSVersion: TLSVersion? = nil,
         applicationProtocols: [String] = ["cirrus/1"],
-        verifyHostname: Bool = true
+        verifyHostname: Bool = true,
+        keyExchangeGroups: [String] = TLSConfiguration.modernGroups,
+        tls12CipherSuites: [String] = TLSConfiguration.modernTLS12CipherSuites
     ) {
         self.role = role
         self.certificateChainPath = certificateChainPath
         self.privateKeyPath = privateKeyPath
         self.trustRootsPath = trustRootsPath
         self.clientCertificateVerification = clientCertificateVerification
+        self.certificateRevocationListPath = certificateRevocationListPath
         self.minimumTLSVersion = minimumTLSVersion
         self.maximumTLSVersion = maximumTLSVersion
         self.applicationProtocols = applicationProtocols
         self.verifyHostname = verifyHostname
+        self.keyExchangeGroups = keyExchangeGroups
+        self.tls12CipherSuites = tls12CipherSuites
     }
 
     /// A server presenting `certificateChainPath`, optionally checking client
-    /// certificates against the CAs in `clientCATrustRootsPath`.
+    /// certificates against the CAs in `clientCATrustRootsPath` and the
+    /// revocation lists in `clientCRLPath`.
     ///
     /// For example: `.server(certificateChainPath: "Certs/server.pem", privateKeyPath: "Certs/server-key.pem")`.
     public static func server(
         certificateChainPath: String,
         privateKeyPath: String,
         clientCATrustRootsPath: String? = nil,
-        clientCertificateVerification: ClientCertificateVerification = .none
+        clientCertificateVerification: ClientCertificateVerification = .none,
+        clientCRLPath: String? = nil
     ) -> TLSConfiguration {
         TLSConfiguration(
             role: .server,
             certificateChainPath: certificateChainPath,
             privateKeyPath: privateKeyPath,
             trustRootsPath: clientCATrustRootsPath,
-            clientCertificateVerification: clientCertificateVerification
+            clientCertificateVerification: clientCertificateVerification,
+            certificateRevocationListPath: clientCRLPath
         )
     }
 

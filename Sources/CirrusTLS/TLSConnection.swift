@@ -28,13 +28,15 @@ final class TLSConnection {
     private static let retainedBIOCapacity = 1_024
 
     let context: TLSContext
+    /// Client only: where this connection's sessions are kept and taken from.
+    private let sessionCacheKey: String?
     private let ssl: OpaquePointer
     private var networkIn: OpaquePointer
     private var networkOut: OpaquePointer
 
     /// - throws: ``TLSError`` `configuration` when the client cannot check
     ///   the host name it was given.
-    init(context: TLSContext, serverHostname: String?) throws {
+    init(context: TLSContext, serverHostname: String?, sessionCacheKey: String? = nil) throws {
         OpenSSLErrorQueue.clear()
         guard let ssl = SSL_new(context.sslContext) else {
             throw TLSError.configuration("SSL_new failed")
@@ -51,6 +53,7 @@ final class TLSConnection {
         // The SSL owns both BIOs from here on: SSL_free frees them.
         SSL_set_bio(ssl, networkIn, networkOut)
         self.context = context
+        self.sessionCacheKey = context.configuration.role == .client ? sessionCacheKey : nil
         self.ssl = ssl
         self.networkIn = networkIn
         self.networkOut = networkOut
@@ -61,6 +64,10 @@ final class TLSConnection {
         case .client:
             SSL_set_connect_state(ssl)
             try self.configureServerName(serverHostname, verify: context.configuration.verifyHostname)
+            // The SSL never outlives self (deinit frees it), so the new-session
+            // callback can reach self through an unretained pointer.
+            SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(self).toOpaque())
+            self.offerCachedSession()
         }
     }
 
@@ -96,6 +103,49 @@ final class TLSConnection {
             guard SSL_set1_host(self.ssl, hostname) == 1 else {
                 throw TLSError.configuration("cannot verify the host name '\(hostname)'")
             }
+        }
+    }
+
+    // MARK: Sessions
+
+    /// Offers a session taken from the context's cache, if there is one. A
+    /// session the server no longer accepts costs nothing: the handshake is
+    /// then a full one.
+    private func offerCachedSession() {
+        guard let key = self.sessionCacheKey, let bytes = self.context.sessionCache?.take(for: key) else {
+            return
+        }
+        bytes.withUnsafeBufferPointer { buffer in
+            var cursor = buffer.baseAddress
+            guard let session = d2i_SSL_SESSION(nil, &cursor, buffer.count) else {
+                OpenSSLErrorQueue.clear()
+                return
+            }
+            _ = SSL_set_session(self.ssl, session)
+            SSL_SESSION_free(session)
+        }
+        OpenSSLErrorQueue.clear()
+    }
+
+    /// Called by OpenSSL (through the context's new-session callback) for
+    /// each ticket the server sends; keeps a copy in the cache.
+    func receivedSession(_ session: OpaquePointer) {
+        guard let key = self.sessionCacheKey, let cache = self.context.sessionCache,
+            SSL_SESSION_is_resumable(session) == 1
+        else {
+            return
+        }
+        let length = i2d_SSL_SESSION(session, nil)
+        guard length > 0 else {
+            return
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        let written = bytes.withUnsafeMutableBufferPointer { buffer in
+            var cursor = buffer.baseAddress
+            return i2d_SSL_SESSION(session, &cursor)
+        }
+        if written == length {
+            cache.store(bytes, for: key)
         }
     }
 
@@ -233,7 +283,8 @@ final class TLSConnection {
             negotiatedProtocol: negotiatedProtocol,
             protocolVersion: version,
             cipherSuite: cipher ?? "unknown",
-            peerCertificate: peerCertificate
+            peerCertificate: peerCertificate,
+            isResumed: SSL_session_reused(self.ssl) == 1
         )
     }
 

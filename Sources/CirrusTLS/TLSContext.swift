@@ -11,25 +11,38 @@ internal import COpenSSL
 /// channel.pipeline.syncOperations.addHandler(TLSHandler(context: context, serverHostname: "localhost"))
 /// ```
 ///
+/// A server context issues TLS 1.3 session tickets and resumes them; a client
+/// context keeps the tickets it receives in its ``sessionCache``. Only the
+/// groups X25519, P-256 and P-384 and, for TLS 1.2, ECDHE with AES-GCM or
+/// ChaCha20-Poly1305 are negotiated.
+///
 /// `@unchecked Sendable` is safe: the `SSL_CTX` is only changed inside `init`
-/// and is read-only afterwards; OpenSSL's reference counting and its internal
+/// and is read-only afterwards; the session cache is locked; OpenSSL's reference counting and its internal
 /// session and ticket state are guarded by OpenSSL's own locks; the ALPN list
 /// is immutable once written and freed only in `deinit`.
 public final class TLSContext: @unchecked Sendable {
     /// The configuration this context was made from.
     public let configuration: TLSConfiguration
 
+    /// Client only: the sessions servers gave this context, offered again by
+    /// handlers made with a `sessionCacheKey`; nil on a server.
+    public let sessionCache: TLSSessionCache?
+
     let sslContext: OpaquePointer
     private let alpnProtocols: UnsafeMutablePointer<cirrus_alpn_protocols>?
 
     /// Creates the OpenSSL context and loads every file up front.
     ///
+    /// - parameter sessionCache: client only: where sessions are kept; nil
+    ///   gives the context a cache of its own. Contexts may share one when
+    ///   their handlers' keys tell their identities and trust apart.
     /// - throws: ``TLSError`` with code ``TLSError/Code/configuration`` naming
     ///   the file and carrying OpenSSL's error queue when a certificate, key or
     ///   CA file is missing, unreadable or does not match, or a setting is invalid.
-    public init(configuration: TLSConfiguration) throws {
+    public init(configuration: TLSConfiguration, sessionCache: TLSSessionCache? = nil) throws {
         OpenSSLErrorQueue.clear()
         self.configuration = configuration
+        self.sessionCache = configuration.role == .client ? sessionCache ?? TLSSessionCache() : nil
         let method = configuration.role == .server ? TLS_server_method() : TLS_client_method()
         guard let sslContext = SSL_CTX_new(method) else {
             throw TLSError.configuration("SSL_CTX_new failed")
@@ -43,11 +56,11 @@ public final class TLSContext: @unchecked Sendable {
             // The chain sent is the chain file, as written: without NO_AUTO_CHAIN
             // OpenSSL would complete it from the CAs loaded to check peers.
             _ = cirrus_SSL_CTX_set_mode(sslContext, cirrus_SSL_MODE_RELEASE_BUFFERS | cirrus_SSL_MODE_NO_AUTO_CHAIN)
-            // Resumption uses tickets, which need no server-side cache; without
-            // this a TLS 1.2 server would keep up to 20,480 sessions in memory.
-            _ = cirrus_SSL_CTX_set_session_cache_mode(sslContext, cirrus_SSL_SESS_CACHE_OFF)
+            try Self.setAlgorithms(sslContext, configuration)
+            try Self.configureSessions(sslContext, configuration)
             try Self.loadIdentity(sslContext, configuration)
             try Self.loadTrust(sslContext, configuration)
+            try Self.loadRevocationLists(sslContext, configuration)
         } catch {
             SSL_CTX_free(sslContext)
             throw error
@@ -76,6 +89,7 @@ public final class TLSContext: @unchecked Sendable {
                 protocols.initialize(to: cirrus_alpn_protocols(length: UInt32(wire.count), bytes: bytes))
                 alpnProtocols = protocols
                 cirrus_SSL_CTX_set_alpn_select(sslContext, protocols)
+                cirrus_SSL_CTX_require_alpn(sslContext)
             }
         }
         self.alpnProtocols = alpnProtocols

@@ -32,6 +32,7 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     private let tlsContext: TLSContext
     private let serverHostname: String?
+    private let sessionCacheKey: String?
     private var connection: TLSConnection?
     private var stateMachine = TLSHandlerStateMachine()
     private var pendingWrites = PendingWrites()
@@ -50,9 +51,14 @@ public final class TLSHandler: ChannelDuplexHandler {
     ///   server certificate (an IP literal is checked as an IP address and
     ///   not sent as SNI). Required while `verifyHostname` is on: without it
     ///   the handshake fails with a `configuration` ``TLSError``.
-    public init(context: TLSContext, serverHostname: String? = nil) {
+    /// - parameter sessionCacheKey: client only: the server's key in the
+    ///   context's ``TLSContext/sessionCache``, such as "host:port". A session
+    ///   stored under it is offered, and the tickets this connection receives
+    ///   are stored under it. Nil: every handshake is a full one.
+    public init(context: TLSContext, serverHostname: String? = nil, sessionCacheKey: String? = nil) {
         self.tlsContext = context
         self.serverHostname = serverHostname
+        self.sessionCacheKey = sessionCacheKey
     }
 
     // MARK: Lifecycle
@@ -102,7 +108,11 @@ public final class TLSHandler: ChannelDuplexHandler {
         do {
             // Made here, not in handlerAdded, so a configuration error reaches
             // the handlers added after this one.
-            self.connection = try TLSConnection(context: self.tlsContext, serverHostname: self.serverHostname)
+            self.connection = try TLSConnection(
+                context: self.tlsContext,
+                serverHostname: self.serverHostname,
+                sessionCacheKey: self.sessionCacheKey
+            )
         } catch {
             self.fail(context: context, error: error)
             return false

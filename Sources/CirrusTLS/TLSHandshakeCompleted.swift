@@ -21,13 +21,25 @@ public struct TLSHandshakeCompleted: Sendable, Hashable {
     /// OpenSSL's name of the cipher suite, e.g. "TLS_AES_256_GCM_SHA384".
     public var cipherSuite: String
     /// The certificate the peer presented (on a server: the client's, if any).
+    /// A resumed session's certificate is the one checked at the full
+    /// handshake that made the session.
     public var peerCertificate: TLSPeerCertificate?
+    /// Whether this handshake resumed an earlier session (a ticket) instead
+    /// of exchanging and checking certificates.
+    public var isResumed: Bool
 
-    public init(negotiatedProtocol: String?, protocolVersion: String, cipherSuite: String, peerCertificate: TLSPeerCertificate?) {
+    public init(
+        negotiatedProtocol: String?,
+        protocolVersion: String,
+        cipherSuite: String,
+        peerCertificate: TLSPeerCertificate?,
+        isResumed: Bool = false
+    ) {
         self.negotiatedProtocol = negotiatedProtocol
         self.protocolVersion = protocolVersion
         self.cipherSuite = cipherSuite
         self.peerCertificate = peerCertificate
+        self.isResumed = isResumed
     }
 }
 

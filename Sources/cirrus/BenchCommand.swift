@@ -37,6 +37,8 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seed of every random choice.") var seed: UInt64 = 1
     @Option(help: "Open-loop target rate in operations per second (closed loop when absent).") var rate: Double?
     @Flag(help: "Measure new connections (TCP + TLS 1.3 + Hello) per second instead of operations.") var handshakes = false
+    @Flag(help: "With --handshakes: make every handshake a full one instead of resuming the last TLS session.")
+    var noResume = false
     @Option(help: "Also write the results as JSON to this file ('-' for stdout).") var json: String?
 
     func run() async throws {
@@ -82,6 +84,7 @@ struct Bench: AsyncParsableCommand {
         configuration.seed = self.seed
         configuration.rate = self.rate
         configuration.handshakes = self.handshakes
+        configuration.client.resumesTLSSessions = !self.noResume
         do {
             try configuration.validate()
         } catch {

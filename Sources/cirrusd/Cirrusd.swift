@@ -29,6 +29,15 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "CA bundle (PEM) whose client certificates are accepted. Default: Certs/ca.pem.")
     var clientCA: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Certificate revocation lists (PEM), one per client CA; a revoked client certificate is refused.",
+            discussion: "Reloaded with the certificates, key and CAs on SIGHUP.",
+            valueName: "file"
+        )
+    )
+    var clientCrl: String?
+
     @Option(help: "Client certificates: required, optional (a bearer token may stand in), or none.")
     var clientAuth: ClientAuth = .optional
 
@@ -125,7 +134,8 @@ struct Cirrusd: AsyncParsableCommand {
             certificateChainPath: try self.cert ?? certs.path("server.pem"),
             privateKeyPath: try self.key ?? certs.path("server-key.pem"),
             clientCATrustRootsPath: self.clientAuth == .none ? nil : try self.clientCA ?? certs.path("ca.pem"),
-            clientCertificateVerification: self.clientAuth.verification
+            clientCertificateVerification: self.clientAuth.verification,
+            clientCRLPath: self.clientCrl
         )
         if self.allowTLS12 {
             tls.minimumTLSVersion = .v1_2
@@ -180,7 +190,17 @@ struct Cirrusd: AsyncParsableCommand {
             logger.notice("shutting down: draining connections")
             Task { await server.shutdownGracefully() }
         }
+        // New connections use the reloaded files; open ones keep theirs.
+        let reload = SignalWatcher(signals: [SIGHUP]) {
+            do {
+                try server.reloadTLS()
+                logger.notice("SIGHUP: reloaded the TLS certificate, key, client CAs and revocation lists")
+            } catch {
+                logger.error("SIGHUP: TLS reload failed, still serving the previous certificates: \(error)")
+            }
+        }
         try await server.run()
+        reload.cancel()
         signals.cancel()
         maintenanceTask.cancel()
         await maintenanceTask.value

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 
-/// Runs `handler` once when any of `signals` arrives, instead of the default action.
+/// Runs `handler` each time one of `signals` arrives, instead of the default action.
 final class SignalWatcher {
     private let sources: [any DispatchSourceSignal]
 

@@ -160,10 +160,28 @@ import Testing
         #expect(pair.serverRecorder.isInactive)
     }
 
-    @Test func clientWithoutALPNStillConnects() throws {
+    @Test func clientWithoutALPNIsRefused() throws {
         var client = Certs.clientConfiguration()
         client.applicationProtocols = []
         let pair = try InMemoryPair(client: client)
+        try pair.handshake()
+
+        let serverError = try #require(pair.serverRecorder.tlsErrors.first)
+        let clientError = try #require(pair.clientRecorder.tlsErrors.first)
+        #expect(serverError.code == .noApplicationProtocol)
+        // The client hears the server's no_application_protocol alert.
+        #expect(clientError.code == .noApplicationProtocol)
+        #expect(pair.serverRecorder.handshake == nil)
+        #expect(pair.clientRecorder.handshake == nil)
+        #expect(pair.serverRecorder.isInactive)
+    }
+
+    @Test func serverWithoutALPNServesAClientWithout() throws {
+        var server = Certs.serverConfiguration()
+        server.applicationProtocols = []
+        var client = Certs.clientConfiguration()
+        client.applicationProtocols = []
+        let pair = try InMemoryPair(server: server, client: client)
         try pair.handshake()
 
         #expect(pair.serverRecorder.handshake?.negotiatedProtocol == nil)

@@ -99,14 +99,34 @@ struct LoopbackConnection {
         host: String = "127.0.0.1",
         payload: [UInt8] = []
     ) async throws -> (client: Outcome, server: Outcome) {
+        try await Self.run(
+            serverContext: TLSContext(configuration: serverConfiguration),
+            clientContext: TLSContext(configuration: clientConfiguration),
+            serverHostname: serverHostname,
+            host: host,
+            payload: payload
+        )
+    }
+
+    /// One connection between contexts made beforehand, so several
+    /// connections can share them (session resumption).
+    static func run(
+        serverContext: TLSContext,
+        clientContext: TLSContext,
+        serverHostname: String = "localhost",
+        host: String = "127.0.0.1",
+        sessionCacheKey: String? = nil,
+        payload: [UInt8] = []
+    ) async throws -> (client: Outcome, server: Outcome) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         do {
             let outcomes = try await Self.run(
                 group: group,
-                server: serverConfiguration,
-                client: clientConfiguration,
+                serverContext: serverContext,
+                clientContext: clientContext,
                 serverHostname: serverHostname,
                 host: host,
+                sessionCacheKey: sessionCacheKey,
                 payload: payload
             )
             try await group.shutdownGracefully()
@@ -119,14 +139,13 @@ struct LoopbackConnection {
 
     private static func run(
         group: MultiThreadedEventLoopGroup,
-        server serverConfiguration: TLSConfiguration,
-        client clientConfiguration: TLSConfiguration,
+        serverContext: TLSContext,
+        clientContext: TLSContext,
         serverHostname: String,
         host: String,
+        sessionCacheKey: String?,
         payload: [UInt8]
     ) async throws -> (client: Outcome, server: Outcome) {
-        let serverContext = try TLSContext(configuration: serverConfiguration)
-        let clientContext = try TLSContext(configuration: clientConfiguration)
 
         let serverOutcome = Self.boundedPromise(on: group.next())
         let clientOutcome = Self.boundedPromise(on: group.next())
@@ -150,7 +169,7 @@ struct LoopbackConnection {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
-                        TLSHandler(context: clientContext, serverHostname: serverHostname),
+                        TLSHandler(context: clientContext, serverHostname: serverHostname, sessionCacheKey: sessionCacheKey),
                         LoopbackPeer(role: .client(payload: payload), outcome: clientOutcome),
                     ])
                 }

@@ -95,13 +95,29 @@ final class InMemoryPair {
     let clientTLS: TLSHandler
     let serverTLS: TLSHandler
 
-    init(
+    convenience init(
         server serverConfiguration: TLSConfiguration = Certs.serverConfiguration(),
         client clientConfiguration: TLSConfiguration = Certs.clientConfiguration(),
         serverHostname: String = "localhost"
     ) throws {
-        self.serverTLS = TLSHandler(context: try TLSContext(configuration: serverConfiguration))
-        self.clientTLS = TLSHandler(context: try TLSContext(configuration: clientConfiguration), serverHostname: serverHostname)
+        try self.init(
+            serverContext: TLSContext(configuration: serverConfiguration),
+            clientContext: TLSContext(configuration: clientConfiguration),
+            serverHostname: serverHostname
+        )
+    }
+
+    /// A pair over contexts made beforehand, so pairs can share them
+    /// (session resumption); the client offers and keeps sessions under
+    /// `sessionCacheKey`.
+    init(
+        serverContext: TLSContext,
+        clientContext: TLSContext,
+        serverHostname: String = "localhost",
+        sessionCacheKey: String? = nil
+    ) throws {
+        self.serverTLS = TLSHandler(context: serverContext)
+        self.clientTLS = TLSHandler(context: clientContext, serverHostname: serverHostname, sessionCacheKey: sessionCacheKey)
         self.server = EmbeddedChannel()
         self.client = EmbeddedChannel()
         try self.server.pipeline.syncOperations.addHandlers([self.serverTLS, self.serverRecorder])

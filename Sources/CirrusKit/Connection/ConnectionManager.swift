@@ -160,6 +160,19 @@ final class ConnectionManager: Sendable {
         }
     }
 
+    /// TLS sessions of every container in this process, by ``tlsSessionKey``.
+    private static let tlsSessions = TLSSessionCache(maximumKeys: 64)
+
+    /// Where this container's TLS sessions are kept: by server, and by the trust and identity
+    /// that checked it, so a session is only offered with the certificates that made it. Nil
+    /// when the configuration turns resumption off.
+    private var tlsSessionKey: String? {
+        let configuration = self.configuration
+        guard configuration.resumesTLSSessions else { return nil }
+        return "\(configuration.verifiedServerName)@\(configuration.host):\(configuration.port)"
+            + " trust=\(configuration.trustRootsPath ?? "system") identity=\(configuration.certificateChainPath ?? "none")"
+    }
+
     private func tlsContext() throws -> TLSContext {
         try self.state.withLockedValue { state in
             if let context = state.tlsContext { return context }
@@ -168,7 +181,8 @@ final class ConnectionManager: Sendable {
                     trustRootsPath: self.configuration.trustRootsPath,
                     certificateChainPath: self.configuration.certificateChainPath,
                     privateKeyPath: self.configuration.privateKeyPath
-                )
+                ),
+                sessionCache: Self.tlsSessions
             )
             state.tlsContext = context
             return context
@@ -197,6 +211,7 @@ final class ConnectionManager: Sendable {
         let ready = loop.makePromise(of: Wire.HelloAck.self)
         let server = self.serverDescription
         let serverName = self.configuration.verifiedServerName
+        let sessionCacheKey = self.tlsSessionKey
         let machine = self.machineConfiguration
         let timerInterval = self.timerInterval
         let counters = self.counters
@@ -240,7 +255,7 @@ final class ConnectionManager: Sendable {
                     )
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(TransportCountingHandler(counters: counters))
-                    try sync.addHandler(TLSHandler(context: tls, serverHostname: serverName))
+                    try sync.addHandler(TLSHandler(context: tls, serverHostname: serverName, sessionCacheKey: sessionCacheKey))
                     try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
                     try sync.addHandler(encoder)
                     try sync.addHandler(handler)

@@ -52,7 +52,9 @@ final class CirrusdProcess {
         return buildDirectory.deletingLastPathComponent().appendingPathComponent("cirrusd")
     }
 
-    init(arguments: [String] = [], workingDirectory: String? = nil) throws {
+    /// - parameter standardErrorPath: a file that receives the process's log
+    ///   (standard error); nil discards it.
+    init(arguments: [String] = [], workingDirectory: String? = nil, standardErrorPath: String? = nil) throws {
         self.process.executableURL = Self.binary
         var arguments = arguments
         if workingDirectory == nil {
@@ -72,7 +74,12 @@ final class CirrusdProcess {
         }
         self.output = Pipe()
         self.process.standardOutput = self.output
-        self.process.standardError = FileHandle.nullDevice
+        if let standardErrorPath {
+            _ = FileManager.default.createFile(atPath: standardErrorPath, contents: nil)
+            self.process.standardError = FileHandle(forWritingAtPath: standardErrorPath) ?? FileHandle.nullDevice
+        } else {
+            self.process.standardError = FileHandle.nullDevice
+        }
         try self.process.run()
         let line = try Self.readLine(from: self.output.fileHandleForReading)
         guard line.hasPrefix("listening on "), let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
