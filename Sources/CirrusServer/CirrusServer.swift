@@ -100,10 +100,9 @@ public final class CirrusServer: Sendable {
         try pipeline.addHandler(
             ByteToMessageHandler(FrameDecoder(maximumFrameBytes: configuration.maximumFrameBytes))
         )
-        try pipeline.addHandler(
-            MessageToByteHandler(FrameEncoder(maximumFrameBytes: configuration.maximumFrameBytes))
-        )
-        try pipeline.addHandler(ConnectionHandler(configuration: configuration, logger: logger))
+        let encoder = ConnectionFrameEncoder(maximumFrameBytes: configuration.maximumFrameBytes)
+        try pipeline.addHandler(encoder)
+        try pipeline.addHandler(ConnectionHandler(configuration: configuration, logger: logger, encoder: encoder))
     }
 
     private func admit(_ channel: any Channel) -> Bool {

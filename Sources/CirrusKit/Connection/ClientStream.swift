@@ -261,6 +261,20 @@ final class ClientStream: Sendable {
         }
     }
 
+    /// A `Complete` refusing `Resume` with `OPERATION_ALREADY_ATTACHED` means the server still
+    /// has a stream following the operation, typically that of a connection that dropped
+    /// without the server noticing yet (it does within its keepalive timeout): the stream tries
+    /// again after the reconnect backoff, like after a dropped connection, instead of ending.
+    /// Event loop.
+    func isRetriedAfterAlreadyAttached(_ complete: Wire.Complete) -> Bool {
+        guard self.isLongLived, complete.error?.code == .operationAlreadyAttached else { return false }
+        return self.state.withLockedValue { state in
+            guard !state.isTerminated, state.serverHasOperation else { return false }
+            state.connection = nil
+            return true
+        }
+    }
+
     /// Stops deliveries and tells the server: `Cancel` stops the operation; with `detach`, a
     /// long-lived operation keeps running on the server and only this stream stops.
     func cancel(reason: String, detach: Bool = false) {
