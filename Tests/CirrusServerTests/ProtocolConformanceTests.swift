@@ -204,7 +204,11 @@ struct ProtocolConformanceTests {
             try await client.send(Wire.Frame(streamID: 3, kind: .resume(resume)))
             #expect(try await client.untilComplete(streamID: 3).complete.error?.code == .unknownOperation)
             // One stream beyond max_concurrent_streams.
-            try await client.open(conformanceFetch, streamID: 5, window: 2)
+            try await client.open(conformanceFetch, streamID: 5)
+            for _ in 1...2 {
+                let frame = try await client.nextFrame()
+                guard case .event = frame.kind, frame.streamID == 5 else { throw UnexpectedFrame(frame: frame) }
+            }
             try await eventually("the operation waits") { gate.waiting == 1 }
             try await client.open(conformanceFetch, streamID: 7)
             #expect(try await client.untilComplete(streamID: 7).complete.error?.code == .tooManyStreams)
