@@ -108,6 +108,27 @@ struct LongLivedConformanceTests {
         }
     }
 
+    @Test func aResultLargerThanTheClientsLimitEndsTheStreamWithLimitExceeded() async throws {
+        try await withLongLivedServer { harness in
+            // The operation's request, which FetchLongLivedOperation returns, holds a 20 KB record.
+            let (writer, _) = try await TestClient.conformant(port: harness.port)
+            let big = note("big", title: String(repeating: "y", count: 20_000))
+            try await writer.openLongLived(.modifyRecords(Wire.ModifyRecordsRequest(recordsToSave: [big])), operationID: "large", streamID: 1)
+            #expect(try await writer.follow(streamID: 1).complete?.error == nil)
+            let (reader, _) = try await TestClient.conformant(port: harness.port, maxFrameBytes: 16_384)
+            try await reader.open(.fetchLongLivedOperation(Wire.FetchLongLivedOperationRequest(operationID: "large")), streamID: 1, scope: .unspecified)
+            let complete = try await reader.untilComplete(streamID: 1).complete
+            #expect(complete.result == nil)
+            #expect(complete.error?.code == .limitExceeded)
+            #expect(complete.error?.message.contains("16384") == true, "\(complete)")
+            // On a connection with room, the same request gets its result.
+            let info = try await writer.containerMethod(
+                .fetchLongLivedOperation(Wire.FetchLongLivedOperationRequest(operationID: "large")), streamID: 3)
+            #expect(info.error == nil)
+            try await reader.expectNothingPending()
+        }
+    }
+
     // MARK: - Container-level kinds
 
     /// Every kind the protos call container-level, sent as they say: no database scope.

@@ -79,7 +79,8 @@ extension ConnectionStateMachine {
             return .send
         case .persisted:
             guard self.role == .server else { return .invalid("Persisted from a client") }
-            return self.streams[frame.streamID].map { $0.isCancelled } ?? true ? .drop : .send
+            guard let stream = self.streams[frame.streamID], !stream.isCancelled else { return .drop }
+            return .send
         case .complete(let complete):
             guard self.role == .server else { return .invalid("Complete from a client") }
             guard let stream = self.streams.removeValue(forKey: frame.streamID) else { return .drop }
