@@ -315,7 +315,8 @@ struct LongLivedOperationTests {
             }
         )
         defer { Task { await peer.stop() } }
-        let container = Self.container(peer)
+        // The refusals do not count as losses: one loss allowed, two refusals, still resumed.
+        let container = Self.container(peer) { $0.maximumResumeAttempts = 1 }
         let operation = Self.longLivedFetch(["a", "b"])
         let records = Recorder<String>()
         let results = Recorder<Result<Void, any Error>>()
