@@ -13,6 +13,10 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
     var maximumFrameBytes: Int
     /// The size of the last frame refused as too large, until ``takeRefusedSize()``.
     private var refusedSize: Int?
+    /// Reused for the next frame while small (an idle connection stays cheap); if something
+    /// downstream still holds it, clearing it gets fresh storage (copy-on-write).
+    private var buffer: ByteBuffer?
+    private static let maximumRetainedCapacity = 4_096
 
     init(maximumFrameBytes: Int) {
         self.maximumFrameBytes = maximumFrameBytes
@@ -20,7 +24,8 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = self.unwrapOutboundIn(data)
-        var buffer = context.channel.allocator.buffer(capacity: 256)
+        var buffer = self.buffer.take() ?? context.channel.allocator.buffer(capacity: 256)
+        buffer.clear()
         do {
             try FrameEncoder.encode(frame, into: &buffer, maximumFrameBytes: self.maximumFrameBytes)
         } catch {
@@ -29,6 +34,9 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
             return
         }
         context.write(self.wrapOutboundOut(buffer), promise: promise)
+        if buffer.capacity <= Self.maximumRetainedCapacity {
+            self.buffer = buffer
+        }
     }
 
     /// The size of the frame the last write refused as too large, if it did; clears it.

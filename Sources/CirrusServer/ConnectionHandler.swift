@@ -412,12 +412,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         let complete = Wire.Complete(lastSeq: operation.nextSeq - 1, error: completion.error, result: completion.result)
         self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
-        if let size = self.encoder?.takeRefusedSize() {
-            // The result does not fit the client's max_frame_bytes: the stream still ends.
-            let error = self.frameTooLargeError("the operation's result", size: size)
-            let small = Wire.Complete(lastSeq: operation.nextSeq - 1, error: error)
-            self.write(Wire.Frame(streamID: streamID, kind: .complete(small)), context: context)
-        }
         if let key = operation.longLived {
             if self.acknowledgeable.count >= Self.maximumAcknowledgeable, let oldest = self.acknowledgeable.keys.min() {
                 self.acknowledgeable.removeValue(forKey: oldest)
@@ -500,14 +494,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
         switch self.machine.send(frame) {
         case .send:
             self.write(frame, context: context)
+            self.replaceIfTooLarge(frame, context: context)
         case .sendAndClose:
             self.write(frame, context: context)
+            self.replaceIfTooLarge(frame, context: context)
             self.close(context: context)
         case .waitForCredit, .drop:
             break
         case .invalid(let reason):
             self.logger.error("not sending an invalid frame: \(reason)")
         }
+    }
+
+    /// When the encoder refused `frame` as above the connection's max_frame_bytes: a `Complete`
+    /// (a result too large) is replaced by one with `LIMIT_EXCEEDED`, so the stream still ends.
+    private func replaceIfTooLarge(_ frame: Wire.Frame, context: ChannelHandlerContext) {
+        guard let size = self.encoder?.takeRefusedSize() else { return }
+        guard case .complete(let complete) = frame.kind else {
+            self.logger.error("a frame of \(size) bytes on stream \(frame.streamID) was too large to send")
+            return
+        }
+        let error = self.frameTooLargeError("the operation's result", size: size)
+        let small = Wire.Complete(lastSeq: complete.lastSeq, error: error)
+        self.write(Wire.Frame(streamID: frame.streamID, kind: .complete(small)), context: context)
     }
 
     private func write(_ frame: Wire.Frame, context: ChannelHandlerContext) {

@@ -23,8 +23,8 @@ extension ConnectionStateMachine {
         /// server must send now. With `detach` or `completion_acknowledged` the stream is
         /// already gone and nothing is sent.
         case cancelStream(streamID: UInt64, reason: String)
-        /// Server: the client granted `granted` more events on `streamID` (after clamping);
-        /// send what waits for it.
+        /// Server: the client granted `granted` more events on `streamID`; send what waits for
+        /// it.
         case creditAvailable(streamID: UInt64, granted: UInt64)
         /// Answer a `Ping`.
         case sendPong(nonce: UInt64)
