@@ -8,9 +8,10 @@ let conformanceFetch = Wire.Open.Request.fetchRecords(Wire.FetchRecordsRequest(r
 
 /// One test per rule of `Protos/cirrus/v1/frame.proto` and `errors.proto`, spoken in raw frames
 /// against a real server over loopback TLS (no CirrusKit): the spec is what is tested. The
-/// rows of the "what a failure ends" table not here are in ``ServerProtocolTests``
-/// (FRAME_TOO_LARGE, MALFORMED_FRAME, frames before Hello, UNSUPPORTED_VERSION,
-/// NOT_AUTHENTICATED).
+/// rows of the "what a failure ends" table not here are in ``TimedConformanceTests``
+/// (timeouts, RATE_LIMITED, SHUTTING_DOWN), ``LongLivedConformanceTests`` (Resume) and
+/// ``ServerProtocolTests`` (FRAME_TOO_LARGE, MALFORMED_FRAME, frames before Hello,
+/// UNSUPPORTED_VERSION, NOT_AUTHENTICATED).
 @Suite("Protocol conformance: Cancel, flow control, max_frame_bytes, what a failure ends")
 struct ProtocolConformanceTests {
     /// A server whose operations emit five events and wait, after the second, at `gate`.
