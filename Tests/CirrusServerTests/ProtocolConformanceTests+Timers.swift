@@ -11,7 +11,8 @@ import Testing
 struct TimedConformanceTests {
     @Test func noHelloInTimeIsAHandshakeTimeout() async throws {
         try await withServer(configure: {
-            $0.connection.handshakeTimeout = .milliseconds(300)
+            // Counted from the TCP accept: long enough for the TLS handshake on a loaded machine.
+            $0.connection.handshakeTimeout = .seconds(3)
             $0.timerInterval = .milliseconds(100)
         }) { _, port in
             let client = try await TestClient.connect(port: port)
@@ -35,8 +36,9 @@ struct TimedConformanceTests {
         let gate = Gate()
         try await withServer(configure: {
             $0.executor = SteppedExecutor(count: 1, pauseAfter: 1, gate: gate)
+            // A burst of five and no refill, so a slow loop cannot earn tokens back.
             $0.connection.cancelBurst = 5
-            $0.connection.cancelsPerSecond = 1
+            $0.connection.cancelsPerSecond = 0
         }) { _, port in
             defer { gate.open() }
             let (client, _) = try await TestClient.conformant(port: port)
