@@ -217,6 +217,16 @@ struct StreamTests {
         #expect(machine.send(complete(1, lastSeq: 0)) == .drop)
     }
 
+    @Test func theCompleteOfTheLastCancelledStreamClosesADrainingConnection() {
+        var machine = activeServer()
+        _ = machine.receive(open(1, window: 10), now: t0)
+        #expect(machine.send(machine.makeGoAway(code: .shuttingDown, reason: "test")) == .send)
+        #expect(machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        #expect(!machine.isDrained, "the cancelled stream still owes its Complete")
+        let cancelled = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: .operationCancelled, message: "cancelled"))
+        #expect(machine.send(frame(1, .complete(cancelled))) == .sendAndClose)
+    }
+
     @Test func cancelOnStreamZeroIsAViolation() {
         var machine = activeServer()
         #expect(isClose(machine.receive(frame(0, .cancel(Wire.Cancel())), now: t0), .protocolViolation))
