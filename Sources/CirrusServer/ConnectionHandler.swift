@@ -195,7 +195,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if self.machine.isOpen(streamID: streamID) {
                 // A plain Cancel: the stream ends with the one Complete that confirms it.
                 let error = Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled")
-                self.send(Wire.Frame(streamID: streamID, kind: .complete(Wire.Complete(lastSeq: lastSeq, error: error))), context: context)
+                let complete = Wire.Complete(lastSeq: lastSeq, error: error)
+                self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
             } else if self.machine.isDrained {
                 self.close(context: context)
             }
@@ -233,7 +234,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             guard requested >= FrameDecoder.minimumNegotiableFrameBytes else {
                 self.closeWithError(
                     code: .protocolViolation,
-                    message: "Hello.limits.max_frame_bytes \(requested) is below the minimum of \(FrameDecoder.minimumNegotiableFrameBytes) bytes",
+                    message: "Hello.limits.max_frame_bytes \(requested) is below the minimum of "
+                        + "\(FrameDecoder.minimumNegotiableFrameBytes) bytes",
                     context: context
                 )
                 return
@@ -308,11 +310,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     // Persisted only once durable; a client gone by then never had the operation.
                     guard let attachment = run.attach() else {
                         // A run just registered has no follower yet.
-                        stream.complete(.failure(.internalError, "operation \(run.key.operationID) was attached before it started"))
+                        stream.complete(.failure(.internalError, "operation \(run.key.operationID) attached before it ran"))
                         return
                     }
-                    guard await stream.persisted(key: run.key, release: { run.release(attachment) }, then: { registry.start(run) })
-                    else {
+                    let release: @Sendable () -> Void = { run.release(attachment) }
+                    guard await stream.persisted(key: run.key, release: release, then: { registry.start(run) }) else {
                         run.release(attachment)
                         await registry.abandon(run)
                         return
@@ -427,14 +429,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private func endOversizeEvent(streamID: UInt64, seq: UInt64, size: Int, context: ChannelHandlerContext) {
         self.stopOperation(streamID: streamID)
         let error = self.frameTooLargeError("event \(seq)", size: size)
-        self.send(Wire.Frame(streamID: streamID, kind: .complete(Wire.Complete(lastSeq: seq - 1, error: error))), context: context)
+        let complete = Wire.Complete(lastSeq: seq - 1, error: error)
+        self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
     }
 
     private func frameTooLargeError(_ what: String, size: Int) -> Wire.OperationError {
         let limit = self.encoder?.maximumFrameBytes ?? self.configuration.maximumFrameBytes
         return Wire.OperationError(
             code: .limitExceeded,
-            message: "\(what) is a frame of \(size) bytes, above this connection's max_frame_bytes of \(limit); it was not sent"
+            message: "\(what) is a frame of \(size) bytes, above this connection's max_frame_bytes of \(limit); "
+                + "it was not sent"
         )
     }
 

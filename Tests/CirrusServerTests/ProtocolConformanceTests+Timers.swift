@@ -5,21 +5,12 @@ import NIOCore
 import Testing
 
 /// The rows of frame.proto's "what a failure ends" that depend on time or on the server's
-/// state: handshake and keepalive timeouts, the cancel rate, `Open` after `GoAway`. The
-/// server's timers are made short here; the test itself only waits, with generous deadlines.
+/// state: the keepalive timeout, the cancel rate, `Open` after `GoAway` (HANDSHAKE_TIMEOUT is
+/// in ``ConnectionHandlerTests``: over TLS, a loaded machine may not finish the TLS handshake
+/// before a short timeout, and the error then has no channel to go out on). The server's
+/// timers are made short here; the test itself only waits, with generous deadlines.
 @Suite("Protocol conformance: timers, rate limits and draining")
 struct TimedConformanceTests {
-    @Test func noHelloInTimeIsAHandshakeTimeout() async throws {
-        try await withServer(configure: {
-            // Counted from the TCP accept: long enough for the TLS handshake on a loaded machine.
-            $0.connection.handshakeTimeout = .seconds(3)
-            $0.timerInterval = .milliseconds(100)
-        }) { _, port in
-            let client = try await TestClient.connect(port: port)
-            #expect(try await client.waitForClose(timeout: .seconds(30))?.code == .handshakeTimeout)
-        }
-    }
-
     @Test func anUnansweredPingIsAnIdleTimeout() async throws {
         try await withServer(configure: {
             $0.connection.keepaliveInterval = .milliseconds(300)
@@ -42,10 +33,13 @@ struct TimedConformanceTests {
         }) { _, port in
             defer { gate.open() }
             let (client, _) = try await TestClient.conformant(port: port)
+            // All in one burst: the server may close before the last ones are written.
             for streamID in stride(from: UInt64(1), through: 21, by: 2) {
-                try await client.open(conformanceFetch, streamID: streamID)
-                try await client.cancel(streamID: streamID)
+                let open = Wire.Open(operationID: "op-\(streamID)", databaseScope: .private, request: conformanceFetch)
+                _ = client.channel.write(Wire.Frame(streamID: streamID, kind: .open(open)))
+                _ = client.channel.write(Wire.Frame(streamID: streamID, kind: .cancel(Wire.Cancel(reason: "churn"))))
             }
+            client.channel.flush()
             #expect(try await client.waitForClose(timeout: .seconds(30))?.code == .rateLimited)
         }
     }
