@@ -47,7 +47,10 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
     /// Times in a row a long-lived operation whose connection dropped is resumed on a new one
     /// without receiving anything before it fails with `networkFailure` (its configuration's
     /// `timeoutIntervalForRequest` and `timeoutIntervalForResource` bound it too). Each
-    /// attempt waits the reconnect backoff first.
+    /// attempt waits the reconnect backoff first. A `Resume` the server refuses because the
+    /// old connection's stream still follows the operation (`OPERATION_ALREADY_ATTACHED`, until
+    /// the server notices that connection is gone) is not a loss: up to three times this many
+    /// such refusals in a row are retried.
     public var maximumResumeAttempts: Int = 10
     /// Sent as `Hello.client_name`.
     public var clientName: String = "CirrusKit"

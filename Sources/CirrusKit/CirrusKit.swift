@@ -17,7 +17,9 @@
 //   `ClientStream` of a long-lived operation outlives its connection. When it drops, the
 //   `ConnectionManager` attaches the stream again after the backoff with `Resume{last_seq}`
 //   = the last seq handed to the blocks (`Open` again if no `Persisted` came), at most
-//   `maximumResumeAttempts` times in a row without progress. `EventSequence` lets each seq
+//   `maximumResumeAttempts` times in a row without progress (a `Resume` refused with
+//   `OPERATION_ALREADY_ATTACHED`, the server not yet aware the old connection is gone, is
+//   retried the same way on a budget of its own). `EventSequence` lets each seq
 //   through once, in order, so the old connection's queued events and the replay never
 //   reach the blocks twice. After the result block, `Cancel{completion_acknowledged}` goes
 //   out on the stream the `Complete` came on. An operation fetched with

@@ -129,10 +129,9 @@ public final class CirrusServer: Sendable {
         try pipeline.addHandler(
             ByteToMessageHandler(FrameDecoder(maximumFrameBytes: configuration.maximumFrameBytes))
         )
-        try pipeline.addHandler(
-            MessageToByteHandler(FrameEncoder(maximumFrameBytes: configuration.maximumFrameBytes))
-        )
-        try pipeline.addHandler(ConnectionHandler(configuration: configuration, outbound: accounting, logger: logger))
+        let encoder = ConnectionFrameEncoder(maximumFrameBytes: configuration.maximumFrameBytes)
+        try pipeline.addHandler(encoder)
+        try pipeline.addHandler(ConnectionHandler(configuration: configuration, outbound: accounting, logger: logger, encoder: encoder))
     }
 
     private func admit(_ channel: any Channel) -> Bool {

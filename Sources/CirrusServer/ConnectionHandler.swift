@@ -68,12 +68,22 @@ final class ConnectionHandler: ChannelDuplexHandler {
         var task: Task<Void, Never>?
         /// Set once `Persisted` went out: the stream follows this long-lived operation.
         var longLived: LongLivedOperationKey?
+        /// Lets another stream attach to that operation; called as soon as this stream stops.
+        var releaseFollower: (@Sendable () -> Void)?
     }
 
-    init(configuration: ServerConfiguration, outbound: OutboundAccountingHandler? = nil, logger: Logger) {
+    /// The encoder right below this handler: it applies the negotiated `max_frame_bytes` and
+    /// says which frame it refused as too large. Nil in tests that encode nothing.
+    private let encoder: ConnectionFrameEncoder?
+
+    init(
+        configuration: ServerConfiguration, outbound: OutboundAccountingHandler? = nil, logger: Logger,
+        encoder: ConnectionFrameEncoder? = nil
+    ) {
         self.configuration = configuration
         self.outbound = outbound
         self.logger = logger
+        self.encoder = encoder
         self.machine = ConnectionStateMachine(role: .server, configuration: configuration.connection, now: .now())
     }
 
@@ -255,9 +265,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     Task { await registry.cancel(key) }
                 }
             }
+            let lastSeq = self.operations[streamID].map { $0.nextSeq - 1 } ?? 0
             self.stopOperation(streamID: streamID)
             guard self.spendAbandonedStream(context: context) else { return }
-            if self.machine.isDrained {
+            if self.machine.isOpen(streamID: streamID) {
+                // A plain Cancel: the stream ends with the one Complete that confirms it.
+                let error = Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled")
+                let complete = Wire.Complete(lastSeq: lastSeq, error: error)
+                self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
+            } else if self.machine.isDrained {
                 self.close(context: context)
             }
         case .creditAvailable(let streamID, let granted):
@@ -301,6 +317,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
             )
             return
         }
+        // The client's max_frame_bytes binds what the server sends; 0 = no preference.
+        var maximumFrameBytes = self.configuration.maximumFrameBytes
+        if let requested = hello.limits?.maxFrameBytes, requested > 0 {
+            guard requested >= FrameDecoder.minimumNegotiableFrameBytes else {
+                self.closeWithError(
+                    code: .protocolViolation,
+                    message: "Hello.limits.max_frame_bytes \(requested) is below the minimum of "
+                        + "\(FrameDecoder.minimumNegotiableFrameBytes) bytes",
+                    context: context
+                )
+                return
+            }
+            maximumFrameBytes = min(maximumFrameBytes, Int(requested))
+        }
+        self.encoder?.maximumFrameBytes = maximumFrameBytes
         if let refusal = self.configuration.peerLimits.admit(user: identity.userRecordName, now: .now()) {
             self.logger.info("refusing a connection of \(identity.userRecordName): \(refusal.message)")
             self.closeWithError(code: .rateLimited, message: refusal.message, context: context)
@@ -310,7 +341,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.identity = identity
         self.peerCertificate = nil  // Only needed to authenticate; idle connections stay small.
         let limits = Wire.Limits(
-            maxFrameBytes: UInt32(clamping: self.configuration.maximumFrameBytes),
+            maxFrameBytes: UInt32(clamping: maximumFrameBytes),
             maxConcurrentStreams: UInt32(clamping: self.configuration.connection.maximumConcurrentStreams),
             initialStreamWindow: self.configuration.connection.initialStreamWindow,
             pingIntervalMs: UInt32(clamping: self.configuration.connection.keepaliveInterval.nanoseconds / 1_000_000),
@@ -374,8 +405,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     stream.complete(OperationCompletion(error: refusal.error))
                 case .success(let run):
                     // Persisted only once durable; a client gone by then never had the operation.
-                    let attachment = run.attach()
-                    guard await stream.persisted(key: run.key, then: { registry.start(run) }) else {
+                    guard let attachment = run.attach() else {
+                        // A run just registered has no follower yet.
+                        stream.complete(.failure(.internalError, "operation \(run.key.operationID) attached before it ran"))
+                        return
+                    }
+                    let release: @Sendable () -> Void = { run.release(attachment) }
+                    guard await stream.persisted(key: run.key, release: release, then: { registry.start(run) }) else {
+                        run.release(attachment)
                         await registry.abandon(run)
                         return
                     }
@@ -419,18 +456,25 @@ final class ConnectionHandler: ChannelDuplexHandler {
             case .failure(let refusal):
                 stream.complete(OperationCompletion(error: refusal.error))
             case .success(let (run, attachment)):
-                guard await stream.persisted(key: run.key, then: {}) else { return }
+                guard await stream.persisted(key: run.key, release: { run.release(attachment) }, then: {}) else {
+                    run.release(attachment)
+                    return
+                }
                 await LongLivedOperations.follow(run, attachment: attachment, after: resume.lastSeq, stream: stream)
             }
         }
         self.operations[streamID]?.task = task
     }
 
-    /// Sends `Persisted` on `streamID`, marks the stream as following `key` and runs `then`
-    /// (before any `Cancel` of the stream is handled); false when the stream already ended.
-    func persisted(streamID: UInt64, key: LongLivedOperationKey, then: () -> Void) -> Bool {
+    /// Sends `Persisted` on `streamID`, marks the stream as following `key` (`release` ends
+    /// that when the stream stops) and runs `then` (before any `Cancel` of the stream is
+    /// handled); false when the stream already ended.
+    func persisted(
+        streamID: UInt64, key: LongLivedOperationKey, release: @escaping @Sendable () -> Void, then: () -> Void
+    ) -> Bool {
         guard let context = self.context, !self.isClosing, self.operations[streamID] != nil else { return false }
         self.operations[streamID]?.longLived = key
+        self.operations[streamID]?.releaseFollower = release
         then()
         self.send(
             Wire.Frame(streamID: streamID, kind: .persisted(Wire.Persisted(operationID: key.operationID))),
@@ -463,6 +507,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             case .send, .sendAndClose:
                 operation.nextSeq += 1
                 self.write(frame, context: context)
+                if let size = self.encoder?.takeRefusedSize() {
+                    self.operations[streamID] = operation
+                    self.endOversizeEvent(streamID: streamID, seq: operation.nextSeq - 1, size: size, context: context)
+                    return
+                }
             case .waitForCredit, .drop, .invalid:
                 // The stream's credit mirrors the machine's; this means the stream is gone.
                 self.logger.debug("dropping an event of stream \(streamID): the stream ended")
@@ -496,9 +545,31 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    /// Event `seq` of the operation on `streamID` is larger than the client accepts (the
+    /// encoder refused it; nothing was sent): the stream ends with `LIMIT_EXCEEDED` after
+    /// `seq - 1`. A long-lived operation keeps running and can be resumed from there on a
+    /// connection with a larger limit.
+    private func endOversizeEvent(streamID: UInt64, seq: UInt64, size: Int, context: ChannelHandlerContext) {
+        self.stopOperation(streamID: streamID)
+        let error = self.frameTooLargeError("event \(seq)", size: size)
+        let complete = Wire.Complete(lastSeq: seq - 1, error: error)
+        self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
+    }
+
+    private func frameTooLargeError(_ what: String, size: Int) -> Wire.OperationError {
+        let limit = self.encoder?.maximumFrameBytes ?? self.configuration.maximumFrameBytes
+        return Wire.OperationError(
+            code: .limitExceeded,
+            message: "\(what) is a frame of \(size) bytes, above this connection's max_frame_bytes of \(limit); "
+                + "it was not sent"
+        )
+    }
+
     private func stopOperation(streamID: UInt64) {
         self.deferredCompletions.removeValue(forKey: streamID)
         guard let operation = self.operations.removeValue(forKey: streamID) else { return }
+        // Before the next frame is read: a Resume right after this stream's Cancel attaches.
+        operation.releaseFollower?()
         operation.stream.close()
         operation.task?.cancel()
     }
@@ -553,14 +624,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
         switch self.machine.send(frame) {
         case .send:
             self.write(frame, context: context)
+            self.replaceIfTooLarge(frame, context: context)
         case .sendAndClose:
             self.write(frame, context: context)
+            self.replaceIfTooLarge(frame, context: context)
             self.close(context: context)
         case .waitForCredit, .drop:
             break
         case .invalid(let reason):
             self.logger.error("not sending an invalid frame: \(reason)")
         }
+    }
+
+    /// When the encoder refused `frame` as above the connection's max_frame_bytes: a `Complete`
+    /// (a result too large) is replaced by one with `LIMIT_EXCEEDED`, so the stream still ends.
+    private func replaceIfTooLarge(_ frame: Wire.Frame, context: ChannelHandlerContext) {
+        guard let size = self.encoder?.takeRefusedSize() else { return }
+        guard case .complete(let complete) = frame.kind else {
+            self.logger.error("a frame of \(size) bytes on stream \(frame.streamID) was too large to send")
+            return
+        }
+        let error = self.frameTooLargeError("the operation's result", size: size)
+        let small = Wire.Complete(lastSeq: complete.lastSeq, error: error)
+        self.write(Wire.Frame(streamID: frame.streamID, kind: .complete(small)), context: context)
     }
 
     private func write(_ frame: Wire.Frame, context: ChannelHandlerContext) {

@@ -220,13 +220,16 @@ public final class OperationStream: Sendable {
 
     /// Sends `Persisted` on the stream, first thing, then runs `then` on the connection's event
     /// loop; false (and `then` does not run) when the stream already ended: the client
-    /// cancelled or went away before it could hear that the operation is durable.
-    func persisted(key: LongLivedOperationKey, then: @escaping @Sendable () -> Void) async -> Bool {
+    /// cancelled or went away before it could hear that the operation is durable. `release`
+    /// runs when the stream stops following the operation (on the event loop).
+    func persisted(
+        key: LongLivedOperationKey, release: @escaping @Sendable () -> Void, then: @escaping @Sendable () -> Void
+    ) async -> Bool {
         guard let connection = self.connection else { return false }
         let streamID = self.streamID
         let handler = connection.handler
         let sent = try? await connection.eventLoop.submit {
-            handler.value.persisted(streamID: streamID, key: key, then: then)
+            handler.value.persisted(streamID: streamID, key: key, release: release, then: then)
         }.get()
         return sent ?? false
     }

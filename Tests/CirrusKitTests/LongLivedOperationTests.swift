@@ -3,6 +3,7 @@ import CirrusModel
 import CirrusWire
 import Dispatch
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 
 /// Long-lived operations on the client: listing and fetching them, resuming a fetched one,
@@ -291,6 +292,39 @@ struct LongLivedOperationTests {
         await runToCompletion(operation, on: container.privateCloudDatabase)
         #expect(records.values == ["a"])
         #expect(results.values.first?.failureCode == .networkFailure)
+        #expect(peer.resumes.count == 3)
+        #expect(peer.resumes.allSatisfy { $0.lastSeq == 1 })
+    }
+
+    @Test("A Resume refused with OPERATION_ALREADY_ATTACHED (the old stream not yet gone) is retried after the backoff")
+    func alreadyAttachedIsRetried() async throws {
+        let refusals = NIOLockedValueBox(0)
+        let peer = try await FakePeer.start(
+            reply: { _, _ in
+                FakeReply(payloads: OperationLifecycleTests.fetchResults(["a", "b"]), persisted: true, closeAfterEvents: 1)
+            },
+            resume: { _, _ in
+                let refused = refusals.withLockedValue { count -> Bool in
+                    count += 1
+                    return count <= 2
+                }
+                if refused {
+                    return FakeReply(error: Wire.OperationError(code: .operationAlreadyAttached, message: "followed elsewhere"))
+                }
+                return FakeReply(payloads: OperationLifecycleTests.fetchResults(["b"]), persisted: true, startSeq: 1)
+            }
+        )
+        defer { Task { await peer.stop() } }
+        // The refusals do not count as losses: one loss allowed, two refusals, still resumed.
+        let container = Self.container(peer) { $0.maximumResumeAttempts = 1 }
+        let operation = Self.longLivedFetch(["a", "b"])
+        let records = Recorder<String>()
+        let results = Recorder<Result<Void, any Error>>()
+        operation.perRecordResultBlock = { id, _ in records.append(id.recordName) }
+        operation.fetchRecordsResultBlock = { results.append($0) }
+        await runToCompletion(operation, on: container.privateCloudDatabase)
+        #expect(records.values == ["a", "b"])
+        if case .failure(let error)? = results.values.first { Issue.record("failed: \(error)") }
         #expect(peer.resumes.count == 3)
         #expect(peer.resumes.allSatisfy { $0.lastSeq == 1 })
     }

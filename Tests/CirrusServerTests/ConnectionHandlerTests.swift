@@ -54,6 +54,25 @@ struct ConnectionHandlerTests {
         _ = try? channel.finish()
     }
 
+    @Test func noHelloInTimeIsAHandshakeTimeout() async throws {
+        var configuration = ServerConfiguration(tls: .server(certificateChainPath: "unused", privateKeyPath: "unused"))
+        configuration.connection.handshakeTimeout = .milliseconds(50)
+        configuration.timerInterval = .milliseconds(10)
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(configuration: configuration, logger: .init(label: "test")))
+        // The handler reads the wall clock: let it pass the deadline (a lower bound only).
+        try await Task.sleep(for: .milliseconds(100))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(20))
+        let frame = try channel.readOutbound(as: Wire.Frame.self)
+        guard case .error(let error) = frame?.kind else {
+            Issue.record("expected a ConnectionError, got \(String(describing: frame))")
+            return
+        }
+        #expect(error.code == .handshakeTimeout)
+        #expect(!channel.isActive, "the connection closes")
+        _ = try? channel.finish()
+    }
+
     @Test func helloIsAnsweredWithTheCertificatesUser() throws {
         let (channel, _) = try makeChannel()
         channel.pipeline.fireUserInboundEventTriggered(certificate(commonName: "alice"))

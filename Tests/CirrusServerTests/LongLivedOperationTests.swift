@@ -108,7 +108,7 @@ struct LongLivedOperationTests {
         }
     }
 
-    @Test func aLaterResumeTakesTheOperationOver() async throws {
+    @Test func aLaterResumeAttachesOnceTheFollowerDetached() async throws {
         let gate = Gate()
         try await withLongLivedServer(executor: { _ in SteppedExecutor(count: 40, pauseAfter: 20, gate: gate) }) {
             harness in
@@ -119,14 +119,21 @@ struct LongLivedOperationTests {
             let other = try await TestClient.connect(port: harness.port)
             _ = try await other.handshake()
             try await other.resume("contested", after: 20, streamID: 1)
+            let refused = try await other.follow(streamID: 1)
+            #expect(refused.complete?.error?.code == .operationAlreadyAttached)
+            // The follower detaches: the operation is free to follow at once.
+            try await alice.send(Wire.Frame(streamID: 1, kind: .cancel(Wire.Cancel(detach: true))))
+            try await alice.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 1))))
+            #expect(try await alice.nextFrame().kind == .pong(Wire.Pong(nonce: 1)))
+            try await other.resume("contested", after: 20, streamID: 3)
             let persisted = try await other.nextFrame()
             #expect(persisted.kind == .persisted(Wire.Persisted(operationID: "contested")))
             gate.open()
-            let rest = try await other.follow(streamID: 1)
+            let rest = try await other.follow(streamID: 3)
             expectContiguous(rest.events, from: 21)
             #expect(rest.complete?.lastSeq == 40)
-            // The first stream just stopped.
-            if let late = alice.collector.take() { Issue.record("the superseded stream got \(late)") }
+            // The detached stream got nothing more.
+            if let late = alice.collector.take() { Issue.record("the detached stream got \(late)") }
             await alice.close()
             await other.close()
         }
@@ -175,6 +182,9 @@ struct LongLivedOperationTests {
             _ = try await alice.follow(streamID: 1, stopAfter: 5)
             try await eventually("the run to pause") { gate.waiting == 1 }
             try await alice.send(Wire.Frame(streamID: 1, kind: .cancel(Wire.Cancel(reason: "user"))))
+            let cancelled = try await alice.follow(streamID: 1)
+            #expect(cancelled.complete?.error?.code == .operationCancelled)
+            #expect(cancelled.complete?.lastSeq == 5)
             try await eventually("the run to stop") { harness.registry.runningCount == 0 }
             #expect(try await alice.listLongLived(streamID: 3) == [])
             try await alice.resume("doomed", after: 0, streamID: 5)

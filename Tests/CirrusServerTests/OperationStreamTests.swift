@@ -92,7 +92,9 @@ struct OperationStreamTests {
             expectEvent(try await client.nextFrame(), streamID: 1, seq: 2)
             try await client.send(Wire.Frame(streamID: 1, kind: .cancel(Wire.Cancel(reason: "test"))))
             try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 2))))
-            // Nothing more of stream 1: not even a Complete.
+            // Stream 1 ends with the Complete that confirms the Cancel, and nothing more.
+            let cancelled = Wire.Complete(lastSeq: 2, error: Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled"))
+            #expect(try await client.nextFrame() == Wire.Frame(streamID: 1, kind: .complete(cancelled)))
             #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 2)))
             try await waitUntil { executor.cancelled.withLockedValue { $0 } }
             #expect(executor.emitted.withLockedValue { $0 } == 2)

@@ -135,6 +135,13 @@ struct PeerLimitsServerTests {
             try await bob.send(open(1))
             try await bob.send(cancel(1))
             try await bob.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 7))))
+            let cancelled = try await bob.nextFrame()
+            #expect(cancelled.streamID == 1)
+            if case .complete(let complete) = cancelled.kind {
+                #expect(complete.error?.code == .operationCancelled)
+            } else {
+                Issue.record("expected the Complete confirming the cancel, got \(cancelled)")
+            }
             #expect(try await bob.nextFrame().kind == .pong(Wire.Pong(nonce: 7)))
             await bob.close()
         }

@@ -188,16 +188,48 @@ struct StreamTests {
         }
     }
 
-    @Test func cancelEndsTheStreamAndDropsItsEvents() {
+    @Test func plainCancelLeavesRoomForExactlyOneComplete() {
         var machine = activeServer()
         _ = machine.receive(open(1, window: 10), now: t0)
-        #expect(
-            machine.receive(frame(1, .cancel(Wire.Cancel(reason: "user"))), now: t0)
-                == .cancelStream(streamID: 1, reason: "user")
-        )
+        #expect(machine.send(event(1, seq: 1)) == .send)
+        let cancel = frame(1, .cancel(Wire.Cancel(reason: "user")))
+        #expect(machine.receive(cancel, now: t0) == .cancelStream(streamID: 1, reason: "user"))
+        #expect(machine.isOpen(streamID: 1))
+        #expect(machine.send(event(1, seq: 2)) == .drop)
+        #expect(machine.send(frame(1, .persisted(Wire.Persisted(operationID: "op-1")))) == .drop)
+        #expect(machine.receive(frame(1, .window(Wire.Window(credit: 1))), now: t0) == .none)
+        let cancelled = frame(
+            1, .complete(Wire.Complete(lastSeq: 1, error: Wire.OperationError(code: .operationCancelled, message: "cancelled"))))
+        #expect(machine.send(cancelled) == .send)
+        #expect(!machine.isOpen(streamID: 1))
+        #expect(machine.send(cancelled) == .drop)
+        // A Cancel that crosses the Complete is ignored.
+        #expect(machine.receive(cancel, now: t0) == .none)
+    }
+
+    @Test(arguments: [Wire.Cancel(detach: true), Wire.Cancel(completionAcknowledged: true)])
+    func detachOrAcknowledgeEndsTheStreamWithNothingSent(_ cancel: Wire.Cancel) {
+        var machine = activeServer()
+        _ = machine.receive(open(1, window: 10), now: t0)
+        #expect(machine.receive(frame(1, .cancel(cancel)), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        #expect(!machine.isOpen(streamID: 1))
         #expect(machine.send(event(1, seq: 1)) == .drop)
         #expect(machine.send(complete(1, lastSeq: 0)) == .drop)
-        #expect(machine.receive(frame(1, .window(Wire.Window(credit: 1))), now: t0) == .none)
+    }
+
+    @Test func theCompleteOfTheLastCancelledStreamClosesADrainingConnection() {
+        var machine = activeServer()
+        _ = machine.receive(open(1, window: 10), now: t0)
+        #expect(machine.send(machine.makeGoAway(code: .shuttingDown, reason: "test")) == .send)
+        #expect(machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        #expect(!machine.isDrained, "the cancelled stream still owes its Complete")
+        let cancelled = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: .operationCancelled, message: "cancelled"))
+        #expect(machine.send(frame(1, .complete(cancelled))) == .sendAndClose)
+    }
+
+    @Test func cancelOnStreamZeroIsAViolation() {
+        var machine = activeServer()
+        #expect(isClose(machine.receive(frame(0, .cancel(Wire.Cancel())), now: t0), .protocolViolation))
     }
 
     @Test func rapidCancelIsRateLimited() {
@@ -245,6 +277,8 @@ struct StreamTests {
         }
         _ = machine.receive(open(1), now: t0)
         #expect(machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        let cancelled = Wire.OperationError(code: .operationCancelled, message: "cancelled")
+        #expect(machine.send(frame(1, .complete(Wire.Complete(lastSeq: 0, error: cancelled)))) == .send)
         _ = machine.receive(open(2), now: t0)
         guard case .refuseStream(3, .tooManyStreams, _) = machine.receive(open(3), now: t0) else {
             Issue.record("stream 3 must be refused")
@@ -266,12 +300,26 @@ struct StreamTests {
         }
     }
 
-    @Test func creditIsClamped() {
+    @Test func creditBeyondTheMaximumIsAFlowControlViolation() {
         var machine = activeServer { $0.maximumStreamCredit = 100 }
         _ = machine.receive(open(1, window: 90), now: t0)
-        #expect(machine.receive(frame(1, .window(Wire.Window(credit: .max))), now: t0) == .creditAvailable(streamID: 1, granted: 10))
-        #expect(machine.receive(frame(1, .window(Wire.Window(credit: .max))), now: t0) == .creditAvailable(streamID: 1, granted: 0))
+        #expect(machine.receive(frame(1, .window(Wire.Window(credit: 10))), now: t0) == .creditAvailable(streamID: 1, granted: 10))
         #expect(machine.credit(streamID: 1) == 100)
+        #expect(isClose(machine.receive(frame(1, .window(Wire.Window(credit: 1))), now: t0), .flowControlViolation))
+    }
+
+    @Test func twoWindowsAbove2To32AreAFlowControlViolation() {
+        var machine = activeServer()
+        _ = machine.receive(open(1, window: 1), now: t0)
+        let most = UInt32.max - 1
+        #expect(machine.receive(frame(1, .window(Wire.Window(credit: most))), now: t0) == .creditAvailable(streamID: 1, granted: UInt64(most)))
+        #expect(machine.credit(streamID: 1) == UInt64(UInt32.max))
+        #expect(isClose(machine.receive(frame(1, .window(Wire.Window(credit: 1))), now: t0), .flowControlViolation))
+    }
+
+    @Test func windowOnStreamZeroIsAFlowControlViolation() {
+        var machine = activeServer()
+        #expect(isClose(machine.receive(frame(0, .window(Wire.Window(credit: 1))), now: t0), .flowControlViolation))
     }
 }
 

@@ -162,6 +162,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             self.streams.removeValue(forKey: frame.streamID)
             if stream.isTakenOverAfterDuplicate(complete) {
                 self.callbacks.lost([stream], .network("\(self.server) has the long-lived operation already; resuming it"))
+            } else if stream.isRetriedAfterAlreadyAttached(complete) {
+                self.callbacks.lost([stream], .network("\(self.server) still streams the operation elsewhere; resuming it later"))
             } else {
                 stream.deliver(.complete(complete))
             }

@@ -61,6 +61,11 @@ final class ClientStream: Sendable {
         var opensSent = 0
         /// Connections lost in a row with no `Persisted` or `Event` in between.
         var lossesWithoutProgress = 0
+        /// `Resume`s refused with `OPERATION_ALREADY_ATTACHED` in a row; they wait for the
+        /// server to notice an old connection is gone and do not count as losses.
+        var alreadyAttachedRefusals = 0
+        /// The last `Resume` was refused with `OPERATION_ALREADY_ATTACHED`.
+        var refusedAsAttached = false
         /// Lost its connection and waits to be attached again.
         var isReattaching = false
         /// Cancelled while reattaching: the next attachment sends `Resume` and then `Cancel`.
@@ -181,6 +186,7 @@ final class ClientStream: Sendable {
             case .persisted:
                 state.serverHasOperation = true
                 state.lossesWithoutProgress = 0
+                state.alreadyAttachedRefusals = 0
             case .event:
                 state.lossesWithoutProgress = 0
             }
@@ -226,6 +232,21 @@ final class ClientStream: Sendable {
             guard !state.isTerminated || state.owesCancel else { return .ended }
             state.connection = nil
             guard self.isLongLived, failure.code == .networkFailure else { return .fail(failure) }
+            if state.refusedAsAttached {
+                // Up to three times the losses allowed, with the same growing backoff: with the
+                // defaults that outlasts the server's keepalive (about 50 s).
+                state.refusedAsAttached = false
+                state.alreadyAttachedRefusals += 1
+                guard state.alreadyAttachedRefusals <= 3 * maximumAttempts else {
+                    state.owesCancel = false
+                    return .fail(
+                        .network("\(failure.message); the operation stayed attached to another stream, gave up resuming it")
+                    )
+                }
+                state.attempts = 0
+                state.isReattaching = true
+                return .resume(state.alreadyAttachedRefusals)
+            }
             state.lossesWithoutProgress += 1
             guard state.lossesWithoutProgress <= maximumAttempts else {
                 state.owesCancel = false
@@ -257,6 +278,21 @@ final class ClientStream: Sendable {
             guard !state.isTerminated, !state.serverHasOperation, state.opensSent > 1 else { return false }
             state.serverHasOperation = true
             state.connection = nil
+            return true
+        }
+    }
+
+    /// A `Complete` refusing `Resume` with `OPERATION_ALREADY_ATTACHED` means the server still
+    /// has a stream following the operation, typically that of a connection that dropped
+    /// without the server noticing yet (it does within its keepalive timeout): the stream tries
+    /// again after the reconnect backoff, like after a dropped connection, instead of ending.
+    /// Event loop.
+    func isRetriedAfterAlreadyAttached(_ complete: Wire.Complete) -> Bool {
+        guard self.isLongLived, complete.error?.code == .operationAlreadyAttached else { return false }
+        return self.state.withLockedValue { state in
+            guard !state.isTerminated, state.serverHasOperation else { return false }
+            state.connection = nil
+            state.refusedAsAttached = true
             return true
         }
     }

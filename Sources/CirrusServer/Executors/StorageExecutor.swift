@@ -34,7 +34,8 @@ public struct StorageExecutor: OperationExecutor {
     }
 
     public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
-        // Container-level: the caller's notification feed, not a database.
+        // Container-level kinds carry no database scope: they are run or refused by name
+        // before any database is looked up.
         switch open.request {
         case .fetchNotificationChanges(let request):
             return await self.completion(of: open) {
@@ -44,6 +45,8 @@ public struct StorageExecutor: OperationExecutor {
             return await self.completion(of: open) {
                 try await self.watchNotifications(request, open, caller: caller, stream: stream)
             }
+        case .some(let request) where Self.isContainerLevel(request):
+            return .failure(.serverRejectedRequest, "\(Self.kindName(request)) is not run by this server yet")
         default:
             break
         }
@@ -169,6 +172,23 @@ public struct StorageExecutor: OperationExecutor {
     static func tooManyItems(_ count: Int) -> OperationCompletion? {
         guard count > Self.maximumItems else { return nil }
         return .failure(.limitExceeded, "\(count) items in one operation; at most \(Self.maximumItems)")
+    }
+
+    /// Whether `request` is container-level: its `Open.database_scope` is UNSPECIFIED (the
+    /// protos say so for notifications, sharing, user identities and the `CKContainer` methods).
+    static func isContainerLevel(_ request: Wire.Open.Request) -> Bool {
+        switch request {
+        case .fetchNotificationChanges, .markNotificationsRead, .modifyBadge, .watchNotifications,
+            .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
+            .discoverUserIdentities, .discoverAllUserIdentities,
+            .fetchLongLivedOperationIDs, .fetchLongLivedOperation, .fetchUserRecordID, .accountStatus,
+            .applicationPermission:
+            return true
+        case .modifyRecords, .fetchRecords, .query, .modifyRecordZones, .fetchRecordZones, .fetchRecordZoneChanges,
+            .fetchDatabaseChanges, .modifySubscriptions, .fetchSubscriptions, .fetchWebAuthToken, .uploadAsset,
+            .downloadAsset:
+            return false
+        }
     }
 
     static func kindName(_ request: Wire.Open.Request) -> String {

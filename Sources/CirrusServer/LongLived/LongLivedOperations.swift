@@ -11,8 +11,10 @@ import Synchronization
 ///   stream is its first follower. If the client cancels with `detach` or disconnects, the
 ///   run goes on journaling.
 /// - `Resume` attaches a new follower: the journal after the client's last seq, then live
-///   events, then `Complete`. A later attachment takes over (the earlier stream just stops,
-///   as `Resume` in frame.proto says); the operation never runs twice.
+///   events, then `Complete`. One stream follows an operation at a time: a `Resume` while
+///   another stream follows it is refused with `OPERATION_ALREADY_ATTACHED` (as `Resume` in
+///   frame.proto says) and may be retried once that stream ended; the operation never runs
+///   twice.
 /// - A plain `Cancel` cancels it for good (a `Complete` with `operationCancelled` is journaled
 ///   for whoever follows, and it is no longer listed); `completion_acknowledged` after the
 ///   `Complete` drops it and its journal.
@@ -209,7 +211,8 @@ public final class LongLivedOperations: Sendable {
     // MARK: - Following
 
     /// Attaches a follower to the caller's operation `operationID`, which then gets what comes
-    /// after `lastSeq`; takes the operation over from any earlier follower.
+    /// after `lastSeq`; refused with `operationAlreadyAttached` while another stream follows it.
+    /// The follower calls `run.release(attachment)` when it stops (``follow(_:attachment:after:stream:)`` does).
     func attach(
         operationID: String, caller: ClientIdentity, after lastSeq: UInt64
     ) async -> Result<(run: LongLivedRun, attachment: UInt64), Refusal> {
@@ -232,7 +235,14 @@ public final class LongLivedOperations: Sendable {
             return .failure(
                 Refusal(.invalidArguments, "operation \(operationID) has \(run.lastSeq) events; the client claims \(lastSeq)"))
         }
-        return .success((run, run.attach()))
+        guard let attachment = run.attach() else {
+            return .failure(
+                Refusal(
+                    .operationAlreadyAttached,
+                    "operation \(operationID) is followed by another stream; resume it once that stream has ended"
+                ))
+        }
+        return .success((run, attachment))
     }
 
     /// The operation's record if the caller may see it: known, not past retention.
@@ -261,6 +271,7 @@ public final class LongLivedOperations: Sendable {
     /// Sends what the operation journals after `lastSeq` to `stream`, at the client's pace,
     /// then its `Complete`. Returns quietly when the stream ends or another attaches.
     static func follow(_ run: LongLivedRun, attachment: UInt64, after lastSeq: UInt64, stream: OperationStream) async {
+        defer { run.release(attachment) }
         var seq = lastSeq
         do {
             while true {

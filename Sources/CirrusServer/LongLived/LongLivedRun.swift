@@ -33,6 +33,8 @@ final class LongLivedRun: Sendable {
         var nextWaiter: UInt64 = 0
         /// Bumped by every attach: a follower of an older attachment stops.
         var attachment: UInt64 = 0
+        /// The attachment of the stream following the operation now; nil when none does.
+        var follower: UInt64?
 
         mutating func takeWaiters() -> [CheckedContinuation<Void, any Error>] {
             defer { waiters.removeAll() }
@@ -113,14 +115,24 @@ final class LongLivedRun: Sendable {
 
     // MARK: - Followers
 
-    /// Starts a new attachment; followers of earlier ones stop.
-    func attach() -> UInt64 {
-        let (attachment, waiters) = state.withLock { state in
+    /// Starts a new attachment, or nil while another stream follows the operation (until that
+    /// follower calls ``release(_:)``: its stream ended or its connection closed).
+    func attach() -> UInt64? {
+        state.withLock { state -> UInt64? in
+            guard state.follower == nil else { return nil }
             state.attachment += 1
-            return (state.attachment, state.takeWaiters())
+            state.follower = state.attachment
+            return state.attachment
         }
-        for waiter in waiters { waiter.resume() }
-        return attachment
+    }
+
+    /// The follower of `attachment` stopped following; another stream may attach.
+    func release(_ attachment: UInt64) {
+        state.withLock { state in
+            if state.follower == attachment {
+                state.follower = nil
+            }
+        }
     }
 
     func isAttached(_ attachment: UInt64) -> Bool {

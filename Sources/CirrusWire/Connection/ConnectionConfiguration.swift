@@ -19,8 +19,10 @@ extension ConnectionStateMachine {
         /// Event credit of a stream whose `Open`/`Resume` asks for 0 (sent as
         /// `Limits.initial_stream_window`).
         public var initialStreamWindow: UInt32 = 64
-        /// Event credit a stream may accumulate; larger grants are clamped to it.
-        public var maximumStreamCredit: UInt64 = 1 << 20
+        /// Event credit a stream may have outstanding. A `Window` that would raise it above this
+        /// is `FLOW_CONTROL_VIOLATION` (frame.proto: above 2^32-1); an initial window never
+        /// exceeds it (a `uint32`).
+        public var maximumStreamCredit: UInt64 = UInt64(UInt32.max)
         /// Streams the peer may cancel, or have refused for opening too many, in a burst before
         /// the rate applies (rapid open-and-cancel, open floods).
         public var cancelBurst: Int = 200

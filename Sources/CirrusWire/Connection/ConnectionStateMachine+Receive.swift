@@ -18,10 +18,13 @@ extension ConnectionStateMachine {
         /// directly (the machine never admitted the stream, so `send` would drop it); the
         /// connection stays up.
         case refuseStream(streamID: UInt64, code: Wire.ErrorCode, message: String)
-        /// Server: the client cancelled the operation on `streamID`.
+        /// Server: the client cancelled the operation on `streamID`. A plain `Cancel` leaves the
+        /// stream open for exactly one more frame: the `Complete` with `OPERATION_CANCELLED` the
+        /// server must send now. With `detach` or `completion_acknowledged` the stream is
+        /// already gone and nothing is sent.
         case cancelStream(streamID: UInt64, reason: String)
-        /// Server: the client granted `granted` more events on `streamID` (after clamping);
-        /// send what waits for it.
+        /// Server: the client granted `granted` more events on `streamID`; send what waits for
+        /// it.
         case creditAvailable(streamID: UInt64, granted: UInt64)
         /// Answer a `Ping`.
         case sendPong(nonce: UInt64)
@@ -206,8 +209,16 @@ extension ConnectionStateMachine {
         guard self.role == .server else {
             return self.violation("Cancel sent to a client")
         }
-        guard self.streams.removeValue(forKey: streamID) != nil else {
+        guard self.streams[streamID] != nil else {
             return .none  // It ended already; the Cancel crossed the Complete.
+        }
+        if cancel.detach || cancel.completionAcknowledged {
+            // Nothing more is sent on the stream.
+            self.streams.removeValue(forKey: streamID)
+        } else {
+            // Only the `Complete` that confirms the cancellation may still go out.
+            self.streams[streamID]?.credit = 0
+            self.streams[streamID]?.isCancelled = true
         }
         guard self.abandonTokens.spend(now: now) else {
             return self.close(.rateLimited, self.abandonRateMessage)
@@ -217,11 +228,18 @@ extension ConnectionStateMachine {
 
     private mutating func receiveWindow(_ window: Wire.Window, streamID: UInt64) -> ReceiveAction {
         guard self.role == .server else { return self.violation("Window sent to a client") }
-        guard streamID != 0 else { return self.violation("Window on stream 0") }
-        guard let before = self.streams[streamID]?.credit else { return .none }
+        guard streamID != 0 else {
+            return self.close(.flowControlViolation, "Window on stream 0; credit is per operation stream")
+        }
+        guard let stream = self.streams[streamID], !stream.isCancelled else { return .none }
+        guard stream.credit + UInt64(window.credit) <= self.configuration.maximumStreamCredit else {
+            return self.close(
+                .flowControlViolation,
+                "Window on stream \(streamID) raises its credit above \(self.configuration.maximumStreamCredit) events"
+            )
+        }
         self.grant(window.credit, to: streamID)
-        let granted = (self.streams[streamID]?.credit ?? before) - before
-        return .creditAvailable(streamID: streamID, granted: granted)
+        return .creditAvailable(streamID: streamID, granted: UInt64(window.credit))
     }
 
     /// Credit for a new stream: what it asked for, or the default when it asked for 0.

@@ -68,7 +68,7 @@ extension ConnectionStateMachine {
             return .drop
         case .event(let event):
             guard self.role == .server else { return .invalid("Event from a client") }
-            guard var stream = self.streams[frame.streamID] else { return .drop }
+            guard var stream = self.streams[frame.streamID], !stream.isCancelled else { return .drop }
             guard event.seq == stream.lastSeq + 1 else {
                 return .invalid("Event seq \(event.seq) on stream \(frame.streamID) after seq \(stream.lastSeq)")
             }
@@ -79,7 +79,8 @@ extension ConnectionStateMachine {
             return .send
         case .persisted:
             guard self.role == .server else { return .invalid("Persisted from a client") }
-            return self.streams[frame.streamID] == nil ? .drop : .send
+            guard let stream = self.streams[frame.streamID], !stream.isCancelled else { return .drop }
+            return .send
         case .complete(let complete):
             guard self.role == .server else { return .invalid("Complete from a client") }
             guard let stream = self.streams.removeValue(forKey: frame.streamID) else { return .drop }

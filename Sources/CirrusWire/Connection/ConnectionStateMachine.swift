@@ -41,6 +41,8 @@ public struct ConnectionStateMachine: Sendable {
         var credit: UInt64
         /// The last event `seq` sent (server) or received (client).
         var lastSeq: UInt64
+        /// Server: the peer cancelled it; only its `Complete` may still be sent.
+        var isCancelled = false
     }
 
     public let role: Role

@@ -19,6 +19,9 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
     public static let lengthPrefixBytes = 4
     /// The default bound on a frame body: 4 MiB.
     public static let defaultMaximumFrameBytes = 4 * 1024 * 1024
+    /// The smallest `max_frame_bytes` a peer may ask for in `Hello.limits`: 16 KiB. Below it
+    /// a record of ordinary size could not be sent, so such a `Hello` is refused.
+    public static let minimumNegotiableFrameBytes = 16 * 1024
 
     /// Frames whose body is longer than this are refused before they are buffered.
     public let maximumFrameBytes: Int

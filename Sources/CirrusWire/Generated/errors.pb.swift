@@ -8,7 +8,15 @@ public import NIOCore
 extension Wire {
     /// Every CKError.Code with Apple's raw value as the enum number, plus
     /// protocol-level codes (1000+) used by ConnectionError, GoAway and
-    /// stream-level failures that have no CloudKit equivalent.
+    /// stream-level failures that have no CloudKit equivalent. Which failures end
+    /// only their stream (Complete.error) and which end the connection
+    /// (ConnectionError) is listed in frame.proto, point 5. In short, of the
+    /// protocol codes: TOO_MANY_STREAMS, SHUTTING_DOWN, UNKNOWN_OPERATION,
+    /// DUPLICATE_OPERATION_ID and OPERATION_ALREADY_ATTACHED end a stream (so does
+    /// UNKNOWN_FRAME_KIND for an Open with no known request); FRAME_TOO_LARGE,
+    /// MALFORMED_FRAME, PROTOCOL_VIOLATION, UNSUPPORTED_VERSION,
+    /// FLOW_CONTROL_VIOLATION, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, RATE_LIMITED (and
+    /// UNKNOWN_FRAME_KIND for a Frame with no kind) end the connection.
     public enum ErrorCode: Sendable, Hashable {
         case unspecified
         /// ---- CKError.Code (numbers = Apple raw values) ----
@@ -60,7 +68,7 @@ extension Wire {
         case badDatabase
         case quotaExceeded
         case zoneNotFound
-        /// too many items (max_items_per_operation) or too large
+        /// too many items (max_items_per_operation) or too large (e.g. an Event above max_frame_bytes)
         case limitExceeded
         case userDeletedZone
         case tooManyParticipants
@@ -86,7 +94,7 @@ extension Wire {
         case unsupportedVersion
         /// more than max_concurrent_streams open
         case tooManyStreams
-        /// window credit overflow (sum > 2^32-1) or credit on stream 0
+        /// Window raising a stream's credit above 2^32-1, or Window on stream 0
         case flowControlViolation
         /// nothing received for idle_timeout_ms
         case idleTimeout
@@ -102,7 +110,7 @@ extension Wire {
         case unknownFrameKind
         /// Open with an operation_id already in use by this user
         case duplicateOperationID
-        /// Resume of an operation another stream is currently following
+        /// Resume of a running operation another live stream follows; retry after it ended
         case operationAlreadyAttached
         /// A value this version of the protocol does not know; kept so it round-trips.
         case unrecognized(Int32)

@@ -75,8 +75,11 @@ extension Wire {
 
     /// Connection limits. In Hello: what the client accepts (0 = no preference).
     /// In HelloAck: the effective values both sides must respect for this
-    /// connection (the server takes the minimum of its own and the client's
-    /// non-zero values for max_frame_bytes; the rest are the server's).
+    /// connection. max_frame_bytes is the minimum of the server's own and the
+    /// client's non-zero value; a client value below 16,384 is refused
+    /// (ConnectionError PROTOCOL_VIOLATION). The server never sends a frame above
+    /// it: an Event or Complete that would not fit ends its stream with
+    /// LIMIT_EXCEEDED instead. The rest are the server's values.
     public struct Limits: WireMessage {
         /// bytes of one Frame (excluding the 4-byte prefix), both directions; default 4,194,304
         public var maxFrameBytes: UInt32 = 0
@@ -358,8 +361,12 @@ extension Wire {
     /// Client → server on an operation stream.
     /// Default (both flags false): cancel the operation (CKOperation.cancel());
     /// the server stops it and ends the stream with Complete, error
-    /// OPERATION_CANCELLED (changes already committed stay committed; a
-    /// long-lived operation is cancelled for good).
+    /// OPERATION_CANCELLED, last_seq = the last Event it sent (changes already
+    /// committed stay committed; a long-lived operation is cancelled for good).
+    /// This holds for every kind, a notification watch and a Resume stream
+    /// included. Events already in flight may arrive before that Complete. A
+    /// Cancel that crosses the stream's Complete is ignored: there is never a
+    /// second Complete.
     public struct Cancel: WireMessage {
         /// free text for logs
         public var reason: String = ""
@@ -369,8 +376,10 @@ extension Wire {
         /// sent back.
         public var completionAcknowledged: Bool = false
         /// Long-lived only: stop streaming to this client but keep the operation
-        /// running (it can be resumed later). The server sends nothing more on the
-        /// stream; the client ignores frames already in flight.
+        /// running (it can be resumed later, at once, by any stream). The server
+        /// sends nothing more on the stream, not even Complete; the client ignores
+        /// frames already in flight. On a stream that is not long-lived it acts as
+        /// a plain Cancel minus the Complete.
         public var detach: Bool = false
 
         /// A value with every field at its default.
@@ -392,8 +401,14 @@ extension Wire {
     /// The server answers Persisted, then replays journaled events with
     /// seq > last_seq, then live events, then Complete; it never re-runs the
     /// operation. Unknown / not the caller's / expired ID: Complete with
-    /// UNKNOWN_OPERATION. Already followed by another live stream: that stream is
-    /// detached (it just stops) and this one takes over.
+    /// UNKNOWN_OPERATION. A running operation is followed by one stream at a time:
+    /// while another live stream (on this or any connection) follows it, Resume
+    /// gets Complete with OPERATION_ALREADY_ATTACHED and the other stream goes on.
+    /// The follower is gone once its stream ended (Complete, Cancel, Cancel with
+    /// detach) or its connection closed; a connection cut without a close is
+    /// noticed within the keepalive (ping_interval_ms plus the Ping timeout), so a
+    /// client that reconnects after a network cut retries Resume with backoff
+    /// until then (CirrusKit does).
     public struct Resume: WireMessage {
         public var operationID: String = ""
         /// the last seq the client already has (delivered); 0 = none
@@ -417,8 +432,10 @@ extension Wire {
     }
 
     /// Client → server on an operation stream: the server may send `credit` more
-    /// Events on this stream. Credits add up; a total above 2^32-1 outstanding is
-    /// FLOW_CONTROL_VIOLATION.
+    /// Events on this stream. Credits add up; a Window that raises the stream's
+    /// outstanding credit above 2^32-1 is FLOW_CONTROL_VIOLATION, and so is a
+    /// Window on stream 0 (both end the connection). A Window for a stream that
+    /// ended is ignored.
     public struct Window: WireMessage {
         /// additional events
         public var credit: UInt32 = 0

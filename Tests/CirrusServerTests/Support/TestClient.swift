@@ -72,7 +72,8 @@ struct TestClient {
         host: String = "127.0.0.1",
         user: String? = "alice",
         tls: TLSConfiguration? = nil,
-        serverHostname: String? = "localhost"
+        serverHostname: String? = "localhost",
+        maximumFrameBytes: Int = FrameDecoder.defaultMaximumFrameBytes
     ) async throws -> TestClient {
         let context = try TLSContext(configuration: tls ?? TestCertificates.client(user))
         let collector = EventCollector()
@@ -82,7 +83,7 @@ struct TestClient {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(TLSHandler(context: context, serverHostname: serverHostname))
-                    try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
+                    try sync.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameBytes: maximumFrameBytes)))
                     try sync.addHandler(MessageToByteHandler(FrameEncoder()))
                     try sync.addHandler(collector)
                 }

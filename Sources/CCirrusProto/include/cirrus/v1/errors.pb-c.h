@@ -27,7 +27,15 @@ typedef struct Cirrus__V1__ItemError Cirrus__V1__ItemError;
 /*
  * Every CKError.Code with Apple's raw value as the enum number, plus
  * protocol-level codes (1000+) used by ConnectionError, GoAway and
- * stream-level failures that have no CloudKit equivalent.
+ * stream-level failures that have no CloudKit equivalent. Which failures end
+ * only their stream (Complete.error) and which end the connection
+ * (ConnectionError) is listed in frame.proto, point 5. In short, of the
+ * protocol codes: TOO_MANY_STREAMS, SHUTTING_DOWN, UNKNOWN_OPERATION,
+ * DUPLICATE_OPERATION_ID and OPERATION_ALREADY_ATTACHED end a stream (so does
+ * UNKNOWN_FRAME_KIND for an Open with no known request); FRAME_TOO_LARGE,
+ * MALFORMED_FRAME, PROTOCOL_VIOLATION, UNSUPPORTED_VERSION,
+ * FLOW_CONTROL_VIOLATION, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, RATE_LIMITED (and
+ * UNKNOWN_FRAME_KIND for a Frame with no kind) end the connection.
  */
 typedef enum _Cirrus__V1__ErrorCode {
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED = 0,
@@ -127,7 +135,7 @@ typedef enum _Cirrus__V1__ErrorCode {
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_QUOTA_EXCEEDED = 25,
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_ZONE_NOT_FOUND = 26,
   /*
-   * too many items (max_items_per_operation) or too large
+   * too many items (max_items_per_operation) or too large (e.g. an Event above max_frame_bytes)
    */
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_LIMIT_EXCEEDED = 27,
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_USER_DELETED_ZONE = 28,
@@ -173,7 +181,7 @@ typedef enum _Cirrus__V1__ErrorCode {
    */
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_TOO_MANY_STREAMS = 1004,
   /*
-   * window credit overflow (sum > 2^32-1) or credit on stream 0
+   * Window raising a stream's credit above 2^32-1, or Window on stream 0
    */
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_FLOW_CONTROL_VIOLATION = 1005,
   /*
@@ -205,7 +213,7 @@ typedef enum _Cirrus__V1__ErrorCode {
    */
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_DUPLICATE_OPERATION_ID = 1012,
   /*
-   * Resume of an operation another stream is currently following
+   * Resume of a running operation another live stream follows; retry after it ended
    */
   CIRRUS__V1__ERROR_CODE__ERROR_CODE_OPERATION_ALREADY_ATTACHED = 1013
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(CIRRUS__V1__ERROR_CODE)

@@ -1,0 +1,47 @@
+import CirrusWire
+import NIOCore
+
+/// Encodes the server's outbound frames like `FrameEncoder`, under the `max_frame_bytes` the
+/// connection negotiated in `Hello`/`HelloAck`. A frame too large fails only its own write
+/// (NIO's `MessageToByteHandler` would fail every later write too) and is remembered, so the
+/// ``ConnectionHandler`` right above it can end that stream with an error instead.
+final class ConnectionFrameEncoder: ChannelOutboundHandler {
+    typealias OutboundIn = Wire.Frame
+    typealias OutboundOut = ByteBuffer
+
+    /// The largest frame body sent; lowered to the client's limit at `HelloAck`. Event loop only.
+    var maximumFrameBytes: Int
+    /// The size of the last frame refused as too large, until ``takeRefusedSize()``.
+    private var refusedSize: Int?
+    /// Reused for the next frame while small (an idle connection stays cheap); if something
+    /// downstream still holds it, clearing it gets fresh storage (copy-on-write).
+    private var buffer: ByteBuffer?
+    private static let maximumRetainedCapacity = 4_096
+
+    init(maximumFrameBytes: Int) {
+        self.maximumFrameBytes = maximumFrameBytes
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let frame = self.unwrapOutboundIn(data)
+        var buffer = self.buffer.take() ?? context.channel.allocator.buffer(capacity: 256)
+        buffer.clear()
+        do {
+            try FrameEncoder.encode(frame, into: &buffer, maximumFrameBytes: self.maximumFrameBytes)
+        } catch {
+            self.refusedSize = frame.serializedSize
+            promise?.fail(error)
+            return
+        }
+        context.write(self.wrapOutboundOut(buffer), promise: promise)
+        if buffer.capacity <= Self.maximumRetainedCapacity {
+            self.buffer = buffer
+        }
+    }
+
+    /// The size of the frame the last write refused as too large, if it did; clears it.
+    func takeRefusedSize() -> Int? {
+        defer { self.refusedSize = nil }
+        return self.refusedSize
+    }
+}
