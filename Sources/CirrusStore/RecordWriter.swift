@@ -117,6 +117,7 @@ struct RecordWriter {
                 continue
             }
             if request.isAtomic {
+                if try saveAtOnce(group, in: zone, policy: request.savePolicy, &saves) { continue }
                 var failures: [(Item, Wire.OperationError)] = []
                 var outcomes: [(Item, Wire.Record?)] = []
                 let before = mark
@@ -143,25 +144,17 @@ struct RecordWriter {
                     for (item, failure) in failures { fail(item, failure) }
                 }
             } else {
+                // No savepoint: an item fails only in checks that run before
+                // it writes anything (and when SQLite throws, the whole job does).
                 for entry in group.items {
                     let item = entry.item
                     if let problem = entry.problem {
                         fail(item, problem)
                         continue
                     }
-                    var outcome: ItemResult<Wire.Record?> = .success(nil)
-                    let before = mark
-                    try db.inSavepoint {
-                        outcome = try perform(item, in: zone, policy: request.savePolicy)
-                        if case .failure = outcome { return .rollback }
-                        return .commit
-                    }
-                    switch outcome {
-                    case .failure(let failure):
-                        rollBack(to: before)
-                        fail(item, failure)
-                    case .success(let record):
-                        succeed(item, record, &saves)
+                    switch try perform(item, in: zone, policy: request.savePolicy) {
+                    case .failure(let failure): fail(item, failure)
+                    case .success(let record): succeed(item, record, &saves)
                     }
                 }
             }
@@ -182,6 +175,38 @@ struct RecordWriter {
         try notifications.fire(subscriptions, databaseID: databaseID, records: changes, zones: [])
         notified = notifications.notified
         return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
+    }
+
+    /// An atomic group of saves only, written without a savepoint: every
+    /// record's existing row is read in one probe, every check runs before
+    /// anything is written, then everything is written. Saves of distinct
+    /// records cannot change each other's checks, so this is what running them
+    /// one by one would do. False, with nothing written, when the group has a
+    /// delete or an item fails a check: the group then runs one by one in a
+    /// savepoint, which reports each item's error exactly.
+    private mutating func saveAtOnce(
+        _ group: Group, in zone: ZoneRow, policy: Wire.SavePolicy, _ saves: inout [Wire.ModifyRecordsPerRecordSave]
+    ) throws -> Bool {
+        var records: [(index: Int, record: Wire.Record)] = []
+        records.reserveCapacity(group.items.count)
+        for entry in group.items {
+            guard entry.problem == nil, case .save(let index, let record) = entry.item else { return false }
+            records.append((index, record))
+        }
+        let existing = try StoreRows.records(db, zoneID: zone.id, names: records.map { $0.record.recordID?.recordName ?? "" })
+        var prepared: [(index: Int, save: PreparedSave)] = []
+        prepared.reserveCapacity(records.count)
+        for (index, record) in records {
+            let row = existing[record.recordID?.recordName ?? ""]
+            guard case .success(let save) = try prepareSave(record, existing: row, in: zone, policy: policy) else {
+                return false
+            }
+            prepared.append((index, save))
+        }
+        for (index, save) in prepared {
+            saves[index].outcome = .record(try apply(save, in: zone))
+        }
+        return true
     }
 
     private func succeed(_ item: Item, _ record: Wire.Record?, _ saves: inout [Wire.ModifyRecordsPerRecordSave]) {
