@@ -49,25 +49,14 @@ struct RecordWriter {
         changes.removeSubrange(mark.changes...)
     }
 
-    private enum Item {
-        case save(Int, Wire.Record)
-        case delete(Int, Wire.RecordID)
-    }
+    typealias Item = RecordModificationPlan.Item
+    typealias Group = RecordModificationPlan.Group
 
-    /// An item and, when it is malformed, the error it gets without running.
-    private struct GroupItem {
-        var item: Item
-        var problem: Wire.OperationError?
-    }
-
-    private struct Group {
-        var zoneName: String
-        var items: [GroupItem] = []
-    }
-
-    mutating func modify(_ request: RecordModification) throws -> RecordModificationResult {
-        var saves = request.recordsToSave.map { Wire.ModifyRecordsPerRecordSave(recordID: $0.recordID) }
-        var deletes = request.recordIDsToDelete.map { Wire.ModifyRecordsPerRecordDelete(recordID: $0) }
+    /// Carries out a planned request (see ``RecordModificationPlan``).
+    mutating func modify(_ plan: RecordModificationPlan) throws -> RecordModificationResult {
+        let request = plan.request
+        var saves = plan.saves
+        var deletes = plan.deletes
         func fail(_ item: Item, _ error: Wire.OperationError) {
             switch item {
             case .save(let i, _): saves[i].outcome = .error(error)
@@ -75,41 +64,7 @@ struct RecordWriter {
             }
         }
 
-        // Group by zone in order of first appearance. An item whose zone is
-        // known but which is malformed (or names a record a second time) stays
-        // in its group with its error, so an atomic zone fails with it.
-        var groups: [Group] = []
-        var groupIndex: [String: Int] = [:]
-        var seen = Set<[String]>()
-        let items = request.recordsToSave.enumerated().map { Item.save($0.offset, $0.element) }
-            + request.recordIDsToDelete.enumerated().map { Item.delete($0.offset, $0.element) }
-        for item in items {
-            let recordID: Wire.RecordID?
-            switch item {
-            case .save(_, let record): recordID = record.recordID
-            case .delete(_, let id): recordID = id
-            }
-            guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); continue }
-            let zoneName: String
-            switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
-            case .failure(let failure): fail(item, failure); continue
-            case .success(let name): zoneName = name
-            }
-            var problem = RecordCodec.checkName(recordID.recordName, of: "record")
-            if problem == nil, case .save(_, let record) = item { problem = RecordCodec.checkRecordToSave(record) }
-            if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {
-                problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
-            }
-            let entry = GroupItem(item: item, problem: problem)
-            if let i = groupIndex[zoneName] {
-                groups[i].items.append(entry)
-            } else {
-                groupIndex[zoneName] = groups.count
-                groups.append(Group(zoneName: zoneName, items: [entry]))
-            }
-        }
-
-        for group in groups {
+        for group in plan.groups {
             guard let zone = try StoreRows.liveZone(db, databaseID, group.zoneName) else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))

@@ -73,8 +73,9 @@ enum StoreRows {
 
     /// Increments and returns the database change sequence.
     static func bumpDatabaseSeq(_ db: Database, _ databaseID: Int64) throws -> Int64 {
-        try db.run(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ?", arguments: [databaseID])
-        return try db.int64(sql: "SELECT change_seq FROM databases WHERE id = ?", arguments: [databaseID]) ?? 0
+        try db.int64(
+            sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq",
+            arguments: [databaseID]) ?? 0
     }
 
     // MARK: Zones
