@@ -3,15 +3,40 @@ import Foundation
 import GRDB
 
 extension RecordWriter {
+    /// A save whose checks all passed: what ``apply(_:in:)`` writes, without
+    /// reading anything that could make it fail.
+    struct PreparedSave {
+        var existing: RecordRow?
+        var serverRecord: Wire.Record?
+        /// The record to store, system fields not yet set.
+        var record: Wire.Record
+        var assets: [RecordCodec.AssetContent]
+        var checksums: Set<[UInt8]>
+    }
+
     /// Saves one record under `policy`; the record as stored, or its error.
     mutating func save(
         _ client: Wire.Record, in zone: ZoneRow, policy: Wire.SavePolicy
     ) throws -> ItemResult<Wire.Record> {
+        guard let name = client.recordID?.recordName else {
+            return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
+        }
+        let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        switch try prepareSave(client, existing: existing, in: zone, policy: policy) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let prepared): return .success(try apply(prepared, in: zone))
+        }
+    }
+
+    /// Runs every check of a save (reads only, nothing written); `existing` is
+    /// the stored row of the record's name, if any.
+    func prepareSave(
+        _ client: Wire.Record, existing: RecordRow?, in zone: ZoneRow, policy: Wire.SavePolicy
+    ) throws -> ItemResult<PreparedSave> {
         guard let clientID = client.recordID else {
             return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
         }
         let name = clientID.recordName
-        let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
         var serverRecord: Wire.Record?
         if let existing {
             serverRecord = try existing.record()
@@ -62,10 +87,18 @@ extension RecordWriter {
                 return .failure(RecordCodec.error(.assetFileNotFound, "record \(name) names an asset the server does not have"))
             }
         }
+        return .success(PreparedSave(
+            existing: existing, serverRecord: serverRecord, record: record, assets: assets, checksums: checksums))
+    }
 
+    /// Writes a prepared save; the record as stored. Throws only when SQLite does.
+    mutating func apply(_ prepared: PreparedSave, in zone: ZoneRow) throws -> Wire.Record {
+        let existing = prepared.existing
+        var record = prepared.record
+        let name = record.recordID?.recordName ?? ""
         let seq = try nextSeq(zone.id)
         record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
-        record.creationDate = serverRecord?.creationDate ?? now
+        record.creationDate = prepared.serverRecord?.creationDate ?? now
         record.modificationDate = now
         let creator = existing?.creator ?? user
         record.creatorUserRecordID = ZoneResolution.userRecordID(creator)
@@ -86,6 +119,9 @@ extension RecordWriter {
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
             try db.run(sql: "DELETE FROM asset_references WHERE record_id = ?", arguments: [rowID])
         } else {
+            // A record saved again supersedes its tombstone (schema v5 dropped
+            // the trigger that did this: a trigger costs every insert a statement journal).
+            try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
             try db.run(
                 sql: """
                     INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data,
@@ -94,7 +130,7 @@ extension RecordWriter {
                     """,
                 arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data,
                             system.created, system.modified, system.modifier])
-            rowID = db.lastInsertedRowID  // the insert trigger dropped any tombstone of this name
+            rowID = db.lastInsertedRowID
         }
         try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record)
         for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
@@ -102,11 +138,11 @@ extension RecordWriter {
                 sql: "INSERT INTO cascade_references (source_id, database_id, target_zone, target_name) VALUES (?, ?, ?, ?)",
                 arguments: [rowID, databaseID, target.zone, target.name])
         }
-        for checksum in checksums {
+        for checksum in prepared.checksums {
             try db.run(
                 sql: "INSERT INTO asset_references (record_id, sha256) VALUES (?, ?)", arguments: [rowID, Data(checksum)])
         }
-        for asset in assets {
+        for asset in prepared.assets {
             try db.run(
                 sql: "INSERT OR IGNORE INTO assets (sha256, size, content) VALUES (?, ?, ?)",
                 arguments: [Data(asset.sha256), asset.content.count, Data(asset.content)])
@@ -114,9 +150,10 @@ extension RecordWriter {
         touch(zone.id)
         if !subscriptions.isEmpty {
             changes.append(RecordChange(
-                zoneName: zone.name, recordType: record.recordType, recordName: name, old: serverRecord, new: record))
+                zoneName: zone.name, recordType: record.recordType, recordName: name,
+                old: prepared.serverRecord, new: record))
         }
-        return .success(record)
+        return record
     }
 
     /// Deletes one record and, transitively, every record holding a deleteSelf

@@ -49,25 +49,14 @@ struct RecordWriter {
         changes.removeSubrange(mark.changes...)
     }
 
-    private enum Item {
-        case save(Int, Wire.Record)
-        case delete(Int, Wire.RecordID)
-    }
+    typealias Item = RecordModificationPlan.Item
+    typealias Group = RecordModificationPlan.Group
 
-    /// An item and, when it is malformed, the error it gets without running.
-    private struct GroupItem {
-        var item: Item
-        var problem: Wire.OperationError?
-    }
-
-    private struct Group {
-        var zoneName: String
-        var items: [GroupItem] = []
-    }
-
-    mutating func modify(_ request: RecordModification) throws -> RecordModificationResult {
-        var saves = request.recordsToSave.map { Wire.ModifyRecordsPerRecordSave(recordID: $0.recordID) }
-        var deletes = request.recordIDsToDelete.map { Wire.ModifyRecordsPerRecordDelete(recordID: $0) }
+    /// Carries out a planned request (see ``RecordModificationPlan``).
+    mutating func modify(_ plan: RecordModificationPlan) throws -> RecordModificationResult {
+        let request = plan.request
+        var saves = plan.saves
+        var deletes = plan.deletes
         func fail(_ item: Item, _ error: Wire.OperationError) {
             switch item {
             case .save(let i, _): saves[i].outcome = .error(error)
@@ -75,41 +64,7 @@ struct RecordWriter {
             }
         }
 
-        // Group by zone in order of first appearance. An item whose zone is
-        // known but which is malformed (or names a record a second time) stays
-        // in its group with its error, so an atomic zone fails with it.
-        var groups: [Group] = []
-        var groupIndex: [String: Int] = [:]
-        var seen = Set<[String]>()
-        let items = request.recordsToSave.enumerated().map { Item.save($0.offset, $0.element) }
-            + request.recordIDsToDelete.enumerated().map { Item.delete($0.offset, $0.element) }
-        for item in items {
-            let recordID: Wire.RecordID?
-            switch item {
-            case .save(_, let record): recordID = record.recordID
-            case .delete(_, let id): recordID = id
-            }
-            guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); continue }
-            let zoneName: String
-            switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
-            case .failure(let failure): fail(item, failure); continue
-            case .success(let name): zoneName = name
-            }
-            var problem = RecordCodec.checkName(recordID.recordName, of: "record")
-            if problem == nil, case .save(_, let record) = item { problem = RecordCodec.checkRecordToSave(record) }
-            if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {
-                problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
-            }
-            let entry = GroupItem(item: item, problem: problem)
-            if let i = groupIndex[zoneName] {
-                groups[i].items.append(entry)
-            } else {
-                groupIndex[zoneName] = groups.count
-                groups.append(Group(zoneName: zoneName, items: [entry]))
-            }
-        }
-
-        for group in groups {
+        for group in plan.groups {
             guard let zone = try StoreRows.liveZone(db, databaseID, group.zoneName) else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
@@ -117,6 +72,7 @@ struct RecordWriter {
                 continue
             }
             if request.isAtomic {
+                if try saveAtOnce(group, in: zone, policy: request.savePolicy, &saves) { continue }
                 var failures: [(Item, Wire.OperationError)] = []
                 var outcomes: [(Item, Wire.Record?)] = []
                 let before = mark
@@ -143,25 +99,17 @@ struct RecordWriter {
                     for (item, failure) in failures { fail(item, failure) }
                 }
             } else {
+                // No savepoint: an item fails only in checks that run before
+                // it writes anything (and when SQLite throws, the whole job does).
                 for entry in group.items {
                     let item = entry.item
                     if let problem = entry.problem {
                         fail(item, problem)
                         continue
                     }
-                    var outcome: ItemResult<Wire.Record?> = .success(nil)
-                    let before = mark
-                    try db.inSavepoint {
-                        outcome = try perform(item, in: zone, policy: request.savePolicy)
-                        if case .failure = outcome { return .rollback }
-                        return .commit
-                    }
-                    switch outcome {
-                    case .failure(let failure):
-                        rollBack(to: before)
-                        fail(item, failure)
-                    case .success(let record):
-                        succeed(item, record, &saves)
+                    switch try perform(item, in: zone, policy: request.savePolicy) {
+                    case .failure(let failure): fail(item, failure)
+                    case .success(let record): succeed(item, record, &saves)
                     }
                 }
             }
@@ -182,6 +130,38 @@ struct RecordWriter {
         try notifications.fire(subscriptions, databaseID: databaseID, records: changes, zones: [])
         notified = notifications.notified
         return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
+    }
+
+    /// An atomic group of saves only, written without a savepoint: every
+    /// record's existing row is read in one probe, every check runs before
+    /// anything is written, then everything is written. Saves of distinct
+    /// records cannot change each other's checks, so this is what running them
+    /// one by one would do. False, with nothing written, when the group has a
+    /// delete or an item fails a check: the group then runs one by one in a
+    /// savepoint, which reports each item's error exactly.
+    private mutating func saveAtOnce(
+        _ group: Group, in zone: ZoneRow, policy: Wire.SavePolicy, _ saves: inout [Wire.ModifyRecordsPerRecordSave]
+    ) throws -> Bool {
+        var records: [(index: Int, record: Wire.Record)] = []
+        records.reserveCapacity(group.items.count)
+        for entry in group.items {
+            guard entry.problem == nil, case .save(let index, let record) = entry.item else { return false }
+            records.append((index, record))
+        }
+        let existing = try StoreRows.records(db, zoneID: zone.id, names: records.map { $0.record.recordID?.recordName ?? "" })
+        var prepared: [(index: Int, save: PreparedSave)] = []
+        prepared.reserveCapacity(records.count)
+        for (index, record) in records {
+            let row = existing[record.recordID?.recordName ?? ""]
+            guard case .success(let save) = try prepareSave(record, existing: row, in: zone, policy: policy) else {
+                return false
+            }
+            prepared.append((index, save))
+        }
+        for (index, save) in prepared {
+            saves[index].outcome = .record(try apply(save, in: zone))
+        }
+        return true
     }
 
     private func succeed(_ item: Item, _ record: Wire.Record?, _ saves: inout [Wire.ModifyRecordsPerRecordSave]) {

@@ -37,12 +37,13 @@ extension SQLiteStorage: OperationJournal {
         try checkItemCount(modification.itemCount)
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         let now = clock()
+        let plan = RecordModificationPlan(modification, in: key)
         let (outcome, notified) = try await write(weight: modification.itemCount * 2) { db in
             var result = RecordModificationResult()
             var notified: Set<String> = []
             if modification.itemCount > 0 {
                 var writer = try RecordWriter(db: db, key: key, user: user, now: now)
-                result = try writer.modify(modification)
+                result = try writer.modify(plan)
                 notified = writer.notified
             }
             let events = try Self.append(

@@ -11,9 +11,10 @@ extension SQLiteStorage {
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         if modification.itemCount == 0 { return RecordModificationResult() }
         let now = clock()
+        let plan = RecordModificationPlan(modification, in: key)
         let (result, notified) = try await write(weight: modification.itemCount) { db in
             var writer = try RecordWriter(db: db, key: key, user: user, now: now)
-            let result = try writer.modify(modification)
+            let result = try writer.modify(plan)
             return Notified(result, writer.notified)
         }.pair
         announceNotifications(in: key.container, for: notified)

@@ -29,6 +29,7 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
 
     let pool: DatabasePool
     let writer: WriteCoalescer
+    let checkpointer: WALCheckpointer
     let clock: @Sendable () -> Wire.Timestamp
     /// Told of the feeds each commit added notifications to (see `observeNotifications`).
     let notificationObservers = Mutex<[@Sendable (NotificationFeedKey) -> Void]>([])
@@ -56,16 +57,21 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             configuration.label = "CirrusStore"
             configuration.foreignKeysEnabled = true
             configuration.busyMode = .timeout(10)
-            configuration.prepareDatabase { db in db.add(function: QueryGeometry.sqlFunction) }
+            configuration.prepareDatabase { db in
+                db.add(function: QueryGeometry.sqlFunction)
+                // Sorts, statement journals and (on the rare fallback) savepoint
+                // sub-journals stay in memory instead of spilling to temp files.
+                try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            }
             let path = (directory as NSString).appendingPathComponent(Self.fileName)
             pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB puts a pool in WAL mode with synchronous = NORMAL after
             // `prepareDatabase` ran; only the writer commits, so set it there.
-            try pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = FULL")
-            }
+            try pool.writeWithoutTransaction { db in try db.execute(sql: Self.writerSettings) }
             try Self.migrator.migrate(pool)
-            writer = WriteCoalescer(writer: pool)
+            let checkpointer = try WALCheckpointer(path: path)
+            self.checkpointer = checkpointer
+            writer = WriteCoalescer(writer: pool, afterCommit: { checkpointer.committed() })
         } catch {
             throw StoreError.wrapping(error)
         }
@@ -75,8 +81,32 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     ///
     /// - throws: ``StoreError`` when SQLite refuses to close.
     public func close() throws {
-        do { try pool.close() } catch { throw StoreError.wrapping(error) }
+        do {
+            try checkpointer.close()
+            try pool.close()
+        } catch {
+            throw StoreError.wrapping(error)
+        }
     }
+
+    /// The writer connection's settings.
+    ///
+    /// - `synchronous = FULL`: a commit returns once its log frames are synced.
+    /// - `cache_size`: 64 MiB of pages, so a transaction of many records (and
+    ///   the index pages it touches) does not evict its own pages.
+    /// - `wal_autocheckpoint = 0`: the ``WALCheckpointer`` copies the log into
+    ///   the database file on its own connection, not the committing writer.
+    /// - `journal_size_limit`: the log file is cut back to 64 MiB when it restarts.
+    /// - `secure_delete = FAST`: Debian builds SQLite with secure delete on,
+    ///   which writes zeros over every freed page; FAST still zeroes deleted
+    ///   content inside the pages a write touches anyway, without extra page writes.
+    static let writerSettings = """
+        PRAGMA synchronous = FULL;
+        PRAGMA cache_size = -65536;
+        PRAGMA wal_autocheckpoint = 0;
+        PRAGMA journal_size_limit = 67108864;
+        PRAGMA secure_delete = FAST;
+        """
 
     /// A storage in a new, uniquely named directory under the system temporary
     /// directory, for tests; ``destroy()`` removes it.
@@ -110,8 +140,10 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
         return Wire.Timestamp(seconds: Int64(seconds), nanos: Int32((now - seconds) * 1_000_000_000))
     }
 
-    /// Runs `body` on GRDB's writer queue in a savepoint of a transaction it
-    /// may share with concurrent writes (group commit); returns after the commit.
+    /// Runs `body` on GRDB's writer queue in a transaction it may share with
+    /// concurrent writes (group commit); returns after the commit. An error
+    /// thrown by `body` undoes only its writes; `body` may run twice, so it
+    /// does database work only.
     ///
     /// - parameter weight: about how many rows `body` writes (request items).
     func write<T: Sendable>(weight: Int, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {

@@ -73,8 +73,9 @@ enum StoreRows {
 
     /// Increments and returns the database change sequence.
     static func bumpDatabaseSeq(_ db: Database, _ databaseID: Int64) throws -> Int64 {
-        try db.run(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ?", arguments: [databaseID])
-        return try db.int64(sql: "SELECT change_seq FROM databases WHERE id = ?", arguments: [databaseID]) ?? 0
+        try db.int64(
+            sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq",
+            arguments: [databaseID]) ?? 0
     }
 
     // MARK: Zones
@@ -99,6 +100,24 @@ enum StoreRows {
         try db.row(
             sql: "SELECT * FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]
         ).map(RecordRow.init)
+    }
+
+    /// The stored rows of `names` in a zone, by name, read in one probe per
+    /// 500 names instead of one per record.
+    static func records(_ db: Database, zoneID: Int64, names: [String]) throws -> [String: RecordRow] {
+        var result: [String: RecordRow] = [:]
+        var start = 0
+        while start < names.count {
+            let chunk = names[start..<min(start + 500, names.count)]
+            start = chunk.endIndex
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+            var arguments: StatementArguments = [zoneID]
+            arguments += StatementArguments(Array(chunk))
+            for row in try db.rows(sql: "SELECT * FROM records WHERE zone_id = ? AND name IN (\(marks))", arguments: arguments) {
+                result[row["name"]] = RecordRow(row: row)
+            }
+        }
+        return result
     }
 
     /// Asset contents by checksum for the assets of `record` that lack content.

@@ -2,10 +2,18 @@ import GRDB
 import Synchronization
 
 /// Group commit: write requests that arrive while a transaction is being
-/// written and synced wait, then run together in the next transaction, each
-/// in its own savepoint, and all learn their outcome after its one durable
-/// commit. Under load one fsync serves many operations; nobody hears success
-/// before the commit that holds their writes is on disk.
+/// written and synced wait, then run together in the next transaction, and
+/// all learn their outcome after its one durable commit. Under load one fsync
+/// serves many operations; nobody hears success before the commit that holds
+/// their writes is on disk.
+///
+/// Jobs run without savepoints: a job checks what can fail before it writes,
+/// so it either writes everything or throws before writing. When a job throws
+/// anyway (SQLite itself failed, or a job refused after writing), the whole
+/// transaction rolls back and the batch runs again with each job in its own
+/// savepoint, so the error stays with the job that threw. A savepoint makes
+/// SQLite copy every page the job touches into a sub-journal (and FTS5 flush
+/// its pending terms when it is released), which is why it is only the fallback.
 ///
 /// Every write of the store goes through here, on GRDB's writer queue.
 final class WriteCoalescer: Sendable {
@@ -25,14 +33,21 @@ final class WriteCoalescer: Sendable {
     /// A transaction takes jobs until their weights (items) add up to this.
     private let maxWeightPerTransaction: Int
 
-    init(writer: DatabasePool, maxWeightPerTransaction: Int = 2_000) {
+    /// Told after each transaction (committed or not), on the writer queue.
+    private let afterCommit: @Sendable () -> Void
+
+    init(
+        writer: DatabasePool, maxWeightPerTransaction: Int = 2_000, afterCommit: @escaping @Sendable () -> Void = {}
+    ) {
         self.writer = writer
         self.maxWeightPerTransaction = maxWeightPerTransaction
+        self.afterCommit = afterCommit
     }
 
-    /// Runs `body` in a savepoint of the next transaction and returns its
-    /// result once that transaction committed. An error thrown by `body` rolls
-    /// back only its own writes.
+    /// Runs `body` in the next transaction and returns its result once that
+    /// transaction committed. An error thrown by `body` rolls back only its
+    /// own writes; `body` may run twice (see the type's comment), so it must
+    /// not do anything but database work.
     ///
     /// - parameter weight: roughly the rows `body` writes (items of the request).
     func write<T: Sendable>(weight: Int, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
@@ -56,20 +71,47 @@ final class WriteCoalescer: Sendable {
     private func flush() {
         writer.asyncWriteWithoutTransaction { db in
             while let batch = self.nextBatch() {
-                var outcomes: [Result<any Sendable, any Error>] = []
-                do {
-                    try db.inTransaction {
-                        outcomes = batch.map { job in Self.run(job, in: db) }
-                        return .commit
-                    }
-                } catch {
-                    outcomes = batch.map { _ in .failure(error) }
-                }
+                let outcomes = Self.runTogether(batch, in: db) ?? Self.runApart(batch, in: db)
+                self.afterCommit()
                 for (job, outcome) in zip(batch, outcomes) {
                     job.continuation.resume(with: outcome)
                 }
             }
         }
+    }
+
+    /// Runs the batch in one transaction without savepoints; nil when a job
+    /// threw and the batch must run again apart (the transaction rolled back).
+    private static func runTogether(_ batch: [Job], in db: Database) -> [Result<any Sendable, any Error>]? {
+        var values: [any Sendable] = []
+        values.reserveCapacity(batch.count)
+        do {
+            try db.inTransaction {
+                for job in batch { values.append(try job.body(db)) }
+                return .commit
+            }
+        } catch {
+            // Every job ran: the commit failed, and with it every job. A lone
+            // job's error is its own; the rollback undid what it wrote.
+            if values.count == batch.count || batch.count == 1 { return batch.map { _ in .failure(error) } }
+            return nil
+        }
+        return values.map { .success($0) }
+    }
+
+    /// Runs the batch in one transaction, each job in its own savepoint, so a
+    /// job that throws rolls back only its own writes.
+    private static func runApart(_ batch: [Job], in db: Database) -> [Result<any Sendable, any Error>] {
+        var outcomes: [Result<any Sendable, any Error>] = []
+        do {
+            try db.inTransaction {
+                outcomes = batch.map { job in Self.run(job, in: db) }
+                return .commit
+            }
+        } catch {
+            outcomes = batch.map { _ in .failure(error) }
+        }
+        return outcomes
     }
 
     private static func run(_ job: Job, in db: Database) -> Result<any Sendable, any Error> {

@@ -176,6 +176,34 @@ let benchmarks: @Sendable () -> Void = {
         await bench.close()
     }
 
+    // MARK: Store (SQLiteStorage.modifyRecords, no network)
+
+    Benchmark(
+        "Store: save 400 records in one operation",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try StoreWriteBench()
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.save(bench.records(400))  // new records each time; building them costs little
+        }
+        benchmark.stopMeasurement()
+        bench.close()
+    }
+
+    Benchmark(
+        "Store: 1,000 single-record saves, 64 in flight (group commit)",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+    ) { benchmark in
+        let bench = try StoreWriteBench()
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.saveSingles(1_000, inFlight: 64)
+        }
+        benchmark.stopMeasurement()
+        bench.close()
+    }
+
     Benchmark(
         "End to end (CirrusKit → cirrusd → SQLite): save 400 records in one operation",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))

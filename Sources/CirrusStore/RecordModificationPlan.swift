@@ -1,0 +1,75 @@
+import CirrusWire
+
+/// The part of a modify-records request that needs no database: each item
+/// checked on its own and grouped by zone. Built before the request reaches
+/// the single writer, so the writer spends its time on what only it can do.
+struct RecordModificationPlan: Sendable {
+    enum Item: Sendable {
+        case save(Int, Wire.Record)
+        case delete(Int, Wire.RecordID)
+    }
+
+    /// An item and, when it is malformed, the error it gets without running.
+    struct GroupItem: Sendable {
+        var item: Item
+        var problem: Wire.OperationError?
+    }
+
+    /// The items of one zone, in request order.
+    struct Group: Sendable {
+        var zoneName: String
+        var items: [GroupItem] = []
+    }
+
+    let request: RecordModification
+    /// One per record to save; an error already for an item no zone could be found for.
+    private(set) var saves: [Wire.ModifyRecordsPerRecordSave]
+    /// One per record to delete, likewise.
+    private(set) var deletes: [Wire.ModifyRecordsPerRecordDelete]
+    /// By zone in order of first appearance. An item whose zone is known but
+    /// which is malformed (or names a record a second time) stays in its group
+    /// with its error, so an atomic zone fails with it.
+    private(set) var groups: [Group] = []
+
+    init(_ request: RecordModification, in key: DatabaseKey) {
+        self.request = request
+        saves = request.recordsToSave.map { Wire.ModifyRecordsPerRecordSave(recordID: $0.recordID) }
+        deletes = request.recordIDsToDelete.map { Wire.ModifyRecordsPerRecordDelete(recordID: $0) }
+        var groupIndex: [String: Int] = [:]
+        var seen = Set<[String]>()
+        let items = request.recordsToSave.enumerated().map { Item.save($0.offset, $0.element) }
+            + request.recordIDsToDelete.enumerated().map { Item.delete($0.offset, $0.element) }
+        for item in items {
+            let recordID: Wire.RecordID?
+            switch item {
+            case .save(_, let record): recordID = record.recordID
+            case .delete(_, let id): recordID = id
+            }
+            guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); continue }
+            let zoneName: String
+            switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
+            case .failure(let failure): fail(item, failure); continue
+            case .success(let name): zoneName = name
+            }
+            var problem = RecordCodec.checkName(recordID.recordName, of: "record")
+            if problem == nil, case .save(_, let record) = item { problem = RecordCodec.checkRecordToSave(record) }
+            if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {
+                problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
+            }
+            let entry = GroupItem(item: item, problem: problem)
+            if let i = groupIndex[zoneName] {
+                groups[i].items.append(entry)
+            } else {
+                groupIndex[zoneName] = groups.count
+                groups.append(Group(zoneName: zoneName, items: [entry]))
+            }
+        }
+    }
+
+    private mutating func fail(_ item: Item, _ error: Wire.OperationError) {
+        switch item {
+        case .save(let i, _): saves[i].outcome = .error(error)
+        case .delete(let i, _): deletes[i].error = error
+        }
+    }
+}
