@@ -9,7 +9,7 @@ extension AuthorizationSweepTests {
     static let allKinds: [Wire.Open.Request] = [
         .modifyRecords(.init()), .fetchRecords(.init()), .query(.init()), .modifyRecordZones(.init()),
         .fetchRecordZones(.init()), .fetchRecordZoneChanges(.init()), .fetchDatabaseChanges(.init()),
-        .modifySubscriptions(.init()), .fetchSubscriptions(.init()), .fetchNotificationChanges(.init()),
+        .fetchSubscriptions(.init()), .modifySubscriptions(.init()), .fetchNotificationChanges(.init()),
         .markNotificationsRead(.init()), .modifyBadge(.init()), .fetchShareMetadata(.init()),
         .fetchShareParticipants(.init()), .acceptShares(.init()), .discoverUserIdentities(.init()),
         .discoverAllUserIdentities(.init()), .fetchWebAuthToken(.init()), .watchNotifications(.init()),
@@ -42,6 +42,13 @@ extension AuthorizationSweepTests {
                 SweepProbe("atomic save into their custom zone") { ids in
                     .modifyRecords(.init(recordsToSave: [note(ids.customRecord, title: "alice's", zone: ids.customZone)], isAtomic: true))
                 },
+                SweepProbe("save a record referencing their records (deleteSelf reference and parent)") { ids in
+                    var record = note("alice-refers-to-\(ids.customRecord)", title: "alice's")
+                    let target = Wire.Reference(recordID: recordID(ids.customRecord, zone: ids.customZone), action: .deleteSelf)
+                    record.fields.append(Wire.RecordField(key: "link", value: Wire.FieldValue(kind: .referenceValue(target))))
+                    record.parent = Wire.Reference(recordID: recordID(ids.defaultRecord, zone: ids.defaultZone))
+                    return .modifyRecords(.init(recordsToSave: [record]))
+                },
                 SweepProbe(
                     "save over their public record", scope: .public,
                     expectation: .legitimate(because: "public records are everyone's to read, only their creator's to change") {
@@ -68,8 +75,7 @@ extension AuthorizationSweepTests {
                 SweepProbe(
                     "fetch their public record", scope: .public,
                     expectation: .legitimate(because: "everyone may read the public database") { answer, ids in
-                        answer.complete?.error == nil && answer.normalized(ids).contains("bob's public")
-                            ? nil : "alice cannot read a public record"
+                        answer.fetchedRecordNames == [ids.publicRecord] ? nil : "alice cannot read a public record"
                     }
                 ) { ids in .fetchRecords(.init(recordIDs: [recordID(ids.publicRecord)])) },
             ]
@@ -125,6 +131,13 @@ extension AuthorizationSweepTests {
                         Wire.ZoneChangesConfiguration(zoneID: ids.customZone, previousServerChangeToken: ids.zoneToken),
                     ]))
                 },
+                SweepProbe("fetch changes of a zone of her own named like theirs, from their token") { ids in
+                    .fetchRecordZoneChanges(.init(zoneConfigurations: [
+                        Wire.ZoneChangesConfiguration(
+                            zoneID: Wire.RecordZoneID(zoneName: ids.zoneName, ownerName: "__defaultOwner__"),
+                            previousServerChangeToken: ids.zoneToken),
+                    ]))
+                },
                 SweepProbe("fetch changes of her own default zone from their token") { ids in
                     .fetchRecordZoneChanges(.init(zoneConfigurations: [
                         Wire.ZoneChangesConfiguration(zoneID: SweepWorld.currentUser, previousServerChangeToken: ids.defaultZoneToken),
@@ -145,6 +158,17 @@ extension AuthorizationSweepTests {
                 SweepProbe("delete their subscription") { ids in .modifySubscriptions(.init(subscriptionIDsToDelete: [ids.subscription])) },
                 SweepProbe("delete their public subscription", scope: .public) { ids in
                     .modifySubscriptions(.init(subscriptionIDsToDelete: [ids.publicSubscription]))
+                },
+                SweepProbe("subscribe to their zone") { ids in
+                    .modifySubscriptions(.init(subscriptionsToSave: [
+                        Wire.Subscription(
+                            subscriptionID: "alice-watches-\(ids.zoneName)",
+                            kind: .recordZone(Wire.RecordZoneSubscription(zoneID: ids.customZone))),
+                        Wire.Subscription(
+                            subscriptionID: "alice-queries-\(ids.zoneName)",
+                            kind: .query(Wire.QuerySubscription(
+                                recordType: "Note", zoneID: ids.customZone, firesOnRecordCreation: true))),
+                    ]))
                 },
                 // Subscription IDs are unique per user: saving one under their ID makes her own.
                 SweepProbe("save a subscription under their ID (her own namespace)") { ids in
@@ -250,11 +274,6 @@ extension AuthorizationSweepTests {
                 SweepProbe("fetch their long-lived operation", scope: .unspecified) { ids in
                     .fetchLongLivedOperation(.init(operationID: ids.operationID))
                 },
-                // Operation IDs are unique per user: a long-lived operation under their ID is her own.
-                SweepProbe(
-                    "open a long-lived operation under their operation ID (her own namespace)", isLongLived: true,
-                    operationID: { $0.operationID }
-                ) { ids in .fetchRecords(.init(recordIDs: [recordID(ids.defaultRecord)])) },
             ]
         case .fetchUserRecordID:
             return [

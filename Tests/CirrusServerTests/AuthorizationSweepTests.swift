@@ -74,9 +74,10 @@ struct AuthorizationSweepTests {
                     case .indistinguishable:
                         let answer = try await alice.send(probe, with: theirs)
                         let control = try await alice.send(probe, with: nobodys)
+                        let (bobs, unknown) = (answer.normalized(theirs), control.normalized(nobodys))
                         #expect(
-                            answer.normalized(theirs) == control.normalized(nobodys),
-                            "\(label) — bob's identifiers answer differently from nobody's")
+                            bobs == unknown,
+                            "\(label) — bob's identifiers answer differently from nobody's:\n\(bobs)\n\(unknown)")
                         sent += 2
                     case .legitimate(let reason, let check):
                         let answer = try await alice.send(probe, with: theirs)
@@ -88,6 +89,16 @@ struct AuthorizationSweepTests {
                 }
             }
             #expect(sent > 60, "the sweep sent \(sent) requests")
+
+            // Operation IDs are unique per user: a long-lived operation alice opens under bob's
+            // ID is her own, exactly as under an ID of nobody (last: from here on alice has one).
+            let ownNamespace = SweepProbe(
+                "open a long-lived operation under their operation ID", isLongLived: true, operationID: { $0.operationID }
+            ) { ids in .fetchRecords(.init(recordIDs: [recordID(ids.defaultRecord)])) }
+            let opened = try await alice.send(ownNamespace, with: theirs)
+            let openedUnknown = try await alice.send(ownNamespace, with: nobodys)
+            #expect(opened.persisted && opened.complete != nil, "alice's own operation: \(opened)")
+            #expect(opened.normalized(theirs) == openedUnknown.normalized(nobodys), "Open under bob's operation ID")
 
             let after = try await world.snapshot(&bob)
             for (index, (old, new)) in zip(before, after).enumerated() where old != new {

@@ -88,14 +88,31 @@ struct SweepAnswer: Sendable {
     var wentLive = false
     var complete: Wire.Complete?
 
-    /// The answer as text with every identifier of `ids` replaced by its placeholder: two
-    /// answers that differ only in the identifier they name read the same.
+    /// The answer as text with every identifier of `ids` replaced by its placeholder, and times
+    /// and change tags set aside: two answers that differ only in the identifier they name read
+    /// the same.
     func normalized(_ ids: SweepIdentifiers) -> String {
         var text = "persisted: \(persisted), live: \(wentLive), events: \(events), complete: \(String(describing: complete))"
         for (identifier, placeholder) in ids.placeholders {
             text = text.replacingOccurrences(of: identifier, with: placeholder)
         }
+        // What differs between any two saves: when they happened and the change tag.
+        for (pattern, replacement) in [
+            (#"Timestamp\(seconds: [0-9]+, nanos: [0-9]+\)"#, "<time>"), (#"recordChangeTag: "[^"]*""#, "recordChangeTag: <tag>"),
+        ] {
+            text = text.replacingOccurrences(of: pattern, with: replacement, options: .regularExpression)
+        }
         return text
+    }
+
+    /// Names of the records a fetch returned (not of those it refused).
+    var fetchedRecordNames: [String] {
+        events.compactMap { payload in
+            guard case .fetchRecords(let event) = payload, case .perRecordResult(let outcome) = event.callback,
+                case .record(let record) = outcome.outcome
+            else { return nil }
+            return record.recordID?.recordName
+        }
     }
 
     /// The codes of the per-item errors, or of the operation's error when it has none.
