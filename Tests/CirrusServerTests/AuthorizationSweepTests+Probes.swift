@@ -23,7 +23,6 @@ extension AuthorizationSweepTests {
         String(String(describing: request).prefix { $0 != "(" })
     }
 
-    // swiftlint:disable:next function_body_length cyclomatic_complexity
     static func probes(for kind: Wire.Open.Request) -> [SweepProbe] {
         switch kind {
         case .modifyRecords:
