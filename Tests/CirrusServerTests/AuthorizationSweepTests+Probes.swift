@@ -142,6 +142,11 @@ extension AuthorizationSweepTests {
                         Wire.ZoneChangesConfiguration(zoneID: SweepWorld.currentUser, previousServerChangeToken: ids.defaultZoneToken),
                     ]))
                 },
+                SweepProbe("fetch changes of the public default zone from their private token", scope: .public) { ids in
+                    .fetchRecordZoneChanges(.init(zoneConfigurations: [
+                        Wire.ZoneChangesConfiguration(zoneID: SweepWorld.currentUser, previousServerChangeToken: ids.defaultZoneToken),
+                    ]))
+                },
             ]
         case .fetchDatabaseChanges:
             return [
