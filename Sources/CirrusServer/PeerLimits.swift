@@ -67,14 +67,38 @@ public final class PeerLimits: Sendable {
 
     private struct State {
         var connections: [String: Int] = [:]
-        var addresses: [String: TokenBucket] = [:]
-        var users: [String: TokenBucket] = [:]
+        var addresses = RateTable()
+        var users = RateTable()
         /// Users who exceeded their abandoned-stream rate, refused until half the burst is back.
         var lockedOut: Set<String> = []
-        /// Sizes at which the tables are next swept, doubling with what stays in them so a
+    }
+
+    /// One token bucket per key, created full on first use; full (idle) ones are swept out.
+    private struct RateTable {
+        var buckets: [String: TokenBucket] = [:]
+        /// The size at which the table is next swept, doubling with what stays in it so a
         /// sweep costs amortised constant time.
-        var addressesSweepAt = PeerLimits.sweepThreshold
-        var usersSweepAt = PeerLimits.sweepThreshold
+        var sweepAt = PeerLimits.sweepThreshold
+
+        mutating func spend(_ key: String, burst: Int, perSecond: Int, now: NIODeadline) -> Bool {
+            var bucket = self.buckets[key] ?? TokenBucket(burst: burst, perSecond: perSecond, now: now)
+            let spent = bucket.spend(now: now)
+            self.buckets[key] = bucket
+            if self.buckets.count > self.sweepAt {
+                for (key, var bucket) in self.buckets where bucket.isFull(now: now) {
+                    self.buckets.removeValue(forKey: key)
+                }
+                self.sweepAt = max(PeerLimits.sweepThreshold, self.buckets.count * 2)
+            }
+            return spent
+        }
+
+        /// The tokens `key` has at `now`; nil when it has a full bucket (never spent or swept).
+        mutating func available(_ key: String, now: NIODeadline) -> Double? {
+            guard var bucket = self.buckets[key] else { return nil }
+            defer { self.buckets[key] = bucket }
+            return bucket.available(now: now)
+        }
     }
 
     public let configuration: Configuration
@@ -92,11 +116,7 @@ public final class PeerLimits: Sendable {
         guard rate > 0 else { return true }
         let burst = self.configuration.handshakeBurstPerAddress
         return self.state.withLockedValue { state in
-            var bucket = state.addresses[address] ?? TokenBucket(burst: burst, perSecond: rate, now: now)
-            let admitted = bucket.spend(now: now)
-            state.addresses[address] = bucket
-            Self.sweep(&state.addresses, at: &state.addressesSweepAt, now: now)
-            return admitted
+            state.addresses.spend(address, burst: burst, perSecond: rate, now: now)
         }
     }
 
@@ -105,10 +125,9 @@ public final class PeerLimits: Sendable {
     public func admit(user: String, now: NIODeadline) -> Refusal? {
         self.state.withLockedValue { state in
             if state.lockedOut.contains(user) {
-                if var bucket = state.users[user],
-                    bucket.available(now: now) < Double(self.configuration.abandonedStreamBurstPerUser) / 2
+                if let tokens = state.users.available(user, now: now),
+                    tokens < Double(self.configuration.abandonedStreamBurstPerUser) / 2
                 {
-                    state.users[user] = bucket
                     return .abandoningStreams(perSecond: self.configuration.abandonedStreamsPerUserPerSecond)
                 }
                 state.lockedOut.remove(user)
@@ -138,13 +157,10 @@ public final class PeerLimits: Sendable {
         guard rate > 0 else { return true }
         let burst = self.configuration.abandonedStreamBurstPerUser
         return self.state.withLockedValue { state in
-            var bucket = state.users[user] ?? TokenBucket(burst: burst, perSecond: rate, now: now)
-            let spent = bucket.spend(now: now)
-            state.users[user] = bucket
+            let spent = state.users.spend(user, burst: burst, perSecond: rate, now: now)
             if !spent {
                 state.lockedOut.insert(user)
             }
-            Self.sweep(&state.users, at: &state.usersSweepAt, now: now)
             return spent
         }
     }
@@ -152,13 +168,5 @@ public final class PeerLimits: Sendable {
     /// Connections open now for `user`.
     public func connectionCount(user: String) -> Int {
         self.state.withLockedValue { $0.connections[user, default: 0] }
-    }
-
-    private static func sweep(_ table: inout [String: TokenBucket], at size: inout Int, now: NIODeadline) {
-        guard table.count > size else { return }
-        for (key, var bucket) in table where bucket.isFull(now: now) {
-            table.removeValue(forKey: key)
-        }
-        size = max(Self.sweepThreshold, table.count * 2)
     }
 }
