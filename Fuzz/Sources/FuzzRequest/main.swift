@@ -63,7 +63,7 @@ final class RequestHarness: Sendable {
     }
 
     /// Says `Hello`, sends `open` on stream 1 with ample credit, and waits for the stream's
-    /// `Complete` or the connection's error; a watch is cancelled once it started.
+    /// `Complete` or the connection's error; a watch is stopped by closing the connection.
     func run(_ open: Wire.Open) async {
         let channel = NIOAsyncTestingChannel()
         let configuration = self.configuration
@@ -79,11 +79,22 @@ final class RequestHarness: Sendable {
             }
             try await channel.writeInbound(Wire.Frame(streamID: 1, kind: .open(open)))
             try await channel.writeInbound(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: Self.credit))))
-            if case .watchNotifications = open.request {
-                try await channel.writeInbound(Wire.Frame(streamID: 1, kind: .cancel(Wire.Cancel(reason: "fuzz"))))
-            }
+            // A watch streams until the client goes away (a `Cancel` gets no `Complete`): give it
+            // a moment to validate and start, then close the connection, which stops it.
+            let watchDeadline: ContinuousClock.Instant?
+            if case .watchNotifications = open.request { watchDeadline = .now + .milliseconds(20) } else { watchDeadline = nil }
             while true {
-                let frame = try await channel.waitForOutboundWrite(as: Wire.Frame.self)
+                let frame: Wire.Frame
+                if let watchDeadline {
+                    guard let written = try await channel.readOutbound(as: Wire.Frame.self) else {
+                        if ContinuousClock.now >= watchDeadline { break }
+                        try await Task.sleep(for: .microseconds(200))
+                        continue
+                    }
+                    frame = written
+                } else {
+                    frame = try await channel.waitForOutboundWrite(as: Wire.Frame.self)
+                }
                 switch frame.kind {
                 case .complete where frame.streamID == 1, .error:
                     _ = try? await channel.close()
@@ -92,6 +103,7 @@ final class RequestHarness: Sendable {
                     continue
                 }
             }
+            _ = try? await channel.close()
         } catch {
             _ = try? await channel.close()
         }
