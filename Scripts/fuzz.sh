@@ -41,6 +41,8 @@ else
 fi
 
 ensure_packages
+# Swift's own crash backtracer would take the signal from libFuzzer, which then saves no input.
+export SWIFT_BACKTRACE=enable=no
 build_flags=(-c release --sanitize=fuzzer -Xswiftc -enable-testing)
 for sanitizer in ${CIRRUS_FUZZ_SANITIZERS:-}; do
     build_flags+=("--sanitize=$sanitizer")
