@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "CirrusStore", targets: ["CirrusStore"]),
         .library(name: "CirrusServer", targets: ["CirrusServer"]),
         .library(name: "CirrusBench", targets: ["CirrusBench"]),
+        .library(name: "CirrusCLI", targets: ["CirrusCLI"]),
         .executable(name: "cirrusd", targets: ["cirrusd"]),
         .executable(name: "cirrus", targets: ["cirrus"]),
     ],

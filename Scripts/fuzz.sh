@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of Fuzz/ (release, -sanitize=fuzzer) and runs each for a bounded
+# time, starting from its committed seed corpus in Fuzz/Corpus/TARGET. Fails when any target
+# finds a crash, a timeout or runs out of memory; the input that did it is written to
+# Fuzz/.build/fuzz-artifacts/. For each target it prints the executions per second and the
+# coverage reached (libFuzzer's final `cov:` edges and `ft:` features).
+#
+#   Scripts/fuzz.sh                   every target, 30 s each (what CI runs)
+#   Scripts/fuzz.sh all 600           every target, 10 minutes each
+#   Scripts/fuzz.sh FuzzPredicate 3600
+#   Scripts/fuzz.sh --seeds           regenerate Fuzz/Corpus/*/seed-* from the targets themselves
+#
+# New inputs the fuzzer finds go to Fuzz/.build/fuzz-corpus/TARGET, never into the committed
+# corpus; copy the interesting ones (and every crashing input) into Fuzz/Corpus/TARGET.
+# CIRRUS_FUZZ_SANITIZERS adds sanitizers to the build, e.g. CIRRUS_FUZZ_SANITIZERS=address.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Scripts/lib/ensure-packages.sh
+
+TARGETS=(FuzzFrame FuzzRequest FuzzPredicate FuzzToken FuzzCSVImport FuzzJSONLImport)
+
+usage() {
+    echo "usage: Scripts/fuzz.sh [all|TARGET] [SECONDS]   or   Scripts/fuzz.sh --seeds" >&2
+    echo "targets: ${TARGETS[*]}" >&2
+    exit 2
+}
+
+mode=run
+if [ "${1:-}" = "--seeds" ]; then
+    mode=seeds
+    shift
+fi
+which="${1:-all}"
+seconds="${2:-30}"
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || usage
+if [ "$which" = "all" ]; then
+    selected=("${TARGETS[@]}")
+else
+    [[ " ${TARGETS[*]} " == *" $which "* ]] || usage
+    selected=("$which")
+fi
+
+ensure_packages
+# Swift's own crash backtracer would take the signal from libFuzzer, which then saves no input.
+export SWIFT_BACKTRACE=enable=no
+build_flags=(-c release --sanitize=fuzzer -Xswiftc -enable-testing)
+for sanitizer in ${CIRRUS_FUZZ_SANITIZERS:-}; do
+    build_flags+=("--sanitize=$sanitizer")
+done
+echo "== building the fuzz targets (swift build --package-path Fuzz ${build_flags[*]})"
+swift build --package-path Fuzz "${build_flags[@]}"
+bin="$(swift build --package-path Fuzz "${build_flags[@]}" --show-bin-path)"
+
+if [ "$mode" = "seeds" ]; then
+    for target in "${selected[@]}"; do
+        rm -f Fuzz/Corpus/"$target"/seed-*
+        CIRRUS_FUZZ_WRITE_SEEDS="$PWD/Fuzz/Corpus/$target" "$bin/$target" -runs=0
+        echo "$target: $(ls Fuzz/Corpus/"$target" | wc -l) files in Fuzz/Corpus/$target"
+    done
+    exit 0
+fi
+
+work=Fuzz/.build/fuzz-corpus
+artifacts=Fuzz/.build/fuzz-artifacts
+mkdir -p "$artifacts"
+failed=()
+summary=()
+for target in "${selected[@]}"; do
+    mkdir -p "$work/$target"
+    options=(
+        -max_total_time="$seconds" -print_final_stats=1
+        -timeout=10 -rss_limit_mb=2048 -max_len=8192
+        -artifact_prefix="$artifacts/$target-"
+    )
+    [ -f "Fuzz/Dictionaries/$target.dict" ] && options+=(-dict="Fuzz/Dictionaries/$target.dict")
+    log="$artifacts/$target.log"
+    echo "== $target for ${seconds}s"
+    status=0
+    "$bin/$target" "${options[@]}" "$work/$target" "Fuzz/Corpus/$target" >"$log" 2>&1 || status=$?
+    execs_per_second=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    coverage=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
+    line=$(printf '%-16s %9s exec/s  %10s runs  %s' "$target" "${execs_per_second:-?}" "${executions:-?}" "${coverage:-cov: ? ft: ?}")
+    if [ "$status" -ne 0 ]; then
+        failed+=("$target")
+        line="$line  FAILED (exit $status, see $log)"
+        grep -E '^==[0-9]+==|ERROR: libFuzzer|^SUMMARY|Test unit written|Fatal error|deadly signal|timeout' "$log" | head -20 >&2 || true
+    fi
+    echo "$line"
+    summary+=("$line")
+done
+
+echo "== fuzzing summary (${seconds}s per target)"
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzzing found problems in: ${failed[*]} (inputs in $artifacts)" >&2
+    exit 1
+fi
