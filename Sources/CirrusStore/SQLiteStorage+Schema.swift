@@ -132,6 +132,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v2", migrate: migrateToV2)
         migrator.registerMigration("v3-long-lived", migrate: migrateToV3)
         migrator.registerMigration("v4-subscriptions", migrate: migrateToV4)
+        migrator.registerMigration("v6-keyset-cursors", migrate: migrateToV6)
         return migrator
     }
 }

@@ -265,4 +265,25 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
         await bench.close()
     }
+
+    // MARK: Queries
+
+    // The first page of `bucket == k` (10 of ~1/16 of the zone, no sort descriptors), the
+    // query of `cirrus bench`'s query mix, straight on the store. Filling the zone is not measured.
+    for records in [1_000, 220_000] {
+        Benchmark(
+            "Store query: first page of 10, bucket == k, zone of \(records) records",
+            configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(10), maxIterations: 2_000)
+        ) { benchmark in
+            let bench = try await QueryPageBench(records: records)
+            var bucket = 0
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                blackHole(try await bench.firstPage(bucket: bucket))
+                bucket = (bucket + 1) % QueryPageBench.buckets
+            }
+            benchmark.stopMeasurement()
+            bench.close()
+        }
+    }
 }
