@@ -25,6 +25,9 @@ struct SQLFragment: Sendable {
 /// (`records_by_type`, in row ID order; `records_by_created` or
 /// `records_by_modified` when the first sort descriptor is that date, so
 /// the read is in the query's order and a page stops after its records).
+/// In such an order a source listing at least ``estimateBound`` rows does
+/// not drive either: the ordered read stops after a page, the driver would
+/// list every match first.
 ///
 /// Candidates are listed for keyset paging (``QueryKeyset``): only rows
 /// unchanged since a cursor's change sequence, only after a position, with
@@ -61,8 +64,12 @@ struct QueryPlanner {
         default: break
         }
         var conditions = SQLFragment(sql: "")
-        if let driving = try drivingSource(sources) {
-            if driving.estimate == 0 { return nil }
+        let driving = try drivingSource(sources)
+        if driving?.estimate == 0 { return nil }
+        // In an order an index gives, a page stops after its records: reading
+        // that index with the conjuncts as filters beats listing every one of
+        // many matches (at least ``estimateBound``) through a driver first.
+        if let driving, !(indexGivesOrder && driving.estimate >= Self.estimateBound) {
             let driver = sources.remove(at: driving.index)
             if let ids = driver.ids {
                 table = "records r NOT INDEXED"  // rowid lookups only
@@ -93,6 +100,15 @@ struct QueryPlanner {
         }
         statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
         return statement
+    }
+
+    /// Whether the table read without a driver lists rows in the query's
+    /// order: no sort descriptors (row ID), or a date first.
+    private var indexGivesOrder: Bool {
+        switch query.sorts.first?.key {
+        case nil, .creationDate?, .modificationDate?: true
+        default: false
+        }
     }
 
     // MARK: Sources
