@@ -1,5 +1,6 @@
 import CirrusWire
 import Foundation
+import GRDB
 import Testing
 
 @testable import CirrusStore
@@ -220,5 +221,38 @@ struct QueryKeysetTests {
                 #expect(Set(names).count == 40)
             }
         }
+    }
+}
+
+/// The merge of changed records into a page compares sort values in Swift; it must order
+/// them exactly as SQLite's ORDER BY does.
+@Suite("Query keyset order")
+struct QueryKeysetOrderTests {
+    @Test func swiftOrdersSortValuesAsSQLiteDoes() throws {
+        var values: [QueryKeyset.Value] = [
+            .null, .integer(0), .integer(-1), .integer(3), .integer(Int64.max), .integer(Int64.min),
+            .integer(9_007_199_254_740_993), .real(9_007_199_254_740_992), .real(2.5), .real(3), .real(-0.5),
+            .real(-Double.infinity), .real(Double.infinity), .real(9.3e18), .real(-9.3e18),
+            .text(""), .text("a"), .text("B"), .text("é"), .text("e\u{301}"), .text("z"), .text("\u{1F600}"),
+        ]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<30 { values.append(.integer(Int64.random(in: -5...5, using: &generator))) }
+        for _ in 0..<30 { values.append(.real(Double(Int.random(in: -10...10, using: &generator)) / 2)) }
+        let queue = try DatabaseQueue()
+        let sqlite: [Int] = try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (i INTEGER PRIMARY KEY, v)")
+            for (i, value) in values.enumerated() {
+                try db.execute(sql: "INSERT INTO t (i, v) VALUES (?, ?)", arguments: [i, value.databaseValue])
+            }
+            return try Int.fetchAll(db, sql: "SELECT i FROM t ORDER BY v ASC NULLS LAST, i")
+        }
+        let sorts = [QuerySort(key: .field("v"), ascending: true)]
+        let swift = values.indices.sorted { a, b in
+            let c = QueryKeyset.compare(
+                QueryKeyset.Position(values: [values[a]], name: "", rowID: Int64(a)),
+                QueryKeyset.Position(values: [values[b]], name: "", rowID: Int64(b)), sorts)
+            return c != 0 ? c < 0 : a < b
+        }
+        #expect(swift == sqlite, "\(swift.map { values[$0] }) vs \(sqlite.map { values[$0] })")
     }
 }
