@@ -273,7 +273,9 @@ let benchmarks: @Sendable () -> Void = {
     for records in [1_000, 220_000] {
         Benchmark(
             "Store query: first page of 10, bucket == k, zone of \(records) records",
-            configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(10), maxIterations: 2_000)
+            configuration: .init(
+                metrics: [.wallClock, .throughput], warmupIterations: 0, scalingFactor: .one,
+                maxDuration: .seconds(10), maxIterations: 2_000)
         ) { benchmark in
             let bench = try await QueryPageBench(records: records)
             var bucket = 0
