@@ -22,7 +22,16 @@ struct SQLFragment: Sendable {
 /// `record_fields_by_record` (EXISTS), never widening the read. Without any
 /// source, or when the zone holds fewer records of the type than the best
 /// source lists, the query reads the zone's records of the type
-/// (`records_by_type`).
+/// (`records_by_type`, in row ID order; `records_by_created` or
+/// `records_by_modified` when the first sort descriptor is that date, so
+/// the read is in the query's order and a page stops after its records).
+/// In such an order a source listing at least ``estimateBound`` rows does
+/// not drive either: the ordered read stops after a page, the driver would
+/// list every match first.
+///
+/// Candidates are listed for keyset paging (``QueryKeyset``): only rows
+/// unchanged since a cursor's change sequence, only after a position, with
+/// their sort values as columns 3, 4 ….
 struct QueryPlanner {
     let db: Database
     let query: CompiledQuery
@@ -33,8 +42,10 @@ struct QueryPlanner {
     /// At most this many conjuncts become SQL (each costs a count and a probe per row).
     static let maximumIndexedConjuncts = 8
 
-    /// The candidates' `id` and `name`, in order; nil when nothing can match.
-    func candidates() throws -> SQLFragment? {
+    /// The candidates' `id`, `name` and sort values, in order, among the rows
+    /// at or below change sequence `seq` and after `position`; nil when
+    /// nothing can match.
+    func candidates(upTo seq: Int64, after position: QueryKeyset.Position?) throws -> SQLFragment? {
         let conjuncts: [QueryNode]
         switch query.predicate {
         case .constant(false): return nil
@@ -47,9 +58,18 @@ struct QueryPlanner {
         // statement rather than read a table whole), so a plan never depends
         // on the planner's guesses between indexes that look alike to it.
         var table = "records r INDEXED BY records_by_type"
+        switch query.sorts.first?.key {
+        case .creationDate?: table = "records r INDEXED BY records_by_created"
+        case .modificationDate?: table = "records r INDEXED BY records_by_modified"
+        default: break
+        }
         var conditions = SQLFragment(sql: "")
-        if let driving = try drivingSource(sources) {
-            if driving.estimate == 0 { return nil }
+        let driving = try drivingSource(sources)
+        if driving?.estimate == 0 { return nil }
+        // In an order an index gives, a page stops after its records: reading
+        // that index with the conjuncts as filters beats listing every one of
+        // many matches (at least ``estimateBound``) through a driver first.
+        if let driving, !(indexGivesOrder && driving.estimate >= Self.estimateBound) {
             let driver = sources.remove(at: driving.index)
             if let ids = driver.ids {
                 table = "records r NOT INDEXED"  // rowid lookups only
@@ -59,18 +79,36 @@ struct QueryPlanner {
                 conditions.append(" AND ", condition.fragment)
             }
         }
-        var statement = SQLFragment(
-            sql: "SELECT r.id, r.name FROM \(table) WHERE r.zone_id = ? AND r.record_type = ?",
-            arguments: [zoneID.databaseValue, query.recordType.databaseValue])
+        var statement = SQLFragment(sql: "SELECT r.id, r.name")
+        for sort in query.sorts { statement.append(", ", sortExpression(sort.key)) }
+        statement.append(SQLFragment(
+            sql: " FROM \(table) WHERE r.zone_id = ? AND r.record_type = ? AND +r.change_seq <= ?",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue, seq.databaseValue]))
         statement.append(conditions)
         for source in sources { statement.append(" AND ", source.filter) }
+        if let position {
+            statement.append(" AND ", QueryKeyset.after(position, query.sorts, expression: sortExpression))
+        }
         statement.sql += " ORDER BY "
         for sort in query.sorts {
             statement.append(sortExpression(sort.key))
-            statement.sql += sort.ascending ? " ASC NULLS LAST, " : " DESC NULLS LAST, "
+            switch sort.key {
+            // Never NULL: plain order, so the date's index gives it.
+            case .creationDate, .modificationDate: statement.sql += sort.ascending ? " ASC, " : " DESC, "
+            default: statement.sql += sort.ascending ? " ASC NULLS LAST, " : " DESC NULLS LAST, "
+            }
         }
         statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
         return statement
+    }
+
+    /// Whether the table read without a driver lists rows in the query's
+    /// order: no sort descriptors (row ID), or a date first.
+    private var indexGivesOrder: Bool {
+        switch query.sorts.first?.key {
+        case nil, .creationDate?, .modificationDate?: true
+        default: false
+        }
     }
 
     // MARK: Sources

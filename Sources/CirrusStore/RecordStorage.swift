@@ -94,7 +94,10 @@ public protocol RecordStorage: SubscriptionStorage {
     /// The first page of a query (CKQueryOperation) over one zone: at most
     /// `limit` matching records in the query's order, restricted to
     /// `desiredKeys` (nil = all fields, [] = system fields only), and a cursor
-    /// when more follow. The cursor pins the query, zone and desired keys.
+    /// when more follow. The cursor pins the query, zone and desired keys; it
+    /// is a sealed keyset position (the store keeps nothing per cursor), so
+    /// a first page reads about `limit` candidates where an index gives the
+    /// query's order, however many records match.
     ///
     /// For example:
     /// ```swift
@@ -111,15 +114,20 @@ public protocol RecordStorage: SubscriptionStorage {
 
     /// The next page after `cursor` (from a ``QueryPage`` of the same database).
     ///
+    /// Pages follow the first page's order; no record comes twice and none
+    /// that existed and matched throughout is skipped, whatever changes in
+    /// between.
+    ///
     /// - throws: ``StoreError`` `.invalidArguments` when the cursor is
-    ///   malformed, unknown, expired or from another database;
+    ///   malformed, altered, expired or from another database;
     ///   `.zoneNotFound` when its zone was deleted.
     func continueQuery(
         _ cursor: [UInt8], in database: DatabaseKey, desiredKeys: QueryContinuationKeys, limit: Int
     ) async throws -> QueryPage
 
-    /// Deletes query cursors created before `cutoff` (expired ones are
-    /// refused anyway); returns how many.
+    /// Deletes what only query cursors created before `cutoff` needed (the
+    /// record versions kept for them; expired cursors are refused anyway);
+    /// returns how many rows went.
     ///
     /// - throws: ``StoreError``.
     @discardableResult

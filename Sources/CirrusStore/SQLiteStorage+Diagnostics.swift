@@ -7,7 +7,7 @@ extension SQLiteStorage {
     func rowCount(of table: String) async throws -> Int {
         let known = [
             "databases", "zones", "records", "tombstones", "record_fields", "cascade_references", "assets",
-            "asset_references", "record_text", "query_cursors", "query_cursor_rows",
+            "asset_references", "record_text", "query_preimages", "store_secrets",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         return try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0 }
@@ -27,7 +27,7 @@ extension SQLiteStorage {
         return try await read { db in
             guard let databaseID = try StoreRows.databaseID(db, database),
                 let zone = try StoreRows.liveZone(db, databaseID, zone.zoneName),
-                let statement = try QueryPlanner(db: db, query: compiled, zoneID: zone.id).candidates()
+                let statement = try QueryPlanner(db: db, query: compiled, zoneID: zone.id).candidates(upTo: Int64.max, after: nil)
             else { return [] }
             return try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + statement.sql, arguments: statement.statementArguments)
                 .map { row in row["detail"] as String }

@@ -6,19 +6,27 @@ import GRDB
 ///
 /// A query lists its candidates through the indexes (``QueryPlanner``) in
 /// the query's order, then loads them one by one and keeps those the
-/// predicate matches (``QueryEvaluator``) until the page is full.
+/// predicate matches (``QueryEvaluator``) until the page is full and one
+/// more match shows another page follows. The statement is stepped, not
+/// fetched whole: where an index gives the query's order (no sort
+/// descriptors, or a first descriptor on the creation or modification
+/// date) a page reads about as many rows as it returns, whatever the size
+/// of the zone; a sort on a field, or a driving index of another order,
+/// sorts every candidate first (SQLite's sorter), still without loading them.
 ///
-/// Cursors continue a *snapshot*: when more matches follow a page, the rest
-/// of the ordered candidate list (row ID and record name each) is written to
-/// `query_cursors`/`query_cursor_rows` under a random 16-byte ID, and the
-/// cursor is that ID plus a position. A later page walks on from the
-/// position, skips rows that were deleted (or whose row ID now holds another
-/// record), re-checks the predicate on the record as stored now, and returns
-/// it as it is now. So no record comes twice and none is skipped that existed
-/// and matched from the first page to the last, however records change in
-/// between (records created after the first page are not in the snapshot).
-/// A cursor stays valid for ``queryCursorLifetime`` seconds and can be used
-/// again (it does not move); it works only in the database that made it.
+/// Cursors are *keyset* positions (``QueryCursor``): the query, the zone, the
+/// zone's change sequence at the first page and the sort key of the last
+/// record returned, sealed with an HMAC — the store keeps nothing per cursor.
+/// A later page reads the rows unchanged since that sequence after the
+/// position, merged with the records changed since, placed by their version
+/// at the first page: writes to a zone with live cursors keep each replaced
+/// or deleted version (``QueryCursorZones``, `query_preimages`), for a cursor
+/// lifetime. So the pages follow the order of the first page, no record
+/// comes twice and none is skipped that existed and matched throughout,
+/// each comes as it is when its page is read, and records created after the
+/// first page are not returned. A cursor stays valid for
+/// ``queryCursorLifetime`` seconds and can be used again (it does not move);
+/// it works only in the database that made it.
 extension SQLiteStorage {
     /// How long a query cursor stays valid, in seconds, unless configured.
     public static let defaultQueryCursorLifetime: Double = 3_600
@@ -36,70 +44,51 @@ extension SQLiteStorage {
         case .success(let name):
             zoneName = name
         }
-        let first = try await read { db -> FirstPage in
-            guard let databaseID = try StoreRows.databaseID(db, key),
-                let zone = try StoreRows.liveZone(db, databaseID, zoneName)
-            else {
-                // The default zone exists before anything was written to it.
-                guard zoneName == RecordCodec.defaultZoneName else {
-                    throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
+        let queryBytes = query.serializedBytes()
+        // A zone that keeps no pre-images yet is made live, then read again.
+        for _ in 0..<3 {
+            let zones = queryCursorZones
+            let generation = zones.generation
+            let now = zones.now
+            let lifetime = queryCursorLifetime
+            let secret = querySecret
+            let outcome = try await read { db -> FirstPage in
+                guard let databaseID = try StoreRows.databaseID(db, key),
+                    let zone = try StoreRows.liveZone(db, databaseID, zoneName)
+                else {
+                    // The default zone exists before anything was written to it.
+                    guard zoneName == RecordCodec.defaultZoneName else {
+                        throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
+                    }
+                    return .page(QueryPage(records: [], cursor: nil))
                 }
-                return FirstPage(page: QueryPage(records: [], cursor: nil))
+                let planner = QueryPlanner(db: db, query: compiled, zoneID: zone.id)
+                try planner.checkSorts()
+                guard zones.covers(zone.id, until: now + lifetime, madeBy: generation) else { return .makeLive(zone.id) }
+                // The zone's sequence, or its newest record's should a row run ahead of it.
+                let newest = try db.int64(
+                    sql: "SELECT max(change_seq) FROM records WHERE zone_id = ?", arguments: [zone.id]) ?? 0
+                let seq = max(zone.changeSeq, newest)
+                var run = QueryRun(db: db, query: compiled, zoneID: zone.id, zoneName: zone.name, key: key, desiredKeys: desiredKeys)
+                let unchanged = try Self.unchangedRows(planner, upTo: seq, after: nil)
+                let (records, last, more) = try run.page(limit: limit) { try unchanged.next() }
+                var page = QueryPage(records: records, cursor: nil)
+                page.recordsExamined = run.examined
+                if more, let last {
+                    let cursor = QueryCursor(
+                        zoneID: zone.id, zoneName: zone.name, seq: seq,
+                        createdMilliseconds: Int64((now * 1_000).rounded(.down)), query: queryBytes,
+                        desiredKeys: desiredKeys, position: last)
+                    page.cursor = cursor.sealed(for: key, secret: secret)
+                }
+                return .page(page)
             }
-            let planner = QueryPlanner(db: db, query: compiled, zoneID: zone.id)
-            try planner.checkSorts()
-            guard let statement = try planner.candidates() else {
-                return FirstPage(page: QueryPage(records: [], cursor: nil))
-            }
-            let candidates = try Row.fetchAll(db, sql: statement.sql, arguments: statement.statementArguments)
-                .enumerated().map { QueryCandidate(position: $0.offset, id: $0.element[0], name: $0.element[1]) }
-            var run = QueryRun(db: db, query: compiled, zoneID: zone.id, zoneName: zone.name, key: key, desiredKeys: desiredKeys)
-            var iterator = candidates.makeIterator()
-            let (records, next) = try run.page(limit: limit) { iterator.next() }
-            var page = QueryPage(records: records, cursor: nil)
-            page.recordsExamined = run.examined
-            return FirstPage(
-                page: page, rest: next.map { Array(candidates[$0...]) }, databaseID: databaseID, zone: zone)
-        }
-        guard let rest = first.rest, let zone = first.zone else { return first.page }
-        let id = QueryCursorToken.randomID()
-        let now = RecordCodec.seconds(clock())
-        let expired = now - queryCursorLifetime
-        let queryBytes = Data(query.serializedBytes())
-        let keysBlob = Self.desiredKeysBlob(desiredKeys)
-        let databaseID = first.databaseID
-        try await write(weight: rest.count) { db in
-            try db.run(sql: "DELETE FROM query_cursors WHERE created_at <= ?", arguments: [expired])
-            try db.run(
-                sql: """
-                    INSERT INTO query_cursors (id, database_id, zone_id, zone_name, query, desired_keys, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [Data(id), databaseID, zone.id, zone.name, queryBytes, keysBlob, now])
-            // Many rows per statement: a snapshot may hold every record of a zone.
-            let rowsPerStatement = 200
-            let cursorID = Data(id)
-            for start in stride(from: 0, to: rest.count, by: rowsPerStatement) {
-                let chunk = rest[start..<min(start + rowsPerStatement, rest.count)]
-                var arguments: [DatabaseValue] = []
-                arguments.reserveCapacity(chunk.count * 4)
-                for (offset, candidate) in chunk.enumerated() {
-                    arguments += [cursorID.databaseValue, (start + offset).databaseValue,
-                                  candidate.id.databaseValue, candidate.name.databaseValue]
-                }
-                let values = Array(repeating: "(?, ?, ?, ?)", count: chunk.count).joined(separator: ", ")
-                let sql = "INSERT INTO query_cursor_rows (cursor_id, position, record_id, name) VALUES \(values)"
-                if chunk.count == rowsPerStatement {
-                    try db.run(sql: sql, arguments: StatementArguments(arguments))
-                } else {
-                    // Not cached: a last chunk can have any length.
-                    try db.execute(sql: sql, arguments: StatementArguments(arguments))
-                }
+            switch outcome {
+            case .page(let page): return page
+            case .makeLive(let zoneID): try await makeQueryZoneLive(zoneID)
             }
         }
-        var page = first.page
-        page.cursor = QueryCursorToken(id: id, position: 0).bytes
-        return page
+        throw StoreError(.storageFailure, "zone \(zoneName) changed while its query began; try again")
     }
 
     public func continueQuery(
@@ -107,54 +96,51 @@ extension SQLiteStorage {
     ) async throws -> QueryPage {
         let key = try database.validated()
         try checkQueryLimit(limit)
-        guard let token = QueryCursorToken(cursor) else { throw Self.unknownCursor }
-        let now = RecordCodec.seconds(clock())
-        let lifetime = queryCursorLifetime
+        guard let token = QueryCursor(sealed: cursor, for: key, secret: querySecret) else { throw Self.unknownCursor }
+        let now = queryCursorZones.now
+        guard now * 1_000 - Double(token.createdMilliseconds) < queryCursorLifetime * 1_000 else { throw Self.unknownCursor }
+        let compiled: CompiledQuery
+        do {
+            compiled = try QueryValidation.compile(try Wire.Query(serializedBytes: token.query))
+        } catch {
+            // Sealed by this store, so it compiled once: only a change of the rules refuses it now.
+            throw Self.unknownCursor
+        }
+        let keys: [String]?
+        switch desiredKeys {
+        case .sameAsQuery: keys = token.desiredKeys
+        case .replaced(let replaced): keys = replaced
+        }
+        let secret = querySecret
         return try await read { db in
-            guard let databaseID = try StoreRows.databaseID(db, key),
-                let header = try db.row(
-                    sql: "SELECT * FROM query_cursors WHERE id = ? AND database_id = ?",
-                    arguments: [Data(token.id), databaseID]),
-                now - (header["created_at"] as Double) < lifetime
-            else { throw Self.unknownCursor }
-            let query: Wire.Query
-            do {
-                query = try Wire.Query(serializedBytes: [UInt8](header["query"] as Data))
-            } catch {
-                throw StoreError(.corruptData, "stored query of a cursor does not decode: \(error)")
-            }
-            let compiled = try QueryValidation.compile(query)
-            let zoneID: Int64 = header["zone_id"]
-            let zoneName: String = header["zone_name"]
-            guard try db.int64(sql: "SELECT id FROM zones WHERE id = ? AND deleted_at IS NULL", arguments: [zoneID]) != nil
-            else { throw StoreError(.zoneNotFound, "zone \(zoneName) was deleted") }
-            let keys: [String]?
-            switch desiredKeys {
-            case .sameAsQuery: keys = try Self.desiredKeys(header["desired_keys"])
-            case .replaced(let replaced): keys = replaced
-            }
-            var run = QueryRun(db: db, query: compiled, zoneID: zoneID, zoneName: zoneName, key: key, desiredKeys: keys)
-            var buffered: [QueryCandidate] = []
-            var from = token.position
-            var exhausted = false
-            let chunk = 256
-            let (records, next) = try run.page(limit: limit) {
-                if buffered.isEmpty && !exhausted {
-                    buffered = Array(try db.rows(
-                        sql: """
-                            SELECT position, record_id, name FROM query_cursor_rows
-                            WHERE cursor_id = ? AND position >= ? ORDER BY position LIMIT ?
-                            """,
-                        arguments: [Data(token.id), from, chunk]
-                    ).map { QueryCandidate(position: $0["position"], id: $0["record_id"], name: $0["name"]) }.reversed())
-                    exhausted = buffered.count < chunk
-                    from = (buffered.first?.position ?? from) + 1
+            guard try db.int64(sql: "SELECT id FROM zones WHERE id = ? AND deleted_at IS NULL", arguments: [token.zoneID]) != nil
+            else { throw StoreError(.zoneNotFound, "zone \(token.zoneName) was deleted") }
+            let planner = QueryPlanner(db: db, query: compiled, zoneID: token.zoneID)
+            let unchanged = try Self.unchangedRows(planner, upTo: token.seq, after: token.position)
+            let sorts = compiled.sorts
+            var changed = try QueryPreimages.changed(
+                db, zoneID: token.zoneID, since: token.seq, recordType: compiled.recordType, sorts: sorts
+            ).filter { QueryKeyset.compare($0.position, token.position, sorts) > 0 }
+            // Popped from the end: last in order first.
+            changed.sort { QueryKeyset.compare($0.position, $1.position, sorts) > 0 }
+            var head = try unchanged.next()
+            var run = QueryRun(
+                db: db, query: compiled, zoneID: token.zoneID, zoneName: token.zoneName, key: key, desiredKeys: keys)
+            let (records, last, more) = try run.page(limit: limit) {
+                if let candidate = changed.last, head.map({ QueryKeyset.compare(candidate.position, $0.position, sorts) < 0 }) ?? true {
+                    return changed.popLast()
                 }
-                return buffered.popLast()
+                let current = head
+                head = try unchanged.next()
+                return current
             }
-            var page = QueryPage(
-                records: records, cursor: next.map { QueryCursorToken(id: token.id, position: $0).bytes })
+            var page = QueryPage(records: records, cursor: nil)
             page.recordsExamined = run.examined
+            if more, let last {
+                var next = token
+                next.position = last
+                page.cursor = next.sealed(for: key, secret: secret)
+            }
             return page
         }
     }
@@ -163,18 +149,25 @@ extension SQLiteStorage {
     public func pruneQueryCursors(createdBefore cutoff: Wire.Timestamp) async throws -> Int {
         let cutoff = RecordCodec.seconds(cutoff)
         return try await write(weight: 1) { db in
-            try db.run(sql: "DELETE FROM query_cursors WHERE created_at < ?", arguments: [cutoff])
+            try db.run(sql: "DELETE FROM query_preimages WHERE kept_at < ?", arguments: [cutoff])
             return db.changesCount
         }
     }
 
-    /// What the first page of a query found.
-    private struct FirstPage: Sendable {
-        var page: QueryPage
-        /// The candidates after the page, from the first further match; nil = no more.
-        var rest: [QueryCandidate]?
-        var databaseID: Int64 = 0
-        var zone: ZoneRow?
+    /// The rows of the zone unchanged since `seq`, after `position`, in the query's order.
+    private static func unchangedRows(
+        _ planner: QueryPlanner, upTo seq: Int64, after position: QueryKeyset.Position?
+    ) throws -> CandidateRows {
+        guard let statement = try planner.candidates(upTo: seq, after: position) else { return CandidateRows(rows: nil, sorts: 0) }
+        let rows = try Row.fetchCursor(planner.db, sql: statement.sql, arguments: statement.statementArguments)
+        return CandidateRows(rows: rows, sorts: planner.query.sorts.count)
+    }
+
+    /// What the first page's snapshot gave.
+    private enum FirstPage: Sendable {
+        case page(QueryPage)
+        /// The zone keeps no pre-images yet: make it live and read again.
+        case makeLive(Int64)
     }
 
     static let unknownCursor = StoreError(.invalidArguments, "the query cursor is unknown or expired")
@@ -184,18 +177,17 @@ extension SQLiteStorage {
             throw StoreError(.invalidArguments, "results limit \(limit) out of range 1 ... \(maxItemsPerOperation)")
         }
     }
+}
 
-    /// NULL for all keys, else a marker byte and the keys as a `Wire.StringList`.
-    private static func desiredKeysBlob(_ keys: [String]?) -> Data? {
-        keys.map { Data([1] + Wire.StringList(values: $0).serializedBytes()) }
-    }
+/// Candidates stepped from the planner's statement, one row at a time.
+private struct CandidateRows {
+    let rows: RowCursor?
+    let sorts: Int
 
-    private static func desiredKeys(_ blob: Data?) throws -> [String]? {
-        guard let blob else { return nil }
-        do {
-            return try Wire.StringList(serializedBytes: [UInt8](blob.dropFirst())).values
-        } catch {
-            throw StoreError(.corruptData, "stored desired keys of a cursor do not decode: \(error)")
-        }
+    func next() throws -> QueryCandidate? {
+        guard let row = try rows?.next() else { return nil }
+        let id: Int64 = row[0]
+        let values = (0..<sorts).map { QueryKeyset.Value(row[2 + $0] as DatabaseValue) }
+        return QueryCandidate(position: QueryKeyset.Position(values: values, name: row[1], rowID: id), id: id)
     }
 }

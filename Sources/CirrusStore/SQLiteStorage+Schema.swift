@@ -133,6 +133,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v3-long-lived", migrate: migrateToV3)
         migrator.registerMigration("v4-subscriptions", migrate: migrateToV4)
         migrator.registerMigration("v5-write-path", migrate: migrateToV5)
+        migrator.registerMigration("v6-keyset-cursors", migrate: migrateToV6)
         return migrator
     }
 }

@@ -30,6 +30,10 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     let pool: DatabasePool
     let writer: WriteCoalescer
     let checkpointer: WALCheckpointer
+    /// The key query cursors are sealed with (`store_secrets`, schema v6).
+    let querySecret: [UInt8]
+    /// The zones whose writes keep record versions for live query cursors.
+    let queryCursorZones: QueryCursorZones
     let clock: @Sendable () -> Wire.Timestamp
     /// Told of the feeds each commit added notifications to (see `observeNotifications`).
     let notificationObservers = Mutex<[@Sendable (NotificationFeedKey) -> Void]>([])
@@ -57,18 +61,31 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             configuration.label = "CirrusStore"
             configuration.foreignKeysEnabled = true
             configuration.busyMode = .timeout(10)
+            let zones = QueryCursorZones(clock: clock)
+            queryCursorZones = zones
+            let liveFunction = zones.sqlFunction
             configuration.prepareDatabase { db in
                 db.add(function: QueryGeometry.sqlFunction)
+                db.add(function: liveFunction)
                 // Sorts, statement journals and (on the rare fallback) savepoint
                 // sub-journals stay in memory instead of spilling to temp files.
                 try db.execute(sql: "PRAGMA temp_store = MEMORY")
             }
             let path = (directory as NSString).appendingPathComponent(Self.fileName)
+            // Cursors sealed before a restart may be continued for one lifetime:
+            // until then, every zone keeps pre-images.
+            if FileManager.default.fileExists(atPath: path) {
+                zones.keepEveryZone(until: zones.now + queryCursorLifetime)
+            }
             pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB puts a pool in WAL mode with synchronous = NORMAL after
             // `prepareDatabase` ran; only the writer commits, so set it there.
             try pool.writeWithoutTransaction { db in try db.execute(sql: Self.writerSettings) }
             try Self.migrator.migrate(pool)
+            querySecret = try pool.read { db in
+                try Data.fetchOne(db, sql: "SELECT value FROM store_secrets WHERE name = 'query-cursor'").map { [UInt8]($0) }
+            } ?? []
+            guard !querySecret.isEmpty else { throw StoreError(.corruptData, "the store has no query cursor secret") }
             let checkpointer = try WALCheckpointer(path: path)
             self.checkpointer = checkpointer
             writer = WriteCoalescer(writer: pool, afterCommit: { checkpointer.committed() })

@@ -129,4 +129,24 @@ struct QueryExecutorTests {
             await bob.client.close()
         }
     }
+
+    @Test func aCursorAlteredInOneBitIsRefusedAndTheRealOneStillWorks() async throws {
+        try await withStorageServer { port in
+            var alice = try await OperationClient.connect(port: port, user: "alice")
+            _ = try await alice.save((0..<5).map { numbered($0) })
+            let first = try await alice.query(Wire.QueryRequest(start: .query(Wire.Query(recordType: "Note")), resultsLimit: 2))
+            let cursor = try #require(first.cursor)
+            for index in [0, cursor.opaque.count / 2, cursor.opaque.count - 1] {
+                var altered = cursor.opaque
+                altered[index] ^= 0x10
+                let refused = try await alice.query(Wire.QueryRequest(start: .cursor(Wire.QueryCursor(opaque: altered))))
+                #expect(refused.records.isEmpty)
+                #expect(refused.complete.error?.code == .invalidArguments, "byte \(index)")
+                #expect(refused.complete.error?.message == "the query cursor is unknown or expired")
+            }
+            let next = try await alice.query(Wire.QueryRequest(start: .cursor(cursor), resultsLimit: 2))
+            #expect(next.records.count == 2)
+            await alice.client.close()
+        }
+    }
 }

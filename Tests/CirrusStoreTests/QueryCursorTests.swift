@@ -60,7 +60,7 @@ struct QueryCursorTests {
             #expect(second.cursor == nil)
             let all = try await storage.queryRecords(flagged, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 20)
             #expect(all.cursor == nil)
-            #expect(try await storage.count("query_cursors") == 1, "only a query with more results keeps a snapshot")
+            #expect(try await storage.count("query_preimages") == 0, "a cursor keeps nothing in the store")
         }
     }
 
@@ -183,10 +183,15 @@ struct QueryCursorTests {
     @Test func cursorsExpireAfterTheirLifetimeAndArePruned() async throws {
         let clock = ManualClock()
         try await withStore(clock: clock.clock) { storage, _ in
-            try await storage.saveAll(numbered(0..<30))
+            let saved = try await storage.saveAll(numbered(0..<30))
             let cursor = try #require(
                 try await storage.queryRecords(flagged, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10).cursor)
-            #expect(try await storage.count("query_cursor_rows") == 20)
+            #expect(try await storage.count("query_preimages") == 0)
+            // A change under the live cursor keeps the record's version of its first page.
+            var moved = saved[25]
+            moved.fields = [field("n", .int64Value(-1)), field("flag", .int64Value(1))]
+            try await storage.saveAll([moved])
+            #expect(try await storage.count("query_preimages") == 1)
             clock.advance(by: 3_599)
             #expect(try await storage.continueQuery(cursor, in: alice, desiredKeys: .sameAsQuery, limit: 10).records.count == 10)
             clock.advance(by: 1)
@@ -195,14 +200,12 @@ struct QueryCursorTests {
             }
             #expect(error == StoreError(.invalidArguments, "the query cursor is unknown or expired"))
 
-            // A new snapshot sweeps expired ones away; pruning takes the rest.
-            _ = try await storage.queryRecords(flagged, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 25)
-            #expect(try await storage.count("query_cursors") == 1)
-            #expect(try await storage.count("query_cursor_rows") == 5)
+            // Pruning drops the versions kept for cursors that have expired.
+            let early = Wire.Timestamp(seconds: clock.seconds - 3_600, nanos: 0)
+            #expect(try await storage.pruneQueryCursors(createdBefore: early) == 0)
             let cutoff = Wire.Timestamp(seconds: clock.seconds + 1, nanos: 0)
             #expect(try await storage.pruneQueryCursors(createdBefore: cutoff) == 1)
-            #expect(try await storage.count("query_cursors") == 0)
-            #expect(try await storage.count("query_cursor_rows") == 0)
+            #expect(try await storage.count("query_preimages") == 0)
         }
     }
 

@@ -293,4 +293,28 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
         await bench.close()
     }
+
+    // MARK: Queries
+
+    // The first page of `bucket == k` (10 of ~1/16 of the zone, no sort descriptors), the
+    // query of `cirrus bench`'s query mix, straight on the store. Filling the zone is not measured.
+    for records in [1_000, 220_000] {
+        Benchmark(
+            "Store query: first page of 10, bucket == k, zone of \(records) records",
+            configuration: .init(
+                // The duration counts the filling too (~30 s for 220,000 records).
+                metrics: [.wallClock, .throughput], warmupIterations: 0, scalingFactor: .one,
+                maxDuration: .seconds(90), maxIterations: 300)
+        ) { benchmark in
+            let bench = try await QueryPageBench(records: records)
+            var bucket = 0
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                blackHole(try await bench.firstPage(bucket: bucket))
+                bucket = (bucket + 1) % QueryPageBench.buckets
+            }
+            benchmark.stopMeasurement()
+            bench.close()
+        }
+    }
 }

@@ -12,8 +12,10 @@ extension StorageExecutor {
     ///
     /// A query without `zone_id` searches the default zone. A cursor pins its
     /// query, zone and desired keys (the continuation's own desired keys
-    /// replace them when it specifies some); it is refused with
-    /// `invalidArguments` when unknown, expired or from another database.
+    /// replace them when it specifies some). It is a keyset position the
+    /// store sealed for the database (like a change token): one altered in
+    /// any bit, expired or from another user or database is refused with
+    /// `invalidArguments` ("the query cursor is unknown or expired").
     func query(_ request: Wire.QueryRequest, _ context: Context) async throws -> OperationCompletion {
         if let checkpoint = context.checkpoint, checkpoint.isFinished {
             return .success(.query(Wire.QueryResult(cursor: checkpoint.cursor.map { Wire.QueryCursor(opaque: $0) })))
