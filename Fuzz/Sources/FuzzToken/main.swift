@@ -71,9 +71,9 @@ final class TokenHarness: Sendable {
             _ = try? self.sealer.open(token, feed, in: self.database)
         }
         self.continueQuery(bytes)
-        // A random cursor ID is out of the fuzzer's reach: an input of a cursor's length also
-        // runs with the live cursor's ID in place of its own, so its version and position bytes
-        // reach the paging code.
+        // Query cursors are sealed keyset positions: a mutated cursor must fail the seal check
+        // (what a peer reaches). An input of a cursor's length also runs with the live
+        // cursor's leading bytes, so mutations of the sealed body and tag are tried too.
         if bytes.count == self.cursor.count, bytes.count > 17 {
             self.continueQuery([bytes[0]] + self.cursor[1..<17] + bytes[17...])
         }
