@@ -408,10 +408,11 @@ struct LongLivedOperationTests {
             }
         )
         defer { Task { await peer.stop() } }
-        // A long backoff, so the test sees the operation between connections.
+        // A long backoff, so the test sees the operation between connections even on a
+        // loaded machine.
         let container = Self.container(peer) {
-            $0.reconnectBaseDelay = 2
-            $0.reconnectMaximumDelay = 2
+            $0.reconnectBaseDelay = 8
+            $0.reconnectMaximumDelay = 8
         }
         let operation = Self.longLivedFetch(["a", "b", "c"])
         let records = Recorder<String>()

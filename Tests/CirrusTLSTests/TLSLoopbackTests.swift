@@ -90,7 +90,7 @@ let ipv6LoopbackAvailable: Bool = {
 
 /// One server and one client on loopback, with every wait bounded.
 struct LoopbackConnection {
-    static let timeout = TimeAmount.seconds(10)
+    static let timeout = TimeAmount.seconds(60)
 
     static func run(
         server serverConfiguration: TLSConfiguration,

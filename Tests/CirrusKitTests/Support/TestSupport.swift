@@ -96,7 +96,7 @@ func runToCompletion(_ operation: CKOperation, on database: CKDatabase? = nil) a
 }
 
 /// Polls `condition` until it holds (a hang guard, not a speed assertion).
-func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout
     while !condition() {
