@@ -31,8 +31,8 @@ struct CirrusdRevocationTests {
         }
     }
 
-    private func start(_ scratch: Scratch) throws -> CirrusdProcess {
-        try CirrusdProcess(
+    private func start(_ scratch: Scratch) async throws -> CirrusdProcess {
+        try await CirrusdProcess.launch(
             arguments: ["--client-auth", "required", "--client-crl", scratch.crl, "--log-level", "info"],
             standardErrorPath: scratch.logPath
         )
@@ -62,8 +62,8 @@ struct CirrusdRevocationTests {
 
     @Test func aRevokedCertificateIsRefusedFromTheStart() async throws {
         let scratch = try Scratch(crl: "ca-crl-carol.pem")
-        let server = try self.start(scratch)
-        defer { server.stop() }
+        let server = try await self.start(scratch)
+        defer { server.kill() }
 
         #expect(await !self.isAccepted(port: server.port, user: "carol"))
         #expect(await self.isAccepted(port: server.port, user: "alice"))
@@ -71,8 +71,8 @@ struct CirrusdRevocationTests {
 
     @Test func sighupWithARevokingListShutsOutNewConnectionsAndKeepsOpenOnes() async throws {
         let scratch = try Scratch(crl: "ca-crl.pem")
-        let server = try self.start(scratch)
-        defer { server.stop() }
+        let server = try await self.start(scratch)
+        defer { server.kill() }
         #expect(await self.isAccepted(port: server.port, user: "carol"))
 
         let open = try await TestClient.connect(port: server.port, user: "carol")
@@ -94,8 +94,8 @@ struct CirrusdRevocationTests {
 
     @Test func aBadFileOnReloadKeepsThePreviousContextAndSaysWhy() async throws {
         let scratch = try Scratch(crl: "ca-crl-carol.pem")
-        let server = try self.start(scratch)
-        defer { server.stop() }
+        let server = try await self.start(scratch)
+        defer { server.kill() }
 
         try Data("not a revocation list\n".utf8).write(to: URL(fileURLWithPath: scratch.crl))
         kill(server.process.processIdentifier, SIGHUP)
@@ -109,10 +109,10 @@ struct CirrusdRevocationTests {
         #expect(await !self.isAccepted(port: server.port, user: "carol"))
     }
 
-    @Test func aBadRevocationListAtStartIsAClearError() throws {
+    @Test func aBadRevocationListAtStartIsAClearError() async throws {
         let scratch = try Scratch(crl: "ca-crl.pem")
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: scratch.crl))
-        #expect(throws: CirrusdDidNotStart.self) { try self.start(scratch) }
+        await #expect(throws: CirrusdDidNotStart.self) { try await self.start(scratch) }
         #expect(scratch.log().contains(scratch.crl), "\(scratch.log())")
     }
 }

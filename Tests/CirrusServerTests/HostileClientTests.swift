@@ -14,8 +14,7 @@ struct HostileClientTests {
     static let bystanderBound: Duration = .seconds(5)
 
     @Test func nonReadingClientsWithHugeWindowsHoldBoundedMemory() async throws {
-        let server = try CirrusdProcess()
-        defer { server.stop() }
+        let server = try await CirrusdProcess.launch()
         let zone = Wire.RecordZoneID(zoneName: "Feed", ownerName: "__defaultOwner__")
         var setup = try await OperationClient.connect(port: server.port, user: "alice")
         _ = try await setup.run(.modifyRecordZones(Wire.ModifyRecordZonesRequest(recordZonesToSave: [Wire.RecordZone(zoneID: zone)])))
@@ -46,6 +45,7 @@ struct HostileClientTests {
         #expect(
             afterSecond < first + 16 * 1_024,
             "after two attacks \(afterSecond / 1_024) MiB stay resident; the first peaked at \(first / 1_024) MiB")
+        await server.killed()
         report.expectWithinBound()
     }
 
@@ -89,8 +89,7 @@ struct HostileClientTests {
     }
 
     @Test func floodsOfRefusedOpensAreCutOff() async throws {
-        let server = try CirrusdProcess(arguments: ["--max-streams", "16"])
-        defer { server.stop() }
+        let server = try await CirrusdProcess.launch(arguments: ["--max-streams", "16"])
         let bystander = try await Bystander.start(port: server.port)
         let attacker = try await RawTLSClient.connect(port: server.port)
         // 16 watches hold every stream; then 5,000 more Opens, each refused.
@@ -110,12 +109,12 @@ struct HostileClientTests {
         print("hostile: Open flood: \(refused) refused, then \(cutWith.map { "\($0)" } ?? "no error"); bystander \(report)")
         #expect(cutWith == .rateLimited)
         #expect(refused <= 1_000, "a connection's refusals are bounded by its allowance")
+        await server.killed()
         report.expectWithinBound()
     }
 
     @Test func reconnectingRapidResetIsLockedOut() async throws {
-        let server = try CirrusdProcess(arguments: ["--abandoned-streams-per-user", "50"])
-        defer { server.stop() }
+        let server = try await CirrusdProcess.launch(arguments: ["--abandoned-streams-per-user", "50"])
         let bystander = try await Bystander.start(port: server.port)
         let clock = ContinuousClock()
         let started = clock.now
@@ -146,12 +145,12 @@ struct HostileClientTests {
         let report = try await bystander.stop()
         print("hostile: rapid reset over \(connections) connections: locked out = \(lockedOut); bystander \(report)")
         #expect(lockedOut, "the user is refused new connections once over the per-user rate")
+        await server.killed()
         report.expectWithinBound()
     }
 
     @Test func slowlorisOnTLSAndOnFramesIsCut() async throws {
-        let server = try CirrusdProcess(arguments: ["--keepalive-interval", "2s", "--keepalive-timeout", "2s"])
-        defer { server.stop() }
+        let server = try await CirrusdProcess.launch(arguments: ["--keepalive-interval", "2s", "--keepalive-timeout", "2s"])
         let bystander = try await Bystander.start(port: server.port)
         let clock = ContinuousClock()
         let started = clock.now
@@ -186,12 +185,12 @@ struct HostileClientTests {
         print("hostile: slowloris cut: frames after \(framesCut), TLS after \(tlsCut); bystander \(report)")
         // Handshake timeout 10 s; keepalive 2 s + 2 s here.
         #expect(tlsCut < .seconds(60))
+        await server.killed()
         report.expectWithinBound()
     }
 
     @Test func aConnectionFloodOfOneUserIsBounded() async throws {
-        let server = try CirrusdProcess(arguments: ["--max-connections-per-user", "8"])
-        defer { server.stop() }
+        let server = try await CirrusdProcess.launch(arguments: ["--max-connections-per-user", "8"])
         let bystander = try await Bystander.start(port: server.port)
         var admitted: [TestClient] = []
         var refused = 0
@@ -211,6 +210,7 @@ struct HostileClientTests {
         #expect(admitted.count == 8)
         #expect(refused == 32)
         for client in admitted { await client.close() }
+        await server.killed()
         report.expectWithinBound()
     }
 }

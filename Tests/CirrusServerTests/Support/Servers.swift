@@ -34,7 +34,9 @@ func withServer<R>(
 }
 
 /// A real `cirrusd` process, started from the build folder next to the test bundle.
-final class CirrusdProcess {
+/// `@unchecked Sendable`: a test owns it and calls it from one task at a time; `launch` and
+/// `killed` only hand it to a helper thread and wait, so no two threads use it at once.
+final class CirrusdProcess: @unchecked Sendable {
     let process = Process()
     let port: Int
     private let output: Pipe
@@ -108,6 +110,29 @@ final class CirrusdProcess {
             return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         }
         return nil
+    }
+
+    /// Starts `cirrusd` as `init` does, on a thread of its own: waiting for the `listening on`
+    /// line blocks a thread, and the tests' cooperative pool has one thread per core, so two
+    /// such waits at once would stall every other test in the process (their servers' handshake
+    /// timers then fire). Suites that start many processes use this.
+    static func launch(arguments: [String] = [], standardErrorPath: String? = nil) async throws -> CirrusdProcess {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result { try CirrusdProcess(arguments: arguments, standardErrorPath: standardErrorPath) })
+            }
+        }
+    }
+
+    /// SIGKILL, waited for on a thread of its own (see ``launch(arguments:standardErrorPath:)``).
+    func killed() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.kill()
+                continuation.resume()
+            }
+        }
     }
 
     /// Kills the process with SIGKILL (no chance to clean up) and waits for it.
