@@ -408,11 +408,11 @@ struct LongLivedOperationTests {
             }
         )
         defer { Task { await peer.stop() } }
-        // A long backoff, so the test sees the operation between connections even on a
-        // loaded machine.
+        // A long backoff (10–20 s with its jitter), so the test sees the operation between
+        // connections even on a loaded machine.
         let container = Self.container(peer) {
-            $0.reconnectBaseDelay = 8
-            $0.reconnectMaximumDelay = 8
+            $0.reconnectBaseDelay = 20
+            $0.reconnectMaximumDelay = 20
         }
         let operation = Self.longLivedFetch(["a", "b", "c"])
         let records = Recorder<String>()

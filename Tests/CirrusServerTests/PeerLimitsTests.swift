@@ -115,12 +115,14 @@ struct PeerLimitsServerTests {
         }) { _, port in
             let first = try await TestClient.connect(port: port)
             _ = try await first.handshake()
-            // 40 open-and-cancel pairs against an allowance of 20 (plus one a second).
-            for id in 1...40 {
-                try? await first.send(open(UInt64(id)))
-                try? await first.send(cancel(UInt64(id)))
+            // 100 open-and-cancel pairs in one flush against an allowance of 20 (plus one a
+            // second), so a slow machine cannot refill it while they are sent.
+            for id in 1...100 {
+                first.channel.write(open(UInt64(id)), promise: nil)
+                first.channel.write(cancel(UInt64(id)), promise: nil)
             }
-            #expect(try await first.waitForClose()?.code == .rateLimited)
+            first.channel.flush()
+            #expect(try await first.waitForClose(timeout: .seconds(60))?.code == .rateLimited)
 
             // The same user reconnecting is refused until half the allowance is back (10 s).
             let again = try await TestClient.connect(port: port)
