@@ -111,20 +111,21 @@ struct PeerLimitsServerTests {
             // The per-connection allowance is out of the way: the per-user one must hold.
             $0.connection.cancelBurst = 10_000
             $0.peerLimits = PeerLimits(
-                configuration: .init(abandonedStreamsPerUserPerSecond: 1, abandonedStreamBurstPerUser: 20))
+                configuration: .init(abandonedStreamsPerUserPerSecond: 1, abandonedStreamBurstPerUser: 100))
         }) { _, port in
             let first = try await TestClient.connect(port: port)
             _ = try await first.handshake()
-            // 100 open-and-cancel pairs in one flush against an allowance of 20 (plus one a
-            // second), so a slow machine cannot refill it while they are sent.
-            for id in 1...100 {
+            // 150 open-and-cancel pairs in one flush against an allowance of 100 (plus one a
+            // second), so a slow machine cannot refill it while they are sent; the user is then
+            // refused until 50 are back: 50 s, time enough for a loaded machine to reconnect.
+            for id in 1...150 {
                 first.channel.write(open(UInt64(id)), promise: nil)
                 first.channel.write(cancel(UInt64(id)), promise: nil)
             }
             first.channel.flush()
             #expect(try await first.waitForClose(timeout: .seconds(60))?.code == .rateLimited)
 
-            // The same user reconnecting is refused until half the allowance is back (10 s).
+            // The same user reconnecting is refused until half the allowance is back.
             let again = try await TestClient.connect(port: port)
             try await again.send(Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion))))
             let refusal = try await again.waitForClose()

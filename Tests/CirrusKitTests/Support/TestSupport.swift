@@ -56,6 +56,9 @@ func withServer<R>(
 ) async throws -> R {
     var configuration = ServerConfiguration(tls: TestCertificates.serverTLS(verification: verification))
     configuration.port = port
+    // The whole suite runs in one process on two cores: a TLS handshake plus `Hello` can take
+    // longer than the production 10 s there. Tests of the timeout itself set their own.
+    configuration.connection.handshakeTimeout = .seconds(60)
     configure(&configuration)
     let server = CirrusServer(configuration: configuration)
     let address = try await server.start()

@@ -19,6 +19,9 @@ func withServer<R>(
         )
     )
     configuration.port = 0
+    // The whole suite runs in one process on two cores: a TLS handshake plus `Hello` can take
+    // longer than the production 10 s there. Tests of the timeout itself set their own.
+    configuration.connection.handshakeTimeout = .seconds(60)
     configure(&configuration)
     let server = CirrusServer(configuration: configuration)
     let address = try await server.start()
