@@ -96,22 +96,7 @@ struct QueryCursor: Sendable, Hashable {
         for part in [database.container, String(database.scope.rawValue), database.owner] {
             message += Array(part.utf8) + [0]
         }
-        return Array(hmac(key: secret, message: message).prefix(tagLength))
-    }
-
-    /// HMAC-SHA-256 (RFC 2104) with a key of at most one block.
-    static func hmac(key: [UInt8], message: [UInt8]) -> [UInt8] {
-        let key = key.count > 64 ? Wire.SHA256.hash(key) : key
-        var block = key + [UInt8](repeating: 0, count: 64 - key.count)
-        var inner = Wire.SHA256()
-        inner.update(block.map { $0 ^ 0x36 })
-        inner.update(message)
-        let innerDigest = inner.finalize()
-        var outer = Wire.SHA256()
-        for i in block.indices { block[i] ^= 0x5c }
-        outer.update(block)
-        outer.update(innerDigest)
-        return outer.finalize()
+        return Array(Wire.SHA256.hmac(key: secret, message: message).prefix(tagLength))
     }
 
     /// A fresh random secret (the v6 migration stores one).

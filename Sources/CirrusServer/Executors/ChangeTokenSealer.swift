@@ -111,21 +111,7 @@ public struct ChangeTokenSealer: Sendable {
             message += Array(part.utf8) + [0]
         }
         if case .zone(let name) = feed { message += Array(name.utf8) }
-        return Array(Self.hmac(key: self.key, message: message).prefix(Self.tagLength))
-    }
-
-    /// HMAC-SHA-256 (RFC 2104) with a key of at most one block.
-    static func hmac(key: [UInt8], message: [UInt8]) -> [UInt8] {
-        var block = key + [UInt8](repeating: 0, count: 64 - key.count)
-        var inner = Wire.SHA256()
-        inner.update(block.map { $0 ^ 0x36 })
-        inner.update(message)
-        let innerDigest = inner.finalize()
-        var outer = Wire.SHA256()
-        for i in block.indices { block[i] ^= 0x5c }
-        outer.update(block)
-        outer.update(innerDigest)
-        return outer.finalize()
+        return Array(Wire.SHA256.hmac(key: self.key, message: message).prefix(Self.tagLength))
     }
 
     private static func kind(_ feed: Feed) -> UInt8 {
