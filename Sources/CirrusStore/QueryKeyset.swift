@@ -192,7 +192,7 @@ enum QueryKeyset {
     }
 
     /// The sort values of a stored record version, as the sort expressions
-    /// compute them from its `record_fields` rows and date columns.
+    /// compute them from its `record_values` rows and date columns.
     static func values(
         of record: Wire.Record, createdNanoseconds: Int64?, modifiedNanoseconds: Int64?, _ sorts: [QuerySort]
     ) -> [Value] {

@@ -52,7 +52,7 @@ enum QueryValue: Sendable, Hashable {
     case double(Double)
     case string(String)
     case bytes([UInt8])
-    /// Nanoseconds since the epoch, as `record_fields.int_value` holds dates.
+    /// Nanoseconds since the epoch, as `record_values.value` holds dates.
     case date(Int64)
     case reference(QueryReference)
 

@@ -11,15 +11,15 @@ extension QueryPlanner {
             let kinds = IndexedKind.sortable.map { String($0.rawValue) }.joined(separator: ", ")
             return SQLFragment(
                 sql: """
-                    (SELECT coalesce(int_value, real_value, text_value) FROM record_fields \
-                    INDEXED BY record_fields_by_record WHERE record_id = r.id AND key = ? AND kind IN (\(kinds)))
+                    (SELECT value FROM record_values \
+                    WHERE record_id = r.id AND key = ? AND list_index = -1 AND kind IN (\(kinds)))
                     """,
                 arguments: [key.databaseValue])
         case .distance(let key, let latitude, let longitude):
             return SQLFragment(
                 sql: """
-                    (SELECT cirrus_distance(real_value, real_value2, ?, ?) FROM record_fields \
-                    INDEXED BY record_fields_by_record WHERE record_id = r.id AND key = ? AND kind = \(IndexedKind.location.rawValue))
+                    (SELECT cirrus_distance(value, value2, ?, ?) FROM record_values \
+                    WHERE record_id = r.id AND key = ? AND list_index = -1 AND kind = \(IndexedKind.location.rawValue))
                     """,
                 arguments: [latitude.databaseValue, longitude.databaseValue, key.databaseValue])
         }
@@ -45,7 +45,7 @@ extension QueryPlanner {
             guard
                 let raw = try db.int64(
                     sql: """
-                        SELECT kind FROM record_fields INDEXED BY record_fields_by_kind \
+                        SELECT kind FROM record_values INDEXED BY record_values_by_value \
                         WHERE zone_id = ? AND record_type = ? AND key = ? \
                         AND kind IN (\(kinds)) LIMIT 1
                         """,

@@ -19,7 +19,8 @@ struct SQLFragment: Sendable {
 /// *source*. The source that selects fewest rows (counted up to a bound)
 /// drives: `records.id IN (its row IDs)`, so a query matching 10 records of
 /// 100,000 reads about 10. The other sources filter each driven row through
-/// `record_fields_by_record` (EXISTS), never widening the read. Without any
+/// the record's own `record_values` rows (EXISTS on the table's key), never
+/// widening the read. Without any
 /// source, or when the zone holds fewer records of the type than the best
 /// source lists, the query reads the zone's records of the type
 /// (`records_by_type`, in row ID order; `records_by_created` or
@@ -116,7 +117,7 @@ struct QueryPlanner {
     /// What an index knows about one conjunct.
     private struct Source {
         /// Row IDs of `records` (a superset of the conjunct's matches in the
-        /// zone and type), when an index of `record_fields` or the full-text
+        /// zone and type), when `record_values_by_value` or the full-text
         /// table lists them.
         var ids: SQLFragment?
         /// A condition on `records r` an index of `records` answers.
@@ -150,40 +151,41 @@ struct QueryPlanner {
         }
     }
 
-    /// The prefix every `record_fields` source starts with, reading `index`.
-    private func fieldRows(_ key: String, _ index: String) -> SQLFragment {
+    /// The prefix every `record_values` source starts with: the rows of one
+    /// key in `record_values_by_value`, to be narrowed to a kind and values.
+    private func fieldRows(_ key: String) -> SQLFragment {
         SQLFragment(
-            sql: "SELECT record_id FROM record_fields INDEXED BY \(index) WHERE zone_id = ? AND record_type = ? AND key = ?",
+            sql: """
+                SELECT record_id FROM record_values INDEXED BY record_values_by_value \
+                WHERE zone_id = ? AND record_type = ? AND key = ?
+                """,
             arguments: [zoneID.databaseValue, query.recordType.databaseValue, key.databaseValue])
     }
 
     private func fieldSource(_ key: String, _ comparison: QueryComparison) -> Source? {
         guard let family = comparison.operands.first?.family else { return nil }
         let list = comparison.op == .contains
-        let probes: [(kind: IndexedKind, column: String, index: String)]
+        let kinds: [IndexedKind]
         switch family {
-        case .number: probes = [(.int64, "int_value", "record_fields_int"), (.double, "real_value", "record_fields_real")]
-        case .string: probes = [(.string, "text_value", "record_fields_text")]
-        case .date: probes = [(.date, "int_value", "record_fields_int")]
-        case .bytes: probes = [(.bytes, "blob_value", "record_fields_blob")]
-        case .reference: probes = [(.reference, "text_value", "record_fields_text")]
+        case .number: kinds = [.int64, .double]
+        case .string: kinds = [.string]
+        case .date: kinds = [.date]
+        case .bytes: kinds = [.bytes]
+        case .reference: kinds = [.reference]
         }
-        // `!=` reads every row of the key and kind; any other operator seeks
-        // the value in the key's typed index (kind then only filters: `+`).
-        let notEquals = comparison.op == .notEquals
-        let kindTerm = notEquals ? "kind" : "+kind"
+        // Each kind is one range of the index: (key, kind) then the value;
+        // `!=` reads the whole (key, kind) range.
+        let condition = valueCondition("value", comparison)
         var ids = SQLFragment(sql: "")
         var alternatives: [SQLFragment] = []
-        for (i, probe) in probes.enumerated() {
-            let kind = list ? probe.kind.asList : probe.kind
-            let condition = valueCondition(probe.column, comparison)
+        for (i, kind) in kinds.map({ list ? $0.asList : $0 }).enumerated() {
             if i > 0 { ids.sql += " UNION ALL " }
-            ids.append(fieldRows(key, notEquals ? "record_fields_by_kind" : probe.index))
-            ids.append(" AND \(kindTerm) = \(kind.rawValue) AND ", condition.prefixingColumns(""))
+            ids.append(fieldRows(key))
+            ids.append(" AND kind = \(kind.rawValue) AND ", condition.prefixingColumns(""))
             alternatives.append(SQLFragment(sql: "f.kind = \(kind.rawValue) AND ") + condition.prefixingColumns("f."))
         }
         var filter = SQLFragment(
-            sql: "EXISTS (SELECT 1 FROM record_fields f INDEXED BY record_fields_by_record WHERE f.record_id = r.id AND f.key = ? AND (",
+            sql: "EXISTS (SELECT 1 FROM record_values f WHERE f.record_id = r.id AND f.key = ? AND (",
             arguments: [key.databaseValue])
         for (i, alternative) in alternatives.enumerated() {
             if i > 0 { filter.sql += " OR " }
@@ -193,7 +195,7 @@ struct QueryPlanner {
         return Source(ids: ids, filter: filter)
     }
 
-    /// `column <op> values` for a `record_fields` column (written as `$column`
+    /// `column <op> values` for a `record_values` column (written as `$column`
     /// so a filter can qualify it).
     private func valueCondition(_ column: String, _ comparison: QueryComparison) -> SQLFragment {
         let values = comparison.operands.map(Self.sqlValue)
@@ -241,35 +243,33 @@ struct QueryPlanner {
         case .greaterOrEqual: comparison = ">="
         }
         let test = SQLFragment(
-            sql: "cirrus_distance($real_value, $real_value2, ?, ?) \(comparison) ?",
+            sql: "cirrus_distance($value, $value2, ?, ?) \(comparison) ?",
             arguments: from + [distance.radius.databaseValue])
         let bounded = distance.comparison == .less || distance.comparison == .lessOrEqual
-        var ids = fieldRows(distance.key, bounded ? "record_fields_real" : "record_fields_by_kind")
-        switch distance.comparison {
-        case .less, .lessOrEqual:
-            // The bounding box seeks the latitude in the typed index.
+        var ids = fieldRows(distance.key)
+        ids.sql += " AND kind = \(IndexedKind.location.rawValue)"
+        if bounded {
+            // The bounding box seeks the latitude in the index.
             let box = QueryGeometry.boundingBox(
                 latitude: distance.latitude, longitude: distance.longitude, radius: distance.radius)
             ids.append(SQLFragment(
-                sql: " AND +kind = \(IndexedKind.location.rawValue) AND real_value BETWEEN ? AND ?",
+                sql: " AND value BETWEEN ? AND ?",
                 arguments: [box.latitude.lowerBound.databaseValue, box.latitude.upperBound.databaseValue]))
             if !box.longitudes.isEmpty {
                 ids.sql += " AND ("
                 for (i, range) in box.longitudes.enumerated() {
                     if i > 0 { ids.sql += " OR " }
                     ids.append(SQLFragment(
-                        sql: "real_value2 BETWEEN ? AND ?",
+                        sql: "value2 BETWEEN ? AND ?",
                         arguments: [range.lowerBound.databaseValue, range.upperBound.databaseValue]))
                 }
                 ids.sql += ")"
             }
-        case .greater, .greaterOrEqual:
-            ids.sql += " AND kind = \(IndexedKind.location.rawValue)"
         }
         ids.append(" AND ", test.prefixingColumns(""))
         var filter = SQLFragment(
             sql: """
-                EXISTS (SELECT 1 FROM record_fields f INDEXED BY record_fields_by_record \
+                EXISTS (SELECT 1 FROM record_values f \
                 WHERE f.record_id = r.id AND f.key = ? AND f.kind = \(IndexedKind.location.rawValue)
                 """,
             arguments: [distance.key.databaseValue])

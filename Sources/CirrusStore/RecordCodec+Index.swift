@@ -1,7 +1,8 @@
 import CirrusWire
 import Foundation
+import GRDB
 
-/// What a `record_fields` row holds (column `kind`, schema v2): the value's
+/// What a `record_values` row holds (column `kind`, schema v2; v7 since): the value's
 /// type, list elements apart from single values, so a string never matches a
 /// reference, `==` never matches a list element and a sort can tell what a
 /// field holds without loading records.
@@ -63,8 +64,8 @@ enum IndexedKind: Int64, Sendable, CaseIterable {
     }
 }
 
-/// One row of `record_fields`: a field value (or list element) in the typed
-/// column a query compares it in. Assets and empty lists get one row without
+/// One row of `record_values`: a field value (or list element) as a query
+/// compares it, in the field of its type. Assets and empty lists get one row without
 /// a value, so what a field holds is known from the index alone.
 struct FieldIndexRow: Sendable {
     var key: String
@@ -75,10 +76,20 @@ struct FieldIndexRow: Sendable {
     var real2: Double? = nil
     var text: String? = nil
     var blob: Data? = nil
+
+    /// What `record_values.value` holds for this row (schema v7): the one
+    /// value column that is set, NULL for assets and empty lists.
+    var value: DatabaseValue {
+        if let int { return int.databaseValue }
+        if let real { return real.databaseValue }
+        if let text { return text.databaseValue }
+        if let blob { return blob.databaseValue }
+        return .null
+    }
 }
 
 extension RecordCodec {
-    /// The `record_fields` rows of a record. Encrypted fields are not
+    /// The `record_values` rows of a record. Encrypted fields are not
     /// queryable in CloudKit and get no rows.
     static func indexRows(of record: Wire.Record) -> [FieldIndexRow] {
         var rows: [FieldIndexRow] = []

@@ -6,7 +6,7 @@ extension SQLiteStorage {
     /// The number of rows of one of the store's tables.
     func rowCount(of table: String) async throws -> Int {
         let known = [
-            "databases", "zones", "records", "tombstones", "record_fields", "cascade_references", "assets",
+            "databases", "zones", "records", "tombstones", "record_values", "cascade_references", "assets",
             "asset_references", "record_text", "query_preimages", "store_secrets",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }

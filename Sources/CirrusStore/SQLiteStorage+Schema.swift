@@ -134,6 +134,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v4-subscriptions", migrate: migrateToV4)
         migrator.registerMigration("v5-write-path", migrate: migrateToV5)
         migrator.registerMigration("v6-keyset-cursors", migrate: migrateToV6)
+        migrator.registerMigration("v7-typed-values", migrate: migrateToV7)
         return migrator
     }
 }

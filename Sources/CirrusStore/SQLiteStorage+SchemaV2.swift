@@ -45,7 +45,7 @@ extension SQLiteStorage {
                 } catch {
                     throw StoreError(.corruptData, "stored record \(id) does not decode: \(error)")
                 }
-                try StoreRows.insertIndex(db, recordID: id, zoneID: row["zone_id"], record: record)
+                try insertV2Index(db, recordID: id, zoneID: row["zone_id"], record: record)
                 let system = StoreRows.systemColumns(of: record)
                 try db.execute(
                     sql: "UPDATE records SET created_ns = ?, modified_ns = ?, modifier = ? WHERE id = ?",
@@ -82,5 +82,23 @@ extension SQLiteStorage {
                 PRIMARY KEY (cursor_id, position)
             ) WITHOUT ROWID;
             """)
+    }
+
+    /// The v2 index of a record: its `record_fields` rows and full-text row,
+    /// as schema v2 laid them out (v7 moved the rows to `record_values`).
+    private static func insertV2Index(_ db: Database, recordID: Int64, zoneID: Int64, record: Wire.Record) throws {
+        for row in RecordCodec.indexRows(of: record) {
+            try db.execute(
+                sql: """
+                    INSERT INTO record_fields (record_id, zone_id, record_type, key, list_index, kind,
+                        int_value, real_value, real_value2, text_value, blob_value)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [recordID, zoneID, record.recordType, row.key, row.listIndex, row.kind.rawValue,
+                            row.int, row.real, row.real2, row.text, row.blob])
+        }
+        if let text = RecordCodec.searchableText(of: record) {
+            try db.execute(sql: "INSERT INTO record_text (rowid, body) VALUES (?, ?)", arguments: [recordID, text])
+        }
     }
 }

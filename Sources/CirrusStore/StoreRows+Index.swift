@@ -2,21 +2,26 @@ import CirrusWire
 import Foundation
 import GRDB
 
-/// What a query finds a record by: its `record_fields` rows, its full-text row
-/// and the system-field columns of `records` (schema v2).
+/// What a query finds a record by: its `record_values` rows (schema v7), its
+/// full-text row and the system-field columns of `records` (schema v2).
 extension StoreRows {
     /// Writes the index of `record`, stored as row `recordID` of zone `zoneID`.
     /// The record's earlier index must be gone (``deleteIndex(_:recordID:)``).
     static func insertIndex(_ db: Database, recordID: Int64, zoneID: Int64, record: Wire.Record) throws {
-        for row in RecordCodec.indexRows(of: record) {
-            try db.run(
+        let rows = RecordCodec.indexRows(of: record)
+        if !rows.isEmpty {
+            let insert = try db.cachedStatement(
                 sql: """
-                    INSERT INTO record_fields (record_id, zone_id, record_type, key, list_index, kind,
-                        int_value, real_value, real_value2, text_value, blob_value)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [recordID, zoneID, record.recordType, row.key, row.listIndex, row.kind.rawValue,
-                            row.int, row.real, row.real2, row.text, row.blob])
+                    INSERT INTO record_values (record_id, key, list_index, kind, zone_id, record_type, value, value2)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            let type = record.recordType.databaseValue
+            for row in rows {
+                try insert.execute(arguments: StatementArguments([
+                    recordID.databaseValue, row.key.databaseValue, row.listIndex.databaseValue,
+                    row.kind.rawValue.databaseValue, zoneID.databaseValue, type, row.value, row.real2.databaseValue,
+                ]))
+            }
         }
         if let text = RecordCodec.searchableText(of: record) {
             try db.run(sql: "INSERT INTO record_text (rowid, body) VALUES (?, ?)", arguments: [recordID, text])
@@ -30,10 +35,10 @@ extension StoreRows {
          record.lastModifiedUserRecordID?.recordName)
     }
 
-    /// Removes the field rows and the full-text row of a record that stays
-    /// (deleting a record removes both by itself: cascade and trigger).
+    /// Removes the value rows and the full-text row of a record that stays
+    /// (deleting a record removes both by itself: the `records_drop_index` trigger).
     static func deleteIndex(_ db: Database, recordID: Int64) throws {
-        try db.run(sql: "DELETE FROM record_fields WHERE record_id = ?", arguments: [recordID])
+        try db.run(sql: "DELETE FROM record_values WHERE record_id = ?", arguments: [recordID])
         try db.run(sql: "DELETE FROM record_text WHERE rowid = ?", arguments: [recordID])
     }
 }

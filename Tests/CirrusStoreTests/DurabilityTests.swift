@@ -102,21 +102,21 @@ struct DurabilityTests {
                 note("b", [field("n", .int64Value(3)), field("secret", .stringValue("s"))]),
             ])
             // title, tags×2, n, secret; asset and encrypted fields would be skipped.
-            #expect(try await storage.count("record_fields") == 5)
+            #expect(try await storage.count("record_values") == 5)
             let plan = try await storage.queryPlan(
-                "SELECT record_id FROM record_fields WHERE zone_id = 1 AND record_type = 'Note' AND key = 'title' AND text_value = 'x'")
-            #expect(plan.contains { $0.contains("USING INDEX record_fields_text") }, "\(plan)")
+                "SELECT record_id FROM record_values WHERE zone_id = 1 AND record_type = 'Note' AND key = 'title' AND kind = 1 AND value = 'x'")
+            #expect(plan.contains { $0.contains("record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value=?)") }, "\(plan)")
             let range = try await storage.queryPlan(
-                "SELECT record_id FROM record_fields WHERE zone_id = 1 AND record_type = 'Note' AND key = 'n' AND int_value > 2")
-            #expect(range.contains { $0.contains("USING INDEX record_fields_int") }, "\(range)")
+                "SELECT record_id FROM record_values WHERE zone_id = 1 AND record_type = 'Note' AND key = 'n' AND kind = 2 AND value > 2")
+            #expect(range.contains { $0.contains("record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value>?)") }, "\(range)")
 
             // A new version replaces the rows; a deletion removes them.
             var b = try #require(try await storage.fetch(recordID("b")).record)
             b.fields = [field("secret", nil)]
             try await storage.saveAll([b])
-            #expect(try await storage.count("record_fields") == 4)
+            #expect(try await storage.count("record_values") == 4)
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("a")]), in: alice, by: "_alice")
-            #expect(try await storage.count("record_fields") == 1)
+            #expect(try await storage.count("record_values") == 1)
         }
     }
 
@@ -126,7 +126,7 @@ struct DurabilityTests {
             secret.isEncrypted = true
             let saved = try await storage.saveAll([note("e", [secret])])
             #expect(saved.first?.fields.first?.isEncrypted == true)
-            #expect(try await storage.count("record_fields") == 0)
+            #expect(try await storage.count("record_values") == 0)
         }
     }
 }

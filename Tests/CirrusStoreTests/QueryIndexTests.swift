@@ -50,14 +50,14 @@ struct QueryIndexTests {
             print("query index test: 100,000 records written in \(ContinuousClock.now - start)")
             let ids = Wire.ReferenceList(values: (0..<10).map { Wire.Reference(recordID: recordID("r\($0 * 7)")) })
             let cases: [(String, Wire.QueryPredicate, Int, String)] = [
-                ("group == 'g42'", Q.cmp("group", .equals, .stringValue("g42")), 10, "record_fields_text"),
-                ("n BETWEEN {5000, 5009}", Q.cmp("n", .between, Q.ints(5_000, 5_009)), 10, "record_fields_int"),
+                ("group == 'g42'", Q.cmp("group", .equals, .stringValue("g42")), 10, "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                ("n BETWEEN {5000, 5009}", Q.cmp("n", .between, Q.ints(5_000, 5_009)), 10, "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
                 ("n >= 0 AND group == 'g42'",
-                 Q.and(Q.cmp("n", .greaterOrEqual, .int64Value(0)), Q.cmp("group", .equals, .stringValue("g42"))), 10, "record_fields_text"),
+                 Q.and(Q.cmp("n", .greaterOrEqual, .int64Value(0)), Q.cmp("group", .equals, .stringValue("g42"))), 10, "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
                 ("NOT n == 42 AND group == 'g42'",
-                 Q.and(Q.not(Q.cmp("n", .equals, .int64Value(42))), Q.cmp("group", .equals, .stringValue("g42"))), 9, "record_fields_text"),
+                 Q.and(Q.not(Q.cmp("n", .equals, .int64Value(42))), Q.cmp("group", .equals, .stringValue("g42"))), 9, "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
                 ("group IN {'g1', 'g2'} AND n < 30000",
-                 Q.and(Q.cmp("group", .in, Q.strings("g1", "g2")), Q.cmp("n", .less, .int64Value(30_000))), 6, "record_fields_text"),
+                 Q.and(Q.cmp("group", .in, Q.strings("g1", "g2")), Q.cmp("n", .less, .int64Value(30_000))), 6, "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
                 ("recordID IN {…10 IDs}", Q.cmp("recordID", .in, .referenceList(ids)), 10, "sqlite_autoindex_records_1"),
                 ("self CONTAINS 'g42'", Q.text("g42"), 10, "VIRTUAL TABLE"),
             ]
@@ -106,15 +106,15 @@ struct QueryIndexTests {
             let user = Wire.FieldValue.Kind.referenceValue(Wire.Reference(recordID: Wire.RecordID(recordName: "_alice")))
             let cases: [(Wire.QueryPredicate?, String)] = [
                 (nil, "USING INDEX records_by_type (zone_id=? AND record_type=?)"),
-                (Q.cmp("s", .beginsWith, .stringValue("s1")), "record_fields_text"),
-                (Q.cmp("d", .greater, .doubleValue(10)), "record_fields_real"),
-                (Q.cmp("n", .notEquals, .int64Value(3)), "record_fields_by_kind"),
-                (Q.cmp("tags", .contains, .stringValue("t3")), "record_fields_text"),
-                (Q.cmp("b", .equals, .bytesValue([3])), "record_fields_blob"),
-                (Q.cmp("when", .lessOrEqual, Q.date(3)), "record_fields_int"),
-                (Q.cmp("ref", .equals, reference(recordID("r0"), deleteSelf: false)), "record_fields_text"),
-                (Q.near("at", 10, 10, within: 200_000), "record_fields_real"),
-                (Q.near("at", 10, 10, within: 200_000, .greater), "record_fields_by_kind"),
+                (Q.cmp("s", .beginsWith, .stringValue("s1")), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                (Q.cmp("d", .greater, .doubleValue(10)), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                (Q.cmp("n", .notEquals, .int64Value(3)), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=?)"),
+                (Q.cmp("tags", .contains, .stringValue("t3")), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                (Q.cmp("b", .equals, .bytesValue([3])), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                (Q.cmp("when", .lessOrEqual, Q.date(3)), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                (Q.cmp("ref", .equals, reference(recordID("r0"), deleteSelf: false)), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                (Q.near("at", 10, 10, within: 200_000), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=? AND value"),
+                (Q.near("at", 10, 10, within: 200_000, .greater), "record_values_by_value (zone_id=? AND record_type=? AND key=? AND kind=?)"),
                 (Q.cmp("creatorUserRecordID", .equals, user), "records_by_creator"),
                 (Q.cmp("creationDate", .greater, Q.date(0)), "records_by_created"),
                 (Q.cmp("modificationDate", .less, Q.date(4_000_000_000)), "records_by_modified"),
@@ -164,7 +164,78 @@ struct QueryIndexTests {
         #expect(try await storage.names(Q.text("CAFE")) == ["old"])
         #expect(try await storage.names(Q.cmp("creationDate", .equals, Q.date(77))) == ["old"])
         #expect(try await storage.names(Q.cmp("modificationDate", .equals, Q.date(88))) == ["old"])
-        #expect(try await storage.count("record_fields") == 4)
+        #expect(try await storage.count("record_values") == 4)
+    }
+
+    /// Records indexed under schema v6 (`record_fields`, a typed column per
+    /// kind) answer every kind of comparison after v7 moved their rows to
+    /// `record_values`, and sort as before.
+    @Test func migrationToV7KeepsEveryKindOfValueQueryable() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let records = (0..<3).map { (i: Int) -> Wire.Record in
+            var record = item("v\(i)", [
+                ("n", .int64Value(Int64(i))), ("d", .doubleValue(Double(i) + 0.5)), ("s", .stringValue("s\(i)")),
+                ("b", .bytesValue([UInt8(i)])), ("when", Q.date(Int64(100 + i))), ("tags", Q.strings("t\(i)", "all")),
+                ("at", Q.location(Double(i), Double(i))), ("ref", reference(recordID("v\(i)"), deleteSelf: false)),
+                ("empty", Q.strings()),
+            ])
+            record.recordChangeTag = "1-\(i + 1)"
+            return record
+        }
+        do {
+            let pool = try DatabasePool(path: (directory as NSString).appendingPathComponent(SQLiteStorage.fileName))
+            try SQLiteStorage.migrator.migrate(pool, upTo: "v6-keyset-cursors")
+            try await pool.write { db in
+                try db.execute(sql: "INSERT INTO databases (container, scope, owner) VALUES (?, ?, ?)",
+                               arguments: [alice.container, alice.scope.rawValue, alice.owner])
+                try db.execute(sql: "INSERT INTO zones (database_id, name, db_seq, change_seq) VALUES (1, '_defaultZone', 0, 3)")
+                for (i, record) in records.enumerated() {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO records (id, zone_id, name, record_type, change_tag, change_seq, creator, data)
+                            VALUES (?, 1, ?, 'Note', ?, ?, '_alice', ?)
+                            """,
+                        arguments: [i + 1, record.recordID?.recordName, record.recordChangeTag, i + 1,
+                                    Data(record.serializedBytes())])
+                    for row in RecordCodec.indexRows(of: record) {
+                        try db.execute(
+                            sql: """
+                                INSERT INTO record_fields (record_id, zone_id, record_type, key, list_index, kind,
+                                    int_value, real_value, real_value2, text_value, blob_value)
+                                VALUES (?, 1, 'Note', ?, ?, ?, ?, ?, ?, ?, ?)
+                                """,
+                            arguments: [i + 1, row.key, row.listIndex, row.kind.rawValue,
+                                        row.int, row.real, row.real2, row.text, row.blob])
+                    }
+                }
+            }
+            try pool.close()
+        }
+        let storage = try SQLiteStorage(directory: directory)
+        defer { try? storage.close() }
+        // 9 fields, two list elements of `tags`: 10 rows per record.
+        #expect(try await storage.count("record_values") == 30)
+        #expect(try await storage.names(Q.cmp("n", .greater, .int64Value(0))) == ["v1", "v2"])
+        #expect(try await storage.names(Q.cmp("d", .less, .doubleValue(1))) == ["v0"])
+        #expect(try await storage.names(Q.cmp("n", .equals, .doubleValue(2))) == ["v2"])
+        #expect(try await storage.names(Q.cmp("s", .beginsWith, .stringValue("s1"))) == ["v1"])
+        #expect(try await storage.names(Q.cmp("b", .equals, .bytesValue([2]))) == ["v2"])
+        #expect(try await storage.names(Q.cmp("when", .lessOrEqual, Q.date(101))) == ["v0", "v1"])
+        #expect(try await storage.names(Q.cmp("tags", .contains, .stringValue("t2"))) == ["v2"])
+        #expect(try await storage.names(Q.cmp("tags", .contains, .stringValue("all"))) == ["v0", "v1", "v2"])
+        #expect(try await storage.names(Q.cmp("ref", .equals, reference(recordID("v1"), deleteSelf: false))) == ["v1"])
+        #expect(try await storage.names(Q.near("at", 0, 0, within: 200_000)) == ["v0", "v1"])
+        #expect(try await storage.names(Q.cmp("n", .notEquals, .int64Value(1))) == ["v0", "v2"])
+        let sorted = try await storage.queryAll(Q.query(sorts: [Q.sort("d", ascending: false)]))
+        #expect(sorted.map { $0.recordID?.recordName ?? "" } == ["v2", "v1", "v0"])
+        let near = try await storage.queryAll(Q.query(sorts: [Q.sort("at", from: Wire.Location(latitude: 2, longitude: 2))]))
+        #expect(near.map { $0.recordID?.recordName ?? "" } == ["v2", "v1", "v0"])
+
+        // A record deleted after the upgrade takes its rows along.
+        _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("v0")]), in: alice, by: "_alice")
+        #expect(try await storage.count("record_values") == 20)
     }
 
     @Test func theSystemSQLiteHasFTS5() async throws {

@@ -49,7 +49,7 @@ struct ZoneTests {
             let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Trip")], in: alice)
             #expect(result.deletes == [Wire.RecordZoneDeleted(zoneID: zoneID("Trip"))])
             #expect(try await storage.count("records") == 1)
-            #expect(try await storage.count("record_fields") == 0)
+            #expect(try await storage.count("record_values") == 0)
             let fetched = try await storage.fetch(recordID("a", zone: "Trip"))
             #expect(fetched.error?.code == .zoneNotFound)
             #expect(try await storage.fetch(recordID("c")).record != nil)

@@ -1,0 +1,50 @@
+import GRDB
+
+extension SQLiteStorage {
+    /// Schema v7: one typed value table instead of `record_fields`.
+    ///
+    /// `record_fields` cost four B-tree inserts per field value: the rowid
+    /// table, `record_fields_by_record`, one of four partial value indexes
+    /// and `record_fields_by_kind`, plus a foreign-key probe of `records`.
+    /// `record_values` costs two:
+    ///
+    /// - the table itself, `WITHOUT ROWID`, keyed (record_id, key,
+    ///   list_index): what a filter or a sort reads for one record;
+    /// - `record_values_by_value` (zone_id, record_type, key, kind, value):
+    ///   what a predicate seeks, and what tells which kinds a field holds.
+    ///
+    /// `value` has no declared type, so SQLite keeps what is bound: integers
+    /// (int64, dates as ns since the epoch), reals (doubles, a location's
+    /// latitude), text (strings, a reference's record name), blobs (bytes);
+    /// NULL for assets and empty lists. Integers and reals compare as numbers,
+    /// as `coalesce(int_value, real_value)` did. `value2` is a location's
+    /// longitude. Values go with their record through the `records` delete
+    /// trigger (a zone delete cascades to records, which fires it) instead of
+    /// a foreign key, which probed `records` on every insert.
+    static func migrateToV7(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE record_values (
+                record_id INTEGER NOT NULL,
+                key TEXT NOT NULL,
+                list_index INTEGER NOT NULL,
+                kind INTEGER NOT NULL,
+                zone_id INTEGER NOT NULL,
+                record_type TEXT NOT NULL,
+                value,
+                value2 REAL,
+                PRIMARY KEY (record_id, key, list_index)
+            ) WITHOUT ROWID;
+            INSERT INTO record_values
+                SELECT record_id, key, list_index, kind, zone_id, record_type,
+                       coalesce(int_value, real_value, text_value, blob_value), real_value2
+                FROM record_fields;
+            DROP TABLE record_fields;
+            CREATE INDEX record_values_by_value ON record_values(zone_id, record_type, key, kind, value);
+            DROP TRIGGER records_drop_text;
+            CREATE TRIGGER records_drop_index AFTER DELETE ON records BEGIN
+                DELETE FROM record_text WHERE rowid = OLD.id;
+                DELETE FROM record_values WHERE record_id = OLD.id;
+            END;
+            """)
+    }
+}
