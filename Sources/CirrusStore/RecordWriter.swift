@@ -25,13 +25,15 @@ struct RecordWriter {
     /// sequence only has to grow.
     private var zoneSeqs: [Int64: Int64] = [:]
 
-    init(db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp) throws {
+    init(
+        db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp, subscriptions cache: SubscriptionCache
+    ) throws {
         self.db = db
         self.key = key
         self.user = user
         self.now = now
         self.databaseID = try StoreRows.ensureDatabase(db, key)
-        self.subscriptions = try SubscriptionSet.load(db, databaseID: databaseID)
+        self.subscriptions = try cache.subscriptions(db, databaseID: databaseID)
     }
 
     /// Where an item's savepoint started, to forget what it did when it rolls back.

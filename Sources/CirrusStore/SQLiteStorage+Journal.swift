@@ -38,11 +38,12 @@ extension SQLiteStorage: OperationJournal {
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
+        let cache = subscriptionCache
         let (outcome, notified) = try await write(weight: modification.itemCount * 2) { db in
             var result = RecordModificationResult()
             var notified: Set<String> = []
             if modification.itemCount > 0 {
-                var writer = try RecordWriter(db: db, key: key, user: user, now: now)
+                var writer = try RecordWriter(db: db, key: key, user: user, now: now, subscriptions: cache)
                 result = try writer.modify(plan)
                 notified = writer.notified
             }

@@ -12,8 +12,9 @@ extension SQLiteStorage {
         if modification.itemCount == 0 { return RecordModificationResult() }
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
+        let cache = subscriptionCache
         let (result, notified) = try await write(weight: modification.itemCount) { db in
-            var writer = try RecordWriter(db: db, key: key, user: user, now: now)
+            var writer = try RecordWriter(db: db, key: key, user: user, now: now, subscriptions: cache)
             let result = try writer.modify(plan)
             return Notified(result, writer.notified)
         }.pair

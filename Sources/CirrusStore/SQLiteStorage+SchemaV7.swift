@@ -21,6 +21,14 @@ extension SQLiteStorage {
     /// longitude. Values go with their record through the `records` delete
     /// trigger (a zone delete cascades to records, which fires it) instead of
     /// a foreign key, which probed `records` on every insert.
+    ///
+    /// `databases.subscriptions_generation` changes, to a random value, with
+    /// every insert, update or delete of the database's subscriptions
+    /// (triggers, so no write path can forget it): a write reuses the
+    /// subscriptions it compiled for the same generation (``SubscriptionCache``)
+    /// instead of decoding and compiling all of them again. Random rather than
+    /// counted, so a rolled-back change can never give an old generation back
+    /// to different subscriptions.
     static func migrateToV7(_ db: Database) throws {
         try db.execute(sql: """
             CREATE TABLE record_values (
@@ -44,6 +52,19 @@ extension SQLiteStorage {
             CREATE TRIGGER records_drop_index AFTER DELETE ON records BEGIN
                 DELETE FROM record_text WHERE rowid = OLD.id;
                 DELETE FROM record_values WHERE record_id = OLD.id;
+            END;
+            ALTER TABLE databases ADD COLUMN subscriptions_generation INTEGER NOT NULL DEFAULT 0;
+            UPDATE databases SET subscriptions_generation = random()
+                WHERE id IN (SELECT database_id FROM subscriptions);
+            CREATE TRIGGER subscriptions_generation_on_insert AFTER INSERT ON subscriptions BEGIN
+                UPDATE databases SET subscriptions_generation = random() WHERE id = NEW.database_id;
+            END;
+            CREATE TRIGGER subscriptions_generation_on_update AFTER UPDATE ON subscriptions BEGIN
+                UPDATE databases SET subscriptions_generation = random()
+                    WHERE id IN (OLD.database_id, NEW.database_id);
+            END;
+            CREATE TRIGGER subscriptions_generation_on_delete AFTER DELETE ON subscriptions BEGIN
+                UPDATE databases SET subscriptions_generation = random() WHERE id = OLD.database_id;
             END;
             """)
     }

@@ -11,6 +11,7 @@ extension SQLiteStorage {
         if zones.isEmpty && zoneIDs.isEmpty { return ZoneModificationResult() }
         let now = RecordCodec.seconds(clock())
         let timestamp = clock()
+        let cache = subscriptionCache
         let (result, notified) = try await write(weight: zones.count + zoneIDs.count) { db in
             let databaseID = try StoreRows.ensureDatabase(db, key)
             var result = ZoneModificationResult()
@@ -32,7 +33,7 @@ extension SQLiteStorage {
             }
             var notifications = NotificationWriter(db: db, key: key, now: timestamp)
             try notifications.fire(
-                try SubscriptionSet.load(db, databaseID: databaseID), databaseID: databaseID, records: [], zones: changes)
+                try cache.subscriptions(db, databaseID: databaseID), databaseID: databaseID, records: [], zones: changes)
             return Notified(result, notifications.notified)
         }.pair
         announceNotifications(in: key.container, for: notified)

@@ -35,6 +35,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// The zones whose writes keep record versions for live query cursors.
     let queryCursorZones: QueryCursorZones
     let clock: @Sendable () -> Wire.Timestamp
+    /// Compiled subscriptions per database, for the writes that fire them.
+    let subscriptionCache = SubscriptionCache()
     /// Told of the feeds each commit added notifications to (see `observeNotifications`).
     let notificationObservers = Mutex<[@Sendable (NotificationFeedKey) -> Void]>([])
 

@@ -20,8 +20,9 @@ struct ZoneChange: Sendable {
     var wasDeleted: Bool
 }
 
-/// The subscriptions of one database, decoded and compiled; loaded once per write, inside its
-/// transaction, so a subscription saved or deleted concurrently is either wholly in or out.
+/// The subscriptions of one database, decoded and compiled; a write takes them inside its
+/// transaction, so a subscription saved or deleted concurrently is either wholly in or out
+/// (``SubscriptionCache`` compiles them once per generation of the database's subscriptions).
 struct SubscriptionSet: Sendable {
     struct Entry: Sendable {
         /// The subscriber (a user record name).
