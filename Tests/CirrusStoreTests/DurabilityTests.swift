@@ -39,6 +39,14 @@ struct DurabilityTests {
         }
     }
 
+    @Test func readersReadThroughAMemoryMap() async throws {
+        try await withStore { storage, _ in
+            try await storage.saveAll([note("a", [field("title", .stringValue("x"))])])
+            let mapped = try await storage.read { db in try Int.fetchOne(db, sql: "PRAGMA mmap_size") }
+            #expect(mapped == SQLiteStorage.memoryMapBytes)
+        }
+    }
+
     @Test func aClosedStoreFailsCleanly() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
