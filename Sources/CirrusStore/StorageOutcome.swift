@@ -48,20 +48,55 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
     public var code: Code
     /// English, for logs and for the client's error message.
     public var message: String
-    /// `serverRecordChanged`: the record as the server has it now (all fields, asset
-    /// contents left out).
-    public var serverRecord: Wire.Record?
-    /// `serverRecordChanged`: the record the client tried to save.
-    public var clientRecord: Wire.Record?
+    /// The records of a conflict, out of line: only `serverRecordChanged` has them, and two
+    /// `Wire.Record`s inline would double the size of every save's outcome, failed or not.
+    private var records: ConflictRecords?
 
     public init(_ code: Code, _ message: String, serverRecord: Wire.Record? = nil, clientRecord: Wire.Record? = nil) {
         self.code = code
         self.message = message
-        self.serverRecord = serverRecord
-        self.clientRecord = clientRecord
+        self.records = ConflictRecords.of(server: serverRecord, client: clientRecord)
+    }
+
+    /// `serverRecordChanged`: the record as the server has it now (all fields, asset
+    /// contents left out).
+    public var serverRecord: Wire.Record? {
+        get { records?.server }
+        set { records = ConflictRecords.of(server: newValue, client: clientRecord) }
+    }
+
+    /// `serverRecordChanged`: the record the client tried to save.
+    public var clientRecord: Wire.Record? {
+        get { records?.client }
+        set { records = ConflictRecords.of(server: serverRecord, client: newValue) }
     }
 
     public var description: String { "ItemFailure.\(code): \(message)" }
+}
+
+/// The server's and the client's record of a conflict; immutable, compared by content.
+private final class ConflictRecords: Hashable, Sendable {
+    let server: Wire.Record?
+    let client: Wire.Record?
+
+    private init(server: Wire.Record?, client: Wire.Record?) {
+        self.server = server
+        self.client = client
+    }
+
+    /// Nil when there is neither record, so a failure without them equals one that never had them.
+    static func of(server: Wire.Record?, client: Wire.Record?) -> ConflictRecords? {
+        server == nil && client == nil ? nil : ConflictRecords(server: server, client: client)
+    }
+
+    static func == (lhs: ConflictRecords, rhs: ConflictRecords) -> Bool {
+        lhs === rhs || (lhs.server == rhs.server && lhs.client == rhs.client)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(server)
+        hasher.combine(client)
+    }
 }
 
 /// What became of one item of a request: its value as the store now has it, or why it failed.
