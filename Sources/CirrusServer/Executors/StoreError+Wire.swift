@@ -17,6 +17,7 @@ extension StoreError.Code {
         case .changeTokenExpired: .changeTokenExpired
         case .duplicateOperation: .duplicateOperationID
         case .unknownOperation: .unknownOperation
+        case .corruptData, .storageFailure: .internalError
         default: .internalError
         }
     }
