@@ -33,8 +33,8 @@ func temporaryDirectory() -> String {
 /// (crash safety, SIGKILL), `GroupCommitTests`, `QueryIndexTests` (schema and index
 /// introspection, rows examined), `OperationJournalTests` (the journal of `SQLiteStorage`),
 /// in `QueryKeysetTests` `firstPagesInTheQueryOrderReadAboutAPage` (rows examined, query
-/// plan) and `swiftOrdersSortValuesAsSQLiteDoes`, `ThroughputTests.rawSQLiteBaseline`, and
-/// `QueryValidationTests` (no storage at all).
+/// plan) and `swiftOrdersSortValuesAsSQLiteDoes`, and `ThroughputTests.rawSQLiteBaseline`.
+/// `QueryValidationTests` and `StorageOutcomeTests` use no storage at all.
 struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     var name: String
     /// A new, unused place for a storage (a directory for SQLite).
