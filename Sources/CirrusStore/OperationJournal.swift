@@ -49,7 +49,8 @@ public struct LongLivedOperationRecord: Sendable, Hashable {
 
 /// Turns the result of one journaled modify-records chunk into its events, inside the write
 /// transaction that saved the records, so the records and the events reporting them commit
-/// together.
+/// together. The server supplies `events` (the mapping from domain outcomes to wire events is
+/// its own); the store only calls it.
 public struct ModificationJournaling: Sendable {
     public var operation: LongLivedOperationKey
     /// The events reporting `result`, in order.
@@ -74,6 +75,11 @@ public struct ModificationJournaling: Sendable {
 /// every event is appended with the next seq (1, 2, 3 …) and, where it reports a data change,
 /// in the same transaction as that change; its `Complete` ends it. A completed operation stays
 /// listed until the client acknowledges it or it is pruned past retention.
+///
+/// Unlike ``RecordStorage``, the journal keeps wire values (`Wire.Open`, `Wire.Event`,
+/// `Wire.Complete`) by design: it is the stream a client is sent, stored to be replayed byte
+/// for byte after a reconnect or a restart. The executors build those events from the domain
+/// outcomes (see ``ModificationJournaling``); the journal only stores and numbers them.
 ///
 /// For example:
 /// ```swift

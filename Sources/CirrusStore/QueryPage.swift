@@ -30,9 +30,4 @@ public enum QueryContinuationKeys: Sendable, Hashable {
     case sameAsQuery
     /// nil = all fields; [] = system fields only; else these fields.
     case replaced([String]?)
-
-    /// What a wire request asks for: its own keys when it specifies them.
-    public init(_ request: Wire.QueryRequest) {
-        self = request.desiredKeysSpecified ? .replaced(request.desiredKeys) : .sameAsQuery
-    }
 }

@@ -6,13 +6,13 @@ enum RecordCodec {
     static let defaultZoneName = "_defaultZone"
     static let maxNameLength = 255
 
-    static func error(_ code: Wire.ErrorCode, _ message: String) -> Wire.OperationError {
-        Wire.OperationError(code: code, message: message)
+    static func error(_ code: ItemFailure.Code, _ message: String) -> ItemFailure {
+        ItemFailure(code, message)
     }
 
     /// Nil when `key` is a valid field name: an ASCII letter, then letters,
     /// digits and '_', at most 255 characters.
-    static func checkFieldKey(_ key: String) -> Wire.OperationError? {
+    static func checkFieldKey(_ key: String) -> ItemFailure? {
         let bytes = Array(key.utf8)
         guard let first = bytes.first, bytes.count <= maxNameLength, isLetter(first),
             bytes.allSatisfy({ isLetter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F })
@@ -28,7 +28,7 @@ enum RecordCodec {
 
     /// Nil when `name` may name a record (1 ... 255 printable ASCII characters)
     /// or a zone (1 ... 255 UTF-8 bytes, no control characters).
-    static func checkName(_ name: String, of what: String) -> Wire.OperationError? {
+    static func checkName(_ name: String, of what: String) -> ItemFailure? {
         let bytes = name.utf8
         let allowed: (UInt8) -> Bool = what == "zone" ? { $0 >= 0x20 && $0 != 0x7F } : { $0 >= 0x20 && $0 < 0x7F }
         guard !bytes.isEmpty, bytes.count <= maxNameLength, bytes.allSatisfy(allowed) else {
@@ -38,7 +38,7 @@ enum RecordCodec {
     }
 
     /// Checks what a client sent in a record to save (system fields are ignored).
-    static func checkRecordToSave(_ record: Wire.Record) -> Wire.OperationError? {
+    static func checkRecordToSave(_ record: Wire.Record) -> ItemFailure? {
         guard let recordID = record.recordID else {
             return error(.invalidArguments, "record without a record ID")
         }
@@ -137,7 +137,7 @@ enum RecordCodec {
         return .success(contents)
     }
 
-    private static func extract(_ asset: inout Wire.Asset, into contents: inout [AssetContent]) -> Wire.OperationError? {
+    private static func extract(_ asset: inout Wire.Asset, into contents: inout [AssetContent]) -> ItemFailure? {
         switch asset.content {
         case .inlineData(let bytes):
             guard asset.size == UInt64(bytes.count) else {
@@ -219,9 +219,5 @@ enum RecordCodec {
     }
 }
 
-/// The outcome of one item: a value, or the error the client sees for it.
-/// (`Result` needs an `Error` failure, which `Wire.OperationError` is not.)
-enum ItemResult<Value> {
-    case success(Value)
-    case failure(Wire.OperationError)
-}
+/// The outcome of one item: a value, or why it failed.
+typealias ItemResult<Value> = Result<Value, ItemFailure>

@@ -12,7 +12,7 @@ struct RecordModificationPlan: Sendable {
     /// An item and, when it is malformed, the error it gets without running.
     struct GroupItem: Sendable {
         var item: Item
-        var problem: Wire.OperationError?
+        var problem: ItemFailure?
     }
 
     /// The items of one zone, in request order.
@@ -22,10 +22,11 @@ struct RecordModificationPlan: Sendable {
     }
 
     let request: RecordModification
-    /// One per record to save; an error already for an item no zone could be found for.
-    private(set) var saves: [Wire.ModifyRecordsPerRecordSave]
-    /// One per record to delete, likewise.
-    private(set) var deletes: [Wire.ModifyRecordsPerRecordDelete]
+    /// One per record to save; a failure already for an item no zone could be found for,
+    /// ``unwritten`` for the others until the writer sets their outcome.
+    private(set) var saves: [RecordSaveOutcome]
+    /// One per record to delete, likewise (no failure until the writer sets one).
+    private(set) var deletes: [RecordDeletion]
     /// By zone in order of first appearance. An item whose zone is known but
     /// which is malformed (or names a record a second time) stays in its group
     /// with its error, so an atomic zone fails with it.
@@ -33,8 +34,8 @@ struct RecordModificationPlan: Sendable {
 
     init(_ request: RecordModification, in key: DatabaseKey) {
         self.request = request
-        saves = request.recordsToSave.map { Wire.ModifyRecordsPerRecordSave(recordID: $0.recordID) }
-        deletes = request.recordIDsToDelete.map { Wire.ModifyRecordsPerRecordDelete(recordID: $0) }
+        saves = request.recordsToSave.map { RecordSaveOutcome(id: $0.recordID, result: .failure(Self.unwritten)) }
+        deletes = request.recordIDsToDelete.map { RecordDeletion(id: $0) }
         var groupIndex: [String: Int] = [:]
         var seen = Set<[String]>()
         let items = request.recordsToSave.enumerated().map { Item.save($0.offset, $0.element) }
@@ -66,10 +67,14 @@ struct RecordModificationPlan: Sendable {
         }
     }
 
-    private mutating func fail(_ item: Item, _ error: Wire.OperationError) {
+    /// The outcome of a save before the writer ran it. The writer replaces it for every save
+    /// it gets (and it gets every save that has a zone), so no result carries it.
+    static let unwritten = ItemFailure(.batchRequestFailed, "the record was not written")
+
+    private mutating func fail(_ item: Item, _ failure: ItemFailure) {
         switch item {
-        case .save(let i, _): saves[i].outcome = .error(error)
-        case .delete(let i, _): deletes[i].error = error
+        case .save(let i, _): saves[i].result = .failure(failure)
+        case .delete(let i, _): deletes[i].failure = failure
         }
     }
 }

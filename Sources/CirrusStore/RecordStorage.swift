@@ -1,11 +1,25 @@
 public import CirrusWire
 
-/// The storage a Cirrus server's operation executors run against.
+/// The storage a Cirrus server's operation executors run against: the protocol
+/// every storage engine implements (``SQLiteStorage`` is the embedded default).
 ///
 /// Every call works inside one database (``DatabaseKey``), commits durably
-/// before it returns, and reports per-item failures as `Wire.OperationError`
-/// values in request order, ready to stream. A call throws ``StoreError`` only
-/// when the whole request fails (too many items, bad database key, I/O).
+/// before it returns, and reports what became of each item as a domain value
+/// in request order (``ItemOutcome``, ``ItemDeletion``; a failed item carries an
+/// ``ItemFailure``). A call throws ``StoreError`` only when the whole request
+/// fails (too many items, bad database key, I/O). Nothing here is a protocol
+/// event or error code: the server maps outcomes and failures onto the events
+/// and errors a client sees, so an engine never needs to know the wire.
+///
+/// Records, record and zone IDs, zones, subscriptions, queries and timestamps
+/// stay `Wire` values (`Wire.Record`, `Wire.RecordID`, `Wire.RecordZone`,
+/// `Wire.Subscription`, `Wire.Query`, `Wire.Timestamp`): they are the content
+/// a store keeps and hands back, byte for byte what clients send and fetch. A
+/// domain copy of them would cost a conversion of every record twice per call
+/// (400 records a request), which is what a storage engine is meant to save.
+///
+/// Every engine must pass the storage conformance suite in
+/// `Tests/CirrusStoreTests` (see `StorageEngineUnderTest` there).
 ///
 /// For example:
 /// ```swift
@@ -23,12 +37,14 @@ public protocol RecordStorage: SubscriptionStorage {
     ) async throws -> RecordModificationResult
 
     /// Fetches records by ID (CKFetchRecordsOperation). `desiredKeys` nil = all
-    /// fields, [] = system fields only. One outcome per ID in request order.
+    /// fields, [] = system fields only. One outcome per ID in request order;
+    /// a missing record fails with `unknownItem` (`zoneNotFound` when its
+    /// custom zone does not exist).
     ///
     /// - throws: ``StoreError``.
     func fetchRecords(
         _ recordIDs: [Wire.RecordID], desiredKeys: [String]?, in database: DatabaseKey
-    ) async throws -> [Wire.RecordOutcome]
+    ) async throws -> [RecordFetchOutcome]
 
     /// Saves and deletes zones (CKModifyRecordZonesOperation).
     ///
@@ -40,7 +56,7 @@ public protocol RecordStorage: SubscriptionStorage {
     /// Fetches zones by ID (CKFetchRecordZonesOperation); `zoneNotFound` per missing one.
     ///
     /// - throws: ``StoreError``.
-    func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [Wire.RecordZoneOutcome]
+    func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [ZoneFetchOutcome]
 
     /// Every zone of the database, the default zone first
     /// (fetchAllRecordZonesOperation()).
@@ -174,33 +190,22 @@ public struct RecordModification: Sendable, Hashable {
         self.clientChangeToken = clientChangeToken
     }
 
-    /// The modification a wire request asks for (absent `is_atomic` = true).
-    public init(_ request: Wire.ModifyRecordsRequest) {
-        self.init(
-            saving: request.recordsToSave,
-            deleting: request.recordIDsToDelete,
-            savePolicy: request.savePolicy,
-            isAtomic: request.isAtomic ?? true,
-            clientChangeToken: request.clientChangeToken
-        )
-    }
-
     var itemCount: Int { recordsToSave.count + recordIDsToDelete.count }
 }
 
 /// What a ``RecordStorage/modifyRecords(_:in:by:)`` call did, in request order.
 public struct RecordModificationResult: Sendable, Hashable {
-    /// One per record to save: the record as the server now has it, or an error.
-    public var saves: [Wire.ModifyRecordsPerRecordSave]
-    /// One per record ID to delete: `error` nil = deleted (or never existed).
-    public var deletes: [Wire.ModifyRecordsPerRecordDelete]
+    /// One per record to save: the record as the server now has it, or its failure.
+    public var saves: [RecordSaveOutcome]
+    /// One per record ID to delete: `failure` nil = deleted (or never existed).
+    public var deletes: [RecordDeletion]
     /// Records deleted because they referenced a deleted record with
     /// `deleteSelf` (transitively), in deletion order, each once.
     public var cascadedDeletions: [Wire.RecordID]
 
     public init(
-        saves: [Wire.ModifyRecordsPerRecordSave] = [],
-        deletes: [Wire.ModifyRecordsPerRecordDelete] = [],
+        saves: [RecordSaveOutcome] = [],
+        deletes: [RecordDeletion] = [],
         cascadedDeletions: [Wire.RecordID] = []
     ) {
         self.saves = saves
@@ -210,18 +215,18 @@ public struct RecordModificationResult: Sendable, Hashable {
 
     /// True when some item failed (the operation then completes with partialFailure).
     public var hasFailures: Bool {
-        saves.contains { if case .error = $0.outcome { true } else { false } }
-            || deletes.contains { $0.error != nil }
+        saves.contains { $0.failure != nil } || deletes.contains { $0.failure != nil }
     }
 }
 
 /// What a ``RecordStorage/modifyZones(saving:deleting:in:)`` call did, in request order.
 public struct ZoneModificationResult: Sendable, Hashable {
-    public var saves: [Wire.RecordZoneOutcome]
-    /// `error` nil = deleted.
-    public var deletes: [Wire.RecordZoneDeleted]
+    /// One per zone to save: the zone as stored (an existing zone as it was), or its failure.
+    public var saves: [ZoneSaveOutcome]
+    /// One per zone ID to delete: `failure` nil = deleted.
+    public var deletes: [ZoneDeletion]
 
-    public init(saves: [Wire.RecordZoneOutcome] = [], deletes: [Wire.RecordZoneDeleted] = []) {
+    public init(saves: [ZoneSaveOutcome] = [], deletes: [ZoneDeletion] = []) {
         self.saves = saves
         self.deletes = deletes
     }

@@ -158,7 +158,7 @@ extension RecordWriter {
 
     /// Deletes one record and, transitively, every record holding a deleteSelf
     /// reference to a deleted one. Deleting a record that does not exist succeeds.
-    mutating func delete(_ name: String, in zone: ZoneRow) throws -> Wire.OperationError? {
+    mutating func delete(_ name: String, in zone: ZoneRow) throws -> ItemFailure? {
         guard let existing = try StoreRows.record(db, zoneID: zone.id, name: name) else { return nil }
         if key.scope == .public && existing.creator != user {
             return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")

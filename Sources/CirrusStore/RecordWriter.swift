@@ -59,10 +59,10 @@ struct RecordWriter {
         let request = plan.request
         var saves = plan.saves
         var deletes = plan.deletes
-        func fail(_ item: Item, _ error: Wire.OperationError) {
+        func fail(_ item: Item, _ failure: ItemFailure) {
             switch item {
-            case .save(let i, _): saves[i].outcome = .error(error)
-            case .delete(let i, _): deletes[i].error = error
+            case .save(let i, _): saves[i].result = .failure(failure)
+            case .delete(let i, _): deletes[i].failure = failure
             }
         }
 
@@ -75,7 +75,7 @@ struct RecordWriter {
             }
             if request.isAtomic {
                 if try saveAtOnce(group, in: zone, policy: request.savePolicy, &saves) { continue }
-                var failures: [(Item, Wire.OperationError)] = []
+                var failures: [(Item, ItemFailure)] = []
                 var outcomes: [(Item, Wire.Record?)] = []
                 let before = mark
                 try db.inSavepoint {
@@ -142,7 +142,7 @@ struct RecordWriter {
     /// delete or an item fails a check: the group then runs one by one in a
     /// savepoint, which reports each item's error exactly.
     private mutating func saveAtOnce(
-        _ group: Group, in zone: ZoneRow, policy: Wire.SavePolicy, _ saves: inout [Wire.ModifyRecordsPerRecordSave]
+        _ group: Group, in zone: ZoneRow, policy: Wire.SavePolicy, _ saves: inout [RecordSaveOutcome]
     ) throws -> Bool {
         var records: [(index: Int, record: Wire.Record)] = []
         records.reserveCapacity(group.items.count)
@@ -161,13 +161,13 @@ struct RecordWriter {
             prepared.append((index, save))
         }
         for (index, save) in prepared {
-            saves[index].outcome = .record(try apply(save, in: zone))
+            saves[index].result = .success(try apply(save, in: zone))
         }
         return true
     }
 
-    private func succeed(_ item: Item, _ record: Wire.Record?, _ saves: inout [Wire.ModifyRecordsPerRecordSave]) {
-        if case .save(let i, _) = item, let record { saves[i].outcome = .record(record) }
+    private func succeed(_ item: Item, _ record: Wire.Record?, _ saves: inout [RecordSaveOutcome]) {
+        if case .save(let i, _) = item, let record { saves[i].result = .success(record) }
     }
 
     /// The next change sequence of a zone.

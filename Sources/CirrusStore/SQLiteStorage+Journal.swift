@@ -2,6 +2,8 @@ public import CirrusWire
 import Foundation
 import GRDB
 
+/// The journal of long-lived operations, in the same database as the records it reports on.
+/// It stores wire events by design (see ``OperationJournal``).
 extension SQLiteStorage: OperationJournal {
     public func registerLongLivedOperation(
         _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp

@@ -24,48 +24,50 @@ extension SQLiteStorage {
 
     public func fetchRecords(
         _ recordIDs: [Wire.RecordID], desiredKeys: [String]?, in database: DatabaseKey
-    ) async throws -> [Wire.RecordOutcome] {
+    ) async throws -> [RecordFetchOutcome] {
         let key = try database.validated()
         try checkItemCount(recordIDs.count)
         return try await read { db in
             let databaseID = try StoreRows.databaseID(db, key)
             var zones: [String: ZoneRow?] = [:]
             return try recordIDs.map { recordID in
-                var outcome = Wire.RecordOutcome(recordID: recordID)
-                if let failure = RecordCodec.checkName(recordID.recordName, of: "record") {
-                    outcome.outcome = .error(failure)
-                    return outcome
-                }
-                let zoneName: String
-                switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
-                case .failure(let failure):
-                    outcome.outcome = .error(failure)
-                    return outcome
-                case .success(let name):
-                    zoneName = name
-                }
-                let zone: ZoneRow?
-                if let cached = zones[zoneName] {
-                    zone = cached
-                } else {
-                    zone = try databaseID.flatMap { try StoreRows.liveZone(db, $0, zoneName) }
-                    zones[zoneName] = .some(zone)
-                }
-                let missing = RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist")
-                guard let zone else {
-                    outcome.outcome = .error(
-                        zoneName == RecordCodec.defaultZoneName
-                            ? missing : RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
-                    return outcome
-                }
-                guard let row = try StoreRows.record(db, zoneID: zone.id, name: recordID.recordName) else {
-                    outcome.outcome = .error(missing)
-                    return outcome
-                }
-                outcome.outcome = .record(try StoreRows.load(db, row, desiredKeys: desiredKeys, assetContent: true))
-                return outcome
+                RecordFetchOutcome(id: recordID, result: try Self.fetch(recordID, db, databaseID, key, desiredKeys, &zones))
             }
         }
+    }
+
+    /// One record to fetch; `zones` caches the zones looked up so far.
+    private static func fetch(
+        _ recordID: Wire.RecordID, _ db: Database, _ databaseID: Int64?, _ key: DatabaseKey, _ desiredKeys: [String]?,
+        _ zones: inout [String: ZoneRow?]
+    ) throws -> ItemResult<Wire.Record> {
+        if let failure = RecordCodec.checkName(recordID.recordName, of: "record") {
+            return .failure(failure)
+        }
+        let zoneName: String
+        switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
+        case .failure(let failure):
+            return .failure(failure)
+        case .success(let name):
+            zoneName = name
+        }
+        let zone: ZoneRow?
+        if let cached = zones[zoneName] {
+            zone = cached
+        } else {
+            zone = try databaseID.flatMap { try StoreRows.liveZone(db, $0, zoneName) }
+            zones[zoneName] = .some(zone)
+        }
+        let missing = RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist")
+        guard let zone else {
+            return .failure(
+                zoneName == RecordCodec.defaultZoneName
+                    ? missing : RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
+        }
+        guard let row = try StoreRows.record(db, zoneID: zone.id, name: recordID.recordName) else {
+            return .failure(missing)
+        }
+        return .success(try StoreRows.load(db, row, desiredKeys: desiredKeys, assetContent: true))
     }
 }
 

@@ -20,7 +20,6 @@ extension SQLiteStorage {
             var result = SubscriptionModificationResult()
             var seen = Set<String>()
             for subscription in subscriptions {
-                var outcome = Wire.SubscriptionOutcome(subscriptionID: subscription.subscriptionID)
                 var checked = try SubscriptionValidation.check(subscription, in: key) { name in
                     try StoreRows.liveZone(db, databaseID, name) != nil
                 }
@@ -28,26 +27,21 @@ extension SQLiteStorage {
                     checked = .failure(RecordCodec.error(
                         .invalidArguments, "subscription \(subscription.subscriptionID) appears twice in one request"))
                 }
-                switch checked {
-                case .failure(let failure):
-                    outcome.outcome = .error(failure)
-                case .success(let stored):
-                    if let failure = try Self.store(stored, databaseID: databaseID, owner: user, now: now, db) {
-                        outcome.outcome = .error(failure)
-                    } else {
-                        outcome.outcome = .subscription(stored)
-                    }
+                if case .success(let stored) = checked,
+                    let failure = try Self.store(stored, databaseID: databaseID, owner: user, now: now, db)
+                {
+                    checked = .failure(failure)
                 }
-                result.saves.append(outcome)
+                result.saves.append(SubscriptionSaveOutcome(id: subscription.subscriptionID, result: checked))
             }
             for subscriptionID in subscriptionIDs {
                 try db.run(
                     sql: "DELETE FROM subscriptions WHERE database_id = ? AND owner = ? AND subscription_id = ?",
                     arguments: [databaseID, user, subscriptionID])
-                let error =
+                let failure =
                     db.changesCount == 0
                     ? RecordCodec.error(.unknownItem, "subscription \(subscriptionID) does not exist") : nil
-                result.deletes.append(Wire.SubscriptionDeleted(subscriptionID: subscriptionID, error: error))
+                result.deletes.append(SubscriptionDeletion(id: subscriptionID, failure: failure))
             }
             return result
         }
@@ -56,7 +50,7 @@ extension SQLiteStorage {
     /// Inserts or replaces one checked subscription; the error when the user has too many.
     private static func store(
         _ subscription: Wire.Subscription, databaseID: Int64, owner: String, now: Int64, _ db: Database
-    ) throws -> Wire.OperationError? {
+    ) throws -> ItemFailure? {
         let exists =
             try db.int64(
                 sql: "SELECT 1 FROM subscriptions WHERE database_id = ? AND owner = ? AND subscription_id = ?",
@@ -96,7 +90,7 @@ extension SQLiteStorage {
 
     public func fetchSubscriptions(
         _ subscriptionIDs: [String]?, in database: DatabaseKey, of user: String
-    ) async throws -> [Wire.SubscriptionOutcome] {
+    ) async throws -> [SubscriptionFetchOutcome] {
         let key = try database.validated()
         if let subscriptionIDs { try checkItemCount(subscriptionIDs.count) }
         return try await read { db in
@@ -118,8 +112,7 @@ extension SQLiteStorage {
                     arguments: [databaseID, user]
                 ).map { body in
                     let subscription = try decode(body)
-                    return Wire.SubscriptionOutcome(
-                        subscriptionID: subscription.subscriptionID, outcome: .subscription(subscription))
+                    return SubscriptionFetchOutcome(id: subscription.subscriptionID, result: .success(subscription))
                 }
             }
             return try subscriptionIDs.map { subscriptionID in
@@ -130,11 +123,11 @@ extension SQLiteStorage {
                         arguments: [databaseID, user, subscriptionID])
                 }
                 guard let body else {
-                    return Wire.SubscriptionOutcome(
-                        subscriptionID: subscriptionID,
-                        outcome: .error(RecordCodec.error(.unknownItem, "subscription \(subscriptionID) does not exist")))
+                    return SubscriptionFetchOutcome(
+                        id: subscriptionID,
+                        result: .failure(RecordCodec.error(.unknownItem, "subscription \(subscriptionID) does not exist")))
                 }
-                return Wire.SubscriptionOutcome(subscriptionID: subscriptionID, outcome: .subscription(try decode(body)))
+                return SubscriptionFetchOutcome(id: subscriptionID, result: .success(try decode(body)))
             }
         }
     }
@@ -228,7 +221,7 @@ enum SubscriptionValidation {
         _ subscription: Wire.Subscription, in key: DatabaseKey, zoneExists: (String) throws -> Bool
     ) rethrows -> ItemResult<Wire.Subscription> {
         let id = subscription.subscriptionID
-        func refuse(_ message: String, _ code: Wire.ErrorCode = .invalidArguments) -> ItemResult<Wire.Subscription> {
+        func refuse(_ message: String, _ code: ItemFailure.Code = .invalidArguments) -> ItemResult<Wire.Subscription> {
             .failure(RecordCodec.error(code, "subscription \(id): \(message)"))
         }
         if let failure = RecordCodec.checkName(id, of: "subscription") { return .failure(failure) }

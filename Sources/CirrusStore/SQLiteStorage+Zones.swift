@@ -17,16 +17,12 @@ extension SQLiteStorage {
             var result = ZoneModificationResult()
             var changes: [ZoneChange] = []
             for zone in zones {
-                var outcome = Wire.RecordZoneOutcome(zoneID: zone.zoneID)
-                switch try Self.saveZone(zone, db: db, databaseID: databaseID, key: key, changes: &changes) {
-                case .success(let saved): outcome.outcome = .zone(saved)
-                case .failure(let failure): outcome.outcome = .error(failure)
-                }
-                result.saves.append(outcome)
+                let saved = try Self.saveZone(zone, db: db, databaseID: databaseID, key: key, changes: &changes)
+                result.saves.append(ZoneSaveOutcome(id: zone.zoneID, result: saved))
             }
             for zoneID in zoneIDs {
                 let failure = try Self.deleteZone(zoneID, db: db, databaseID: databaseID, key: key, now: now)
-                result.deletes.append(Wire.RecordZoneDeleted(zoneID: zoneID, error: failure))
+                result.deletes.append(ZoneDeletion(id: zoneID, failure: failure))
                 if failure == nil {
                     changes.append(ZoneChange(zoneName: zoneID.zoneName, wasDeleted: true))
                 }
@@ -40,7 +36,7 @@ extension SQLiteStorage {
         return result
     }
 
-    private static func customZoneRefusal(_ name: String, _ key: DatabaseKey) -> Wire.OperationError? {
+    private static func customZoneRefusal(_ name: String, _ key: DatabaseKey) -> ItemFailure? {
         guard key.scope != .private else { return nil }
         return RecordCodec.error(.invalidArguments, "custom zone \(name): only private databases have custom zones")
     }
@@ -76,7 +72,7 @@ extension SQLiteStorage {
 
     private static func deleteZone(
         _ zoneID: Wire.RecordZoneID, db: Database, databaseID: Int64, key: DatabaseKey, now: Double
-    ) throws -> Wire.OperationError? {
+    ) throws -> ItemFailure? {
         let name: String
         switch ZoneResolution.zoneName(of: zoneID, in: key) {
         case .failure(let failure): return failure
@@ -99,26 +95,26 @@ extension SQLiteStorage {
         return nil
     }
 
-    public func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [Wire.RecordZoneOutcome] {
+    public func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [ZoneFetchOutcome] {
         let key = try database.validated()
         try checkItemCount(zoneIDs.count)
         return try await read { db in
             let databaseID = try StoreRows.databaseID(db, key)
             return try zoneIDs.map { zoneID in
-                var outcome = Wire.RecordZoneOutcome(zoneID: zoneID)
+                let result: ItemResult<Wire.RecordZone>
                 switch ZoneResolution.zoneName(of: zoneID, in: key) {
                 case .failure(let failure):
-                    outcome.outcome = .error(failure)
+                    result = .failure(failure)
                 case .success(let name):
                     if let databaseID, let zone = try StoreRows.liveZone(db, databaseID, name) {
-                        outcome.outcome = .zone(ZoneResolution.zone(zone, in: key))
+                        result = .success(ZoneResolution.zone(zone, in: key))
                     } else if name == RecordCodec.defaultZoneName {
-                        outcome.outcome = .zone(ZoneResolution.defaultZone(in: key))
+                        result = .success(ZoneResolution.defaultZone(in: key))
                     } else {
-                        outcome.outcome = .error(RecordCodec.error(.zoneNotFound, "zone \(name) does not exist"))
+                        result = .failure(RecordCodec.error(.zoneNotFound, "zone \(name) does not exist"))
                     }
                 }
-                return outcome
+                return ZoneFetchOutcome(id: zoneID, result: result)
             }
         }
     }

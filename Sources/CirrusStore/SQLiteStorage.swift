@@ -3,8 +3,10 @@ import Foundation
 import GRDB
 import Synchronization
 
-/// The embedded storage engine: one SQLite file in WAL mode with
-/// `synchronous = FULL`, so a call returns only after its commit is durable.
+/// The embedded storage engine, and the default one: one SQLite file in WAL
+/// mode with `synchronous = FULL`, so a call returns only after its commit is
+/// durable. It implements ``RecordStorage`` (and ``OperationJournal``) and is
+/// held to the storage conformance suite in `Tests/CirrusStoreTests`.
 ///
 /// All database work runs on GRDB's own dispatch queues (one writer, several
 /// readers), never on the caller's thread.

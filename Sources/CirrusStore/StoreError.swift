@@ -1,7 +1,6 @@
-public import CirrusWire
-
 /// An error of the storage layer for a whole call (per-item failures are
-/// `Wire.OperationError` values inside the call's result instead).
+/// ``ItemFailure`` values inside the call's result instead). The server maps
+/// its code onto the protocol error a client sees.
 ///
 /// For example:
 /// ```swift
@@ -40,20 +39,6 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let unknownOperation = Code(.unknownOperation)
 
         public var description: String { "\(base)" }
-
-        /// The protocol error code a client sees for this store error.
-        public var wireCode: Wire.ErrorCode {
-            switch base {
-            case .limitExceeded: .limitExceeded
-            case .invalidArguments: .invalidArguments
-            case .badDatabase: .badDatabase
-            case .zoneNotFound: .zoneNotFound
-            case .changeTokenExpired: .changeTokenExpired
-            case .corruptData, .storageFailure: .internalError
-            case .duplicateOperation: .duplicateOperationID
-            case .unknownOperation: .unknownOperation
-            }
-        }
     }
 
     public var code: Code
@@ -66,11 +51,6 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "StoreError.\(code): \(message)" }
-
-    /// The error as the server streams it to a client.
-    public var operationError: Wire.OperationError {
-        Wire.OperationError(code: code.wireCode, message: message)
-    }
 }
 
 extension StoreError {

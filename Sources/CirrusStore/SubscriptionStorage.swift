@@ -16,7 +16,7 @@ public import CirrusWire
 /// ```
 public protocol SubscriptionStorage: Sendable {
     /// Saves (creating or replacing by ID) and deletes `user`'s subscriptions in `database`
-    /// (CKModifySubscriptionsOperation). Per-item errors in request order.
+    /// (CKModifySubscriptionsOperation). One outcome per item in request order.
     ///
     /// - throws: ``StoreError`` `.limitExceeded` (too many items), `.badDatabase`.
     func modifySubscriptions(
@@ -30,7 +30,7 @@ public protocol SubscriptionStorage: Sendable {
     /// - throws: ``StoreError``.
     func fetchSubscriptions(
         _ subscriptionIDs: [String]?, in database: DatabaseKey, of user: String
-    ) async throws -> [Wire.SubscriptionOutcome]
+    ) async throws -> [SubscriptionFetchOutcome]
 
     /// The notifications of `feed` after sequence `after` (nil = from the oldest kept), oldest
     /// first, at most `limit`.
@@ -74,12 +74,12 @@ public struct NotificationFeedKey: Hashable, Sendable, CustomStringConvertible {
 /// What a ``SubscriptionStorage/modifySubscriptions(saving:deleting:in:by:)`` call did, in
 /// request order.
 public struct SubscriptionModificationResult: Sendable, Hashable {
-    /// One per subscription to save: as stored, or its error.
-    public var saves: [Wire.SubscriptionOutcome]
-    /// One per ID to delete: `error` nil = deleted.
-    public var deletes: [Wire.SubscriptionDeleted]
+    /// One per subscription to save: as stored, or its failure.
+    public var saves: [SubscriptionSaveOutcome]
+    /// One per ID to delete: `failure` nil = deleted (`unknownItem` when there was none).
+    public var deletes: [SubscriptionDeletion]
 
-    public init(saves: [Wire.SubscriptionOutcome] = [], deletes: [Wire.SubscriptionDeleted] = []) {
+    public init(saves: [SubscriptionSaveOutcome] = [], deletes: [SubscriptionDeletion] = []) {
         self.saves = saves
         self.deletes = deletes
     }
@@ -92,7 +92,8 @@ public struct StoredNotification: Sendable, Hashable {
     /// The scope of the database whose change produced it.
     public var scope: Wire.DatabaseScope
     /// Record and zone IDs in it name owners as the store does (the database owner; "" in the
-    /// public database).
+    /// public database). The payload is content, like a record: the store keeps it as the
+    /// push notification it becomes, and the server only maps the owners in it.
     public var notification: Wire.PushNotification
 
     public init(seq: Int64, scope: Wire.DatabaseScope, notification: Wire.PushNotification) {

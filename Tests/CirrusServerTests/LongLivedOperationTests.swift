@@ -312,7 +312,7 @@ struct LongLivedOperationTests {
                 let ids = records[start..<min(start + 400, records.count)].compactMap { record in
                     record.recordID.map { Wire.RecordID(recordName: $0.recordName, zoneID: Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "_alice")) }
                 }
-                stored += try await harness.storage.fetchRecords(ids, desiredKeys: nil, in: database).compactMap(fetchedRecord)
+                stored += try await harness.storage.fetchRecords(ids, desiredKeys: nil, in: database).compactMap(\.value)
             }
             #expect(stored.map(\.recordChangeTag) == reported.map(\.recordChangeTag))
             #expect(stored.map { $0.recordID?.recordName } == reported.map { $0.recordID?.recordName })

@@ -12,7 +12,7 @@ struct AccessTests {
             #expect(try await storage.fetch(recordID("same"), in: alice).record?.value("who") == .stringValue("alice"))
             #expect(try await storage.fetch(recordID("same", in: bob), in: bob).record?.value("who") == .stringValue("bob"))
             // Alice naming Bob's zone from her database finds nothing.
-            #expect(try await storage.fetch(recordID("same", in: bob), in: alice).error?.code == .zoneNotFound)
+            #expect(try await storage.fetch(recordID("same", in: bob), in: alice).failure?.code == .zoneNotFound)
 
             try await storage.createZone("Secret", in: bob)
             #expect(try await storage.fetchAllZones(in: alice).count == 1)
@@ -36,14 +36,14 @@ struct AccessTests {
             let forced = try await storage.modifyRecords(RecordModification(saving: [edit], savePolicy: .allKeys), in: publicDB, by: "_bob")
             #expect(forced.saveError(0)?.code == .permissionFailure)
             let delete = try await storage.modifyRecords(RecordModification(deleting: [recordID("post", in: publicDB)]), in: publicDB, by: "_bob")
-            #expect(delete.deletes.first?.error?.code == .permissionFailure)
+            #expect(delete.deletes.first?.failure?.code == .permissionFailure)
             #expect(try await storage.fetch(recordID("post", in: publicDB), in: publicDB).record?.value("t") == .stringValue("hi"))
 
             // The creator may.
             let mine = try await storage.modifyRecords(RecordModification(saving: [edit]), in: publicDB, by: "_alice")
             #expect(mine.saved(0)?.lastModifiedUserRecordID?.recordName == "_alice")
             let gone = try await storage.modifyRecords(RecordModification(deleting: [recordID("post", in: publicDB)]), in: publicDB, by: "_alice")
-            #expect(gone.deletes.first?.error == nil)
+            #expect(gone.deletes.first?.failure == nil)
         }
     }
 
@@ -51,7 +51,7 @@ struct AccessTests {
         try await withStore { storage, _ in
             try await storage.saveAll([note("n")])
             let other = DatabaseKey.private(container: "iCloud.other", user: "_alice")
-            #expect(try await storage.fetch(recordID("n"), in: other).error?.code == .unknownItem)
+            #expect(try await storage.fetch(recordID("n"), in: other).failure?.code == .unknownItem)
         }
     }
 
@@ -63,8 +63,8 @@ struct AccessTests {
             let result = try await storage.modifyRecords(
                 RecordModification(saving: [intruder], deleting: [recordID("mine")], savePolicy: .allKeys), in: bob, by: "_bob")
             #expect(result.saveError(0)?.code == .zoneNotFound)
-            #expect(result.deletes.first?.error?.code == .zoneNotFound)
-            #expect(try await storage.fetch(recordID("mine"), in: bob).error?.code == .zoneNotFound)
+            #expect(result.deletes.first?.failure?.code == .zoneNotFound)
+            #expect(try await storage.fetch(recordID("mine"), in: bob).failure?.code == .zoneNotFound)
             #expect(try await storage.fetch(recordID("mine")).record?.value("v") == .int64Value(1))
         }
     }

@@ -13,7 +13,7 @@ struct AtomicTests {
             isAtomic: atomic)
     }
 
-    private func prepare(_ storage: SQLiteStorage) async throws {
+    private func prepare(_ storage: any StorageUnderTest) async throws {
         try await storage.createZone("A")
         try await storage.createZone("B")
         try await storage.saveAll([note("conflict", zone: "A"), note("old", zone: "A")])
@@ -27,10 +27,10 @@ struct AtomicTests {
             #expect(result.saveError(1)?.code == .serverRecordChanged)
             #expect(result.saved(2) != nil)
             #expect(result.saved(3) != nil)
-            #expect(result.deletes.first?.error?.code == .batchRequestFailed)
+            #expect(result.deletes.first?.failure?.code == .batchRequestFailed)
             #expect(result.hasFailures)
             // Nothing of zone A was written.
-            #expect(try await storage.fetch(recordID("a1", zone: "A")).error?.code == .unknownItem)
+            #expect(try await storage.fetch(recordID("a1", zone: "A")).failure?.code == .unknownItem)
             #expect(try await storage.fetch(recordID("old", zone: "A")).record != nil)
             #expect(try await storage.fetch(recordID("b1", zone: "B")).record != nil)
             let changes = try await storage.recordChanges(in: zoneID("A"), of: alice, since: 0, limit: 100, desiredKeys: nil)
@@ -47,9 +47,9 @@ struct AtomicTests {
             #expect(result.saveError(1)?.code == .serverRecordChanged)
             #expect(result.saved(2) != nil)
             #expect(result.saved(3) != nil)
-            #expect(result.deletes.first?.error == nil)
+            #expect(result.deletes.first?.failure == nil)
             #expect(try await storage.fetch(recordID("a1", zone: "A")).record != nil)
-            #expect(try await storage.fetch(recordID("old", zone: "A")).error?.code == .unknownItem)
+            #expect(try await storage.fetch(recordID("old", zone: "A")).failure?.code == .unknownItem)
         }
     }
 
@@ -60,7 +60,7 @@ struct AtomicTests {
                 RecordModification(saving: [note("y"), note("x")]), in: alice, by: "_alice")
             #expect(result.saveError(0)?.code == .batchRequestFailed)
             #expect(result.saveError(1)?.code == .serverRecordChanged)
-            #expect(try await storage.fetch(recordID("y")).error?.code == .unknownItem)
+            #expect(try await storage.fetch(recordID("y")).failure?.code == .unknownItem)
         }
     }
 
@@ -71,7 +71,7 @@ struct AtomicTests {
                 RecordModification(saving: [note("other", tag: "stale")], deleting: [recordID("parent")]),
                 in: alice, by: "_alice")
             #expect(result.saveError(0)?.code == .serverRecordChanged)
-            #expect(result.deletes.first?.error?.code == .batchRequestFailed)
+            #expect(result.deletes.first?.failure?.code == .batchRequestFailed)
             #expect(result.cascadedDeletions.isEmpty)
             #expect(try await storage.fetch(recordID("parent")).record != nil)
             #expect(try await storage.fetch(recordID("child")).record != nil)

@@ -18,11 +18,11 @@ struct CascadeTests {
                 ])))]),
             ])
             let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("a", zone: "Z")]), in: alice, by: "_alice")
-            #expect(result.deletes.first?.error == nil)
+            #expect(result.deletes.first?.failure == nil)
             #expect(result.cascadedDeletions == [recordID("b", zone: "Z"), recordID("c", zone: "Z"), recordID("listed", zone: "Z")])
             #expect(try await storage.fetch(recordID("weak", zone: "Z")).record != nil)
             for name in ["a", "b", "c", "listed"] {
-                #expect(try await storage.fetch(recordID(name, zone: "Z")).error?.code == .unknownItem)
+                #expect(try await storage.fetch(recordID(name, zone: "Z")).failure?.code == .unknownItem)
             }
             let changes = try await storage.recordChanges(in: zoneID("Z"), of: alice, since: 5, limit: 10, desiredKeys: nil)
             #expect(changes.deleted.map(\.recordID.recordName) == ["a", "b", "c", "listed"])
@@ -43,7 +43,7 @@ struct CascadeTests {
             _ = try await storage.modifyRecords(RecordModification(saving: [closing], savePolicy: .changedKeys), in: alice, by: "_alice")
 
             let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("y")]), in: alice, by: "_alice")
-            #expect(result.deletes.first?.error == nil)
+            #expect(result.deletes.first?.failure == nil)
             #expect(result.cascadedDeletions == [recordID("z"), recordID("x")])
             #expect(try await storage.count("records") == 0)
             #expect(try await storage.count("tombstones") == 3)

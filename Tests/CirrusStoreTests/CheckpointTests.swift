@@ -14,7 +14,7 @@ struct CheckpointTests {
     /// checkpointer's own connection copies committed pages into the database
     /// file while the storage stays open.
     @Test func committedPagesReachTheDatabaseFileWithoutTheWriter() async throws {
-        try await withStore { storage, directory in
+        try await withSQLiteStore { storage, directory in
             let autocheckpoint = try await storage.write(weight: 1) { db in
                 try db.int64(sql: "PRAGMA wal_autocheckpoint")
             }
@@ -36,7 +36,7 @@ struct CheckpointTests {
     }
 
     @Test func theWriterSettingsAreInPlace() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             let settings = try await storage.write(weight: 1) { db in
                 [try db.int64(sql: "PRAGMA synchronous"), try db.int64(sql: "PRAGMA temp_store"),
                  try db.int64(sql: "PRAGMA secure_delete")]

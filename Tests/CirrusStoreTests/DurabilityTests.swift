@@ -32,7 +32,7 @@ struct DurabilityTests {
     }
 
     @Test func commitsAreDurableBeforeTheyReturn() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             let settings = try await storage.durabilitySettings()
             #expect(settings.synchronous == 2)  // FULL
             #expect(settings.journalMode == "wal")
@@ -59,7 +59,7 @@ struct DurabilityTests {
     }
 
     @Test func exactlyOneOfTwoRacingSavesWins() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             for round in 0..<20 {
                 let base = try #require(try await storage.saveAll([note("race\(round)")]).first)
                 let results = try await withThrowingTaskGroup(of: RecordModificationResult.self) { group in
@@ -80,7 +80,7 @@ struct DurabilityTests {
     }
 
     @Test func manyConcurrentWritersLoseNothing() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.saveAll([note("counter", [field("n", .int64Value(0))])])
             // 8 tasks × 10 increments, each retrying on conflict: the final count is exact.
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -104,7 +104,7 @@ struct DurabilityTests {
     }
 
     @Test func fieldsAreIndexedForQueriesThatDoNotScanAZone() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.saveAll([
                 note("a", [field("title", .stringValue("x")), field("tags", .stringList(Wire.StringList(values: ["p", "q"])))]),
                 note("b", [field("n", .int64Value(3)), field("secret", .stringValue("s"))]),
@@ -129,7 +129,7 @@ struct DurabilityTests {
     }
 
     @Test func encryptedFieldsAreNotIndexed() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             var secret = field("pin", .stringValue("1234"))
             secret.isEncrypted = true
             let saved = try await storage.saveAll([note("e", [secret])])

@@ -28,11 +28,11 @@ struct FetchTests {
             let outcomes = try await storage.fetchRecords(
                 [recordID("nope"), recordID("here"), recordID("x", zone: "Missing"), recordID("y", zone: "Z")],
                 desiredKeys: nil, in: alice)
-            #expect(outcomes.map(\.recordID) == [recordID("nope"), recordID("here"), recordID("x", zone: "Missing"), recordID("y", zone: "Z")])
-            #expect(outcomes[0].error?.code == .unknownItem)
+            #expect(outcomes.map(\.id) == [recordID("nope"), recordID("here"), recordID("x", zone: "Missing"), recordID("y", zone: "Z")])
+            #expect(outcomes[0].failure?.code == .unknownItem)
             #expect(outcomes[1].record?.recordID == recordID("here"))
-            #expect(outcomes[2].error?.code == .zoneNotFound)
-            #expect(outcomes[3].error?.code == .unknownItem)
+            #expect(outcomes[2].failure?.code == .zoneNotFound)
+            #expect(outcomes[3].failure?.code == .unknownItem)
         }
     }
 

@@ -8,7 +8,7 @@ struct GroupCommitTests {
     struct Boom: Error {}
 
     @Test func aFailingWriteRollsBackOnlyItselfInASharedTransaction() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             let results = await withTaskGroup(of: Bool.self) { group in
                 for i in 0..<50 {
                     group.addTask {
@@ -34,7 +34,7 @@ struct GroupCommitTests {
     }
 
     @Test func concurrentOperationsAllGetTheirOwnOutcome() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.saveAll([note("shared")])
             let outcomes = try await withThrowingTaskGroup(of: (Int, RecordModificationResult).self) { group in
                 for i in 0..<40 {

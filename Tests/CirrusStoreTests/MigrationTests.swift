@@ -42,7 +42,7 @@ struct MigrationTests {
         let parent = try await storage.fetch(recordID("parent", zone: "Notes"))
         #expect(parent.record?.value("title") == .stringValue("Groceries"))
         #expect(parent.record?.value("count") == .int64Value(3))
-        #expect(try await storage.fetch(recordID("gone", zone: "Notes")).error?.code == .unknownItem)
+        #expect(try await storage.fetch(recordID("gone", zone: "Notes")).failure?.code == .unknownItem)
 
         // The change feed, the query index and full text written by v4.
         let feed = try await storage.recordChanges(in: zoneID("Notes"), of: alice, since: 0, limit: 100, desiredKeys: nil)

@@ -16,7 +16,7 @@ struct OperationJournalTests {
     let open = Wire.Open(operationID: "op", databaseScope: .private, containerIdentifier: container)
 
     @Test func registerAppendCompleteAcknowledge() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             let record = try await storage.registerLongLivedOperation(key, open: open, at: at)
             #expect(record.lastSeq == 0 && !record.isCompleted)
             await #expect(throws: StoreError(.duplicateOperation, "operation op is already registered")) {
@@ -56,12 +56,17 @@ struct OperationJournalTests {
     }
 
     @Test func modifyAndItsEventsCommitTogether() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
             let records = (0..<3).map { Wire.Record(recordID: recordID("n\($0)"), recordType: "Note") }
             let journaling = ModificationJournaling(
                 operation: key,
-                events: { result in result.saves.map { .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave($0))) } },
+                events: { result in
+                    result.saves.map { save in
+                        let event = Wire.ModifyRecordsPerRecordSave(recordID: save.id, outcome: save.value.map { .record($0) })
+                        return .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(event)))
+                    }
+                },
                 checkpoint: { _ in [7] })
             let (result, events) = try await storage.modifyRecords(
                 RecordModification(saving: records), in: alice, by: "_alice", journaling: journaling)
@@ -77,7 +82,7 @@ struct OperationJournalTests {
                     in: alice, by: "_alice", journaling: journaling)
             }
             let fetched = try await storage.fetchRecords([recordID("orphan")], desiredKeys: nil, in: alice)
-            guard case .error(let error) = fetched.first?.outcome else {
+            guard let error = fetched.first?.failure else {
                 Issue.record("the record was written without its events")
                 return
             }
@@ -86,7 +91,7 @@ struct OperationJournalTests {
     }
 
     @Test func pruneDropsOnlyWhatCompletedBeforeTheCutoff() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             let old = LongLivedOperationKey(owner: "_alice", operationID: "old")
             let running = LongLivedOperationKey(owner: "_alice", operationID: "running")
             for key in [old, running] {

@@ -44,7 +44,7 @@ struct QueryIndexTests {
     }
 
     @Test func aQueryMatching10Of100000RecordsExaminesAbout10() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             let start = ContinuousClock.now
             try await hundredThousand(storage)
             print("query index test: 100,000 records written in \(ContinuousClock.now - start)")
@@ -90,7 +90,7 @@ struct QueryIndexTests {
     }
 
     @Test func everyKindOfQueryIsPlannedOnAnIndex() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.saveAll((0..<50).map { (i: Int) -> Wire.Record in
                 var fields: [(String, Wire.FieldValue.Kind)] = []
                 fields.append(("n", .int64Value(Int64(i))))
@@ -239,7 +239,7 @@ struct QueryIndexTests {
     }
 
     @Test func theSystemSQLiteHasFTS5() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             let options = try await storage.read { db in try String.fetchAll(db, sql: "PRAGMA compile_options") }
             #expect(options.contains("ENABLE_FTS5"))
         }
@@ -249,7 +249,7 @@ struct QueryIndexTests {
 @Suite("Query planning")
 struct QueryPlanningTests {
     @Test func aSmallZoneIsReadWholeRatherThanAWordCommonToEveryDatabase() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.createZone("Small")
             try await storage.saveAll((0..<30).map { item("common\($0)", [("title", .stringValue("common word"))]) })
             try await storage.saveAll((0..<3).map { item("small\($0)", zone: "Small", [("title", .stringValue("common"))]) })
@@ -262,7 +262,7 @@ struct QueryPlanningTests {
     }
 
     @Test func aConjunctThatNothingMatchesEndsTheQueryBeforeAnyRecordIsRead() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.saveAll((0..<20).map { item("r\($0)", [("n", .int64Value(Int64($0)))]) })
             let query = Q.query(Q.and(Q.cmp("n", .greater, .int64Value(2)), Q.cmp("n", .equals, .int64Value(99))))
             let page = try await storage.queryRecords(query, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)

@@ -8,7 +8,7 @@ import Testing
 private func name(_ record: Wire.Record) -> String { record.recordID?.recordName ?? "?" }
 
 /// The records named, as stored now.
-private func latest(_ storage: SQLiteStorage, _ names: [String]) async throws -> [Wire.Record] {
+private func latest(_ storage: any StorageUnderTest, _ names: [String]) async throws -> [Wire.Record] {
     try await storage.fetchRecords(names.map { recordID($0) }, desiredKeys: nil, in: alice).map { try #require($0.record) }
 }
 
@@ -35,7 +35,7 @@ struct QueryKeysetTests {
     }
 
     private func all(
-        _ storage: SQLiteStorage, _ first: QueryPage, limit: Int, between: (Int) async throws -> Void = { _ in }
+        _ storage: any StorageUnderTest, _ first: QueryPage, limit: Int, between: (Int) async throws -> Void = { _ in }
     ) async throws -> [String] {
         var page = first
         var names = page.records.map(name)
@@ -173,26 +173,30 @@ struct QueryKeysetTests {
     }
 
     @Test func aCursorOutlivesTheStoreThatIssuedIt() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var storage = try SQLiteStorage(directory: directory)
-        let saved = try await storage.saveAll(numbered(0..<6))
-        let page = try await storage.queryRecords(
-            Q.query(sorts: [Q.sort("n")]), in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 2)
-        let cursor = try #require(page.cursor)
-        try storage.close()
-        storage = try SQLiteStorage(directory: directory)
-        // A change after the restart still keeps the version the cursor needs.
-        var moved = saved[4]
-        moved.fields = [field("n", .int64Value(-1))]
-        try await storage.saveAll([moved])
-        let names = try await all(storage, try await storage.continueQuery(cursor, in: alice, desiredKeys: .sameAsQuery, limit: 2), limit: 2)
-        #expect(names == ["r002", "r003", "r004", "r005"])
-        try storage.close()
+        for engine in StorageEngineUnderTest.all {
+            let location = engine.newLocation()
+            defer { engine.remove(location) }
+            let first = try engine.open(location, systemClock)
+            let saved = try await first.saveAll(numbered(0..<6))
+            let page = try await first.queryRecords(
+                Q.query(sorts: [Q.sort("n")]), in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 2)
+            let cursor = try #require(page.cursor)
+            try first.close()
+            let storage = try engine.open(location, systemClock)
+            // A change after the restart still keeps the version the cursor needs.
+            var moved = saved[4]
+            moved.fields = [field("n", .int64Value(-1))]
+            try await storage.saveAll([moved])
+            let names = try await all(
+                storage, try await storage.continueQuery(cursor, in: alice, desiredKeys: .sameAsQuery, limit: 2), limit: 2)
+            #expect(names == ["r002", "r003", "r004", "r005"])
+            try storage.close()
+        }
     }
 
+    /// SQLite-specific: rows examined and the query plan.
     @Test func firstPagesInTheQueryOrderReadAboutAPage() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             for start in stride(from: 0, to: 3_000, by: 400) {
                 try await storage.saveAll(numbered(start..<min(start + 400, 3_000)))
             }

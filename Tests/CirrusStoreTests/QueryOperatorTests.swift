@@ -7,7 +7,7 @@ import Testing
 @Suite("Query operators and types")
 struct QueryOperatorTests {
     /// Records whose field `n` holds every kind of value, and one without it.
-    private func numbers(_ storage: SQLiteStorage) async throws {
+    private func numbers(_ storage: any StorageUnderTest) async throws {
         try await storage.saveAll([
             item("i1", [("n", .int64Value(1))]),
             item("i2", [("n", .int64Value(2))]),

@@ -218,7 +218,7 @@ struct QueryRandomizedTests {
                     }
                     for saved in try await storage.modifyRecords(
                         RecordModification(saving: changes, savePolicy: .allKeys), in: alice, by: "_alice"
-                    ).saves.compactMap({ if case .record(let r) = $0.outcome { r } else { nil } }) {
+                    ).saves.compactMap(\.value) {
                         records[saved.recordID?.recordName ?? ""] = saved
                     }
                     let doomed = Array(order.shuffled(using: &generator.rng).prefix(8))

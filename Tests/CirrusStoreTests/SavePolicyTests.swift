@@ -118,7 +118,7 @@ struct SavePolicyTests {
                 RecordModification(saving: [note("n", zone: "Nowhere")], deleting: [recordID("m", zone: "Nowhere")]),
                 in: alice, by: "_alice")
             #expect(result.saveError(0)?.code == .zoneNotFound)
-            #expect(result.deletes.first?.error?.code == .zoneNotFound)
+            #expect(result.deletes.first?.failure?.code == .zoneNotFound)
         }
     }
 
@@ -159,7 +159,6 @@ struct SavePolicyTests {
                 _ = try await storage.modifyRecords(RecordModification(saving: records, deleting: deletes), in: alice, by: "_alice")
             } catch let error as StoreError {
                 #expect(error.code == .limitExceeded)
-                #expect(error.operationError.code == .limitExceeded)
             }
             #expect(try await storage.count("records") == 0)
             #expect(try await storage.count("databases") == 0)
@@ -174,7 +173,7 @@ struct SavePolicyTests {
     @Test func deletingAMissingRecordSucceeds() async throws {
         try await withStore { storage, _ in
             let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("ghost")]), in: alice, by: "_alice")
-            #expect(result.deletes == [Wire.ModifyRecordsPerRecordDelete(recordID: recordID("ghost"))])
+            #expect(result.deletes == [RecordDeletion(id: recordID("ghost"))])
             #expect(try await storage.count("tombstones") == 0)
         }
     }

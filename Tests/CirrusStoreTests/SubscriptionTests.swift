@@ -33,7 +33,7 @@ enum S {
     }
 }
 
-extension SQLiteStorage {
+extension RecordStorage {
     @discardableResult
     func subscribe(
         _ subscriptions: [Wire.Subscription], in key: DatabaseKey = alice, by user: String = "_alice"
@@ -76,34 +76,34 @@ struct SubscriptionTests {
         try await withStore { storage, _ in
             try await storage.createZone("Z")
             let saved = try await storage.subscribe([S.query("q"), S.zone("z", "Z"), S.database("d")])
-            #expect(saved.saves.map(\.subscriptionID) == ["q", "z", "d"])
-            #expect(saved.saves.allSatisfy { if case .subscription = $0.outcome { true } else { false } })
+            #expect(saved.saves.map(\.id) == ["q", "z", "d"])
+            #expect(saved.saves.allSatisfy { $0.subscription != nil })
 
             let all = try await storage.fetchSubscriptions(nil, in: alice, of: "_alice")
-            #expect(all.map(\.subscriptionID) == ["q", "z", "d"])
+            #expect(all.map(\.id) == ["q", "z", "d"])
             // Replacing keeps the ID and its place.
             try await storage.subscribe([S.query("q", type: "Task")])
             let again = try await storage.fetchSubscriptions(["q", "missing"], in: alice, of: "_alice")
-            guard case .subscription(let q) = again[0].outcome, case .query(let query) = q.kind else {
+            guard let q = again[0].subscription, case .query(let query) = q.kind else {
                 Issue.record("q not fetched: \(again[0])")
                 return
             }
             #expect(query.recordType == "Task")
-            guard case .error(let missing) = again[1].outcome else {
+            guard let missing = again[1].failure else {
                 Issue.record("missing subscription fetched")
                 return
             }
             #expect(missing.code == .unknownItem)
 
             let deleted = try await storage.modifySubscriptions(saving: [], deleting: ["z", "nope"], in: alice, by: "_alice")
-            #expect(deleted.deletes[0].error == nil)
-            #expect(deleted.deletes[1].error?.code == .unknownItem)
-            #expect(try await storage.fetchSubscriptions(nil, in: alice, of: "_alice").map(\.subscriptionID) == ["q", "d"])
+            #expect(deleted.deletes[0].failure == nil)
+            #expect(deleted.deletes[1].failure?.code == .unknownItem)
+            #expect(try await storage.fetchSubscriptions(nil, in: alice, of: "_alice").map(\.id) == ["q", "d"])
             // Another user's subscriptions are theirs alone, even in the public database.
             #expect(try await storage.fetchSubscriptions(nil, in: bob, of: "_bob").isEmpty)
             try await storage.subscribe([S.query("p", in: publicDB)], in: publicDB, by: "_bob")
             #expect(try await storage.fetchSubscriptions(nil, in: publicDB, of: "_alice").isEmpty)
-            #expect(try await storage.fetchSubscriptions(nil, in: publicDB, of: "_bob").map(\.subscriptionID) == ["p"])
+            #expect(try await storage.fetchSubscriptions(nil, in: publicDB, of: "_bob").map(\.id) == ["p"])
         }
     }
 
@@ -131,7 +131,7 @@ struct SubscriptionTests {
     func refusesWhatCloudKitRefuses(subscription: Wire.Subscription, key: DatabaseKey, message: String) async throws {
         try await withStore { storage, _ in
             let result = try await storage.subscribe([subscription], in: key)
-            guard case .error(let error) = result.saves.first?.outcome else {
+            guard let error = result.saves.first?.failure else {
                 Issue.record("saved: \(result)")
                 return
             }
@@ -143,7 +143,7 @@ struct SubscriptionTests {
     @Test func theSameIDTwiceInOneRequestIsRefused() async throws {
         try await withStore { storage, _ in
             let result = try await storage.subscribe([S.database("d"), S.database("d", type: "Note")])
-            guard case .error(let error) = result.saves[1].outcome else {
+            guard let error = result.saves[1].failure else {
                 Issue.record("saved twice")
                 return
             }
@@ -215,7 +215,7 @@ struct SubscriptionTests {
             #expect(try await storage.notifications().map(\.summary) == [
                 "once:created:a", "always:created:a", "always:created:b", "always:created:c",
             ])
-            #expect(try await storage.fetchSubscriptions(nil, in: alice, of: "_alice").map(\.subscriptionID) == ["always"])
+            #expect(try await storage.fetchSubscriptions(nil, in: alice, of: "_alice").map(\.id) == ["always"])
         }
     }
 
@@ -362,21 +362,21 @@ struct SubscriptionTests {
     }
 
     @Test func aUserKeepsAtMostTheLimitOfSubscriptions() async throws {
-        try await withStore { storage, _ in
-            let limit = SQLiteStorage.maximumSubscriptionsPerDatabase
+        try await withStore { storage, engine in
+            let limit = engine.maximumSubscriptionsPerDatabase
             for start in stride(from: 0, to: limit, by: 400) {
                 let ids = (start..<min(start + 400, limit)).map { "s\($0)" }
                 let result = try await storage.subscribe(ids.map { S.database($0) })
-                #expect(!result.saves.contains { if case .error = $0.outcome { true } else { false } })
+                #expect(!result.saves.contains { $0.failure != nil })
             }
             let over = try await storage.subscribe([S.database("one-more"), S.database("s0", type: "Note")])
-            guard case .error(let error) = over.saves[0].outcome else {
+            guard let error = over.saves[0].failure else {
                 Issue.record("saved over the limit")
                 return
             }
             #expect(error.code == .limitExceeded)
             // Replacing one that exists is not a new one.
-            guard case .subscription = over.saves[1].outcome else {
+            guard over.saves[1].subscription != nil else {
                 Issue.record("replacing failed: \(over.saves[1])")
                 return
             }

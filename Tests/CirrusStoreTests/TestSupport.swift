@@ -15,9 +15,92 @@ func temporaryDirectory() -> String {
     (NSTemporaryDirectory() as NSString).appendingPathComponent("cirrus-store-\(UUID().uuidString)")
 }
 
-/// Runs `body` with a storage in a fresh temporary directory, removed afterwards.
+// MARK: - The storage engine under test
+
+/// A storage engine the storage conformance suite runs against.
+///
+/// **The conformance suite** is every test that reaches the store only through
+/// ``withStore(clock:_:)``, that is through ``RecordStorage`` (plus ``StorageUnderTest``):
+/// `AccessTests`, `AtomicTests`, `CascadeTests`, `ChangeFeedTests`, `FetchTests`,
+/// `SavePolicyTests`, `ZoneTests`, `SubscriptionTests`, `QueryCursorTests`,
+/// `QueryKeysetTests` (but the two tests named below), `QueryOperatorTests`,
+/// `QueryRandomizedTests`, `QuerySortTests`, `QueryTextAndDistanceTests` and the store part of
+/// `ThroughputTests`. Each runs once per engine in ``all``: a second engine (PostgreSQL next)
+/// plugs in by adding its factory there, and must pass all of them.
+///
+/// **SQLite-specific** (they open `SQLiteStorage` through ``withSQLiteStore(clock:_:)`` or
+/// directly, and test its internals): `MigrationTests`, `CheckpointTests`, `DurabilityTests`
+/// (crash safety, SIGKILL), `GroupCommitTests`, `QueryIndexTests` (schema and index
+/// introspection, rows examined), `OperationJournalTests` (the journal of `SQLiteStorage`),
+/// in `QueryKeysetTests` `firstPagesInTheQueryOrderReadAboutAPage` (rows examined, query
+/// plan) and `swiftOrdersSortValuesAsSQLiteDoes`, and `ThroughputTests.rawSQLiteBaseline`.
+/// `QueryValidationTests` and `StorageOutcomeTests` use no storage at all.
+struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
+    var name: String
+    /// A new, unused place for a storage (a directory for SQLite).
+    var newLocation: @Sendable () -> String
+    /// Opens the storage at `location`: empty the first time, the same data when opened
+    /// again after ``StorageUnderTest/close()``. Time comes from `clock`.
+    var open: @Sendable (_ location: String, _ clock: @escaping @Sendable () -> Wire.Timestamp) throws
+        -> any StorageUnderTest
+    /// Removes everything stored at `location`.
+    var remove: @Sendable (_ location: String) -> Void
+    /// Subscriptions one user may keep in one database (more fail with `limitExceeded`).
+    var maximumSubscriptionsPerDatabase: Int
+
+    var description: String { name }
+
+    /// The embedded default engine.
+    static let sqlite = StorageEngineUnderTest(
+        name: "SQLite",
+        newLocation: temporaryDirectory,
+        open: { try SQLiteStorage(directory: $0, clock: $1) },
+        remove: { try? FileManager.default.removeItem(atPath: $0) },
+        maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase
+    )
+
+    /// Every engine the conformance suite runs against.
+    static let all: [StorageEngineUnderTest] = [.sqlite]
+}
+
+/// What the conformance suite needs of an engine besides ``RecordStorage``.
+protocol StorageUnderTest: RecordStorage {
+    /// How many rows of a kind the engine keeps, by the name of its SQLite table: "records",
+    /// "tombstones", "assets" (asset contents), "cascade_references" (deleteSelf references),
+    /// "query_preimages" (record versions kept for query cursors), "record_fields" (indexed
+    /// field values), "databases". Another engine counts what it keeps for the same purpose.
+    func count(_ table: String) async throws -> Int
+
+    /// Closes the storage; it is not used afterwards.
+    func close() throws
+}
+
+extension SQLiteStorage: StorageUnderTest {
+    func count(_ table: String) async throws -> Int { try await rowCount(of: table) }
+}
+
+/// The clock storages under test read unless a test sets its own.
+let systemClock: @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all``, each time with a fresh
+/// storage of that engine, closed and removed afterwards.
 func withStore(
-    clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
+    clock: @escaping @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any StorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all {
+        let location = engine.newLocation()
+        defer { engine.remove(location) }
+        let storage = try engine.open(location, clock)
+        try await body(storage, engine)
+        try storage.close()
+    }
+}
+
+/// Runs `body` with a `SQLiteStorage` in a fresh temporary directory, removed afterwards
+/// (for the SQLite-specific tests).
+func withSQLiteStore(
+    clock: @escaping @Sendable () -> Wire.Timestamp = systemClock,
     _ body: (SQLiteStorage, String) async throws -> Void
 ) async throws {
     let directory = temporaryDirectory()
@@ -59,26 +142,26 @@ extension Wire.Record {
 
 extension RecordModificationResult {
     func saved(_ index: Int) -> Wire.Record? {
-        guard saves.indices.contains(index), case .record(let record) = saves[index].outcome else { return nil }
-        return record
+        saves.indices.contains(index) ? saves[index].value : nil
     }
-    func saveError(_ index: Int) -> Wire.OperationError? {
-        guard saves.indices.contains(index), case .error(let error) = saves[index].outcome else { return nil }
-        return error
+    func saveError(_ index: Int) -> ItemFailure? {
+        saves.indices.contains(index) ? saves[index].failure : nil
     }
 }
 
-extension Wire.RecordOutcome {
-    var record: Wire.Record? { if case .record(let record) = outcome { record } else { nil } }
-    var error: Wire.OperationError? { if case .error(let error) = outcome { error } else { nil } }
+extension ItemOutcome where Value == Wire.Record {
+    var record: Wire.Record? { value }
 }
 
-extension Wire.RecordZoneOutcome {
-    var zone: Wire.RecordZone? { if case .zone(let zone) = outcome { zone } else { nil } }
-    var error: Wire.OperationError? { if case .error(let error) = outcome { error } else { nil } }
+extension ItemOutcome where Value == Wire.RecordZone {
+    var zone: Wire.RecordZone? { value }
 }
 
-extension SQLiteStorage {
+extension ItemOutcome where Value == Wire.Subscription {
+    var subscription: Wire.Subscription? { value }
+}
+
+extension RecordStorage {
     /// Saves records with the default policy and expects every one to succeed.
     @discardableResult
     func saveAll(_ records: [Wire.Record], in key: DatabaseKey = alice, by user: String = "_alice") async throws -> [Wire.Record] {
@@ -91,11 +174,9 @@ extension SQLiteStorage {
         #expect(result.saves.first?.zone != nil)
     }
 
-    func fetch(_ id: Wire.RecordID, desiredKeys: [String]? = nil, in key: DatabaseKey = alice) async throws -> Wire.RecordOutcome {
+    func fetch(_ id: Wire.RecordID, desiredKeys: [String]? = nil, in key: DatabaseKey = alice) async throws -> RecordFetchOutcome {
         try #require(try await fetchRecords([id], desiredKeys: desiredKeys, in: key).first)
     }
-
-    func count(_ table: String) async throws -> Int { try await rowCount(of: table) }
 }
 
 /// A clock that advances one second per call, starting at `start`.

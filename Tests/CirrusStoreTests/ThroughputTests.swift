@@ -53,7 +53,7 @@ struct ThroughputTests {
     }
 
     @Test func rawSQLiteBaseline() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.write(weight: 1) { db in
                 try db.run(sql: "CREATE TABLE raw (id INTEGER PRIMARY KEY, zone INTEGER, name TEXT, data BLOB, UNIQUE (zone, name))")
             }

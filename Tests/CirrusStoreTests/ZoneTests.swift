@@ -36,8 +36,8 @@ struct ZoneTests {
             let outcomes = try await storage.fetchZones([zoneID("A"), zoneID("Missing"), zoneID("A", in: bob)], in: alice)
             #expect(outcomes.count == 3)
             #expect(outcomes[0].zone?.zoneID == zoneID("A"))
-            #expect(outcomes[1].error?.code == .zoneNotFound)
-            #expect(outcomes[2].error?.code == .zoneNotFound)  // another owner's zone ID
+            #expect(outcomes[1].failure?.code == .zoneNotFound)
+            #expect(outcomes[2].failure?.code == .zoneNotFound)  // another owner's zone ID
         }
     }
 
@@ -47,23 +47,23 @@ struct ZoneTests {
             try await storage.saveAll([note("a", zone: "Trip"), note("b", zone: "Trip"), note("c")])
             #expect(try await storage.count("records") == 3)
             let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Trip")], in: alice)
-            #expect(result.deletes == [Wire.RecordZoneDeleted(zoneID: zoneID("Trip"))])
+            #expect(result.deletes == [ZoneDeletion(id: zoneID("Trip"))])
             #expect(try await storage.count("records") == 1)
             #expect(try await storage.count("record_values") == 0)
             let fetched = try await storage.fetch(recordID("a", zone: "Trip"))
-            #expect(fetched.error?.code == .zoneNotFound)
+            #expect(fetched.failure?.code == .zoneNotFound)
             #expect(try await storage.fetch(recordID("c")).record != nil)
 
             // Created again, it is a new, empty zone.
             try await storage.createZone("Trip")
-            #expect(try await storage.fetch(recordID("a", zone: "Trip")).error?.code == .unknownItem)
+            #expect(try await storage.fetch(recordID("a", zone: "Trip")).failure?.code == .unknownItem)
         }
     }
 
     @Test func deletingAnUnknownZoneFails() async throws {
         try await withStore { storage, _ in
             let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Nope")], in: alice)
-            #expect(result.deletes.first?.error?.code == .zoneNotFound)
+            #expect(result.deletes.first?.failure?.code == .zoneNotFound)
         }
     }
 
@@ -71,7 +71,7 @@ struct ZoneTests {
         try await withStore { storage, _ in
             try await storage.saveAll([note("keep")])
             let result = try await storage.modifyZones(saving: [], deleting: [zoneID("_defaultZone")], in: alice)
-            #expect(result.deletes.first?.error?.code == .invalidArguments)
+            #expect(result.deletes.first?.failure?.code == .invalidArguments)
             #expect(try await storage.fetch(recordID("keep")).record != nil)
         }
     }
@@ -81,8 +81,8 @@ struct ZoneTests {
             let result = try await storage.modifyZones(
                 saving: [Wire.RecordZone(zoneID: zoneID("Custom", in: publicDB))],
                 deleting: [zoneID("Other", in: publicDB)], in: publicDB)
-            #expect(result.saves.first?.error?.code == .invalidArguments)
-            #expect(result.deletes.first?.error?.code == .invalidArguments)
+            #expect(result.saves.first?.failure?.code == .invalidArguments)
+            #expect(result.deletes.first?.failure?.code == .invalidArguments)
             #expect(try await storage.fetchAllZones(in: publicDB).count == 1)
         }
     }
@@ -91,8 +91,8 @@ struct ZoneTests {
         try await withStore { storage, _ in
             let result = try await storage.modifyZones(
                 saving: [Wire.RecordZone(zoneID: zoneID("Z", in: bob))], deleting: [zoneID("Z", in: bob)], in: alice)
-            #expect(result.saves.first?.error?.code == .zoneNotFound)
-            #expect(result.deletes.first?.error?.code == .zoneNotFound)
+            #expect(result.saves.first?.failure?.code == .zoneNotFound)
+            #expect(result.deletes.first?.failure?.code == .zoneNotFound)
             #expect(try await storage.fetchAllZones(in: bob).count == 1)
         }
     }
@@ -114,7 +114,7 @@ struct ZoneTests {
                     Wire.RecordZone(zoneID: zoneID("Reisen ✈︎")), Wire.RecordZone(),
                 ],
                 deleting: [], in: alice)
-            #expect(result.saves.map { $0.error?.code } == [.invalidArguments, .invalidArguments, nil, .invalidArguments])
+            #expect(result.saves.map { $0.failure?.code } == [.invalidArguments, .invalidArguments, nil, .invalidArguments])
         }
     }
 

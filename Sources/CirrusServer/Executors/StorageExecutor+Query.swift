@@ -36,7 +36,7 @@ extension StorageExecutor {
             page = try await self.storage.continueQuery(
                 cursor.opaque,
                 in: context.database,
-                desiredKeys: QueryContinuationKeys(request),
+                desiredKeys: request.desiredKeysSpecified ? .replaced(request.desiredKeys) : .sameAsQuery,
                 limit: limit
             )
         case .none:

@@ -9,7 +9,7 @@ extension StorageExecutor {
         if let refused = Self.tooManyItems(request.recordsToSave.count + request.recordIDsToDelete.count) {
             return refused
         }
-        var modification = RecordModification(request)
+        var modification = Self.modification(request)
         modification.recordsToSave = modification.recordsToSave.map(context.owners.inbound)
         modification.recordIDsToDelete = modification.recordIDsToDelete.map(context.owners.inbound)
         let result = try await self.storage.modifyRecords(
@@ -31,7 +31,7 @@ extension StorageExecutor {
     private func modifyRecords(
         _ request: Wire.ModifyRecordsRequest, _ context: Context, journaledBy run: LongLivedRun
     ) async throws -> OperationCompletion {
-        let modification = RecordModification(request)
+        let modification = Self.modification(request)
         let saves = modification.recordsToSave.map(context.owners.inbound)
         let deletes = modification.recordIDsToDelete.map(context.owners.inbound)
         let total = saves.count + deletes.count
@@ -54,31 +54,36 @@ extension StorageExecutor {
         return Self.completion(partialErrors: partialErrors, items: "records")
     }
 
+    /// The modification a wire request asks for (absent `is_atomic` = true), IDs as the
+    /// client names them.
+    static func modification(_ request: Wire.ModifyRecordsRequest) -> RecordModification {
+        RecordModification(
+            saving: request.recordsToSave,
+            deleting: request.recordIDsToDelete,
+            savePolicy: request.savePolicy,
+            isAtomic: request.isAtomic ?? true,
+            clientChangeToken: request.clientChangeToken
+        )
+    }
+
     /// The events reporting a modification, saves then deletes, in request order, as the
     /// client names things.
     static func modifyEvents(_ result: RecordModificationResult, _ owners: ZoneOwnerMapping) -> [Wire.Event.Payload] {
         var events: [Wire.Event.Payload] = []
         events.reserveCapacity(result.saves.count + result.deletes.count)
         for save in result.saves {
-            var save = save
-            save.recordID = save.recordID.map(owners.outbound)
-            switch save.outcome {
-            case .record(let record):
-                save.outcome = .record(owners.outbound(record))
-            case .error(let error):
-                save.outcome = .error(owners.outbound(error))
-            case .none:
-                break
-            }
-            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save))))
+            let outcome: Wire.ModifyRecordsPerRecordSave.Outcome =
+                switch save.result {
+                case .success(let record): .record(owners.outbound(record))
+                case .failure(let failure): .error(owners.outbound(failure))
+                }
+            let event = Wire.ModifyRecordsPerRecordSave(recordID: save.id.map(owners.outbound), outcome: outcome)
+            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(event))))
         }
         for delete in result.deletes {
-            var delete = delete
-            delete.recordID = delete.recordID.map(owners.outbound)
-            if let error = delete.error {
-                delete.error = owners.outbound(error)
-            }
-            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(delete))))
+            let event = Wire.ModifyRecordsPerRecordDelete(
+                recordID: owners.outbound(delete.id), error: delete.failure.map(owners.outbound))
+            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(event))))
         }
         return events
     }
@@ -95,13 +100,14 @@ extension StorageExecutor {
             desiredKeys: request.desiredKeysSpecified ? request.desiredKeys : nil,
             in: context.database
         )
-        let events = outcomes.map { outcome -> Wire.Event.Payload in
-            var outcome = outcome
-            outcome.recordID = outcome.recordID.map(context.owners.outbound)
-            if case .record(let record) = outcome.outcome {
-                outcome.outcome = .record(context.owners.outbound(record))
-            }
-            return .fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordResult(outcome)))
+        let events = outcomes.map { fetched -> Wire.Event.Payload in
+            let outcome: Wire.RecordOutcome.Outcome =
+                switch fetched.result {
+                case .success(let record): .record(context.owners.outbound(record))
+                case .failure(let failure): .error(context.owners.outbound(failure))
+                }
+            let event = Wire.RecordOutcome(recordID: context.owners.outbound(fetched.id), outcome: outcome)
+            return .fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordResult(event)))
         }
         try await context.emit(events, checkpoint: LongLivedCheckpoint(items: events.count, finished: true))
         return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")

@@ -29,8 +29,10 @@ extension StorageExecutor {
             .modifySubscriptions(Wire.ModifySubscriptionsEvent(callback: .perSubscriptionSave(
                 self.outbound(outcome, context))))
         }
-        events += result.deletes.map { deleted in
-            .modifySubscriptions(Wire.ModifySubscriptionsEvent(callback: .perSubscriptionDelete(deleted)))
+        events += result.deletes.map { deletion in
+            let deleted = Wire.SubscriptionDeleted(
+                subscriptionID: deletion.id, error: deletion.failure.map(context.owners.outbound))
+            return .modifySubscriptions(Wire.ModifySubscriptionsEvent(callback: .perSubscriptionDelete(deleted)))
         }
         try await context.emit(events, checkpoint: LongLivedCheckpoint(items: events.count, finished: true))
         return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "subscriptions")
@@ -59,12 +61,14 @@ extension StorageExecutor {
         return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "subscriptions")
     }
 
-    private func outbound(_ outcome: Wire.SubscriptionOutcome, _ context: Context) -> Wire.SubscriptionOutcome {
-        var outcome = outcome
-        if case .subscription(let subscription) = outcome.outcome {
-            outcome.outcome = .subscription(context.owners.outbound(subscription))
-        }
-        return outcome
+    /// A subscription saved or fetched (or why not) as the client sees it.
+    private func outbound(_ outcome: SubscriptionSaveOutcome, _ context: Context) -> Wire.SubscriptionOutcome {
+        let wire: Wire.SubscriptionOutcome.Outcome =
+            switch outcome.result {
+            case .success(let subscription): .subscription(context.owners.outbound(subscription))
+            case .failure(let failure): .error(context.owners.outbound(failure))
+            }
+        return Wire.SubscriptionOutcome(subscriptionID: outcome.id, outcome: wire)
     }
 
     // MARK: - Notifications (container-level)

@@ -61,14 +61,6 @@ struct ZoneOwnerMapping: Sendable {
         return zone
     }
 
-    func outbound(_ error: Wire.OperationError) -> Wire.OperationError {
-        var error = error
-        error.serverRecord = error.serverRecord.map(self.outbound)
-        error.clientRecord = error.clientRecord.map(self.outbound)
-        error.ancestorRecord = error.ancestorRecord.map(self.outbound)
-        return error
-    }
-
     // MARK: Mapping every ID inside a value
 
     private func map(_ recordID: Wire.RecordID, zone: (Wire.RecordZoneID) -> Wire.RecordZoneID) -> Wire.RecordID {

@@ -1,0 +1,101 @@
+import CirrusStore
+import CirrusWire
+import Testing
+
+@testable import CirrusServer
+
+/// The one place the store's domain outcomes become protocol events and errors
+/// (`StoreError+Wire.swift` and the executors' event builders).
+@Suite("Storage outcomes on the wire")
+struct StorageWireMappingTests {
+    /// alice's private database: the store names her zones `_alice`, she names them `__defaultOwner__`.
+    let owners = ZoneOwnerMapping(databaseOwner: "_alice")
+    let storeZone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "_alice")
+
+    private func stored(_ name: String, title: String) -> Wire.Record {
+        Wire.Record(
+            recordID: Wire.RecordID(recordName: name, zoneID: storeZone), recordType: "Note", recordChangeTag: "1-2",
+            fields: [Wire.RecordField(key: "title", value: Wire.FieldValue(kind: .stringValue(title)))])
+    }
+
+    @Test(arguments: [
+        (StoreError.Code.limitExceeded, Wire.ErrorCode.limitExceeded),
+        (.invalidArguments, .invalidArguments),
+        (.badDatabase, .badDatabase),
+        (.zoneNotFound, .zoneNotFound),
+        (.changeTokenExpired, .changeTokenExpired),
+        (.corruptData, .internalError),
+        (.storageFailure, .internalError),
+        (.duplicateOperation, .duplicateOperationID),
+        (.unknownOperation, .unknownOperation),
+    ] as [(StoreError.Code, Wire.ErrorCode)])
+    func aStoreErrorKeepsItsProtocolCodeAndMessage(code: StoreError.Code, wire: Wire.ErrorCode) {
+        let error = StoreError(code, "what went wrong").operationError
+        #expect(error == Wire.OperationError(code: wire, message: "what went wrong"))
+    }
+
+    @Test(arguments: [
+        (ItemFailure.Code.unknownItem, Wire.ErrorCode.unknownItem),
+        (.zoneNotFound, .zoneNotFound),
+        (.serverRecordChanged, .serverRecordChanged),
+        (.batchRequestFailed, .batchRequestFailed),
+        (.invalidArguments, .invalidArguments),
+        (.permissionFailure, .permissionFailure),
+        (.assetFileNotFound, .assetFileNotFound),
+        (.assetFileModified, .assetFileModified),
+        (.limitExceeded, .limitExceeded),
+    ] as [(ItemFailure.Code, Wire.ErrorCode)])
+    func anItemFailureBecomesItsCloudKitNamesake(code: ItemFailure.Code, wire: Wire.ErrorCode) {
+        #expect(owners.outbound(ItemFailure(code, "item 3 failed")) == Wire.OperationError(code: wire, message: "item 3 failed"))
+    }
+
+    @Test func aConflictCarriesTheServerRecordAsTheClientNamesIt() {
+        let server = stored("n", title: "server")
+        let client = stored("n", title: "client")
+        let error = owners.outbound(
+            ItemFailure(.serverRecordChanged, "record n was changed on the server", serverRecord: server, clientRecord: client))
+        #expect(error.code == .serverRecordChanged)
+        #expect(error.message == "record n was changed on the server")
+        #expect(error.serverRecord == owners.outbound(server))
+        #expect(error.serverRecord?.recordID?.zoneID?.ownerName == "__defaultOwner__")
+        #expect(error.clientRecord == owners.outbound(client))
+        #expect(error.ancestorRecord == nil)
+    }
+
+    @Test func aModificationBecomesOneEventPerItemSavesFirst() {
+        let saved = stored("a", title: "saved")
+        let server = stored("b", title: "theirs")
+        let result = RecordModificationResult(
+            saves: [
+                RecordSaveOutcome(id: saved.recordID, result: .success(saved)),
+                RecordSaveOutcome(
+                    id: server.recordID,
+                    result: .failure(ItemFailure(.serverRecordChanged, "record b was changed on the server", serverRecord: server))),
+                RecordSaveOutcome(id: nil, result: .failure(ItemFailure(.invalidArguments, "record without a record ID"))),
+            ],
+            deletes: [
+                RecordDeletion(id: Wire.RecordID(recordName: "gone", zoneID: storeZone)),
+                RecordDeletion(
+                    id: Wire.RecordID(recordName: "theirs", zoneID: storeZone),
+                    failure: ItemFailure(.permissionFailure, "record theirs belongs to another user")),
+            ])
+        let events = StorageExecutor.modifyEvents(result, owners)
+        let mine = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__")
+        var conflict = Wire.OperationError(code: .serverRecordChanged, message: "record b was changed on the server")
+        conflict.serverRecord = owners.outbound(server)
+        let expected: [Wire.ModifyRecordsEvent.Callback] = [
+            .perRecordSave(Wire.ModifyRecordsPerRecordSave(
+                recordID: Wire.RecordID(recordName: "a", zoneID: mine), outcome: .record(owners.outbound(saved)))),
+            .perRecordSave(Wire.ModifyRecordsPerRecordSave(
+                recordID: Wire.RecordID(recordName: "b", zoneID: mine), outcome: .error(conflict))),
+            .perRecordSave(Wire.ModifyRecordsPerRecordSave(
+                recordID: nil, outcome: .error(Wire.OperationError(code: .invalidArguments, message: "record without a record ID")))),
+            .perRecordDelete(Wire.ModifyRecordsPerRecordDelete(recordID: Wire.RecordID(recordName: "gone", zoneID: mine))),
+            .perRecordDelete(Wire.ModifyRecordsPerRecordDelete(
+                recordID: Wire.RecordID(recordName: "theirs", zoneID: mine),
+                error: Wire.OperationError(code: .permissionFailure, message: "record theirs belongs to another user"))),
+        ]
+        #expect(events == expected.map { .modifyRecords(Wire.ModifyRecordsEvent(callback: $0)) })
+        #expect(events.compactMap(LongLivedCheckpoint.itemError).count == 3)
+    }
+}
