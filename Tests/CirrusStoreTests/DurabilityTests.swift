@@ -40,7 +40,7 @@ struct DurabilityTests {
     }
 
     @Test func readersReadThroughAMemoryMap() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.saveAll([note("a", [field("title", .stringValue("x"))])])
             let mapped = try await storage.read { db in try Int.fetchOne(db, sql: "PRAGMA mmap_size") }
             #expect(mapped == SQLiteStorage.memoryMapBytes)

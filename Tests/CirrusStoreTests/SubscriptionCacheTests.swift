@@ -19,7 +19,7 @@ struct SubscriptionCacheTests {
     }
 
     @Test func everySubscriptionChangeIsSeenByTheNextWrite() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             // The first writes compile an empty set and keep it.
             try await storage.saveAll([note("a", [])])
             let empty = try await generation(storage)
@@ -47,7 +47,7 @@ struct SubscriptionCacheTests {
     }
 
     @Test func aSubscriptionDeletedByFiringOnceIsNotKeptCompiled() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.subscribe([S.query("once", once: true)])
             try await storage.saveAll([note("a", [])])
             try await storage.saveAll([note("b", [])])
@@ -56,7 +56,7 @@ struct SubscriptionCacheTests {
     }
 
     @Test func aRolledBackSubscriptionChangeLeavesNothingBehind() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.saveAll([note("a", [])])
             let databaseID = try #require(try await storage.read { db in try StoreRows.databaseID(db, alice) })
             let cache = storage.subscriptionCache
