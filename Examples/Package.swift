@@ -1,0 +1,22 @@
+// swift-tools-version:6.0
+// Programs that use Cirrus the way a user's package does: they depend on the product
+// "CirrusKit" and write `import CirrusKit`, nothing else. CI builds them
+// (Scripts/check-examples.sh), so the README's client example cannot stop compiling unnoticed.
+import PackageDescription
+
+let package = Package(
+    name: "CirrusExamples",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Cirrus", path: "..")
+    ],
+    targets: [
+        // README.md, "A client": the example verbatim (Scripts/check-examples.sh keeps it so).
+        .executableTarget(
+            name: "ReadmeClient",
+            dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
+            path: "ReadmeClient"
+        )
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Proves that what README.md shows a library user compiles with `import CirrusKit` alone:
+# the Swift block of README's "A client" section must equal Examples/ReadmeClient/main.swift
+# byte for byte, and the Examples package (which depends on the product CirrusKit only)
+# must build without Swift warnings.
+#
+#   Scripts/check-examples.sh           check, then build Examples/
+#   Scripts/check-examples.sh --update  write the README block into Examples/ReadmeClient/main.swift
+#
+# Needs: python3 (standard library only) and the Swift toolchain.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+example="$root/Examples/ReadmeClient/main.swift"
+fresh="$(mktemp)"
+trap 'rm -f "$fresh"' EXIT
+
+# The first ```swift block after the "## A client" heading.
+python3 - "$root/README.md" "$fresh" <<'PY'
+import sys
+text = open(sys.argv[1], encoding="utf-8").read()
+start = text.find("\n## A client\n")
+if start < 0:
+    sys.exit("check-examples: README.md has no '## A client' section")
+open_fence = text.find("\n```swift\n", start)
+next_section = text.find("\n## ", start + 1)
+if open_fence < 0 or (0 <= next_section < open_fence):
+    sys.exit("check-examples: README.md's 'A client' section has no ```swift block")
+body_start = open_fence + len("\n```swift\n")
+body_end = text.find("\n```\n", body_start)
+if body_end < 0:
+    sys.exit("check-examples: README.md's client example is not closed")
+open(sys.argv[2], "w", encoding="utf-8").write(text[body_start:body_end + 1])
+PY
+
+if [ "${1:-}" = "--update" ]; then
+    cp "$fresh" "$example"
+    echo "check-examples: wrote $example from README.md"
+    exit 0
+fi
+if ! diff -u "$example" "$fresh"; then
+    echo "check-examples: README.md's client example and Examples/ReadmeClient/main.swift differ;" >&2
+    echo "  run Scripts/check-examples.sh --update after changing the README." >&2
+    exit 1
+fi
+echo "check-examples: README's client example is Examples/ReadmeClient/main.swift"
+log="$(mktemp)"
+trap 'rm -f "$fresh" "$log"' EXIT
+swift build --package-path "$root/Examples" 2>&1 | tee "$log"
+# No Swift warnings in the examples, nor in Cirrus's own sources they compile (on a fresh
+# clone, as in CI, that is every target the library product needs).
+if grep -E "(Examples|Sources)/[^:]+\.swift:[0-9]+:[0-9]+: warning:" "$log"; then
+    echo "check-examples: Swift warnings (above)" >&2
+    exit 1
+fi
+echo "check-examples: Examples/ builds with import CirrusKit alone"
