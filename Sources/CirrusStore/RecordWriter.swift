@@ -10,7 +10,7 @@ struct RecordWriter {
     let now: Wire.Timestamp
     let databaseID: Int64
 
-    /// Zones written to (their database change sequence is bumped once at the end).
+    /// Zones written to (their sequences are stored once, when the transaction ends).
     var touchedZones: [Int64] = []
     /// Records deleted by deleteSelf cascades.
     var cascaded: [Wire.RecordID] = []
@@ -20,19 +20,22 @@ struct RecordWriter {
     var changes: [RecordChange] = []
     /// The subscribers who got notifications, once ``modify(_:)`` returned.
     private(set) var notified: Set<String> = []
-    /// The last change sequence handed out per zone; written to the zone rows
-    /// at the end. A rolled-back item leaves a gap, which is harmless: a
-    /// sequence only has to grow.
-    private var zoneSeqs: [Int64: Int64] = [:]
+    /// Database and zone rows, and the change sequences handed out, shared with the
+    /// transaction's other record writes; it stores the touched zones' sequences before the
+    /// commit. A rolled-back item leaves a gap in a sequence, which is harmless: a sequence
+    /// only has to grow.
+    private let transaction: WriteTransactionCache
 
     init(
-        db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp, subscriptions cache: SubscriptionCache
+        db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp,
+        subscriptions cache: SubscriptionCache, transaction: WriteTransactionCache
     ) throws {
         self.db = db
         self.key = key
         self.user = user
         self.now = now
-        self.databaseID = try StoreRows.ensureDatabase(db, key)
+        self.transaction = transaction
+        self.databaseID = try transaction.ensureDatabase(db, key)
         self.subscriptions = try cache.subscriptions(db, databaseID: databaseID)
     }
 
@@ -67,7 +70,7 @@ struct RecordWriter {
         }
 
         for group in plan.groups {
-            guard let zone = try StoreRows.liveZone(db, databaseID, group.zoneName) else {
+            guard let zone = try transaction.liveZone(db, databaseID, group.zoneName) else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
                 }
@@ -118,10 +121,7 @@ struct RecordWriter {
         }
 
         for zoneID in touchedZones {
-            let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
-            try db.run(
-                sql: "UPDATE zones SET db_seq = ?, change_seq = ? WHERE id = ?",
-                arguments: [seq, zoneSeqs[zoneID] ?? 0, zoneID])
+            transaction.touch(zoneID, of: databaseID)
             if !request.clientChangeToken.isEmpty {
                 try db.run(
                     sql: "UPDATE zones SET client_change_token = ? WHERE id = ?",
@@ -171,15 +171,8 @@ struct RecordWriter {
     }
 
     /// The next change sequence of a zone.
-    mutating func nextSeq(_ zoneID: Int64) throws -> Int64 {
-        let current: Int64
-        if let known = zoneSeqs[zoneID] {
-            current = known
-        } else {
-            current = try db.int64(sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneID]) ?? 0
-        }
-        zoneSeqs[zoneID] = current + 1
-        return current + 1
+    func nextSeq(_ zoneID: Int64) throws -> Int64 {
+        try transaction.nextSeq(db, zoneID)
     }
 
     mutating func touch(_ zoneID: Int64) {

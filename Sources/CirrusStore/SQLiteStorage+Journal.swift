@@ -41,11 +41,13 @@ extension SQLiteStorage: OperationJournal {
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
         let cache = subscriptionCache
-        let (outcome, notified) = try await write(weight: modification.itemCount * 2) { db in
+        let transaction = writer.transactionCache
+        let (outcome, notified) = try await write(weight: modification.itemCount * 2, sharesCache: true) { db in
             var result = RecordModificationResult()
             var notified: Set<String> = []
             if modification.itemCount > 0 {
-                var writer = try RecordWriter(db: db, key: key, user: user, now: now, subscriptions: cache)
+                var writer = try RecordWriter(
+                    db: db, key: key, user: user, now: now, subscriptions: cache, transaction: transaction)
                 result = try writer.modify(plan)
                 notified = writer.notified
             }

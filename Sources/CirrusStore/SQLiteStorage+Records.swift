@@ -13,8 +13,10 @@ extension SQLiteStorage {
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
         let cache = subscriptionCache
-        let (result, notified) = try await write(weight: modification.itemCount) { db in
-            var writer = try RecordWriter(db: db, key: key, user: user, now: now, subscriptions: cache)
+        let transaction = writer.transactionCache
+        let (result, notified) = try await write(weight: modification.itemCount, sharesCache: true) { db in
+            var writer = try RecordWriter(
+                db: db, key: key, user: user, now: now, subscriptions: cache, transaction: transaction)
             let result = try writer.modify(plan)
             return Notified(result, writer.notified)
         }.pair

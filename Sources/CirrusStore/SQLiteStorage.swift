@@ -174,8 +174,14 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// does database work only.
     ///
     /// - parameter weight: about how many rows `body` writes (request items).
-    func write<T: Sendable>(weight: Int, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await writer.write(weight: weight, body) } catch { throw StoreError.wrapping(error) }
+    /// - parameter sharesCache: `body` reads databases, zones and change sequences
+    ///   through ``WriteCoalescer/transactionCache`` (record writes); see ``WriteTransactionCache``.
+    func write<T: Sendable>(
+        weight: Int, sharesCache: Bool = false, _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws -> T {
+        do { return try await writer.write(weight: weight, sharesCache: sharesCache, body) } catch {
+            throw StoreError.wrapping(error)
+        }
     }
 
     /// Runs `body` on a snapshot on one of GRDB's reader queues.

@@ -19,6 +19,8 @@ import Synchronization
 final class WriteCoalescer: Sendable {
     private struct Job: Sendable {
         var weight: Int
+        /// Whether the job reads and writes through ``transactionCache`` (record writes).
+        var sharesCache: Bool
         var body: @Sendable (Database) throws -> any Sendable
         var continuation: CheckedContinuation<any Sendable, any Error>
     }
@@ -36,6 +38,9 @@ final class WriteCoalescer: Sendable {
     /// Told after each transaction (committed or not), on the writer queue.
     private let afterCommit: @Sendable () -> Void
 
+    /// What the record writes of one transaction share (see ``WriteTransactionCache``).
+    let transactionCache = WriteTransactionCache()
+
     init(
         writer: DatabasePool, maxWeightPerTransaction: Int = 2_000, afterCommit: @escaping @Sendable () -> Void = {}
     ) {
@@ -50,9 +55,15 @@ final class WriteCoalescer: Sendable {
     /// not do anything but database work.
     ///
     /// - parameter weight: roughly the rows `body` writes (items of the request).
-    func write<T: Sendable>(weight: Int, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    /// - parameter sharesCache: `body` goes through ``transactionCache`` for databases,
+    ///   zones and change sequences; a job that does not reads and writes those tables
+    ///   directly, after the cache's pending updates were written.
+    func write<T: Sendable>(
+        weight: Int, sharesCache: Bool = false, _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws -> T {
         let value = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
-            let job = Job(weight: max(1, weight), body: { db in try body(db) }, continuation: continuation)
+            let job = Job(
+                weight: max(1, weight), sharesCache: sharesCache, body: { db in try body(db) }, continuation: continuation)
             let startFlushing = state.withLock { state in
                 state.pending.append(job)
                 if state.flushing { return false }
@@ -71,7 +82,8 @@ final class WriteCoalescer: Sendable {
     private func flush() {
         writer.asyncWriteWithoutTransaction { db in
             while let batch = self.nextBatch() {
-                let outcomes = Self.runTogether(batch, in: db) ?? Self.runApart(batch, in: db)
+                let cache = self.transactionCache
+                let outcomes = Self.runTogether(batch, cache, in: db) ?? Self.runApart(batch, cache, in: db)
                 self.afterCommit()
                 for (job, outcome) in zip(batch, outcomes) {
                     job.continuation.resume(with: outcome)
@@ -82,15 +94,23 @@ final class WriteCoalescer: Sendable {
 
     /// Runs the batch in one transaction without savepoints; nil when a job
     /// threw and the batch must run again apart (the transaction rolled back).
-    private static func runTogether(_ batch: [Job], in db: Database) -> [Result<any Sendable, any Error>]? {
+    private static func runTogether(
+        _ batch: [Job], _ cache: WriteTransactionCache, in db: Database
+    ) -> [Result<any Sendable, any Error>]? {
         var values: [any Sendable] = []
         values.reserveCapacity(batch.count)
+        cache.reset()
         do {
             try db.inTransaction {
-                for job in batch { values.append(try job.body(db)) }
+                for job in batch {
+                    if !job.sharesCache { try cache.flush(db) }
+                    values.append(try job.body(db))
+                }
+                try cache.flush(db)
                 return .commit
             }
         } catch {
+            cache.reset()
             // Every job ran: the commit failed, and with it every job. A lone
             // job's error is its own; the rollback undid what it wrote.
             if values.count == batch.count || batch.count == 1 { return batch.map { _ in .failure(error) } }
@@ -101,14 +121,26 @@ final class WriteCoalescer: Sendable {
 
     /// Runs the batch in one transaction, each job in its own savepoint, so a
     /// job that throws rolls back only its own writes.
-    private static func runApart(_ batch: [Job], in db: Database) -> [Result<any Sendable, any Error>] {
+    private static func runApart(
+        _ batch: [Job], _ cache: WriteTransactionCache, in db: Database
+    ) -> [Result<any Sendable, any Error>] {
         var outcomes: [Result<any Sendable, any Error>] = []
+        cache.reset()
         do {
             try db.inTransaction {
-                outcomes = batch.map { job in Self.run(job, in: db) }
+                for job in batch {
+                    if !job.sharesCache { try cache.flush(db) }
+                    let before = cache.snapshot
+                    let outcome = Self.run(job, in: db)
+                    // Its savepoint rolled back: so does what it left in the cache.
+                    if case .failure = outcome { cache.restore(before) }
+                    outcomes.append(outcome)
+                }
+                try cache.flush(db)
                 return .commit
             }
         } catch {
+            cache.reset()
             outcomes = batch.map { _ in .failure(error) }
         }
         return outcomes
@@ -131,6 +163,9 @@ final class WriteCoalescer: Sendable {
         }
         return outcome
     }
+
+    /// How many jobs wait for the next transaction (for tests that line jobs up).
+    var pendingCount: Int { state.withLock { $0.pending.count } }
 
     /// The jobs of the next transaction, or nil (and flushing stops) when none wait.
     private func nextBatch() -> [Job]? {

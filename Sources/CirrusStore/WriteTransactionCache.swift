@@ -1,0 +1,98 @@
+import GRDB
+import Synchronization
+
+/// What the record writes of one group-commit transaction share: the row IDs of the
+/// databases and live zones they looked up, every zone's change sequence as they left it,
+/// and the zones whose sequences moved, written once before the transaction commits
+/// instead of once per write.
+///
+/// ``WriteCoalescer`` owns it and keeps it true:
+/// - it starts empty with every transaction;
+/// - a job that does not share it (zones, subscriptions, journal bookkeeping, pruning)
+///   gets the pending zone updates written, and the cache emptied, before it runs, so it
+///   reads and changes the tables as if no job had cached anything;
+/// - a job that fails in its savepoint (the per-job fallback) leaves the cache as it was
+///   before the job; a transaction that fails leaves it empty;
+/// - ``flush(_:)`` runs inside the transaction, after the last job, before the commit.
+///
+/// Used on the writer queue only; the lock makes it `Sendable`, it is never contended.
+final class WriteTransactionCache: Sendable {
+    struct State: Sendable {
+        struct ZoneKey: Hashable, Sendable {
+            var databaseID: Int64
+            var name: String
+        }
+
+        var databases: [DatabaseKey: Int64] = [:]
+        var zones: [ZoneKey: ZoneRow] = [:]
+        /// A zone's `change_seq` as this transaction's writes left it (the last one handed out).
+        var zoneSeqs: [Int64: Int64] = [:]
+        /// Zones whose records changed (zone ID → database ID), in the order first touched.
+        var touched: [(zone: Int64, database: Int64)] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// What the cache holds now, to go back to when a job rolls back.
+    var snapshot: State { state.withLock { $0 } }
+
+    func restore(_ snapshot: State) {
+        state.withLock { $0 = snapshot }
+    }
+
+    /// Forgets everything (a transaction starts or rolled back).
+    func reset() {
+        state.withLock { $0 = State() }
+    }
+
+    /// The row ID of the database `key`, creating the database with its default zone.
+    func ensureDatabase(_ db: Database, _ key: DatabaseKey) throws -> Int64 {
+        if let id = state.withLock({ $0.databases[key] }) { return id }
+        let id = try StoreRows.ensureDatabase(db, key)
+        state.withLock { $0.databases[key] = id }
+        return id
+    }
+
+    /// The live zone `name` of database `databaseID`, nil when there is none. Its `id` and
+    /// `name` hold for the transaction; take sequences from ``nextSeq(_:_:)``.
+    func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneRow? {
+        let key = State.ZoneKey(databaseID: databaseID, name: name)
+        if let zone = state.withLock({ $0.zones[key] }) { return zone }
+        guard let zone = try StoreRows.liveZone(db, databaseID, name) else { return nil }
+        state.withLock { $0.zones[key] = zone }
+        return zone
+    }
+
+    /// The next change sequence of zone `zoneID`.
+    func nextSeq(_ db: Database, _ zoneID: Int64) throws -> Int64 {
+        let known = state.withLock { $0.zoneSeqs[zoneID] }
+        let current = try known ?? (db.int64(sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneID]) ?? 0)
+        state.withLock { $0.zoneSeqs[zoneID] = current + 1 }
+        return current + 1
+    }
+
+    /// Records that a write changed records of zone `zoneID`: ``flush(_:)`` moves the zone
+    /// to the database's next change sequence and stores its own.
+    func touch(_ zoneID: Int64, of databaseID: Int64) {
+        state.withLock { state in
+            if !state.touched.contains(where: { $0.zone == zoneID }) { state.touched.append((zoneID, databaseID)) }
+        }
+    }
+
+    /// Writes what the transaction's jobs left pending (each touched zone's change sequence,
+    /// and the database change sequence it moved to), then forgets everything.
+    func flush(_ db: Database) throws {
+        let pending = state.withLock { state -> State in
+            let pending = state
+            state = State()
+            return pending
+        }
+        for (zoneID, databaseID) in pending.touched {
+            // A touched zone always handed out a sequence (``nextSeq(_:_:)``).
+            guard let changeSeq = pending.zoneSeqs[zoneID] else { continue }
+            let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
+            try db.run(
+                sql: "UPDATE zones SET db_seq = ?, change_seq = ? WHERE id = ?", arguments: [seq, changeSeq, zoneID])
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import CirrusWire
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import CirrusStore
+
+/// Record writes of one group-commit transaction share database and zone rows and change
+/// sequences (``WriteTransactionCache``): what other jobs of the transaction change, and what
+/// a job that fails leaves, must never reach them.
+@Suite("Group commit: what the record writes of one transaction share")
+struct WriteTransactionCacheTests {
+    struct Boom: Error {}
+
+    /// Runs `jobs` in one transaction, in this order: a first write holds the writer until
+    /// every job is queued behind it. Each job's outcome, in order.
+    private func inOneTransaction(
+        _ storage: SQLiteStorage, _ jobs: [@Sendable () async throws -> Void]
+    ) async throws -> [Result<Void, any Error>] {
+        let gate = DispatchSemaphore(value: 0)
+        let holding = Atomic(false)
+        let blocker = Task { try await storage.write(weight: 1) { _ in holding.store(true, ordering: .sequentiallyConsistent); gate.wait() } }
+        try await waitUntil { holding.load(ordering: .sequentiallyConsistent) }
+        var tasks: [Task<Void, any Error>] = []
+        for (i, job) in jobs.enumerated() {
+            tasks.append(Task { try await job() })
+            try await waitUntil { storage.writer.pendingCount == i + 1 }
+        }
+        gate.signal()
+        try await blocker.value
+        var outcomes: [Result<Void, any Error>] = []
+        for task in tasks { outcomes.append(await task.result) }
+        return outcomes
+    }
+
+    /// Polls `condition` every 5 ms for up to a minute (a loaded machine is slow, never this slow).
+    private func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw Boom() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test func aZoneDeletedAndCreatedAgainBetweenTwoSavesIsTheNewZone() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.createZone("Z")
+            let outcomes = try await inOneTransaction(storage, [
+                { try await storage.saveAll([note("r1", zone: "Z")]) },
+                { _ = try await storage.modifyZones(saving: [], deleting: [zoneID("Z")], in: alice) },
+                { try await storage.createZone("Z") },
+                { try await storage.saveAll([note("r2", zone: "Z")]) },
+            ])
+            for outcome in outcomes { try outcome.get() }
+            #expect(try await storage.fetch(recordID("r2", zone: "Z")).value != nil)
+            #expect(try await storage.fetch(recordID("r1", zone: "Z")).failure?.code == .unknownItem)
+            let changes = try await storage.recordChanges(in: zoneID("Z"), of: alice, since: 0, limit: 10, desiredKeys: nil)
+            #expect(changes.changed.map { $0.recordID?.recordName } == ["r2"])
+            #expect(changes.lastSeq == 1)
+        }
+    }
+
+    @Test func aFailingRecordWriteLeavesNoSequenceBehind() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.createZone("Y")
+            let databaseID = try #require(try await storage.read { db in try StoreRows.databaseID(db, alice) })
+            let cache = storage.writer.transactionCache
+            let outcomes = try await inOneTransaction(storage, [
+                { try await storage.saveAll([note("r1")]) },
+                {
+                    // Takes a sequence of zone Y and marks it changed, then fails.
+                    try await storage.write(weight: 1, sharesCache: true) { db in
+                        guard let zone = try cache.liveZone(db, databaseID, "Y") else { throw StoreError(.zoneNotFound, "Y") }
+                        _ = try cache.nextSeq(db, zone.id)
+                        cache.touch(zone.id, of: databaseID)
+                        throw Boom()
+                    }
+                },
+                { try await storage.saveAll([note("r2")]) },
+            ])
+            #expect(throws: StoreError.self) { try outcomes[1].get() }
+            try outcomes[0].get()
+            try outcomes[2].get()
+            let home = try await storage.recordChanges(in: zoneID("_defaultZone"), of: alice, since: 0, limit: 10, desiredKeys: nil)
+            #expect(home.changed.map { $0.recordID?.recordName } == ["r1", "r2"])
+            #expect(home.lastSeq == 2)
+            let untouched = try await storage.recordChanges(in: zoneID("Y"), of: alice, since: 0, limit: 10, desiredKeys: nil)
+            #expect(untouched.headSeq == 0)
+            // Only the default zone moved in the database's feed after Y's creation.
+            let feed = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
+            #expect(feed.entries.last?.zoneID.zoneName == "_defaultZone")
+        }
+    }
+
+    @Test func manySavesOfOneTransactionTakeConsecutiveSequences() async throws {
+        try await withSQLiteStore { storage, _ in
+            let outcomes = try await inOneTransaction(
+                storage, (0..<20).map { i in { try await storage.saveAll([note("n\(i)")]) } })
+            for outcome in outcomes { try outcome.get() }
+            let changes = try await storage.recordChanges(in: zoneID("_defaultZone"), of: alice, since: 0, limit: 100, desiredKeys: nil)
+            #expect(changes.changed.map { $0.recordID?.recordName ?? "" } == (0..<20).map { "n\($0)" })
+            #expect(changes.lastSeq == 20)
+            #expect(changes.headSeq == 20)
+        }
+    }
+}
