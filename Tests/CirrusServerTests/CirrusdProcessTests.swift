@@ -25,8 +25,8 @@ private func sClient(port: Int, extraArguments: [String] = []) throws -> (status
 
 @Suite("cirrusd, the real process", .serialized)
 struct CirrusdProcessTests {
-    @Test func opensslClientNegotiatesTLS13AndALPN() throws {
-        let server = try CirrusdProcess()
+    @Test func opensslClientNegotiatesTLS13AndALPN() async throws {
+        let server = try await CirrusdProcess.launch()
         defer { server.stop() }
         let (_, output) = try sClient(port: server.port)
         #expect(output.contains("New, TLSv1.3,"), "\(output)")
@@ -34,23 +34,23 @@ struct CirrusdProcessTests {
         #expect(output.contains("Verify return code: 0 (ok)"), "\(output)")
     }
 
-    @Test func tls12OnlyClientIsRefused() throws {
-        let server = try CirrusdProcess()
+    @Test func tls12OnlyClientIsRefused() async throws {
+        let server = try await CirrusdProcess.launch()
         defer { server.stop() }
         let (status, output) = try sClient(port: server.port, extraArguments: ["-tls1_2"])
         #expect(status != 0)
         #expect(!output.contains("New, TLSv1.2,"), "\(output)")
     }
 
-    @Test func tls12IsAcceptedWhenAllowed() throws {
-        let server = try CirrusdProcess(arguments: ["--allow-tls12"])
+    @Test func tls12IsAcceptedWhenAllowed() async throws {
+        let server = try await CirrusdProcess.launch(arguments: ["--allow-tls12"])
         defer { server.stop() }
         let (_, output) = try sClient(port: server.port, extraArguments: ["-tls1_2"])
         #expect(output.contains("New, TLSv1.2,"), "\(output)")
     }
 
     @Test func helloAndPingOverTheWire() async throws {
-        let server = try CirrusdProcess()
+        let server = try await CirrusdProcess.launch()
         defer { server.stop() }
         let client = try await TestClient.connect(port: server.port, user: "alice")
         #expect(try await client.handshake().userRecordName == "_alice")
@@ -60,7 +60,7 @@ struct CirrusdProcessTests {
     }
 
     @Test func badFramesGetAnErrorAndTheServerKeepsServing() async throws {
-        let server = try CirrusdProcess()
+        let server = try await CirrusdProcess.launch()
         defer { server.stop() }
         for bad in [[0xFF, 0xFF, 0xFF, 0xFF] as [UInt8], [0, 0, 0, 4, 0xFF, 0xFF, 0xFF, 0xFF]] {
             let raw = try await RawTLSClient.connect(port: server.port)
@@ -78,7 +78,7 @@ struct CirrusdProcessTests {
     }
 
     @Test func requiredClientCertificateIsEnforced() async throws {
-        let server = try CirrusdProcess(arguments: ["--client-auth", "required"])
+        let server = try await CirrusdProcess.launch(arguments: ["--client-auth", "required"])
         defer { server.stop() }
         let client = try await TestClient.connect(port: server.port, user: nil)
         // TLS 1.3: the client learns of the refusal when it next reads.
@@ -98,7 +98,7 @@ struct CirrusdProcessTests {
     }
 
     @Test func sigtermShutsDownCleanly() async throws {
-        let server = try CirrusdProcess()
+        let server = try await CirrusdProcess.launch()
         let client = try await TestClient.connect(port: server.port)
         _ = try await client.handshake()
         #expect(server.stop() == 0)
@@ -118,15 +118,15 @@ struct CirrusdProcessTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let records = (0..<50).map { note("k\($0)", title: "survives \($0)") }
         do {
-            let server = try CirrusdProcess(arguments: ["--data-dir", directory])
+            let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
             var client = try await OperationClient.connect(port: server.port, user: "alice")
             let (saves, complete) = try await client.save(records)
             #expect(complete.error == nil)
             #expect(saves.count == 50)
-            server.kill()  // right after the acknowledgement: no graceful shutdown
+            await server.killed()  // right after the acknowledgement: no graceful shutdown
             await client.client.close()
         }
-        let server = try CirrusdProcess(arguments: ["--data-dir", directory])
+        let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
         defer { server.stop() }
         var client = try await OperationClient.connect(port: server.port, user: "alice")
         let (outcomes, complete) = try await client.fetch(records.compactMap(\.recordID))
@@ -135,9 +135,9 @@ struct CirrusdProcessTests {
         await client.client.close()
     }
 
-    @Test func worksWithNoFlagsFromTheCheckout() throws {
+    @Test func worksWithNoFlagsFromTheCheckout() async throws {
         let checkout = (TestCertificates.directory as NSString).deletingLastPathComponent
-        let server = try CirrusdProcess(workingDirectory: checkout)
+        let server = try await CirrusdProcess.launch(workingDirectory: checkout)
         defer { server.stop() }
         #expect(server.port == 7443)
         let (_, output) = try sClient(port: server.port)

@@ -17,7 +17,7 @@ struct LongLivedRestartTests {
         var modifyBefore = Followed()
         var feedBefore = Followed()
         do {
-            let server = try CirrusdProcess(arguments: ["--data-dir", directory])
+            let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
             var setup = try await OperationClient.connect(port: server.port, user: "alice")
             let (_, zoneComplete) = try await setup.run(
                 .modifyRecordZones(Wire.ModifyRecordZonesRequest(recordZonesToSave: [Wire.RecordZone(zoneID: feedZone)])))
@@ -44,7 +44,7 @@ struct LongLivedRestartTests {
                 .modifyRecords(Wire.ModifyRecordsRequest(recordsToSave: records)), operationID: "modify", streamID: 1,
                 window: 1_000)
             modifyBefore = try await modifier.follow(streamID: 1, window: 1_000, stopAfter: 50)
-            server.kill()
+            await server.killed()
             await modifier.close()
             await feeder.close()
         }
@@ -60,7 +60,7 @@ struct LongLivedRestartTests {
             #expect((left?.lastSeq ?? .max) < 10_000)
         }
 
-        let server = try CirrusdProcess(arguments: ["--data-dir", directory])
+        let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
         defer { server.stop() }
         let alice = try await TestClient.connect(port: server.port)
         _ = try await alice.handshake()

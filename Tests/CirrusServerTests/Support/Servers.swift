@@ -119,11 +119,16 @@ final class CirrusdProcess: @unchecked Sendable {
     /// line blocks a thread, and the tests' cooperative pool has one thread per core, so two
     /// such waits at once would stall every other test in the process (their servers' handshake
     /// timers then fire). Suites that start many processes use this.
-    static func launch(arguments: [String] = [], standardErrorPath: String? = nil) async throws -> CirrusdProcess {
+    static func launch(
+        arguments: [String] = [], workingDirectory: String? = nil, standardErrorPath: String? = nil
+    ) async throws -> CirrusdProcess {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(
-                    with: Result { try CirrusdProcess(arguments: arguments, standardErrorPath: standardErrorPath) })
+                    with: Result {
+                        try CirrusdProcess(
+                            arguments: arguments, workingDirectory: workingDirectory, standardErrorPath: standardErrorPath)
+                    })
             }
         }
     }
