@@ -15,12 +15,13 @@ extension StoreRows {
                     INSERT INTO record_values (record_id, key, list_index, kind, zone_id, record_type, value, value2)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """)
-            let type = record.recordType.databaseValue
+            let type = record.recordType
             for row in rows {
-                try insert.execute(arguments: StatementArguments([
-                    recordID.databaseValue, row.key.databaseValue, row.listIndex.databaseValue,
-                    row.kind.rawValue.databaseValue, zoneID.databaseValue, type, row.value, row.real2.databaseValue,
-                ]))
+                // An array literal (StatementArguments' own): `StatementArguments([…])` would pick
+                // its `[Any]` initializer, which casts every element dynamically.
+                try insert.execute(arguments: [
+                    recordID, row.key, row.listIndex, row.kind.rawValue, zoneID, type, row.value, row.real2,
+                ])
             }
         }
         if let text = RecordCodec.searchableText(of: record) {
