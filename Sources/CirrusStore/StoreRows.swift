@@ -105,6 +105,11 @@ enum StoreRows {
     /// The stored rows of `names` in a zone, by name, read in one probe per
     /// 500 names instead of one per record.
     static func records(_ db: Database, zoneID: Int64, names: [String]) throws -> [String: RecordRow] {
+        // One name (a single-record save, the common case): the plain lookup, without
+        // building an IN list and its arguments.
+        if names.count == 1, let name = names.first {
+            return try record(db, zoneID: zoneID, name: name).map { [name: $0] } ?? [:]
+        }
         var result: [String: RecordRow] = [:]
         var start = 0
         while start < names.count {
