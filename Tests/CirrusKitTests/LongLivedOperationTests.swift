@@ -408,11 +408,12 @@ struct LongLivedOperationTests {
             }
         )
         defer { Task { await peer.stop() } }
-        // A long backoff (10–20 s with its jitter), so the test sees the operation between
-        // connections even on a loaded machine.
+        // A long backoff (30–60 s with its jitter), so the test sees the operation between
+        // connections even when a loaded machine stalls it for half a minute; the Cancel goes
+        // out on the next connection, after the backoff.
         let container = Self.container(peer) {
-            $0.reconnectBaseDelay = 20
-            $0.reconnectMaximumDelay = 20
+            $0.reconnectBaseDelay = 60
+            $0.reconnectMaximumDelay = 60
         }
         let operation = Self.longLivedFetch(["a", "b", "c"])
         let records = Recorder<String>()
@@ -425,7 +426,7 @@ struct LongLivedOperationTests {
         operation.cancel()
         await waitUntilFinished(operation)
         #expect(results.values.first?.failureCode == .operationCancelled)
-        try await eventually { peer.cancelFrames.count == 1 }
+        try await eventually(timeout: .seconds(180)) { peer.cancelFrames.count == 1 }
         #expect(peer.resumes.map(\.lastSeq) == [1])
         let cancel = try #require(peer.cancelFrames.first)
         #expect(!cancel.cancel.completionAcknowledged && !cancel.cancel.detach)
