@@ -175,15 +175,20 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .persisted(let persisted):
             self.burst[ObjectIdentifier(stream), default: (stream, [])].deliveries.append(.persisted(persisted))
         case .complete(let complete):
-            // What the stream received before its Complete goes first.
-            self.deliverBurst(of: stream)
             self.streams.removeValue(forKey: frame.streamID)
-            if stream.isTakenOverAfterDuplicate(complete) {
-                self.callbacks.lost([stream], .network("\(self.server) has the long-lived operation already; resuming it"))
-            } else if stream.isRetriedAfterAlreadyAttached(complete) {
-                self.callbacks.lost([stream], .network("\(self.server) still streams the operation elsewhere; resuming it later"))
+            let key = ObjectIdentifier(stream)
+            if stream.isTakenOverAfterDuplicate(complete) || stream.isRetriedAfterAlreadyAttached(complete) {
+                // What the stream received before its Complete goes first.
+                self.deliverBurst(of: stream)
+                let reason = complete.error?.code == .duplicateOperationID
+                    ? "\(self.server) has the long-lived operation already; resuming it"
+                    : "\(self.server) still streams the operation elsewhere; resuming it later"
+                self.callbacks.lost([stream], .network(reason))
             } else {
-                stream.deliver(.complete(complete))
+                // With the events before it, in one hop (a one-record fetch: its result and
+                // its Complete together).
+                let deliveries = (self.burst.removeValue(forKey: key)?.deliveries ?? []) + [.complete(complete)]
+                stream.deliver(contentsOf: deliveries)
             }
             self.streamEnded()
         default:
