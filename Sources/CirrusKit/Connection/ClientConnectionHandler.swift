@@ -173,7 +173,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .event(let event):
             self.burst[ObjectIdentifier(stream), default: (stream, [])].deliveries.append(.event(event))
         case .persisted(let persisted):
-            self.burst[ObjectIdentifier(stream), default: (stream, [])].deliveries.append(.persisted(persisted))
+            // At once (after what came before it): the stream must know the server has the
+            // operation before anything else on this connection is decided for it.
+            self.deliverBurst(of: stream)
+            stream.deliver(.persisted(persisted))
         case .complete(let complete):
             self.streams.removeValue(forKey: frame.streamID)
             let key = ObjectIdentifier(stream)
