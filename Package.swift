@@ -46,6 +46,7 @@ let package = Package(
             name: "CirrusWire",
             dependencies: [
                 "CCirrusProto",
+                "COpenSSL",
                 "CProtobufC",
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

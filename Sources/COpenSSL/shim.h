@@ -1,14 +1,17 @@
 #ifndef CIRRUS_COPENSSL_SHIM_H
 #define CIRRUS_COPENSSL_SHIM_H
 
-// OpenSSL 3.x for CirrusTLS, plus `static inline` wrappers for what Swift
-// cannot import: function-like macros and a C callback. Every wrapper is
-// prefixed `cirrus_` and does nothing but call through.
+// OpenSSL 3.x for CirrusTLS (and libcrypto's SHA-256 and HMAC for CirrusWire),
+// plus `static inline` wrappers for what Swift cannot import: function-like
+// macros and a C callback. Every wrapper is prefixed `cirrus_` and does nothing
+// but call through.
 
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <openssl/buffer.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 // MARK: SSL_CTX settings (macros over SSL_CTX_ctrl).
 

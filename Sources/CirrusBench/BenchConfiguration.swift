@@ -41,6 +41,8 @@ public struct BenchConfiguration: Sendable {
     public var zones = 1
     /// Records written to each zone before the run when the mix reads (fetch, query, changes).
     public var preloadRecordsPerZone = 1_000
+    /// Events one `stream` operation receives: the records preloaded into its zone.
+    public var eventsPerStream = 10_000
     /// Seeds every random choice (operation kinds, record picks).
     public var seed: UInt64 = 1
     /// Open-loop target rate (operations per second); nil = closed loop.
@@ -64,6 +66,9 @@ public struct BenchConfiguration: Sendable {
         guard self.payloadBytes >= 0 else { throw BenchError.invalid("--payload-bytes must not be negative") }
         guard self.zones >= 1 else { throw BenchError.invalid("--zones must be at least 1") }
         guard self.preloadRecordsPerZone >= 1 else { throw BenchError.invalid("--preload must be at least 1") }
+        guard (1...1_000_000).contains(self.eventsPerStream) else {
+            throw BenchError.invalid("--events must be between 1 and 1,000,000")
+        }
         guard self.warmup >= 0 else { throw BenchError.invalid("--warmup must not be negative") }
         switch self.stop {
         case .duration(let seconds):

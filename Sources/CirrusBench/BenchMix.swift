@@ -10,6 +10,11 @@ public enum BenchOperationKind: String, Sendable, Hashable, Codable, CaseIterabl
     case query
     /// `CKFetchRecordZoneChangesOperation`, one batch from the start of a zone.
     case changes
+    /// One `Ping`/`Pong` round trip on stream 0: the TLS transport alone, no storage.
+    case ping
+    /// One `CKFetchRecordZoneChangesOperation` fetching all changes of a zone preloaded with
+    /// `eventsPerStream` records: one operation streaming that many events.
+    case stream
 
     private var rank: Int {
         switch self {
@@ -17,6 +22,8 @@ public enum BenchOperationKind: String, Sendable, Hashable, Codable, CaseIterabl
         case .fetch: 1
         case .query: 2
         case .changes: 3
+        case .ping: 4
+        case .stream: 5
         }
     }
 
@@ -36,7 +43,7 @@ public struct BenchMix: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     /// Parses `kind=weight,kind=weight…` (whitespace allowed). Kinds: modify, fetch, query,
-    /// changes; weights are positive integers; each kind at most once.
+    /// changes, ping, stream; weights are positive integers; each kind at most once.
     public init(parsing text: String) throws(BenchError) {
         var weights: [BenchOperationKind: Int] = [:]
         let parts = text.split(separator: ",", omittingEmptySubsequences: false)
@@ -82,8 +89,11 @@ public struct BenchMix: Sendable, Hashable, Codable, CustomStringConvertible {
         self.pick(generator.next())
     }
 
-    /// Whether the mix reads records that must exist first.
-    var reads: Bool { self.weights.keys.contains { $0 != .modify } }
+    /// Whether the mix reads records that must exist first in the `bench-N` zones.
+    var reads: Bool { self.weights.keys.contains { [.fetch, .query, .changes].contains($0) } }
+
+    /// Whether the mix streams a zone of its own (`stream`).
+    public var streams: Bool { self.weights[.stream] != nil }
 
     public var description: String {
         self.order.map { "\($0.rawValue)=\(self.weights[$0] ?? 0)" }.joined(separator: ",")

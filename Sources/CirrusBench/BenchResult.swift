@@ -113,6 +113,8 @@ public struct BenchResult: Sendable, Codable {
         public var zones: Int
         public var seed: UInt64
         public var rate: Double?
+        /// Events (records) each `stream` operation received; nil when the mix does not stream.
+        public var eventsPerStream: Int?
     }
 
     /// Total errors (failed operations plus failed items).

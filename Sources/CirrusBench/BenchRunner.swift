@@ -134,6 +134,7 @@ public final class BenchRunner: Sendable {
         }
         let end = self.clock.now
         let endBytes = Self.bytes(of: containers)
+        await workload.tearDown()
         let start = measuredStart.withLock { $0 } ?? (instant: end, bytes: endBytes)
         return self.result(
             recorder: recorder, elapsed: (end - start.instant).seconds, bytes: (start.bytes, endBytes), workload: workload)
@@ -245,7 +246,8 @@ public final class BenchRunner: Sendable {
                 payloadBytes: configuration.payloadBytes,
                 zones: configuration.zones,
                 seed: configuration.seed,
-                rate: configuration.rate
+                rate: configuration.rate,
+                eventsPerStream: configuration.workload.streams ? configuration.eventsPerStream : nil
             ),
             elapsedSeconds: elapsed,
             counts: state.total,
@@ -262,7 +264,7 @@ public final class BenchRunner: Sendable {
             delayedStarts: state.delayedStarts,
             preloadedRecordsPerZone: configuration.handshakes || !configuration.workload.reads
                 ? 0 : configuration.preloadRecordsPerZone,
-            zoneNames: configuration.handshakes ? [] : workload.zoneIDs.map(\.zoneName),
+            zoneNames: configuration.handshakes ? [] : workload.usedZoneIDs.map(\.zoneName),
             runID: workload.runID
         )
     }

@@ -22,8 +22,14 @@ public enum BenchTable {
                     + " — \(number(Double(result.counts.operations))) in \(BenchDuration.format(result.elapsedSeconds))")
         } else {
             let what = settings.mix.weights.count == 1 ? settings.mix.description.replacingOccurrences(of: "=1", with: "") : "mix \(settings.mix)"
+            let size: String
+            switch settings.mix.weights.count == 1 ? settings.mix.weights.keys.first : nil {
+            case .ping: size = ""
+            case .stream: size = " ×\(number(Double(settings.eventsPerStream ?? 0))) events"
+            default: size = " ×\(settings.recordsPerOperation) record\(settings.recordsPerOperation == 1 ? "" : "s")"
+            }
             lines.append(
-                "\(what) ×\(settings.recordsPerOperation) record\(settings.recordsPerOperation == 1 ? "" : "s"), "
+                "\(what)\(size), "
                     + "\(settings.concurrency) in flight, \(loop), \(settings.connections) connection\(settings.connections == 1 ? "" : "s"), "
                     + "\(settings.zones) zone\(settings.zones == 1 ? "" : "s") — \(number(Double(result.counts.operations))) operations in "
                     + BenchDuration.format(result.elapsedSeconds))

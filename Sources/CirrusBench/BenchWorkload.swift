@@ -3,7 +3,8 @@ import CirrusModel
 import Foundation
 
 /// The operations of a run and the data they need: zones `bench-0` …, records preloaded for
-/// reads, and new records for each modify.
+/// reads, new records for each modify, and for `stream` a zone of the run's own
+/// (`bench-stream-<runID>`) holding `eventsPerStream` records, deleted after the run.
 struct BenchWorkload: Sendable {
     /// The field every benchmark record carries for queries: 0 ..< buckets.
     static let buckets = 16
@@ -11,6 +12,8 @@ struct BenchWorkload: Sendable {
     let configuration: BenchConfiguration
     let containers: [CKContainer]
     let zoneIDs: [CKRecordZone.ID]
+    /// The zone `stream` operations fetch in full (set up only when the mix streams).
+    let streamZoneID: CKRecordZone.ID
     let runID: String
     let payload: Data
     /// Numbers new records (unique in the run).
@@ -21,6 +24,7 @@ struct BenchWorkload: Sendable {
         self.containers = containers
         self.runID = runID
         self.zoneIDs = (0..<configuration.zones).map { CKRecordZone.ID(zoneName: "bench-\($0)") }
+        self.streamZoneID = CKRecordZone.ID(zoneName: "bench-stream-\(runID)")
         var generator = SplitMix64(seed: configuration.seed)
         self.payload = Data((0..<configuration.payloadBytes).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
     }
@@ -38,27 +42,49 @@ struct BenchWorkload: Sendable {
         return record
     }
 
-    /// Creates the zones and, when the mix reads, preloads every zone. Not measured.
+    /// The zones the run uses (the stream zone too when the mix streams).
+    var usedZoneIDs: [CKRecordZone.ID] {
+        self.zoneIDs + (self.configuration.workload.streams ? [self.streamZoneID] : [])
+    }
+
+    /// Creates the zones and, when the mix reads, preloads every zone (and the stream zone when
+    /// it streams). Not measured.
     func setUp() async throws {
         let database = self.containers[0].privateCloudDatabase
         let results = try await database.modifyRecordZones(
-            saving: self.zoneIDs.map { CKRecordZone(zoneID: $0) }, deleting: [])
+            saving: self.usedZoneIDs.map { CKRecordZone(zoneID: $0) }, deleting: [])
         for (_, result) in results.saveResults {
             _ = try result.get()
         }
+        if self.configuration.workload.streams {
+            try await self.preload(self.streamZoneID, count: self.configuration.eventsPerStream) { "\(self.runID)-s\($0)" }
+        }
         guard self.configuration.workload.reads else { return }
-        let count = self.configuration.preloadRecordsPerZone
         for (zoneIndex, zoneID) in self.zoneIDs.enumerated() {
-            for start in stride(from: 0, to: count, by: 400) {
-                let records = (start..<min(start + 400, count)).map {
-                    self.record(named: self.preloadedName(zone: zoneIndex, index: $0), zone: zoneID, number: UInt64($0))
-                }
-                let saved = try await database.modifyRecords(saving: records, deleting: [], savePolicy: .allKeys, atomically: false)
-                for (_, result) in saved.saveResults {
-                    _ = try result.get()
-                }
+            try await self.preload(zoneID, count: self.configuration.preloadRecordsPerZone) {
+                self.preloadedName(zone: zoneIndex, index: $0)
             }
         }
+    }
+
+    /// Writes `count` records named `name(0)` … into `zoneID`, 400 at a time.
+    private func preload(_ zoneID: CKRecordZone.ID, count: Int, name: (Int) -> String) async throws {
+        let database = self.containers[0].privateCloudDatabase
+        for start in stride(from: 0, to: count, by: 400) {
+            let records = (start..<min(start + 400, count)).map {
+                self.record(named: name($0), zone: zoneID, number: UInt64($0))
+            }
+            let saved = try await database.modifyRecords(saving: records, deleting: [], savePolicy: .allKeys, atomically: false)
+            for (_, result) in saved.saveResults {
+                _ = try result.get()
+            }
+        }
+    }
+
+    /// Deletes the run's stream zone, if it made one (best effort: the figures are taken).
+    func tearDown() async {
+        guard self.configuration.workload.streams, let container = self.containers.first else { return }
+        _ = try? await container.privateCloudDatabase.modifyRecordZones(saving: [], deleting: [self.streamZoneID])
     }
 
     /// Runs one operation of `kind` on connection `connection`.
@@ -112,6 +138,10 @@ struct BenchWorkload: Sendable {
                     case .failure(let error): outcome.itemFailed(error)
                     }
                 }
+            case .ping:
+                try await self.containers[connection % self.containers.count].ping()
+            case .stream:
+                try await self.fetchAllChanges(of: self.streamZoneID, in: database, outcome: &outcome)
             case .changes:
                 let changes = try await database.recordZoneChanges(inZoneWith: zoneID, since: nil, resultsLimit: perOperation)
                 for (_, result) in changes.modificationResultsByID {
@@ -125,6 +155,37 @@ struct BenchWorkload: Sendable {
             outcome.failed(error)
         }
         return outcome
+    }
+
+    /// One `CKFetchRecordZoneChangesOperation` fetching every change of `zoneID` (all batches,
+    /// one operation): counts each changed record, and each record or zone that failed.
+    private func fetchAllChanges(
+        of zoneID: CKRecordZone.ID, in database: CKDatabase, outcome: inout BenchOutcome
+    ) async throws {
+        struct Tally {
+            var records: UInt64 = 0
+            var errors: [any Error] = []
+        }
+        let tally = Locked(Tally())
+        let operation = CKFetchRecordZoneChangesOperation(recordZoneIDs: [zoneID])
+        operation.fetchAllChanges = true
+        operation.recordWasChangedBlock = { _, result in
+            tally.withLock { tally in
+                switch result {
+                case .success: tally.records += 1
+                case .failure(let error): tally.errors.append(error)
+                }
+            }
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            operation.fetchRecordZoneChangesResultBlock = { continuation.resume(with: $0) }
+            database.add(operation)
+        }
+        let counted = tally.withLock { $0 }
+        outcome.counts.records += counted.records
+        for error in counted.errors {
+            outcome.itemFailed(error)
+        }
     }
 
     /// One new connection: TCP, TLS 1.3 and `Hello`/`HelloAck`, on a container of its own

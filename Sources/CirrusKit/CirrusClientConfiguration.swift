@@ -31,8 +31,10 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
     public var serverName: String?
 
     /// Event credit each operation stream starts with and keeps topped up; at most this many
-    /// events of one operation are ever buffered on the client.
-    public var streamWindow: UInt32 = 32
+    /// events of one operation are ever buffered on the client. The server's memory does not
+    /// grow with it (it queues at most a small batch per stream, whatever the credit); a larger
+    /// window means fewer waits for credit on long streams.
+    public var streamWindow: UInt32 = 256
     /// Whether a new connection resumes the TLS session of the last one to the same server
     /// (a TLS 1.3 ticket, kept per server in a bounded cache this process's containers share,
     /// separately for each trust roots and client certificate): no certificates are sent,

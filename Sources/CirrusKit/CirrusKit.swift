@@ -28,10 +28,12 @@
 // - Threads: protocol work runs on the connection's event loop; each operation has its own
 //   serial callback queue where its blocks run, in event order, and then `completionBlock`
 //   (Foundation's, after the operation finished).
-// - Flow control: a stream opens with `initial_window` = `streamWindow` (32) events and gets
+// - Flow control: a stream opens with `initial_window` = `streamWindow` (256) events and gets
 //   credit back in batches of half the window, only after its callbacks have consumed events,
 //   so a slow callback makes the server wait instead of the client buffering: at most the
-//   window of events per stream is ever queued on the client.
+//   window of events per stream is ever queued on the client. The events of one read burst go
+//   to the operation's queue in one hop and earn their credit in one update; a `Window` rides
+//   the next flush (the end of the read burst or of the event-loop tick) instead of its own.
 // - Subscriptions and push (`Subscriptions/`): `CKModifySubscriptionsOperation` and
 //   `CKFetchSubscriptionsOperation` are database operations like the zone ones (subscriptions
 //   are checked before anything is sent, including the database's scope rules);

@@ -61,6 +61,13 @@ public final class OperationStream: Sendable {
                 && !(self.isPaused && !self.outbox.isEmpty)
         }
 
+        /// How many events may be queued now at once (when ``canQueue``): what the credit and
+        /// the outbox allow, and only one while paused.
+        var roomNow: Int {
+            if self.isPaused { return 1 }
+            return Int(min(self.credit, UInt64(OperationStream.maximumQueuedEvents - self.outbox.count)))
+        }
+
         /// Whether the queue has room once the outbox is emptied (asked while taking it).
         var canQueueAfterTaking: Bool {
             self.credit > 0
@@ -118,30 +125,46 @@ public final class OperationStream: Sendable {
     /// - throws: `CancellationError` when the client cancelled the operation or the connection
     ///   closed; the executor should stop.
     public func emit(_ payload: Wire.Event.Payload) async throws {
+        try await self.emit(contentsOf: [payload])
+    }
+
+    /// Sends `payloads` as consecutive callbacks of the operation, in order: what ``emit(_:)``
+    /// does for each, with one lock and one hand-off to the event loop for as many events as the
+    /// credit and the outbox take at once (a batch of a change feed or a query page).
+    ///
+    /// For example: `try await stream.emit(contentsOf: page.map { .query(…) })`.
+    ///
+    /// - throws: `CancellationError` when the client cancelled the operation or the connection
+    ///   closed; the executor should stop. Events before the cancellation may have been sent.
+    public func emit(contentsOf payloads: [Wire.Event.Payload]) async throws {
         guard let connection = self.connection else {
             try Task.checkCancellation()
-            _ = try await self.run?.journal([payload], checkpoint: nil)
+            _ = try await self.run?.journal(payloads, checkpoint: nil)
             return
         }
-        while true {
+        var next = payloads.startIndex
+        while next < payloads.endIndex {
             try Task.checkCancellation()
             let action = self.state.withLockedValue { state -> EmitAction in
                 if state.isClosed { return .closed }
                 guard state.canQueue else { return .wait }
-                state.credit -= 1
-                state.outbox.append(payload)
+                let room = state.roomNow
+                let end = next + min(payloads.endIndex - next, room)
+                state.credit -= UInt64(end - next)
+                state.outbox.append(contentsOf: payloads[next..<end])
+                next = end
                 if state.drainScheduled { return .queued }
                 state.drainScheduled = true
                 return .queuedScheduleDrain
             }
             switch action {
             case .queued:
-                return
+                continue
             case .queuedScheduleDrain:
                 let handler = connection.handler
                 let streamID = self.streamID
                 connection.eventLoop.execute { handler.value.drain(streamID: streamID) }
-                return
+                continue
             case .closed:
                 throw CancellationError()
             case .wait:

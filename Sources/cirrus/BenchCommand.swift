@@ -13,7 +13,11 @@ struct Bench: AsyncParsableCommand {
             --concurrency in flight, and latency runs from each one's intended start, so a slow \
             server is not hidden (no coordinated omission). Operations that start during --warmup \
             are not counted. Records are written to zones bench-0 … of the private database; \
-            reads (fetch, query, changes) use --preload records written to each zone first.
+            reads (fetch, query, changes) use --preload records written to each zone first. \
+            --op ping measures the transport alone (one Ping/Pong round trip per operation); \
+            --op stream fetches every change of a zone of --events records in one operation \
+            (one operation streaming that many events; the zone is the run's own and is deleted \
+            afterwards).
 
             Prints ops/s, records/s, bytes/s in and out (TLS included), latency p50/p90/p99/p99.9/max \
             (HdrHistogram) and errors by CKError code; --json writes the same. Exit 1 when any error \
@@ -28,12 +32,13 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "How long to measure, e.g. 30s, 2m (default 10s unless --operations).") var duration: String?
     @Option(help: "Measure exactly this many operations instead of a duration.") var operations: Int?
     @Option(help: "Load before measuring, not counted, e.g. 5s.") var warmup = "0s"
-    @Option(help: "modify, fetch, query, changes, or mixed (see --mix).") var op = "modify"
+    @Option(help: "modify, fetch, query, changes, ping, stream, or mixed (see --mix).") var op = "modify"
     @Option(help: "Weighted mix for --op mixed, e.g. modify=20,fetch=70,query=10.") var mix: String?
     @Option(name: .customLong("records-per-op"), help: "Records per operation (1…400).") var recordsPerOp = 1
     @Option(name: .customLong("payload-bytes"), help: "Bytes of each written record's payload field.") var payloadBytes = 100
     @Option(help: "Zones to spread the load over.") var zones = 1
     @Option(help: "Records written to each zone before reads.") var preload = 1_000
+    @Option(help: "With --op stream: events (records) each operation streams (default 10000).") var events: Int?
     @Option(help: "Seed of every random choice.") var seed: UInt64 = 1
     @Option(help: "Open-loop target rate in operations per second (closed loop when absent).") var rate: Double?
     @Flag(help: "Measure new connections (TCP + TLS 1.3 + Hello) per second instead of operations.") var handshakes = false
@@ -70,7 +75,7 @@ struct Bench: AsyncParsableCommand {
                 configuration.workload = try BenchMix(parsing: "modify=20,fetch=70,query=10")
             } else {
                 guard let kind = BenchOperationKind(rawValue: self.op) else {
-                    throw CLIError.usage("--op '\(self.op)': one of modify, fetch, query, changes, mixed")
+                    throw CLIError.usage("--op '\(self.op)': one of modify, fetch, query, changes, ping, stream, mixed")
                 }
                 configuration.workload = BenchMix(single: kind)
             }
@@ -81,6 +86,12 @@ struct Bench: AsyncParsableCommand {
         configuration.payloadBytes = self.payloadBytes
         configuration.zones = self.zones
         configuration.preloadRecordsPerZone = self.preload
+        if let events = self.events {
+            guard configuration.workload.streams else {
+                throw CLIError.usage("--events goes with --op stream (or a --mix with stream)")
+            }
+            configuration.eventsPerStream = events
+        }
         configuration.seed = self.seed
         configuration.rate = self.rate
         configuration.handshakes = self.handshakes

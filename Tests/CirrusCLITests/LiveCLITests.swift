@@ -71,6 +71,41 @@ struct LiveCLITests {
         #expect(handshakes.stdout.contains("errors: none"))
     }
 
+    @Test func benchPingsAndStreamsCountWhatTheyReceived() async throws {
+        let server = try CirrusdProcess()
+        let ping = try CLI.run(["bench"] + CLI.connection(server) + ["--op", "ping", "--operations", "200", "--concurrency", "4", "--json", "-"])
+        #expect(ping.status == 0, "\(ping.stderr)")
+        let pings = try JSONDecoder().decode(BenchResult.self, from: Data(ping.stdout.utf8))
+        #expect(pings.counts.operations == 200)
+        #expect(pings.counts.failedOperations == 0)
+        #expect(pings.counts.records == 0)
+        #expect(pings.latency.count == 200)
+        #expect(pings.bytesIn > 0 && pings.bytesOut > 0, "every ping and pong crosses the socket")
+        #expect(pings.preloadedRecordsPerZone == 0)
+
+        let stream = try CLI.run(
+            ["bench"] + CLI.connection(server) + ["--op", "stream", "--events", "1000", "--operations", "3", "--json", "-"])
+        #expect(stream.status == 0, "\(stream.stderr)")
+        let streamed = try JSONDecoder().decode(BenchResult.self, from: Data(stream.stdout.utf8))
+        #expect(streamed.counts.operations == 3)
+        #expect(streamed.counts.records == 3_000, "each operation streams every record of the zone, once")
+        #expect(streamed.settings.eventsPerStream == 1_000)
+        #expect(streamed.bytesIn > 3_000 * 100, "every record carries a 100-byte payload")
+        let zone = try #require(streamed.zoneNames.first { $0.hasPrefix("bench-stream-") })
+        // The run's stream zone is deleted afterwards.
+        let configuration = CirrusClientConfiguration(
+            host: "127.0.0.1", port: server.port, trustRootsPath: Paths.certificate("ca.pem"),
+            certificateChainPath: Paths.certificate("alice.pem"), privateKeyPath: Paths.certificate("alice-key.pem"))
+        let zones = try await CKContainer(identifier: "iCloud.cirrus.bench", configuration: configuration)
+            .privateCloudDatabase.allRecordZones()
+        #expect(!zones.map(\.zoneID.zoneName).contains(zone))
+        #expect(zones.map(\.zoneID.zoneName).contains("bench-0"))
+
+        let table = try CLI.run(["bench"] + CLI.connection(server) + ["--op", "stream", "--events", "50", "--operations", "2"])
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(table.stdout.contains("stream ×50 events, 1 in flight"), "\(table.stdout)")
+    }
+
     @Test func importKilledMidwayThenResumedStoresEveryRowOnce() async throws {
         let server = try CirrusdProcess()
         let directory = try Paths.temporaryDirectory()
@@ -185,6 +220,8 @@ struct LiveCLITests {
             (["bench", "--op", "frob"], 2, "--op 'frob'"),
             (["bench", "--duration", "ten"], 2, "--duration 'ten'"),
             (["bench", "--records-per-op", "401"], 2, "between 1 and 400"),
+            (["bench", "--events", "10"], 2, "--events goes with --op stream"),
+            (["bench", "--op", "stream", "--events", "0"], 2, "--events must be between 1 and 1,000,000"),
             (["import", "/nonexistent.jsonl", "--record-type", "T"], 2, "/nonexistent.jsonl: no such file"),
             (["import", Paths.root + "/README.md"], 2, "cannot tell the format"),
             (["import", Paths.root + "/Package.swift", "--format", "csv", "--field", "x:money"], 2, "unknown type 'money'"),

@@ -135,6 +135,9 @@ struct BenchUnitTests {
         let mix = try BenchMix(parsing: "modify=20, fetch=70,query=10")
         #expect(mix.weights == [.modify: 20, .fetch: 70, .query: 10])
         #expect(mix.description == "modify=20,fetch=70,query=10")
+        let transport = try BenchMix(parsing: "stream=1,ping=3")
+        #expect(transport.weights == [.ping: 3, .stream: 1])
+        #expect(transport.description == "ping=3,stream=1")
         for bad in ["modify", "modify=0", "modify=-1", "frob=1", "modify=1,modify=2", "", "fetch=x"] {
             #expect(throws: BenchError.self, "\(bad)") { try BenchMix(parsing: bad) }
         }
@@ -186,5 +189,12 @@ struct BenchUnitTests {
         configuration.stop = .duration(1)
         configuration.rate = 0
         #expect(throws: BenchError.self) { try configuration.validate() }
+        configuration.rate = nil
+        for events in [0, 1_000_001] {
+            configuration.eventsPerStream = events
+            #expect(throws: BenchError.self, "\(events)") { try configuration.validate() }
+        }
+        configuration.eventsPerStream = 1
+        #expect(throws: Never.self) { try configuration.validate() }
     }
 }

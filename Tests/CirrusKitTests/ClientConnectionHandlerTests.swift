@@ -137,6 +137,39 @@ struct ClientConnectionHandlerTests {
         _ = try harness.channel.finish()
     }
 
+    @Test("The events of one read burst reach the callbacks together, at its end, and earn one Window")
+    func readBurst() async throws {
+        let harness = try Harness()
+        let connection = try harness.handshake()
+        let queue = DispatchQueue(label: "callbacks")
+        let delivered = Recorder<UInt64>()
+        let stream = ClientStream(open: Wire.Open(operationID: "op1"), window: 8, queue: queue) { delivery in
+            if case .event(let event) = delivery { delivered.append(event.seq) }
+        }
+        #expect(harness.handler.open(stream, on: connection))
+        _ = try harness.written()  // Open
+        for seq in 1...6 {
+            harness.channel.pipeline.syncOperations.fireChannelRead(
+                NIOAny(Wire.Frame(streamID: 1, kind: .event(Wire.Event(seq: UInt64(seq))))))
+        }
+        queue.sync {}
+        #expect(delivered.count == 0, "nothing is handed over before the burst ends")
+        harness.channel.pipeline.syncOperations.fireChannelReadComplete()
+        try await eventually { delivered.count == 6 }
+        // Six events consumed at once: one Window for all six (not one per half window).
+        var windows: [Wire.Frame] = []
+        try await eventually {
+            harness.channel.embeddedEventLoop.run()
+            while let frame = try? harness.channel.readOutbound(as: Wire.Frame.self) {
+                windows.append(frame)
+            }
+            return !windows.isEmpty
+        }
+        #expect(windows == [Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 6)))])
+        #expect(delivered.values == [1, 2, 3, 4, 5, 6])
+        _ = try harness.channel.finish()
+    }
+
     @Test("GoAway: streams above last_stream_id go back to be retried; the connection takes no new ones")
     func goAway() throws {
         let harness = try Harness()

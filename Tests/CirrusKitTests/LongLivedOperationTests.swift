@@ -139,7 +139,7 @@ struct LongLivedOperationTests {
         #expect(results.count == 1)
         if case .failure(let error)? = results.values.first { Issue.record("failed: \(error)") }
         #expect(persisted.count == 1)
-        #expect(peer.resumes == [Wire.Resume(operationID: "op-fetch", lastSeq: 0, initialWindow: 32)])
+        #expect(peer.resumes == [Wire.Resume(operationID: "op-fetch", lastSeq: 0, initialWindow: CirrusClientConfiguration().streamWindow)])
         #expect(peer.opens.count == 1)  // the fetch of the operation only
         try await eventually { peer.cancelFrames.count == 1 }
         let ack = try #require(peer.cancelFrames.first)

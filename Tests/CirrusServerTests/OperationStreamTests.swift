@@ -26,6 +26,30 @@ private struct CountingExecutor: OperationExecutor {
     }
 }
 
+/// Emits `count` events in batches of `batch` with `emit(contentsOf:)`, then succeeds; counts
+/// the batches that returned.
+private struct BatchExecutor: OperationExecutor {
+    let count: Int
+    let batch: Int
+    let batchesEmitted = NIOLockedValueBox(0)
+
+    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        for start in stride(from: 0, to: self.count, by: self.batch) {
+            let payloads = (start..<min(start + self.batch, self.count)).map { index -> Wire.Event.Payload in
+                let progress = Wire.RecordProgress(recordID: Wire.RecordID(recordName: "r\(index)"), progress: 1)
+                return .fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordProgress(progress)))
+            }
+            do {
+                try await stream.emit(contentsOf: payloads)
+                self.batchesEmitted.withLockedValue { $0 += 1 }
+            } catch {
+                return .failure(.operationCancelled, "cancelled")
+            }
+        }
+        return .success()
+    }
+}
+
 private func open(_ streamID: UInt64, window: UInt32) -> Wire.Frame {
     Wire.Frame(
         streamID: streamID,
@@ -78,6 +102,51 @@ struct OperationStreamTests {
                 expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
             }
             #expect(try await client.nextFrame().kind == .complete(Wire.Complete(lastSeq: 10)))
+            await client.close()
+        }
+    }
+
+    @Test func batchesLargerThanTheOutboxArriveInOrder() async throws {
+        // Batches of 300 are queued 64 events (the outbox cap) at a time.
+        let executor = BatchExecutor(count: 700, batch: 300)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(open(1, window: 1_000))
+            for seq in 1...700 {
+                expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
+            }
+            #expect(try await client.nextFrame().kind == .complete(Wire.Complete(lastSeq: 700)))
+            #expect(executor.batchesEmitted.withLockedValue { $0 } == 3)
+            await client.close()
+        }
+    }
+
+    @Test func aBatchBeyondTheCreditWaitsForIt() async throws {
+        let executor = BatchExecutor(count: 20, batch: 20)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            try await client.send(open(1, window: 5))
+            for seq in 1...5 {
+                expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
+            }
+            // The rest of the batch waits for credit: a Ping overtakes it.
+            try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 1))))
+            #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 1)))
+            #expect(executor.batchesEmitted.withLockedValue { $0 } == 0)
+            try await client.send(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 10))))
+            for seq in 6...15 {
+                expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
+            }
+            try await client.send(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 2))))
+            #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 2)))
+            try await client.send(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 10))))
+            for seq in 16...20 {
+                expectEvent(try await client.nextFrame(), streamID: 1, seq: UInt64(seq))
+            }
+            #expect(try await client.nextFrame().kind == .complete(Wire.Complete(lastSeq: 20)))
+            #expect(executor.batchesEmitted.withLockedValue { $0 } == 1)
             await client.close()
         }
     }

@@ -82,6 +82,24 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: TLS in memory
 
+    // MARK: Checksums (change tokens, cursors and push tokens are HMACs; assets carry a SHA-256)
+
+    Benchmark("HMAC-SHA-256 of a 64-byte token body") { benchmark in
+        let key = [UInt8](repeating: 0x42, count: 32)
+        let message = [UInt8](repeating: 0x17, count: 64)
+        for _ in benchmark.scaledIterations {
+            blackHole(Wire.SHA256.hmac(key: key, message: message))
+        }
+    }
+
+    Benchmark("SHA-256 of 1 MiB", configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one)) {
+        benchmark in
+        let bytes = [UInt8](repeating: 0x5A, count: 1 << 20)
+        for _ in benchmark.scaledIterations {
+            blackHole(Wire.SHA256.hash(bytes))
+        }
+    }
+
     Benchmark("TLS in memory: round trip of a 100-byte frame") { benchmark in
         let pair = try InMemoryTLSPair(certificates: certificates)
         let message = ByteBuffer(repeating: 0x5A, count: 100)

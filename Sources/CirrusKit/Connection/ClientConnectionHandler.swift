@@ -40,6 +40,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var nextPingNonce: UInt64 = 1 << 63
     private var failure: ConnectionFailure?
     private var isClosed = false
+    /// Events of the current read burst, per stream, handed over together at its end (one hop
+    /// to each stream's queue and one credit update per burst instead of per event).
+    private var burst: [ObjectIdentifier: (stream: ClientStream, deliveries: [StreamDelivery])] = [:]
+    private var inReadBurst = false
+    /// Something was written and not flushed yet; `Window`s wait for the next flush (the end of
+    /// the read burst, or of this event-loop tick).
+    private var needsFlush = false
+    private var flushScheduled = false
 
     /// Succeeds with the server's `HelloAck`; fails if the connection ends first.
     let ready: EventLoopPromise<Wire.HelloAck>
@@ -110,6 +118,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
+        self.inReadBurst = true
         if case .pong(let pong) = frame.kind, let promise = self.pings.removeValue(forKey: pong.nonce) {
             promise.succeed(())
         }
@@ -151,25 +160,59 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.inReadBurst = false
+        self.deliverBurst()
+        self.flushIfNeeded()
+        context.fireChannelReadComplete()
+    }
+
     private func deliver(_ frame: Wire.Frame) {
         guard let stream = self.streams[frame.streamID] else { return }
         switch frame.kind {
         case .event(let event):
-            stream.deliver(.event(event))
+            self.burst[ObjectIdentifier(stream), default: (stream, [])].deliveries.append(.event(event))
         case .persisted(let persisted):
+            // At once (after what came before it): the stream must know the server has the
+            // operation before anything else on this connection is decided for it.
+            self.deliverBurst(of: stream)
             stream.deliver(.persisted(persisted))
         case .complete(let complete):
             self.streams.removeValue(forKey: frame.streamID)
-            if stream.isTakenOverAfterDuplicate(complete) {
-                self.callbacks.lost([stream], .network("\(self.server) has the long-lived operation already; resuming it"))
-            } else if stream.isRetriedAfterAlreadyAttached(complete) {
-                self.callbacks.lost([stream], .network("\(self.server) still streams the operation elsewhere; resuming it later"))
+            let key = ObjectIdentifier(stream)
+            if stream.isTakenOverAfterDuplicate(complete) || stream.isRetriedAfterAlreadyAttached(complete) {
+                // What the stream received before its Complete goes first.
+                self.deliverBurst(of: stream)
+                let reason = complete.error?.code == .duplicateOperationID
+                    ? "\(self.server) has the long-lived operation already; resuming it"
+                    : "\(self.server) still streams the operation elsewhere; resuming it later"
+                self.callbacks.lost([stream], .network(reason))
             } else {
-                stream.deliver(.complete(complete))
+                // With the events before it, in one hop (a one-record fetch: its result and
+                // its Complete together).
+                let deliveries = (self.burst.removeValue(forKey: key)?.deliveries ?? []) + [.complete(complete)]
+                stream.deliver(contentsOf: deliveries)
             }
             self.streamEnded()
         default:
             break
+        }
+    }
+
+    /// Hands each stream what the read burst brought it.
+    private func deliverBurst() {
+        guard !self.burst.isEmpty else { return }
+        let burst = self.burst
+        self.burst.removeAll(keepingCapacity: true)
+        for (stream, deliveries) in burst.values {
+            stream.deliver(contentsOf: deliveries)
+        }
+    }
+
+    /// Hands `stream` what the read burst brought it so far.
+    private func deliverBurst(of stream: ClientStream) {
+        if let (stream, deliveries) = self.burst.removeValue(forKey: ObjectIdentifier(stream)) {
+            stream.deliver(contentsOf: deliveries)
         }
     }
 
@@ -239,8 +282,27 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         let frame = Wire.Frame(streamID: streamID, kind: .window(Wire.Window(credit: credit)))
         if case .send = self.machine.send(frame) {
             self.write(frame)
-            self.context?.flush()
+            self.flushSoon()
         }
+    }
+
+    /// Flushes at the end of the read burst, or of this event-loop tick: `Window`s granted
+    /// together (several streams' callbacks returning) share one flush and TLS record.
+    private func flushSoon() {
+        self.needsFlush = true
+        guard !self.inReadBurst, !self.flushScheduled, let context = self.context else { return }
+        self.flushScheduled = true
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            bound.value.flushScheduled = false
+            bound.value.flushIfNeeded()
+        }
+    }
+
+    private func flushIfNeeded() {
+        guard self.needsFlush else { return }
+        self.needsFlush = false
+        self.context?.flush()
     }
 
     func cancel(streamID: UInt64, reason: String, detach: Bool = false) {
@@ -353,6 +415,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     private func connectionEnded() {
         guard !self.isClosed else { return }
+        // Events that arrived before the end go first.
+        self.deliverBurst()
         self.isClosed = true
         self.timer?.cancel()
         self.timer = nil

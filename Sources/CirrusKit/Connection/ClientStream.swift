@@ -173,43 +173,68 @@ final class ClientStream: Sendable {
 
     /// Queues `delivery` for the receiver. Called on the connection's event loop.
     func deliver(_ delivery: StreamDelivery) {
-        let generation = self.state.withLockedValue { state -> Int? in
-            guard !state.isTerminated else { return nil }
-            switch delivery {
-            case .complete:
-                state.isTerminated = true
-                state.completedOn = state.connection.map { ($0, state.streamID) }
-                state.connection = nil
-            case .failed:
-                state.isTerminated = true
-                state.connection = nil
-            case .persisted:
-                state.serverHasOperation = true
-                state.lossesWithoutProgress = 0
-                state.alreadyAttachedRefusals = 0
-            case .event:
-                state.lossesWithoutProgress = 0
-            }
-            return state.generation
-        }
-        guard let generation else { return }
-        self.queue.async {
-            guard !self.isCancelled else { return }
-            if case .event(let event) = delivery {
-                switch self.state.withLockedValue({ $0.sequence.admit(event.seq) }) {
-                case .deliver:
-                    break
-                case .duplicate:
-                    self.consumedOne(generation: generation)
-                    return
-                case .gap(let expected):
-                    self.endAfterGap(seq: event.seq, expected: expected)
-                    return
+        self.deliver(contentsOf: [delivery])
+    }
+
+    /// Queues `deliveries` for the receiver, in order, with one hop to `queue` and one credit
+    /// update for all of them (the frames of one read burst). Called on the connection's event
+    /// loop.
+    func deliver(contentsOf deliveries: [StreamDelivery]) {
+        let admitted = self.state.withLockedValue { state -> (generation: Int, count: Int)? in
+            var count = 0
+            for delivery in deliveries {
+                guard !state.isTerminated else { break }
+                count += 1
+                switch delivery {
+                case .complete:
+                    state.isTerminated = true
+                    state.completedOn = state.connection.map { ($0, state.streamID) }
+                    state.connection = nil
+                case .failed:
+                    state.isTerminated = true
+                    state.connection = nil
+                case .persisted:
+                    state.serverHasOperation = true
+                    state.lossesWithoutProgress = 0
+                    state.alreadyAttachedRefusals = 0
+                case .event:
+                    state.lossesWithoutProgress = 0
                 }
             }
-            self.receiver(delivery)
-            if case .event = delivery, self.creditsOnDelivery {
-                self.consumedOne(generation: generation)
+            return count == 0 ? nil : (state.generation, count)
+        }
+        guard let (generation, count) = admitted else { return }
+        self.queue.async {
+            // Events consumed here, for credit: handed to the receiver (when it earns credit on
+            // delivery) or dropped as duplicates.
+            var consumed: UInt32 = 0
+            defer {
+                if consumed > 0 { self.consumed(consumed, generation: generation) }
+            }
+            for delivery in deliveries.prefix(count) {
+                if case .event(let event) = delivery {
+                    let admission = self.state.withLockedValue { state -> EventSequence.Admission? in
+                        state.isCancelled ? nil : state.sequence.admit(event.seq)
+                    }
+                    switch admission {
+                    case nil:
+                        return
+                    case .deliver:
+                        break
+                    case .duplicate:
+                        consumed += 1
+                        continue
+                    case .gap(let expected):
+                        self.endAfterGap(seq: event.seq, expected: expected)
+                        return
+                    }
+                } else if self.isCancelled {
+                    return
+                }
+                self.receiver(delivery)
+                if case .event = delivery, self.creditsOnDelivery {
+                    consumed += 1
+                }
             }
         }
     }
@@ -359,13 +384,13 @@ final class ClientStream: Sendable {
     /// earlier attachment would otherwise earn credit on the current one.
     func eventConsumed() {
         let generation = self.state.withLockedValue { $0.generation }
-        self.consumedOne(generation: generation)
+        self.consumed(1, generation: generation)
     }
 
-    private func consumedOne(generation: Int) {
+    private func consumed(_ count: UInt32, generation: Int) {
         let grant = self.state.withLockedValue { state -> (ClientConnection, UInt64, UInt32)? in
             guard state.generation == generation else { return nil }
-            state.consumed += 1
+            state.consumed += count
             guard state.consumed >= self.creditBatch, let connection = state.connection else { return nil }
             defer { state.consumed = 0 }
             return (connection, state.streamID, state.consumed)

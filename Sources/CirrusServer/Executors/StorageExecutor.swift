@@ -129,9 +129,7 @@ public struct StorageExecutor: OperationExecutor {
                 try await run.journal(payloads, checkpoint: checkpoint())
                 return
             }
-            for payload in payloads {
-                try await stream.emit(payload)
-            }
+            try await stream.emit(contentsOf: payloads)
         }
     }
 

@@ -268,24 +268,48 @@ public final class LongLivedOperations: Sendable {
         return Wire.Timestamp(seconds: now.seconds - retentionSeconds, nanos: now.nanos)
     }
 
+    /// Events a follower reads from the journal at once. While it sends a full page it reads
+    /// the next one, so a replay from an early seq never waits for the journal between pages; a
+    /// follower holds at most two pages.
+    static let replayPageSize = 512
+
     /// Sends what the operation journals after `lastSeq` to `stream`, at the client's pace,
     /// then its `Complete`. Returns quietly when the stream ends or another attaches.
     static func follow(_ run: LongLivedRun, attachment: UInt64, after lastSeq: UInt64, stream: OperationStream) async {
         defer { run.release(attachment) }
         var seq = lastSeq
+        // The page after the one being sent, read meanwhile.
+        var prefetched: Task<LongLivedRun.Next, any Error>?
+        defer { prefetched?.cancel() }
         do {
             while true {
-                switch try await run.next(after: seq, attachment: attachment, limit: 128) {
-                case .events(let events):
-                    for event in events {
-                        guard run.isAttached(attachment) else { return }
-                        guard let payload = event.payload else {
-                            stream.complete(.failure(.internalError, "journaled event \(event.seq) has no payload"))
-                            return
-                        }
-                        try await stream.emit(payload)
-                        seq = event.seq
+                let next: LongLivedRun.Next
+                if let pending = prefetched {
+                    prefetched = nil
+                    next = try await withTaskCancellationHandler {
+                        try await pending.value
+                    } onCancel: {
+                        pending.cancel()
                     }
+                } else {
+                    next = try await run.next(after: seq, attachment: attachment, limit: Self.replayPageSize)
+                }
+                switch next {
+                case .events(let events):
+                    guard run.isAttached(attachment) else { return }
+                    let payloads = events.prefix { $0.payload != nil }.compactMap(\.payload)
+                    if payloads.count == events.count, events.count == Self.replayPageSize, let last = events.last?.seq {
+                        prefetched = Task {
+                            try await run.next(after: last, attachment: attachment, limit: Self.replayPageSize)
+                        }
+                    }
+                    try await stream.emit(contentsOf: payloads)
+                    guard payloads.count == events.count else {
+                        let broken = events[payloads.count].seq
+                        stream.complete(.failure(.internalError, "journaled event \(broken) has no payload"))
+                        return
+                    }
+                    seq = events.last?.seq ?? seq
                 case .complete(let complete):
                     stream.complete(OperationCompletion(result: complete.result, error: complete.error))
                     return

@@ -1,114 +1,102 @@
+internal import COpenSSL
+
 extension Wire {
 /// SHA-256 (FIPS 180-4): the checksum of asset content on the wire (`Asset.sha256`), here so
-/// the client and the server compute it the same way without another package.
+/// the client and the server compute it the same way. Computed by OpenSSL's libcrypto, which
+/// both already link for TLS.
 ///
 /// For example: `Wire.SHA256.hash(bytes)`, or `update(_:)` repeatedly, then `finalize()`.
 public struct SHA256: Sendable {
-    private static let k: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
+    /// The digest state; copied before a mutation while another value shares it, so a copy of
+    /// a hasher goes on independently (value semantics).
+    private var context: DigestContext
 
-    private var state: [UInt32] = [
-        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-    ]
-    private var pending: [UInt8] = []
-    private var length: UInt64 = 0
-
-    public init() {}
+    public init() {
+        self.context = DigestContext()
+    }
 
     /// The digest of `bytes`.
     public static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
-        var hasher = SHA256()
-        hasher.update(bytes)
-        return hasher.finalize()
+        let digest: [UInt8]? = bytes.withContiguousStorageIfAvailable { Self.hash(buffer: UnsafeRawBufferPointer($0)) }
+        return digest ?? Array(bytes).withUnsafeBytes { Self.hash(buffer: $0) }
+    }
+
+    /// The digest of the bytes in `buffer`, in one call.
+    public static func hash(buffer: UnsafeRawBufferPointer) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
+            var length: UInt32 = 0
+            let done = EVP_Digest(buffer.baseAddress, buffer.count, digest.baseAddress, &length, EVP_sha256(), nil)
+            count = done == 1 ? Int(length) : 0
+        }
     }
 
     public mutating func update(_ bytes: some Sequence<UInt8>) {
-        let handled: Void? = bytes.withContiguousStorageIfAvailable { update(buffer: UnsafeRawBufferPointer($0)) }
+        let handled: Void? = bytes.withContiguousStorageIfAvailable { self.update(buffer: UnsafeRawBufferPointer($0)) }
         if handled == nil {
-            let array = Array(bytes)
-            array.withUnsafeBytes { update(buffer: $0) }
+            Array(bytes).withUnsafeBytes { self.update(buffer: $0) }
         }
     }
 
     public mutating func update(buffer: UnsafeRawBufferPointer) {
-        length &+= UInt64(buffer.count)
-        var offset = 0
-        if !pending.isEmpty {
-            let take = min(64 - pending.count, buffer.count)
-            pending.append(contentsOf: buffer[0..<take])
-            offset = take
-            guard pending.count == 64 else { return }
-            pending.withUnsafeBytes { compress(block: $0) }
-            pending.removeAll(keepingCapacity: true)
-        }
-        while buffer.count - offset >= 64 {
-            compress(block: UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + 64]))
-            offset += 64
-        }
-        pending.append(contentsOf: buffer[offset...])
+        guard buffer.count > 0 else { return }
+        self.makeUnique()
+        EVP_DigestUpdate(self.context.pointer, buffer.baseAddress, buffer.count)
     }
 
+    /// The digest of everything given to `update`; the hasher then starts over.
     public mutating func finalize() -> [UInt8] {
-        let bitLength = length &* 8
-        var tail = pending
-        tail.append(0x80)
-        let padded = tail.count <= 56 ? 64 : 128
-        tail.append(contentsOf: repeatElement(0, count: padded - 8 - tail.count))
-        for shift in stride(from: 56, through: 0, by: -8) {
-            tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
+        self.makeUnique()
+        let context = self.context
+        let digest = [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
+            var length: UInt32 = 0
+            let done = EVP_DigestFinal_ex(context.pointer, digest.baseAddress, &length)
+            count = done == 1 ? Int(length) : 0
         }
-        tail.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                compress(block: UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + 64]))
-                offset += 64
-            }
-        }
-        pending.removeAll()
-        var digest: [UInt8] = []
-        digest.reserveCapacity(32)
-        for word in state {
-            digest.append(contentsOf: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: word >> UInt32($0)) })
-        }
+        context.reset()
         return digest
     }
 
-    private mutating func compress(block: UnsafeRawBufferPointer) {
-        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
-            for i in 0..<16 {
-                w[i] = UInt32(block[4 * i]) << 24 | UInt32(block[4 * i + 1]) << 16
-                    | UInt32(block[4 * i + 2]) << 8 | UInt32(block[4 * i + 3])
-            }
-            for i in 16..<64 {
-                let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
-                let s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
-                w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-            }
-            var (a, b, c, d, e, f, g, h) = (state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7])
-            Self.k.withUnsafeBufferPointer { k in
-                for i in 0..<64 {
-                    let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
-                    let ch = (e & f) ^ (~e & g)
-                    let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
-                    let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
-                    let maj = (a & b) ^ (a & c) ^ (b & c)
-                    let t2 = s0 &+ maj
-                    (h, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
-                }
-            }
-            state[0] &+= a; state[1] &+= b; state[2] &+= c; state[3] &+= d
-            state[4] &+= e; state[5] &+= f; state[6] &+= g; state[7] &+= h
+    private mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&self.context) {
+            self.context = self.context.copy()
         }
     }
-
-    private func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
 }
+}
+
+/// An `EVP_MD_CTX` set up for SHA-256, owned by one `Wire.SHA256` value at a time.
+// @unchecked Sendable: the context is only mutated by a `Wire.SHA256` that holds the only
+// reference (it copies a shared one first), so no two threads ever mutate it; a shared one is
+// only read (copied from).
+final class DigestContext: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init() {
+        guard let pointer = EVP_MD_CTX_new() else {
+            fatalError("OpenSSL could not allocate a digest context (out of memory)")
+        }
+        self.pointer = pointer
+        self.reset()
+    }
+
+    private init(copying other: DigestContext) {
+        guard let pointer = EVP_MD_CTX_new() else {
+            fatalError("OpenSSL could not allocate a digest context (out of memory)")
+        }
+        self.pointer = pointer
+        EVP_MD_CTX_copy_ex(pointer, other.pointer)
+    }
+
+    func copy() -> DigestContext {
+        DigestContext(copying: self)
+    }
+
+    /// Starts a new SHA-256 digest.
+    func reset() {
+        EVP_DigestInit_ex(self.pointer, EVP_sha256(), nil)
+    }
+
+    deinit {
+        EVP_MD_CTX_free(self.pointer)
+    }
 }
