@@ -2,6 +2,7 @@ import CirrusServer
 import CirrusTLS
 import Foundation
 import NIOCore
+import Synchronization
 import Testing
 
 /// Runs an in-process server on a free loopback port for the length of `body`.
@@ -43,6 +44,9 @@ final class CirrusdProcess: @unchecked Sendable {
     let process = Process()
     let port: Int
     private let output: Pipe
+    /// One `Process.run()` at a time: once, a whole-suite run crashed inside Foundation's
+    /// `Process.run()` while several suites launched servers at once.
+    private static let launching = Mutex(())
     /// The temporary data directory this process was given, removed when it is released.
     private(set) var dataDirectory: String?
 
@@ -85,7 +89,8 @@ final class CirrusdProcess: @unchecked Sendable {
         } else {
             self.process.standardError = FileHandle.nullDevice
         }
-        try self.process.run()
+        let process = self.process
+        try Self.launching.withLock { _ in try process.run() }
         let line = try Self.readLine(from: self.output.fileHandleForReading)
         guard line.hasPrefix("listening on "), let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
             self.process.terminate()
