@@ -45,8 +45,11 @@ struct ClientConnectionHandlerTests {
             try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         }
 
+        /// The next frame the handler flushed; runs the event loop first, since frames written
+        /// together (`Open`, `Window`, `Cancel`) are flushed at the end of the loop's tick.
         func written() throws -> Wire.Frame? {
-            try self.channel.readOutbound(as: Wire.Frame.self)
+            self.channel.embeddedEventLoop.run()
+            return try self.channel.readOutbound(as: Wire.Frame.self)
         }
 
         func receive(_ kind: Wire.Frame.Kind, stream: UInt64 = 0) throws {

@@ -250,7 +250,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             self.streams[streamID] = stream
             if let context = self.context {
                 let written = context.eventLoop.makePromise(of: Void.self)
-                context.writeAndFlush(self.wrapOutboundOut(frame), promise: written)
+                // Opens of the same read burst or event-loop tick (operations started together)
+                // share one flush and TLS record, like `Window`s.
+                context.write(self.wrapOutboundOut(frame), promise: written)
+                self.flushSoon()
                 written.futureResult.whenFailure { [server = self.server] error in
                     // Never sent (e.g. larger than a frame may be): end the stream here; the
                     // server never saw it.
@@ -286,8 +289,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Flushes at the end of the read burst, or of this event-loop tick: `Window`s granted
-    /// together (several streams' callbacks returning) share one flush and TLS record.
+    /// Flushes at the end of the read burst, or of this event-loop tick: `Window`s, `Open`s and
+    /// `Cancel`s written together (several operations starting, several streams' callbacks
+    /// returning) share one flush and TLS record.
     private func flushSoon() {
         self.needsFlush = true
         guard !self.inReadBurst, !self.flushScheduled, let context = self.context else { return }
@@ -314,7 +318,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         switch self.machine.send(frame) {
         case .send:
             self.write(frame)
-            self.context?.flush()
+            self.flushSoon()
         case .sendAndClose:
             self.write(frame)
             self.context?.flush()
@@ -334,7 +338,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         )
         guard case .send = self.machine.send(frame) else { return }
         self.write(frame)
-        self.context?.flush()
+        self.flushSoon()
     }
 
     /// A stream ended: start a waiting one, or close a drained connection.
