@@ -72,19 +72,22 @@ final class DigestContext: @unchecked Sendable {
     let pointer: OpaquePointer
 
     init() {
-        guard let pointer = EVP_MD_CTX_new() else {
-            fatalError("OpenSSL could not allocate a digest context (out of memory)")
-        }
-        self.pointer = pointer
+        self.pointer = Self.allocate()
         self.reset()
     }
 
     private init(copying other: DigestContext) {
+        self.pointer = Self.allocate()
+        EVP_MD_CTX_copy_ex(self.pointer, other.pointer)
+    }
+
+    /// A new `EVP_MD_CTX`. Only an allocation can fail here, never input, so running out of
+    /// memory stops the process as any other failed allocation in Swift does.
+    private static func allocate() -> OpaquePointer {
         guard let pointer = EVP_MD_CTX_new() else {
             fatalError("OpenSSL could not allocate a digest context (out of memory)")
         }
-        self.pointer = pointer
-        EVP_MD_CTX_copy_ex(pointer, other.pointer)
+        return pointer
     }
 
     func copy() -> DigestContext {
