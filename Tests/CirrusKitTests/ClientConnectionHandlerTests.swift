@@ -140,6 +140,25 @@ struct ClientConnectionHandlerTests {
         _ = try harness.channel.finish()
     }
 
+    @Test("Opens written in one event-loop tick go out together, in one flush at its end")
+    func opensShareAFlush() throws {
+        let harness = try Harness()
+        let connection = try harness.handshake()
+        let streams = (1...3).map { i in
+            ClientStream(open: Wire.Open(operationID: "op\(i)"), window: 4, queue: DispatchQueue(label: "q\(i)")) { _ in }
+        }
+        for stream in streams { #expect(harness.handler.open(stream, on: connection)) }
+        // Written, not flushed: nothing has reached the channel yet.
+        #expect(try harness.channel.readOutbound(as: Wire.Frame.self) == nil)
+        harness.channel.embeddedEventLoop.run()
+        var opened: [String] = []
+        while let frame = try harness.channel.readOutbound(as: Wire.Frame.self) {
+            if case .open(let open)? = frame.kind { opened.append(open.operationID) }
+        }
+        #expect(opened == ["op1", "op2", "op3"])
+        _ = try harness.channel.finish()
+    }
+
     @Test("The events of one read burst reach the callbacks together, at its end, and earn one Window")
     func readBurst() async throws {
         let harness = try Harness()

@@ -21,6 +21,9 @@ struct WriteTransactionCacheTests {
         let gate = DispatchSemaphore(value: 0)
         let holding = Atomic(false)
         let blocker = Task { try await storage.write(weight: 1) { _ in holding.store(true, ordering: .sequentiallyConsistent); gate.wait() } }
+        // Never leave the writer held (a failed wait would hang the store's close).
+        var released = false
+        defer { if !released { gate.signal() } }
         try await waitUntil { holding.load(ordering: .sequentiallyConsistent) }
         var tasks: [Task<Void, any Error>] = []
         for (i, job) in jobs.enumerated() {
@@ -28,6 +31,7 @@ struct WriteTransactionCacheTests {
             try await waitUntil { storage.writer.pendingCount == i + 1 }
         }
         gate.signal()
+        released = true
         try await blocker.value
         var outcomes: [Result<Void, any Error>] = []
         for task in tasks { outcomes.append(await task.result) }
