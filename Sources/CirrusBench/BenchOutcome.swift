@@ -8,6 +8,8 @@ struct BenchOutcome: Sendable {
     var counts = BenchCounts()
     /// Error code names, one per failure (the operation's, or each failed item's).
     var errors: [String] = []
+    /// The message of the first failure of each code name in `errors`.
+    var messages: [String: String] = [:]
     /// Bytes of connections the operation made and dropped itself (handshake mode).
     var bytesIn: UInt64 = 0
     var bytesOut: UInt64 = 0
@@ -22,12 +24,20 @@ struct BenchOutcome: Sendable {
     mutating func failed(_ error: any Error) {
         self.counts.failedOperations += 1
         self.operationError = (error as? CKError) ?? CKError(.internalError, message: "\(error)")
-        self.errors.append(BenchOutcome.codeName(error))
+        self.note(error)
     }
 
     mutating func itemFailed(_ error: any Error) {
         self.counts.failedItems += 1
-        self.errors.append(BenchOutcome.codeName(error))
+        self.note(error)
+    }
+
+    private mutating func note(_ error: any Error) {
+        let code = BenchOutcome.codeName(error)
+        self.errors.append(code)
+        if self.messages[code] == nil {
+            self.messages[code] = (error as? CKError)?.message ?? "\(error)"
+        }
     }
 
     /// A CloudKit error code as a name (`networkFailure`, `serverRecordChanged` …); `other`
@@ -56,6 +66,8 @@ final class BenchRecorder: Sendable {
         var histogram = BenchRecorder.makeHistogram()
         var histogramByKind: [BenchOperationKind: Histogram<UInt64>] = [:]
         var errors: [String: UInt64] = [:]
+        /// The first message seen for each code in `errors`.
+        var errorMessages: [String: String] = [:]
         var delayedStarts: UInt64 = 0
         var extraBytesIn: UInt64 = 0
         var extraBytesOut: UInt64 = 0
@@ -88,6 +100,9 @@ final class BenchRecorder: Sendable {
             }
             for error in outcome.errors {
                 state.errors[error, default: 0] += 1
+            }
+            for (code, message) in outcome.messages where state.errorMessages[code] == nil {
+                state.errorMessages[code] = message
             }
             state.extraBytesIn += outcome.bytesIn
             state.extraBytesOut += outcome.bytesOut

@@ -88,6 +88,8 @@ public struct BenchResult: Sendable, Codable {
     public var byKind: [String: PerKind]
     /// Failures by CloudKit error code name (operations and items).
     public var errorsByCode: [String: UInt64]
+    /// The first failure's message for each code in `errorsByCode`.
+    public var firstErrorMessages: [String: String]
     /// What ran during warm-up (not in any figure above).
     public var warmup: BenchCounts
     /// Open loop: operations that started later than intended because `concurrency` were in

@@ -260,6 +260,7 @@ public final class BenchRunner: Sendable {
             latency: LatencySummary(state.histogram),
             byKind: byKind,
             errorsByCode: state.errors,
+            firstErrorMessages: state.errorMessages,
             warmup: state.warmup,
             delayedStarts: state.delayedStarts,
             preloadedRecordsPerZone: configuration.handshakes || !configuration.workload.reads

@@ -55,11 +55,16 @@ public enum BenchTable {
         if result.errorsByCode.isEmpty {
             lines.append("errors: none")
         } else {
-            let list = result.errorsByCode.sorted { $0.value == $1.value ? $0.key < $1.key : $0.value > $1.value }
-                .map { "\($0.key) \(number(Double($0.value)))" }.joined(separator: ", ")
+            let sorted = result.errorsByCode.sorted { $0.value == $1.value ? $0.key < $1.key : $0.value > $1.value }
+            let list = sorted.map { "\($0.key) \(number(Double($0.value)))" }.joined(separator: ", ")
             lines.append(
                 "errors: \(number(Double(result.errorCount))) — \(list) (\(number(Double(result.counts.failedOperations)))"
                     + " operations failed, \(number(Double(result.counts.failedItems))) items)")
+            for (code, _) in sorted {
+                if let message = result.firstErrorMessages[code] {
+                    lines.append("  first \(code): \(message)")
+                }
+            }
         }
         if settings.rate != nil {
             lines.append("started late (in-flight cap reached or client behind): \(number(Double(result.delayedStarts)))")
