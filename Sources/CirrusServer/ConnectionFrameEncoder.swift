@@ -1,12 +1,31 @@
 import CirrusWire
 import NIOCore
 
+/// What the ``ConnectionHandler`` hands to its ``ConnectionFrameEncoder``.
+enum OutboundFrame: Sendable {
+    /// A frame to encode.
+    case frame(Wire.Frame)
+    /// `Frame{stream_id, event}` whose event is already in wire format (a journaled callback
+    /// replayed as stored).
+    case event(streamID: UInt64, Wire.EncodedEvent)
+
+    /// The frame, decoded where it is already encoded (tests, diagnostics).
+    func decoded() throws(WireError) -> Wire.Frame {
+        switch self {
+        case .frame(let frame):
+            return frame
+        case .event(let streamID, let event):
+            return Wire.Frame(streamID: streamID, kind: .event(try event.decoded()))
+        }
+    }
+}
+
 /// Encodes the server's outbound frames like `FrameEncoder`, under the `max_frame_bytes` the
 /// connection negotiated in `Hello`/`HelloAck`. A frame too large fails only its own write
 /// (NIO's `MessageToByteHandler` would fail every later write too) and is remembered, so the
 /// ``ConnectionHandler`` right above it can end that stream with an error instead.
 final class ConnectionFrameEncoder: ChannelOutboundHandler {
-    typealias OutboundIn = Wire.Frame
+    typealias OutboundIn = OutboundFrame
     typealias OutboundOut = ByteBuffer
 
     /// The largest frame body sent; lowered to the client's limit at `HelloAck`. Event loop only.
@@ -23,13 +42,27 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let frame = self.unwrapOutboundIn(data)
         var buffer = self.buffer.take() ?? context.channel.allocator.buffer(capacity: 256)
         buffer.clear()
         do {
-            try FrameEncoder.encode(frame, into: &buffer, maximumFrameBytes: self.maximumFrameBytes)
+            switch self.unwrapOutboundIn(data) {
+            case .frame(let frame):
+                do {
+                    try FrameEncoder.encode(frame, into: &buffer, maximumFrameBytes: self.maximumFrameBytes)
+                } catch {
+                    self.refusedSize = frame.serializedSize
+                    throw error
+                }
+            case .event(let streamID, let event):
+                do {
+                    try FrameEncoder.encode(
+                        streamID: streamID, event: event, into: &buffer, maximumFrameBytes: self.maximumFrameBytes)
+                } catch {
+                    self.refusedSize = FrameEncoder.frameBodySize(streamID: streamID, event: event)
+                    throw error
+                }
+            }
         } catch {
-            self.refusedSize = frame.serializedSize
             promise?.fail(error)
             return
         }

@@ -23,7 +23,7 @@ struct GracefulShutdownEvent: Sendable {}
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = Wire.Frame
     typealias OutboundIn = Wire.Frame
-    typealias OutboundOut = Wire.Frame
+    typealias OutboundOut = OutboundFrame
 
     private let configuration: ServerConfiguration
     private let logger: Logger
@@ -501,9 +501,24 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// credit allows, so the state machine accepts each.
     private func writeQueued(streamID: UInt64, context: ChannelHandlerContext) {
         guard var operation = self.operations[streamID] else { return }
-        for payload in operation.stream.takeQueued() {
-            let frame = Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: operation.nextSeq, payload: payload)))
-            switch self.machine.send(frame) {
+        for queued in operation.stream.takeQueued() {
+            let frame: OutboundFrame
+            switch queued {
+            case .payload(let payload):
+                frame = .frame(Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: operation.nextSeq, payload: payload))))
+            case .encoded(let event) where event.seq == operation.nextSeq:
+                frame = .event(streamID: streamID, event)
+            case .encoded(let event):
+                // Journal seqs are the operation's seqs, so this does not happen; if it did, the
+                // client must not see a gap or a repeat.
+                self.logger.error("stream \(streamID) replays journaled event \(event.seq) where \(operation.nextSeq) is next")
+                self.stopOperation(streamID: streamID)
+                let error = Wire.OperationError(code: .internalError, message: "the operation's journal is out of order")
+                let complete = Wire.Complete(lastSeq: operation.nextSeq - 1, error: error)
+                self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
+                return
+            }
+            switch self.machine.sendEvent(streamID: streamID, seq: operation.nextSeq) {
             case .send, .sendAndClose:
                 operation.nextSeq += 1
                 self.write(frame, context: context)
@@ -650,6 +665,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func write(_ frame: Wire.Frame, context: ChannelHandlerContext) {
+        self.write(.frame(frame), context: context)
+    }
+
+    private func write(_ frame: OutboundFrame, context: ChannelHandlerContext) {
         guard !self.isClosing else { return }
         context.write(self.wrapOutboundOut(frame), promise: nil)
         self.needsFlush = true

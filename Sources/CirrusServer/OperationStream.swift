@@ -46,9 +46,16 @@ public final class OperationStream: Sendable {
     /// The smallest batch ``batchLimit(_:)`` suggests.
     public static let minimumBatch = 16
 
+    /// One event waiting for the event loop: a payload to encode, or an event already in wire
+    /// format (a journaled callback replayed as stored).
+    enum QueuedEvent: Sendable {
+        case payload(Wire.Event.Payload)
+        case encoded(Wire.EncodedEvent)
+    }
+
     private struct State {
         var credit: UInt64
-        var outbox: [Wire.Event.Payload] = []
+        var outbox: [QueuedEvent] = []
         var drainScheduled = false
         var waiter: CheckedContinuation<Void, any Error>?
         var isClosed = false
@@ -137,11 +144,28 @@ public final class OperationStream: Sendable {
     /// - throws: `CancellationError` when the client cancelled the operation or the connection
     ///   closed; the executor should stop. Events before the cancellation may have been sent.
     public func emit(contentsOf payloads: [Wire.Event.Payload]) async throws {
-        guard let connection = self.connection else {
+        guard self.connection != nil else {
             try Task.checkCancellation()
             _ = try await self.run?.journal(payloads, checkpoint: nil)
             return
         }
+        try await self.queue(payloads.map(QueuedEvent.payload))
+    }
+
+    /// Sends journaled events as they are stored, in order: a replay, whose events keep the seqs
+    /// they were journaled with (the connection checks each against the stream's next seq).
+    ///
+    /// - throws: as ``emit(contentsOf:)``.
+    func emit(encoded events: [Wire.EncodedEvent]) async throws {
+        guard self.connection != nil else {
+            // A detached operation journals what it emits; it never replays into itself.
+            throw CancellationError()
+        }
+        try await self.queue(events.map(QueuedEvent.encoded))
+    }
+
+    private func queue(_ payloads: [QueuedEvent]) async throws {
+        guard let connection = self.connection else { throw CancellationError() }
         var next = payloads.startIndex
         while next < payloads.endIndex {
             try Task.checkCancellation()
@@ -183,7 +207,7 @@ public final class OperationStream: Sendable {
     // MARK: - Called by the connection handler, on its event loop
 
     /// Takes what `emit` queued, and lets a producer waiting for room go on.
-    func takeQueued() -> [Wire.Event.Payload] {
+    func takeQueued() -> [QueuedEvent] {
         let (queued, waiter) = self.state.withLockedValue { state in
             state.drainScheduled = false
             defer { state.outbox.removeAll(keepingCapacity: true) }

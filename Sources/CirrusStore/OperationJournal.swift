@@ -136,10 +136,14 @@ public protocol OperationJournal: Sendable {
     /// - throws: ``StoreError``.
     func longLivedOperation(_ key: LongLivedOperationKey) async throws -> LongLivedOperationRecord?
 
-    /// Journaled events with seq > `seq`, in order, at most `limit`.
+    /// Journaled events with seq > `seq`, in order, at most `limit`, in wire format as stored
+    /// (a replay sends them as they are; ``longLivedEvents(_:after:limit:)`` decodes them).
     ///
-    /// - throws: ``StoreError``.
-    func longLivedEvents(_ key: LongLivedOperationKey, after seq: UInt64, limit: Int) async throws -> [Wire.Event]
+    /// - throws: ``StoreError``; `.corruptData` when a stored event is not an `Event` with its
+    ///   row's seq.
+    func longLivedEncodedEvents(
+        _ key: LongLivedOperationKey, after seq: UInt64, limit: Int
+    ) async throws -> [Wire.EncodedEvent]
 
     /// Drops a completed operation and its journal (the client has its `Complete`); returns
     /// false (and keeps it) when it is unknown or still running.
@@ -163,4 +167,19 @@ public protocol OperationJournal: Sendable {
     ///
     /// - throws: ``StoreError``.
     func unfinishedLongLivedOperations() async throws -> [LongLivedOperationRecord]
+}
+
+extension OperationJournal {
+    /// Journaled events with seq > `seq`, in order, at most `limit`, decoded.
+    ///
+    /// - throws: ``StoreError``; `.corruptData` when a stored event does not decode.
+    public func longLivedEvents(_ key: LongLivedOperationKey, after seq: UInt64, limit: Int) async throws -> [Wire.Event] {
+        try await self.longLivedEncodedEvents(key, after: seq, limit: limit).map { encoded in
+            do {
+                return try encoded.decoded()
+            } catch {
+                throw StoreError(.corruptData, "stored journaled event \(encoded.seq) does not decode: \(error)")
+            }
+        }
+    }
 }

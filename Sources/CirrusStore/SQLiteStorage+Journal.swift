@@ -100,17 +100,27 @@ extension SQLiteStorage: OperationJournal {
         }
     }
 
-    public func longLivedEvents(_ key: LongLivedOperationKey, after seq: UInt64, limit: Int) async throws -> [Wire.Event] {
+    public func longLivedEncodedEvents(
+        _ key: LongLivedOperationKey, after seq: UInt64, limit: Int
+    ) async throws -> [Wire.EncodedEvent] {
         guard limit > 0 else { return [] }
         let after = Int64(clamping: seq)
         return try await read { db in
             try db.rows(
                 sql: """
-                    SELECT event FROM long_lived_events WHERE owner = ? AND operation_id = ? AND seq > ?
+                    SELECT seq, event FROM long_lived_events WHERE owner = ? AND operation_id = ? AND seq > ?
                     ORDER BY seq LIMIT ?
                     """,
                 arguments: [key.owner, key.operationID, after, limit]
-            ).map { row in try Self.decode(Wire.Event.self, row["event"], what: "journaled event") }
+            ).map { row in
+                let seq: Int64 = row[0]
+                let bytes: Data = row[1]
+                do {
+                    return try Wire.EncodedEvent(seq: UInt64(clamping: seq), bytes: [UInt8](bytes))
+                } catch {
+                    throw StoreError(.corruptData, "stored journaled event \(seq) is not an event: \(error)")
+                }
+            }
         }
     }
 

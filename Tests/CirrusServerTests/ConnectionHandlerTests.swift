@@ -8,7 +8,7 @@ import Testing
 
 /// Counts the `read()` requests that reach the head of the pipeline.
 private final class ReadCounter: ChannelOutboundHandler {
-    typealias OutboundIn = Wire.Frame
+    typealias OutboundIn = OutboundFrame
     var reads = 0
 
     func read(context: ChannelHandlerContext) {
@@ -63,7 +63,7 @@ struct ConnectionHandlerTests {
         // The handler reads the wall clock: let it pass the deadline (a lower bound only).
         try await Task.sleep(for: .milliseconds(100))
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(20))
-        let frame = try channel.readOutbound(as: Wire.Frame.self)
+        let frame = try channel.readOutbound(as: OutboundFrame.self)?.decoded()
         guard case .error(let error) = frame?.kind else {
             Issue.record("expected a ConnectionError, got \(String(describing: frame))")
             return
@@ -77,7 +77,7 @@ struct ConnectionHandlerTests {
         let (channel, _) = try makeChannel()
         channel.pipeline.fireUserInboundEventTriggered(certificate(commonName: "alice"))
         try channel.writeInbound(Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion))))
-        let reply = try #require(try channel.readOutbound(as: Wire.Frame.self))
+        let reply = try #require(try channel.readOutbound(as: OutboundFrame.self)?.decoded())
         guard case .helloAck(let ack) = reply.kind else {
             Issue.record("expected HelloAck, got \(reply)")
             return
@@ -90,7 +90,7 @@ struct ConnectionHandlerTests {
         let (channel, _) = try makeChannel()
         channel.pipeline.fireUserInboundEventTriggered(certificate(commonName: "alice smith/../"))
         try channel.writeInbound(Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion))))
-        let reply = try #require(try channel.readOutbound(as: Wire.Frame.self))
+        let reply = try #require(try channel.readOutbound(as: OutboundFrame.self)?.decoded())
         #expect(reply.kind == .error(Wire.ConnectionError(code: .notAuthenticated, message: "present a client certificate from a trusted CA or a valid bearer token")))
         #expect(!channel.isActive)
     }
@@ -99,15 +99,15 @@ struct ConnectionHandlerTests {
         let (channel, _) = try makeChannel()
         channel.pipeline.fireUserInboundEventTriggered(certificate(commonName: "alice"))
         try channel.writeInbound(Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion))))
-        _ = try channel.readOutbound(as: Wire.Frame.self)
+        _ = try channel.readOutbound(as: OutboundFrame.self)?.decoded()
         // Three Pings in one burst: nothing is flushed until channelReadComplete.
         for nonce in 1...3 {
             channel.pipeline.fireChannelRead(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: UInt64(nonce)))))
         }
-        #expect(try channel.readOutbound(as: Wire.Frame.self) == nil)
+        #expect(try channel.readOutbound(as: OutboundFrame.self)?.decoded() == nil)
         channel.pipeline.fireChannelReadComplete()
         for nonce in 1...3 {
-            #expect(try channel.readOutbound(as: Wire.Frame.self)?.kind == .pong(Wire.Pong(nonce: UInt64(nonce))))
+            #expect(try channel.readOutbound(as: OutboundFrame.self)?.decoded().kind == .pong(Wire.Pong(nonce: UInt64(nonce))))
         }
         _ = try? channel.finish()
     }
@@ -115,7 +115,7 @@ struct ConnectionHandlerTests {
     @Test func decoderErrorsBecomeAConnectionError() throws {
         let (channel, _) = try makeChannel()
         channel.pipeline.fireErrorCaught(WireError.frameTooLarge(length: 1 << 30, maximum: 1 << 22))
-        let reply = try #require(try channel.readOutbound(as: Wire.Frame.self))
+        let reply = try #require(try channel.readOutbound(as: OutboundFrame.self)?.decoded())
         guard case .error(let error) = reply.kind else {
             Issue.record("expected an Error frame")
             return

@@ -1,5 +1,6 @@
 import CirrusWire
 import Foundation
+import GRDB
 import Testing
 
 @testable import CirrusStore
@@ -52,6 +53,40 @@ struct OperationJournalTests {
             #expect(try await storage.acknowledgeLongLivedOperation(key))
             #expect(try await storage.longLivedOperation(key) == nil)
             #expect(try await storage.longLivedEvents(key, after: 0, limit: 10).isEmpty)
+        }
+    }
+
+    @Test func journaledEventsReadInWireFormatAsStored() async throws {
+        try await withSQLiteStore { storage, _ in
+            _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            let events = try await storage.appendLongLivedEvents([event("a"), event("b"), event("c")], to: key, checkpoint: nil)
+            let encoded = try await storage.longLivedEncodedEvents(key, after: 1, limit: 10)
+            #expect(encoded.map(\.seq) == [2, 3])
+            #expect(try encoded.map { try $0.decoded() } == Array(events.dropFirst()))
+            #expect(encoded == events.dropFirst().map(Wire.EncodedEvent.init))
+        }
+    }
+
+    @Test(arguments: [
+        ("another seq", Wire.Event(seq: 9, payload: event("x")).serializedBytes()),
+        ("no payload", Wire.Event(seq: 2).serializedBytes()),
+        ("cut off", Array(Wire.Event(seq: 2, payload: event("x")).serializedBytes().dropLast())),
+    ])
+    func aStoredEventThatIsNotItsRowsEventIsCorruptData(what: String, bytes: [UInt8]) async throws {
+        try await withSQLiteStore { storage, _ in
+            _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            _ = try await storage.appendLongLivedEvents([event("a"), event("b")], to: key, checkpoint: nil)
+            try await storage.pool.write { db in
+                try db.execute(
+                    sql: "UPDATE long_lived_events SET event = ? WHERE seq = 2", arguments: [Data(bytes)])
+            }
+            #expect(try await storage.longLivedEncodedEvents(key, after: 0, limit: 1).map(\.seq) == [1])
+            await #expect(throws: StoreError.self, "\(what)") {
+                _ = try await storage.longLivedEncodedEvents(key, after: 0, limit: 10)
+            }
+            await #expect(throws: StoreError.self, "\(what)") {
+                _ = try await storage.longLivedEvents(key, after: 1, limit: 10)
+            }
         }
     }
 

@@ -310,6 +310,15 @@ public final class LongLivedOperations: Sendable {
                         return
                     }
                     seq = events.last?.seq ?? seq
+                case .encoded(let events):
+                    guard run.isAttached(attachment) else { return }
+                    if events.count == Self.replayPageSize, let last = events.last?.seq {
+                        prefetched = Task {
+                            try await run.next(after: last, attachment: attachment, limit: Self.replayPageSize)
+                        }
+                    }
+                    try await stream.emit(encoded: events)
+                    seq = events.last?.seq ?? seq
                 case .complete(let complete):
                     stream.complete(OperationCompletion(result: complete.result, error: complete.error))
                     return

@@ -44,7 +44,10 @@ final class LongLivedRun: Sendable {
 
     /// What a follower gets next.
     enum Next: Sendable {
+        /// Events still in memory (the tail of a running operation).
         case events([Wire.Event])
+        /// Events read from the journal, in wire format as stored.
+        case encoded([Wire.EncodedEvent])
         case complete(Wire.Complete)
         /// Another stream attached; this follower stops.
         case superseded
@@ -168,11 +171,11 @@ final class LongLivedRun: Sendable {
                 return next
             case .read(let last):
                 let count = Int(clamping: min(UInt64(limit), last - seq))
-                let events = try await journal.longLivedEvents(key, after: seq, limit: count)
+                let events = try await journal.longLivedEncodedEvents(key, after: seq, limit: count)
                 guard events.first?.seq == seq + 1 else {
                     throw StoreError(.corruptData, "the journal of \(key) has no event \(seq + 1)")
                 }
-                return .events(events)
+                return .encoded(events)
             case .wait:
                 try await wait(after: seq, attachment: attachment)
             }

@@ -67,16 +67,7 @@ extension ConnectionStateMachine {
             }
             return .drop
         case .event(let event):
-            guard self.role == .server else { return .invalid("Event from a client") }
-            guard var stream = self.streams[frame.streamID], !stream.isCancelled else { return .drop }
-            guard event.seq == stream.lastSeq + 1 else {
-                return .invalid("Event seq \(event.seq) on stream \(frame.streamID) after seq \(stream.lastSeq)")
-            }
-            guard stream.credit > 0 else { return .waitForCredit }
-            stream.credit -= 1
-            stream.lastSeq = event.seq
-            self.streams[frame.streamID] = stream
-            return .send
+            return self.sendEvent(streamID: frame.streamID, seq: event.seq)
         case .persisted:
             guard self.role == .server else { return .invalid("Persisted from a client") }
             guard let stream = self.streams[frame.streamID], !stream.isCancelled else { return .drop }
@@ -89,6 +80,22 @@ extension ConnectionStateMachine {
             }
             return self.closingIfDrained()
         }
+    }
+
+    /// Asks to send an `Event` with `seq` on `streamID` (one already encoded, for example):
+    /// what ``send(_:)`` answers for that frame.
+    public mutating func sendEvent(streamID: UInt64, seq: UInt64) -> SendAction {
+        guard self.phase != .closed else { return .drop }
+        guard self.role == .server else { return .invalid("Event from a client") }
+        guard var stream = self.streams[streamID], !stream.isCancelled else { return .drop }
+        guard seq == stream.lastSeq + 1 else {
+            return .invalid("Event seq \(seq) on stream \(streamID) after seq \(stream.lastSeq)")
+        }
+        guard stream.credit > 0 else { return .waitForCredit }
+        stream.credit -= 1
+        stream.lastSeq = seq
+        self.streams[streamID] = stream
+        return .send
     }
 
     private mutating func sendOpen(streamID: UInt64, initialWindow: UInt32, lastSeq: UInt64) -> SendAction {

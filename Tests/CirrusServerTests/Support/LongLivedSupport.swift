@@ -268,8 +268,10 @@ struct GatedJournal: OperationJournal {
         try await base.longLivedOperation(key)
     }
 
-    func longLivedEvents(_ key: LongLivedOperationKey, after seq: UInt64, limit: Int) async throws -> [Wire.Event] {
-        try await base.longLivedEvents(key, after: seq, limit: limit)
+    func longLivedEncodedEvents(
+        _ key: LongLivedOperationKey, after seq: UInt64, limit: Int
+    ) async throws -> [Wire.EncodedEvent] {
+        try await base.longLivedEncodedEvents(key, after: seq, limit: limit)
     }
 
     func acknowledgeLongLivedOperation(_ key: LongLivedOperationKey) async throws -> Bool {
