@@ -55,11 +55,11 @@ extension CKError {
     /// `Wire.UserIdentityLookupInfo`); an entry that names no item is left out; an
     /// entry without an error gets `internalError`. Nested partial errors are ignored
     /// (the protocol allows depth 1).
-    public init(wire: Wire.OperationError, assetDirectory: URL = CKAsset.defaultContentDirectory) {
+    public init(wire: Wire.OperationError, assetDirectory: URL? = nil) {
         self.init(wire: wire, assetDirectory: assetDirectory, depth: 0)
     }
 
-    private init(wire: Wire.OperationError, assetDirectory: URL, depth: Int) {
+    private init(wire: Wire.OperationError, assetDirectory: URL?, depth: Int) {
         let code = Code(wire: wire.code)
         var userInfo: [String: any Sendable] = [:]
         if Int(wire.code.rawValue) != code.rawValue {

@@ -16,10 +16,10 @@ extension CKRecord {
     /// - `changed_keys` and share fields (`CKShare`, later work) are ignored.
     ///
     /// Inline asset content is written to files in `assetDirectory`
-    /// (default `CKAsset.defaultContentDirectory`); see `CKAsset(wire:contentDirectory:)`.
+    /// (nil = `CKAsset.defaultContentDirectory`); see `CKAsset(wire:contentDirectory:)`.
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
-    public convenience init(wire: Wire.Record, assetDirectory: URL = CKAsset.defaultContentDirectory) throws(CKError) {
+    public convenience init(wire: Wire.Record, assetDirectory: URL? = nil) throws(CKError) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
         }

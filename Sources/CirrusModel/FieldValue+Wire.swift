@@ -57,7 +57,9 @@ extension FieldValue {
     ///
     /// - throws: `CKError` `.invalidArguments` for a reference without a valid target,
     ///   `.assetFileModified` / `.internalError` for asset content (see `CKAsset(wire:)`).
-    init(wire kind: Wire.FieldValue.Kind, assetDirectory: URL) throws(CKError) {
+    ///   Asset content goes to `assetDirectory`, nil = `CKAsset.defaultContentDirectory` (looked
+    ///   up only for an asset: it costs a path lookup that most values never need).
+    init(wire kind: Wire.FieldValue.Kind, assetDirectory: URL?) throws(CKError) {
         switch kind {
         case .stringValue(let v): self = .string(v)
         case .int64Value(let v): self = .int64(v)
@@ -66,7 +68,8 @@ extension FieldValue {
         case .dateValue(let v): self = .date(Date(wireTimestamp: v))
         case .referenceValue(let v): self = .reference(try CKRecord.Reference(wire: v))
         case .locationValue(let v): self = .location(CKLocation(wire: v))
-        case .assetValue(let v): self = .asset(try CKAsset(wire: v, contentDirectory: assetDirectory))
+        case .assetValue(let v):
+            self = .asset(try CKAsset(wire: v, contentDirectory: assetDirectory ?? CKAsset.defaultContentDirectory))
         case .stringList(let v): self = .stringList(v.values)
         case .int64List(let v): self = .int64List(v.values)
         case .doubleList(let v): self = .doubleList(v.values)
@@ -81,7 +84,8 @@ extension FieldValue {
         case .assetList(let v):
             var assets: [CKAsset] = []
             assets.reserveCapacity(v.values.count)
-            for asset in v.values { assets.append(try CKAsset(wire: asset, contentDirectory: assetDirectory)) }
+            let directory = assetDirectory ?? CKAsset.defaultContentDirectory
+            for asset in v.values { assets.append(try CKAsset(wire: asset, contentDirectory: directory)) }
             self = .assetList(assets)
         }
     }

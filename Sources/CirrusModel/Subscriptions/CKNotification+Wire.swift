@@ -20,7 +20,7 @@ extension CKNotification {
             var fields: [CKRecord.FieldKey: FieldValue] = [:]
             for field in query.recordFields where !field.key.isEmpty {
                 guard let kind = field.value?.kind,
-                    let value = try? FieldValue(wire: kind, assetDirectory: CKAsset.defaultContentDirectory)
+                    let value = try? FieldValue(wire: kind, assetDirectory: nil)
                 else { continue }
                 fields[field.key] = value
             }
