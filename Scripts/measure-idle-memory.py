@@ -15,6 +15,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CERTS = os.path.join(ROOT, "Certs")
 HELLO = bytes([0, 0, 0, 4, 0x12, 0x02, 0x08, 0x01])  # Frame{hello: Hello{protocol_version: 1}}
+HELLO_ACK_KEY = 0x1A  # Frame field 3 (hello_ack), length-delimited; stream_id 0 is not sent
 
 
 def rss_kib(pid):
@@ -23,6 +24,12 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+def expect_hello_ack(conn):
+    body = read_frame(conn)
+    if not body or body[0] != HELLO_ACK_KEY:
+        raise RuntimeError(f"expected HelloAck, got frame {body[:16].hex()}")
 
 
 def read_frame(conn):
@@ -42,7 +49,11 @@ def read_frame(conn):
 def main():
     binary = sys.argv[1]
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
-    server = subprocess.Popen([binary, "--port", "0", "--log-level", "error"], cwd=ROOT, stdout=subprocess.PIPE)
+    # Every connection is alice's: lift the per-user cap (256 by default), or the connections
+    # past it would be refused at Hello and measure nothing.
+    server = subprocess.Popen(
+        [binary, "--port", "0", "--log-level", "error", "--max-connections-per-user", str(count + 1)],
+        cwd=ROOT, stdout=subprocess.PIPE)
     try:
         line = server.stdout.readline().decode()
         port = int(line.strip().rsplit(":", 1)[1])
@@ -52,14 +63,14 @@ def main():
         # Warm up: one connection, so one-time costs (thread stacks, caches) are not counted.
         warm = context.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost")
         warm.sendall(HELLO)
-        read_frame(warm)
+        expect_hello_ack(warm)
         time.sleep(0.5)
         before = rss_kib(server.pid)
         connections = []
         for _ in range(count):
             conn = context.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost")
             conn.sendall(HELLO)
-            read_frame(conn)
+            expect_hello_ack(conn)
             connections.append(conn)
         time.sleep(1.0)
         after = rss_kib(server.pid)
