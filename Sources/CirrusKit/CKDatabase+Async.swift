@@ -209,7 +209,7 @@ extension CKDatabase {
                         continuation.resume(with: result)
                     }
                 }
-                self.add(operation)
+                self.start(operation)
             }
         } onCancel: {
             operation.cancel()

@@ -14,7 +14,7 @@ extension CKDatabase {
         let box = ResultBox<CKRecord>()
         operation.perRecordResultBlock = { _, result in box.set(result) }
         operation.fetchRecordsResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Saves one record (save policy `ifServerRecordUnchanged`).
@@ -23,7 +23,7 @@ extension CKDatabase {
         let box = ResultBox<CKRecord>()
         operation.perRecordSaveBlock = { _, result in box.set(result) }
         operation.modifyRecordsResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Deletes one record.
@@ -35,7 +35,7 @@ extension CKDatabase {
         let box = ResultBox<CKRecord.ID>()
         operation.perRecordDeleteBlock = { id, result in box.set(result.map { id }) }
         operation.modifyRecordsResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Fetches one zone.
@@ -47,7 +47,7 @@ extension CKDatabase {
         let box = ResultBox<CKRecordZone>()
         operation.perRecordZoneResultBlock = { _, result in box.set(result) }
         operation.fetchRecordZonesResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Fetches every zone of the database.
@@ -70,7 +70,7 @@ extension CKDatabase {
                 completionHandler(zones.withLockedValue { $0 }, nil)
             }
         }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Creates or updates one zone.
@@ -79,7 +79,7 @@ extension CKDatabase {
         let box = ResultBox<CKRecordZone>()
         operation.perRecordZoneSaveBlock = { _, result in box.set(result) }
         operation.modifyRecordZonesResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Deletes one zone and its records.
@@ -91,7 +91,7 @@ extension CKDatabase {
         let box = ResultBox<CKRecordZone.ID>()
         operation.perRecordZoneDeleteBlock = { id, result in box.set(result.map { id }) }
         operation.modifyRecordZonesResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 }
 
@@ -167,7 +167,7 @@ extension CKDatabase {
         operation.queryResultBlock = { result in
             completionHandler(result.map { cursor in (matches.withLockedValue { $0 }, cursor) })
         }
-        self.add(operation)
+        self.start(operation)
     }
 }
 

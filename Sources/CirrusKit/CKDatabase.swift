@@ -31,6 +31,18 @@ open class CKDatabase: @unchecked Sendable, CustomStringConvertible {
         self.container.add(operation)
     }
 
+    /// Starts an operation that one of the convenience calls (async or completion handler) made
+    /// for itself, on the calling thread: nothing else holds it and it has no dependencies, so
+    /// the container's operation queue (a hop to another thread and its bookkeeping per call)
+    /// would only delay it.
+    func start(_ operation: CKDatabaseOperation) {
+        operation.database = self
+        if operation.configuration.explicit.container == nil {
+            operation.configuration.container = self.container
+        }
+        operation.start()
+    }
+
     public var description: String {
         "<CKDatabase \(self.databaseScope) of \(self.container.containerIdentifier ?? "?")>"
     }

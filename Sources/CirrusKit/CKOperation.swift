@@ -36,7 +36,8 @@ open class CKOperation: Operation, @unchecked Sendable {
         var persistedDelivered = false
         var lastProgress = DispatchTime.now()
         var startedAt = DispatchTime.now()
-        var timer: DispatchSourceTimer?
+        /// Registered with ``OperationTimeouts``.
+        var isWatched = false
     }
 
     /// A unique identifier; for long-lived operations the ID the server lists them by.
@@ -267,14 +268,15 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     /// Delivers the result (once) and finishes. Callback queue only.
     func finishOnQueue(_ error: (any Error)?, complete: Wire.Complete? = nil) {
-        let first = self.run.withLockedValue { state -> Bool in
-            guard !state.resultDelivered else { return false }
+        let (first, watched) = self.run.withLockedValue { state -> (Bool, Bool) in
+            guard !state.resultDelivered else { return (false, false) }
             state.resultDelivered = true
-            state.timer?.cancel()
-            state.timer = nil
-            return true
+            return (true, state.isWatched)
         }
         guard first else { return }
+        if watched {
+            OperationTimeouts.shared.unregister(self)
+        }
         self.deliverResult(error, complete: complete)
         self.markFinished()
     }
@@ -297,17 +299,34 @@ open class CKOperation: Operation, @unchecked Sendable {
         let resource = resolved.timeoutIntervalForResource
         let limit = [request, resource].filter { $0 > 0 && $0.isFinite }.min() ?? 0
         guard limit > 0 else { return }
-        let interval = max(0.01, min(1.0, limit / 4))
-        let timer = DispatchSource.makeTimerSource(queue: self.callbackQueue)
-        timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [weak self] in
-            self?.checkTimeouts(request: request, resource: resource)
+        let watched = self.run.withLockedValue { state -> Bool in
+            // Not when the result is in already (a refusal can beat this call).
+            guard !state.resultDelivered else { return false }
+            state.isWatched = true
+            return true
         }
-        self.run.withLockedValue { $0.timer = timer }
-        timer.resume()
+        guard watched else { return }
+        let interval = max(0.01, min(1.0, limit / 4))
+        OperationTimeouts.shared.register(
+            .init(operation: self, request: request, resource: resource, interval: interval))
+        if self.run.withLockedValue({ $0.resultDelivered }) {
+            // The result may have been delivered before the watch existed (a cancel racing
+            // the start): it could not end a watch that was not there yet.
+            OperationTimeouts.shared.unregister(self)
+        }
     }
 
-    private func checkTimeouts(request: TimeInterval, resource: TimeInterval) {
+    /// Whether `request` or `resource` may have run out at `now` (uptime nanoseconds): read
+    /// by ``OperationTimeouts`` off the callback queue, confirmed on it by ``checkTimeouts``.
+    func mayHaveTimedOut(now: UInt64, request: TimeInterval, resource: TimeInterval) -> Bool {
+        let (lastProgress, startedAt) = self.run.withLockedValue { ($0.lastProgress, $0.startedAt) }
+        let idle = Double(now - min(now, lastProgress.uptimeNanoseconds)) / 1e9
+        let total = Double(now - min(now, startedAt.uptimeNanoseconds)) / 1e9
+        return (resource > 0 && total >= resource) || (request > 0 && idle >= request)
+    }
+
+    /// Ends the operation with a timeout if one ran out. Callback queue only.
+    func checkTimeouts(request: TimeInterval, resource: TimeInterval) {
         let (lastProgress, startedAt, stream) = self.run.withLockedValue { ($0.lastProgress, $0.startedAt, $0.stream) }
         let now = DispatchTime.now().uptimeNanoseconds
         let idle = Double(now - min(now, lastProgress.uptimeNanoseconds)) / 1e9

@@ -1,4 +1,4 @@
-import CirrusKit
+@testable import CirrusKit
 import CirrusModel
 import CirrusWire
 import Dispatch
@@ -165,6 +165,37 @@ struct OperationLifecycleTests {
         // had not gone out when the timeout fired, it never goes out and there is nothing to tell.)
         try await eventually { peer.log.withLockedValue { $0.cancels.count == $0.opens.count } }
         #expect(peer.log.withLockedValue { $0.opens.count } <= 1)
+        #expect(!OperationTimeouts.shared.isWatching(operation), "a finished operation is no longer watched")
+    }
+
+    @Test("One timer serves every operation: a short timeout fires while a long one keeps running")
+    func timeoutsShareOneTimer() async throws {
+        let peer = try await FakePeer.start { _, _ in FakeReply(hang: true) }
+        defer { Task { await peer.stop() } }
+        let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        try await container.ping()
+        let long = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "long")])
+        long.configuration.timeoutIntervalForRequest = 600
+        let longResult = Recorder<Result<Void, any Error>>()
+        long.fetchRecordsResultBlock = { longResult.append($0) }
+        container.privateCloudDatabase.add(long)
+        try await eventually { OperationTimeouts.shared.isWatching(long) }
+
+        // Added after the long one: the shared timer must start ticking at this one's pace.
+        let short = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "short")])
+        short.configuration.timeoutIntervalForRequest = 1
+        let shortResult = Recorder<Result<Void, any Error>>()
+        short.fetchRecordsResultBlock = { shortResult.append($0) }
+        await runToCompletion(short, on: container.privateCloudDatabase)
+        #expect(shortResult.values.first?.failureCode == .networkFailure)
+        #expect(!OperationTimeouts.shared.isWatching(short))
+        #expect(longResult.values.isEmpty, "the long operation is still running")
+        #expect(OperationTimeouts.shared.isWatching(long))
+
+        long.cancel()
+        try await eventually { long.isFinished }
+        #expect(longResult.values.first?.failureCode == .operationCancelled)
+        #expect(!OperationTimeouts.shared.isWatching(long))
     }
 
     @Test("The connection drops mid-operation: networkFailure")

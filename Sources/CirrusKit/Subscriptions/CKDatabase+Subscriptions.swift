@@ -98,7 +98,7 @@ extension CKDatabase {
         let box = ResultBox<CKSubscription>()
         operation.perSubscriptionSaveBlock = { _, result in box.set(result) }
         operation.modifySubscriptionsResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Fetches one subscription.
@@ -110,7 +110,7 @@ extension CKDatabase {
         let box = ResultBox<CKSubscription>()
         operation.perSubscriptionResultBlock = { _, result in box.set(result) }
         operation.fetchSubscriptionsResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Fetches every subscription of the database.
@@ -133,7 +133,7 @@ extension CKDatabase {
                 completionHandler(subscriptions.withLockedValue { $0 }, nil)
             }
         }
-        self.add(operation)
+        self.start(operation)
     }
 
     /// Deletes one subscription.
@@ -145,6 +145,6 @@ extension CKDatabase {
         let box = ResultBox<CKSubscription.ID>()
         operation.perSubscriptionDeleteBlock = { id, result in box.set(result.map { id }) }
         operation.modifySubscriptionsResultBlock = { result in box.finish(result, completionHandler) }
-        self.add(operation)
+        self.start(operation)
     }
 }
