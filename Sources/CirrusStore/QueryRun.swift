@@ -47,18 +47,22 @@ struct QueryRun {
         var last: QueryKeyset.Position?
         while let candidate = try next() {
             let row: Row?
+            // The record's columns, then its zone and name.
+            let selection = "SELECT \(RecordRow.columns), zone_id, name FROM records"
             if let id = candidate.id {
-                row = try db.row(sql: "SELECT * FROM records WHERE id = ?", arguments: [id])
+                row = try db.row(sql: "\(selection) WHERE id = ?", arguments: [id])
             } else {
-                row = try db.row(
-                    sql: "SELECT * FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, candidate.position.name])
+                row = try db.row(sql: "\(selection) WHERE zone_id = ? AND name = ?", arguments: [zoneID, candidate.position.name])
             }
             guard let row else { continue }
             examined += 1
-            guard row["zone_id"] == zoneID, row["name"] == candidate.position.name, row["record_type"] == query.recordType
+            let stored = RecordRow(row: row)
+            let storedZoneID: Int64 = row[RecordRow.columnCount]
+            let storedName: String = row[RecordRow.columnCount + 1]
+            guard storedZoneID == zoneID, storedName == candidate.position.name, stored.recordType == query.recordType
             else { continue }
-            let record = try RecordRow(row: row).record()
-            guard try evaluator.matches(query.predicate, record, rowID: row["id"]) else { continue }
+            let record = try stored.record()
+            guard try evaluator.matches(query.predicate, record, rowID: stored.id) else { continue }
             if records.count == limit { return (records, last, true) }
             var result = RecordCodec.restrict(record, to: desiredKeys)
             RecordCodec.fillAssets(&result, from: try StoreRows.assetContents(db, for: result))

@@ -38,7 +38,10 @@ extension SQLiteStorage {
             let head = min(through ?? zone.changeSeq, zone.changeSeq)
             let fetchLimit = limit + 1
             let records = try db.rows(
-                sql: "SELECT * FROM records WHERE zone_id = ? AND change_seq > ? AND change_seq <= ? ORDER BY change_seq LIMIT ?",
+                sql: """
+                    SELECT \(RecordRow.columns) FROM records WHERE zone_id = ? AND change_seq > ? AND change_seq <= ?
+                    ORDER BY change_seq LIMIT ?
+                    """,
                 arguments: [zone.id, since, head, fetchLimit]
             ).map(RecordRow.init)
             let tombstones = try db.rows(

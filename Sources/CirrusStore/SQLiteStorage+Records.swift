@@ -60,14 +60,15 @@ extension SQLiteStorage {
             zone = try databaseID.flatMap { try StoreRows.liveZone(db, $0, zoneName) }
             zones[zoneName] = .some(zone)
         }
-        let missing = RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist")
+        // Made only when needed: most fetched records exist.
+        func missing() -> ItemFailure { RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist") }
         guard let zone else {
             return .failure(
                 zoneName == RecordCodec.defaultZoneName
-                    ? missing : RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
+                    ? missing() : RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
         }
         guard let row = try StoreRows.record(db, zoneID: zone.id, name: recordID.recordName) else {
-            return .failure(missing)
+            return .failure(missing())
         }
         return .success(try StoreRows.load(db, row, desiredKeys: desiredKeys, assetContent: true))
     }

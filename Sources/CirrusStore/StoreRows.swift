@@ -30,13 +30,20 @@ struct RecordRow: Sendable {
     var creator: String
     var data: Data
 
+    /// The columns ``init(row:)`` reads, in its order: a statement selects them first
+    /// (`SELECT \(RecordRow.columns), name FROM records …`). Reading by position spares GRDB's
+    /// case-insensitive search of the row's column names for every value of every row.
+    static let columns = "id, record_type, change_tag, change_seq, creator, data"
+    /// The number of ``columns``: the position of the first column selected after them.
+    static let columnCount = 6
+
     init(row: Row) {
-        id = row["id"]
-        recordType = row["record_type"]
-        changeTag = row["change_tag"]
-        changeSeq = row["change_seq"]
-        creator = row["creator"]
-        data = row["data"]
+        id = row[0]
+        recordType = row[1]
+        changeTag = row[2]
+        changeSeq = row[3]
+        creator = row[4]
+        data = row[5]
     }
 
     func record() throws -> Wire.Record {
@@ -98,7 +105,7 @@ enum StoreRows {
 
     static func record(_ db: Database, zoneID: Int64, name: String) throws -> RecordRow? {
         try db.row(
-            sql: "SELECT * FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]
+            sql: "SELECT \(RecordRow.columns) FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]
         ).map(RecordRow.init)
     }
 
@@ -118,8 +125,11 @@ enum StoreRows {
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
             var arguments: StatementArguments = [zoneID]
             arguments += StatementArguments(Array(chunk))
-            for row in try db.rows(sql: "SELECT * FROM records WHERE zone_id = ? AND name IN (\(marks))", arguments: arguments) {
-                result[row["name"]] = RecordRow(row: row)
+            for row in try db.rows(
+                sql: "SELECT \(RecordRow.columns), name FROM records WHERE zone_id = ? AND name IN (\(marks))",
+                arguments: arguments)
+            {
+                result[row[RecordRow.columnCount]] = RecordRow(row: row)
             }
         }
         return result
