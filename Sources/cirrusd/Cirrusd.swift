@@ -11,8 +11,40 @@ struct Cirrusd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cirrusd",
         abstract: "The Cirrus server: CloudKit-style operations over TLS.",
-        discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/."
+        discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/.",
+        subcommands: [Backup.self, Restore.self]
     )
+
+    /// Runs a subcommand (`backup`, `restore`) on its own, so that its options are not taken
+    /// for the server's flags of the same name (`--data-dir`); anything else runs the server.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let name = arguments.first,
+            let command = Self.configuration.subcommands.first(where: { $0._commandName == name })
+        {
+            do {
+                var parsed = try command.parseAsRoot(Array(arguments.dropFirst()))
+                if var asyncCommand = parsed as? any AsyncParsableCommand {
+                    try await asyncCommand.run()
+                } else {
+                    try parsed.run()
+                }
+            } catch {
+                command.exit(withError: error)
+            }
+            return
+        }
+        do {
+            var command = try Self.parseAsRoot(arguments)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            Self.exit(withError: error)
+        }
+    }
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
