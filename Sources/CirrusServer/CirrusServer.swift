@@ -50,6 +50,11 @@ public final class CirrusServer: Sendable {
         self.state.withLockedValue { $0.serverChannel?.localAddress }
     }
 
+    /// Whether the server listens and takes new connections (started, not shutting down).
+    public var isAcceptingConnections: Bool {
+        self.state.withLockedValue { $0.serverChannel != nil && !$0.isShuttingDown }
+    }
+
     /// The number of connections open now.
     public var connectionCount: Int {
         self.state.withLockedValue { $0.connections.count }
@@ -121,6 +126,9 @@ public final class CirrusServer: Sendable {
         configuration: ServerConfiguration,
         logger: Logger
     ) throws {
+        if let metrics = configuration.metrics {
+            try pipeline.addHandler(TrafficCountingHandler(metrics: metrics))
+        }
         let accounting = configuration.outboundBudget.map(OutboundAccountingHandler.init(budget:))
         if let accounting {
             try pipeline.addHandler(accounting)
@@ -138,6 +146,7 @@ public final class CirrusServer: Sendable {
         if let address = channel.remoteAddress?.ipAddress,
             !self.configuration.peerLimits.admitHandshake(from: address, now: .now())
         {
+            self.configuration.metrics?.refusedForHandshakeRate.increment()
             self.logger.info("refusing connection from \(address): handshakes faster than \(self.configuration.peerLimits.configuration.handshakesPerAddressPerSecond) per second")
             return false
         }
@@ -150,6 +159,7 @@ public final class CirrusServer: Sendable {
             return true
         }
         if admitted {
+            self.configuration.metrics?.connectionsAccepted.increment()
             channel.closeFuture.whenComplete { [weak self] _ in
                 let trim = self?.state.withLockedValue { state -> Bool in
                     state.connections.removeValue(forKey: id)
@@ -163,6 +173,7 @@ public final class CirrusServer: Sendable {
                 }
             }
         } else {
+            self.configuration.metrics?.refusedAtLimit.increment()
             self.logger.warning("refusing connection: at the connection limit or shutting down")
         }
         return admitted

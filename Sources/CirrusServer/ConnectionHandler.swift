@@ -40,6 +40,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var pendingRead = false
     private var flushScheduled = false
     private var isClosing = false
+    /// Events written since the last flush, for ``ServerMetrics`` (counted once per flush).
+    private var eventsSinceFlush = 0
+    /// Set once TLS completed its handshake: a TLS error before then is a failed handshake.
+    private var tlsEstablished = false
     /// Set while the handler is in a pipeline; operations write through it.
     private var context: ChannelHandlerContext?
     /// Operations running on this connection, by stream ID.
@@ -127,6 +131,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let handshake = event as? TLSHandshakeCompleted {
+            self.tlsEstablished = true
             self.peerCertificate = handshake.peerCertificate
         }
         context.fireUserInboundEventTriggered(event)
@@ -231,6 +236,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.logger.info("closing connection: \(error)")
             self.closeWithError(code: code, message: error.message, context: context)
         case let error as TLSError:
+            if !self.tlsEstablished {
+                self.configuration.metrics?.tlsHandshakeFailed(error)
+            }
             self.logger.info("TLS failed: \(error)")
             context.close(promise: nil)
         default:
@@ -390,6 +398,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             openStreams: self.openStreams
         )
         if self.isPaused { stream.pause() }
+        self.configuration.metrics?.streamOpened(open.request)
         self.operations[streamID] = RunningOperation(stream: stream)
         let task: Task<Void, Never>
         if let registry = self.configuration.longLivedOperations, LongLivedOperations.answers(open) {
@@ -651,6 +660,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func write(_ frame: Wire.Frame, context: ChannelHandlerContext) {
         guard !self.isClosing else { return }
+        if let metrics = self.configuration.metrics {
+            self.count(frame, metrics: metrics)
+        }
         context.write(self.wrapOutboundOut(frame), promise: nil)
         self.needsFlush = true
         if !self.inReadBurst, !self.flushScheduled {
@@ -669,7 +681,25 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private func flushIfNeeded(context: ChannelHandlerContext) {
         if self.needsFlush {
             self.needsFlush = false
+            if self.eventsSinceFlush > 0 {
+                self.configuration.metrics?.eventsSent.increment(by: self.eventsSinceFlush)
+                self.eventsSinceFlush = 0
+            }
             context.flush()
+        }
+    }
+
+    /// Counts an event or an error going out (see ``ServerMetrics``).
+    private func count(_ frame: Wire.Frame, metrics: ServerMetrics) {
+        switch frame.kind {
+        case .event:
+            self.eventsSinceFlush += 1
+        case .complete(let complete):
+            if let error = complete.error { metrics.errorSent(error.code, level: "stream") }
+        case .error(let error):
+            metrics.errorSent(error.code, level: "connection")
+        default:
+            break
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CirrusOperations
 import CirrusServer
 import CirrusStore
 import CirrusTLS
@@ -135,6 +136,13 @@ struct Cirrusd: AsyncParsableCommand {
     @Flag(help: "Also accept TLS 1.2 (TLS 1.3 only by default).")
     var allowTLS12 = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Serve /metrics (Prometheus), /healthz and /readyz over plain HTTP on this HOST:PORT (e.g. 127.0.0.1:9464).",
+            discussion: "Off when not given. Keep it on loopback or a private network: it has no TLS and no authentication.",
+            valueName: "host:port"))
+    var metricsAddress: EndpointAddress?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -194,6 +202,11 @@ struct Cirrusd: AsyncParsableCommand {
 
         let storage = try SQLiteStorage(
             directory: self.dataDir, queryCursorLifetime: Double(self.queryCursorLifetime.seconds))
+        let metrics = self.metricsAddress.map { _ in CirrusMetrics() }
+        if let metrics {
+            configuration.metrics = metrics.server
+            metrics.observe(storage)
+        }
         let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
         let executor = StorageExecutor(storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
         configuration.executor = executor
@@ -217,6 +230,8 @@ struct Cirrusd: AsyncParsableCommand {
         let address = try await server.start()
         // Unbuffered, so a supervisor or test reading a pipe sees it at once.
         FileHandle.standardOutput.write(Data("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n".utf8))
+        let endpoint = try await self.startOperationsEndpoint(
+            metrics: metrics, server: server, storage: storage, longLived: longLived, executor: executor, logger: logger)
 
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) {
             logger.notice("shutting down: draining connections")
@@ -232,6 +247,7 @@ struct Cirrusd: AsyncParsableCommand {
             }
         }
         try await server.run()
+        await endpoint?.shutdown()
         reload.cancel()
         signals.cancel()
         maintenanceTask.cancel()
