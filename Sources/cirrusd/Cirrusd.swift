@@ -13,11 +13,12 @@ struct Cirrusd: AsyncParsableCommand {
         commandName: "cirrusd",
         abstract: "The Cirrus server: CloudKit-style operations over TLS.",
         discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/.",
-        subcommands: [Backup.self, Restore.self]
+        subcommands: [Backup.self, Restore.self, CheckConfig.self]
     )
 
-    /// Runs a subcommand (`backup`, `restore`) on its own, so that its options are not taken
-    /// for the server's flags of the same name (`--data-dir`); anything else runs the server.
+    /// Runs a subcommand (`backup`, `restore`, `check-config`) on its own, so that its options
+    /// are not taken for the server's flags of the same name (`--data-dir`); anything else runs
+    /// the server with its configuration file and `CIRRUSD_*` variables beneath the flags.
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let name = arguments.first,
@@ -36,16 +37,37 @@ struct Cirrusd: AsyncParsableCommand {
             return
         }
         do {
-            var command = try Self.parseAsRoot(arguments)
+            let layers = try Self.configurationLayers(commandLine: arguments, environment: ProcessInfo.processInfo.environment)
+            var command = try Self.parseAsRoot(layers.arguments + arguments)
+            if let server = command as? Cirrusd, server.printConfig {
+                // The JSON alone on standard output (a configuration file); the sources beside it.
+                let (json, sources) = Self.renderConfiguration(layers.effective(commandLine: arguments))
+                FileHandle.standardOutput.write(Data(json.utf8))
+                FileHandle.standardError.write(Data(sources.utf8))
+                return
+            }
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
             }
+        } catch let problems as ConfigurationProblems {
+            Self.report(problems)
+            Self.exit(withError: ExitCode(Self.configurationErrorStatus))
         } catch {
             Self.exit(withError: error)
         }
     }
+
+    @Option(
+        help: ArgumentHelp(
+            "A configuration file (JSON) whose keys are these flags' names, e.g. {\"port\": 7443, \"allow-tls12\": true}.",
+            discussion: "Default: $CIRRUSD_CONFIG. CIRRUSD_* environment variables (CIRRUSD_DATA_DIR …) override the file; flags override both.",
+            valueName: "file"))
+    var config: String?
+
+    @Flag(help: "Print the effective configuration (file, environment and flags; secrets masked) and exit.")
+    var printConfig = false
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
