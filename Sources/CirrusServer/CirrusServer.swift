@@ -7,6 +7,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The Cirrus server: accepts TLS connections and speaks the Cirrus protocol on each.
 ///
@@ -34,6 +35,8 @@ public final class CirrusServer: Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
+    /// Numbers the connections in the order they are accepted, for their log lines.
+    private let connectionNumbers = Atomic<UInt64>(0)
 
     public init(
         configuration: ServerConfiguration,
@@ -81,12 +84,16 @@ public final class CirrusServer: Sendable {
                     return channel.close()
                 }
                 let current = self.state.withLockedValue { $0.tlsContext } ?? tlsContext
+                // Every line about this connection says which one it is, and from where.
+                var connectionLogger = logger
+                connectionLogger[metadataKey: "connection"] = "\(self.connectionNumbers.add(1, ordering: .relaxed).newValue)"
+                connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "unknown")"
                 return channel.eventLoop.makeCompletedFuture {
                     try Self.configurePipeline(
                         channel.pipeline.syncOperations,
                         tlsContext: current,
                         configuration: configuration,
-                        logger: logger
+                        logger: connectionLogger
                     )
                 }
             }

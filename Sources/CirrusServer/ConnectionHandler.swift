@@ -26,7 +26,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     typealias OutboundOut = Wire.Frame
 
     private let configuration: ServerConfiguration
-    private let logger: Logger
+    /// Carries the connection's metadata (`connection`, `peer`, and `user` once authenticated).
+    private var logger: Logger
     /// Counts this connection's bytes against the server's outbound budget (below TLS).
     private let outbound: OutboundAccountingHandler?
     private var machine: ConnectionStateMachine
@@ -347,6 +348,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         self.admittedUser = identity.userRecordName
         self.identity = identity
+        self.logger[metadataKey: "user"] = "\(identity.userRecordName)"
         self.peerCertificate = nil  // Only needed to authenticate; idle connections stay small.
         let limits = Wire.Limits(
             maxFrameBytes: UInt32(clamping: maximumFrameBytes),

@@ -168,6 +168,13 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(help: "Log lines as text, or as json: one object a line with connection, peer and user fields.")
+    var logFormat: LogFormat = .text
+
+    enum LogFormat: String, ExpressibleByArgument, CaseIterable {
+        case text, json
+    }
+
     enum ClientAuth: String, ExpressibleByArgument, CaseIterable {
         case required, optional, none
     }
@@ -185,6 +192,9 @@ struct Cirrusd: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if self.logFormat == .json {
+            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+        }
         let logger = {
             var logger = Logger(label: "cirrusd")
             logger.logLevel = Logger.Level(rawValue: self.logLevel) ?? .info

@@ -78,3 +78,32 @@ struct CirrusdConfigurationTests {
         #expect(try server.nextOutputLine().hasPrefix("metrics on http://127.0.0.1:"))
     }
 }
+
+@Suite("cirrusd --log-format json, the real process", .serialized)
+struct CirrusdLogFormatTests {
+    @Test func everyLineIsAJSONObjectAndConnectionLinesNameTheConnectionPeerAndUser() async throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-log-\(UUID().uuidString).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let server = try await CirrusdProcess.launch(
+            arguments: ["--log-format", "json", "--log-level", "debug"], standardErrorPath: log)
+        let client = try await TestClient.connect(port: server.port, user: "alice")
+        _ = try await client.handshake()
+        await client.close()
+        #expect(server.stop() == 0)
+
+        let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(!lines.isEmpty)
+        var objects: [[String: Any]] = []
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object != nil, "not a JSON object: \(line)")
+            if let object { objects.append(object) }
+        }
+        #expect(objects.allSatisfy { $0["time"] is String && $0["level"] is String && $0["message"] is String })
+        #expect(objects.contains { $0["message"] as? String == "stopped" })
+        let authenticated = objects.first { ($0["message"] as? String)?.contains("authenticated as _alice") == true }
+        #expect(authenticated?["user"] as? String == "_alice", "\(lines)")
+        #expect(authenticated?["connection"] as? String == "1")
+        #expect((authenticated?["peer"] as? String)?.hasPrefix("127.0.0.1:") == true)
+    }
+}
