@@ -6,11 +6,11 @@ import Foundation
 import Logging
 
 extension Cirrusd {
-    /// Starts the `--metrics-address` endpoint, when one is given, and prints where it listens.
+    /// Starts the `--metrics-address` endpoint, when one is given; returns it and where it listens.
     func startOperationsEndpoint(
         metrics: CirrusMetrics?, server: CirrusServer, storage: SQLiteStorage, longLived: LongLivedOperations,
         executor: StorageExecutor, logger: Logger
-    ) async throws -> OperationsEndpoint? {
+    ) async throws -> (endpoint: OperationsEndpoint, address: EndpointAddress)? {
         guard let address = self.metricsAddress, let metrics else { return nil }
         let endpoint = OperationsEndpoint(
             registry: metrics.registry,
@@ -33,9 +33,8 @@ extension Cirrusd {
             })
         let bound = try await endpoint.start(host: address.host, port: address.port)
         let shown = EndpointAddress(host: bound.ipAddress ?? address.host, port: bound.port ?? address.port)
-        FileHandle.standardOutput.write(Data("metrics on http://\(shown)/metrics\n".utf8))
         logger.notice("serving /metrics, /healthz and /readyz on \(shown)")
-        return endpoint
+        return (endpoint, shown)
     }
 }
 

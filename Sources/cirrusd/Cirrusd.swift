@@ -6,6 +6,7 @@ import CirrusTLS
 import Foundation
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 @main
 struct Cirrusd: AsyncParsableCommand {
@@ -255,20 +256,7 @@ struct Cirrusd: AsyncParsableCommand {
             queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds,
             longLivedRetentionSeconds: self.longLivedRetention.seconds,
             notificationRetentionSeconds: self.notificationRetention.seconds, logger: logger)
-        let interval = Duration.seconds(self.maintenanceInterval.seconds)
-        let maintenanceTask = Task { await maintenance.run(every: interval) }
-
         let server = CirrusServer(configuration: configuration, logger: logger)
-        let address = try await server.start()
-        // Unbuffered, so a supervisor or test reading a pipe sees it at once.
-        FileHandle.standardOutput.write(Data("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n".utf8))
-        let endpoint = try await self.startOperationsEndpoint(
-            metrics: metrics, server: server, storage: storage, longLived: longLived, executor: executor, logger: logger)
-
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) {
-            logger.notice("shutting down: draining connections")
-            Task { await server.shutdownGracefully() }
-        }
         // New connections use the reloaded files; open ones keep theirs.
         let reload = SignalWatcher(signals: [SIGHUP]) {
             do {
@@ -278,12 +266,36 @@ struct Cirrusd: AsyncParsableCommand {
                 logger.error("SIGHUP: TLS reload failed, still serving the previous certificates: \(error)")
             }
         }
-        try await server.run()
-        await endpoint?.shutdown()
+        let address = try await server.start()
+        let endpoint = try await self.startOperationsEndpoint(
+            metrics: metrics, server: server, storage: storage, longLived: longLived, executor: executor, logger: logger)
+        var announcement = "listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n"
+        if let endpoint {
+            announcement += "metrics on http://\(endpoint.address)/metrics\n"
+        }
+
+        // SIGTERM and SIGINT shut the group down in reverse order: the listener drains first,
+        // then maintenance stops, then the metrics endpoint closes.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let endpoint {
+            services.append(.init(service: OperationsEndpointService(endpoint: endpoint.endpoint), serviceName: "metrics endpoint"))
+        }
+        services.append(
+            .init(
+                service: MaintenanceService(maintenance: maintenance, interval: .seconds(self.maintenanceInterval.seconds)),
+                serviceName: "maintenance"))
+        services.append(
+            .init(
+                // Unbuffered, so a supervisor or test reading a pipe sees it at once.
+                service: ListenerService(server: server, logger: logger) { [announcement] in
+                    FileHandle.standardOutput.write(Data(announcement.utf8))
+                },
+                successTerminationBehavior: .gracefullyShutdownGroup,
+                serviceName: "listener"))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
         reload.cancel()
-        signals.cancel()
-        maintenanceTask.cancel()
-        await maintenanceTask.value
         // Long-lived operations stop where they are and continue on the next start.
         await longLived.shutdown()
         try storage.close()
