@@ -30,6 +30,10 @@ public struct CirrusMetrics: Sendable {
             .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
             .milliseconds(500), .seconds(1), .seconds(5),
         ]
+        factory.durationHistogramBuckets[ServerMetrics.Name.operationSeconds] = [
+            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30),
+        ]
         factory.valueHistogramBuckets[ServerMetrics.Name.writeCommitJobs] = [1, 2, 4, 8, 16, 32, 64, 128, 256]
         factory.valueHistogramBuckets[ServerMetrics.Name.writeCommitRecords] = [1, 10, 50, 100, 400, 1000, 2000, 5000]
         self.registry = registry
@@ -41,9 +45,7 @@ public struct CirrusMetrics: Sendable {
     public func observe(_ storage: SQLiteStorage) {
         let server = self.server
         storage.observeCommits { commit in
-            let (seconds, attoseconds) = commit.duration.components
-            server.recordCommit(
-                jobs: commit.jobs, records: commit.items, nanoseconds: seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+            server.recordCommit(jobs: commit.jobs, records: commit.items, nanoseconds: ServerMetrics.nanoseconds(commit.duration))
         }
     }
 }

@@ -432,8 +432,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
         } else {
             let executor = self.configuration.executor
+            let metrics = self.configuration.metrics
             task = Task {
+                let started = ContinuousClock.now
                 let completion = await executor.run(open, caller: caller, stream: stream)
+                metrics?.operationFinished(open.request, duration: .now - started)
                 stream.complete(completion)
             }
         }

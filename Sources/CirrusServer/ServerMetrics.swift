@@ -35,6 +35,9 @@ public final class ServerMetrics: Sendable {
         public static let writeCommitSeconds = "cirrus_write_commit_seconds"
         public static let longLivedRunning = "cirrus_long_lived_operations_running"
         public static let watchesOpen = "cirrus_notification_watches_open"
+        public static let operationSeconds = "cirrus_operation_seconds"
+        public static let maintenanceRuns = "cirrus_maintenance_runs_total"
+        public static let maintenanceSeconds = "cirrus_maintenance_seconds"
     }
 
     private let factory: any MetricsFactory
@@ -53,6 +56,11 @@ public final class ServerMetrics: Sendable {
     private let watchesOpen: Gauge
     /// Counters with a label, made on first use (a lock per stream opened or error, never per event).
     private let labelled = Mutex<[LabelledKey: Counter]>([:])
+    /// Operation latency by kind, made on first use (a lock per operation that ends).
+    private let operationTimers = Mutex<[String: CoreMetrics.Timer]>([:])
+    private let maintenanceSucceeded: Counter
+    private let maintenanceFailed: Counter
+    private let maintenanceLatency: CoreMetrics.Timer
 
     private struct LabelledKey: Hashable {
         var name: String
@@ -76,6 +84,34 @@ public final class ServerMetrics: Sendable {
         self.connectionsOpen = Gauge(label: Name.connectionsOpen, factory: factory)
         self.longLivedRunning = Gauge(label: Name.longLivedRunning, factory: factory)
         self.watchesOpen = Gauge(label: Name.watchesOpen, factory: factory)
+        self.maintenanceSucceeded = Counter(label: Name.maintenanceRuns, dimensions: [("result", "ok")], factory: factory)
+        self.maintenanceFailed = Counter(label: Name.maintenanceRuns, dimensions: [("result", "failed")], factory: factory)
+        self.maintenanceLatency = CoreMetrics.Timer(label: Name.maintenanceSeconds, factory: factory)
+    }
+
+    /// Counts one maintenance pass (pruning tombstones, cursors, operations, notifications, assets).
+    public func maintenancePass(failed: Bool, duration: Duration) {
+        (failed ? self.maintenanceFailed : self.maintenanceSucceeded).increment()
+        self.maintenanceLatency.recordNanoseconds(Self.nanoseconds(duration))
+    }
+
+    /// Records how long an operation ran, by kind, from its `Open` to its `Complete`; for
+    /// operations attached to their stream (long-lived runs outlive their streams and are not timed).
+    func operationFinished(_ request: Wire.Open.Request?, duration: Duration) {
+        let kind = request?.metricLabel ?? "unknown"
+        let timer = self.operationTimers.withLock { timers in
+            if let timer = timers[kind] { return timer }
+            let timer = CoreMetrics.Timer(label: Name.operationSeconds, dimensions: [("kind", kind)], factory: self.factory)
+            timers[kind] = timer
+            return timer
+        }
+        timer.recordNanoseconds(Self.nanoseconds(duration))
+    }
+
+    /// `duration` in whole nanoseconds.
+    public static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     /// Sets the gauges to what they are now; called when the metrics are read.

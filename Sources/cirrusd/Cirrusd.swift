@@ -255,7 +255,7 @@ struct Cirrusd: AsyncParsableCommand {
             storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds,
             queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds,
             longLivedRetentionSeconds: self.longLivedRetention.seconds,
-            notificationRetentionSeconds: self.notificationRetention.seconds, logger: logger)
+            notificationRetentionSeconds: self.notificationRetention.seconds, logger: logger, metrics: metrics?.server)
         let server = CirrusServer(configuration: configuration, logger: logger)
         // New connections use the reloaded files; open ones keep theirs.
         let reload = SignalWatcher(signals: [SIGHUP]) {

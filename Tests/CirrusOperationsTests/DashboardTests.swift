@@ -21,6 +21,7 @@ struct DashboardTests {
             ServerMetrics.Name.bytesReceived, ServerMetrics.Name.bytesSent, ServerMetrics.Name.errors,
             ServerMetrics.Name.writeCommits, ServerMetrics.Name.writeCommitJobs, ServerMetrics.Name.writeCommitRecords,
             ServerMetrics.Name.writeCommitSeconds, ServerMetrics.Name.longLivedRunning, ServerMetrics.Name.watchesOpen,
+            ServerMetrics.Name.operationSeconds, ServerMetrics.Name.maintenanceRuns, ServerMetrics.Name.maintenanceSeconds,
         ]
         let pattern = try NSRegularExpression(pattern: "cirrus_[a-z_]+")
         var used: Set<String> = []

@@ -72,6 +72,16 @@ struct CirrusdMetricsTests {
         #expect(sample(text, "cirrus_write_commit_jobs_count") == commits)
         #expect((sample(text, "cirrus_write_commit_records_sum") ?? 0) >= 30)
         #expect(sample(text, "cirrus_write_commit_seconds_count") == commits)
+        #expect(sample(text, "cirrus_operation_seconds_count", #"kind="modify_records""#) == 3)
+        #expect(sample(text, "cirrus_operation_seconds_count", #"kind="fetch_records""#) == 1)
+        // The first maintenance pass runs at start.
+        var maintenance = sample(text, "cirrus_maintenance_runs_total", #"result="ok""#) ?? 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        while maintenance < 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            maintenance = sample(try await httpGet(metricsURL).body, "cirrus_maintenance_runs_total", #"result="ok""#) ?? 0
+        }
+        #expect(maintenance == 1)
         await client.client.close()
     }
 
