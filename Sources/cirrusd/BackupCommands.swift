@@ -6,6 +6,7 @@ import Foundation
 struct Backup: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Copy a data directory's storage and server secret into one backup file.",
+        usage: "cirrusd backup [--data-dir <data-dir>] --to <file>",
         discussion: """
             Safe while cirrusd serves the directory: the copy holds every write acknowledged \
             before the backup began. Restore it with 'cirrusd restore'.
@@ -32,6 +33,7 @@ struct Backup: ParsableCommand {
 struct Restore: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make a new data directory from a file written by 'cirrusd backup'.",
+        usage: "cirrusd restore --from <file> --data-dir <data-dir>",
         discussion: """
             The directory must be new or hold no storage yet. Then start cirrusd with \
             --data-dir pointing at it.

@@ -125,6 +125,7 @@ struct CheckConfig: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
         abstract: "Check a configuration file and the CIRRUSD_* environment variables without starting the server.",
+        usage: "cirrusd check-config [--config <file>]",
         discussion: "Every unknown key or bad value is reported with its file, line and column or its variable; the exit status is 78 when any is found."
     )
 
