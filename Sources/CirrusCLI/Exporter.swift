@@ -41,16 +41,22 @@ public enum Exporter {
     /// how many. Without a record type it reads the zone's change feed (private database);
     /// with one it runs a query, which works in the public database too.
     ///
+    /// - parameter progress: told how many records were written so far, after each one.
     /// - throws: `CLIError`.
     public static func export(
-        database: CKDatabase, zoneID: CKRecordZone.ID, recordType: String?, writer: LineWriter
+        database: CKDatabase, zoneID: CKRecordZone.ID, recordType: String?, writer: LineWriter,
+        progress: (@Sendable (Int) -> Void)? = nil
     ) async throws(CLIError) -> Int {
         let converter = Locked(FieldConverter(zoneID: zoneID))
         let count = Locked(0)
         let write: @Sendable (CKRecord) -> Void = { record in
             let line = converter.withLock { RecordJSON.object(record, converter: $0).jsonText }
             writer.write(line)
-            count.withLock { $0 += 1 }
+            let written = count.withLock { value in
+                value += 1
+                return value
+            }
+            progress?(written)
         }
         do {
             if let recordType {

@@ -7,6 +7,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The Cirrus server: accepts TLS connections and speaks the Cirrus protocol on each.
 ///
@@ -34,6 +35,8 @@ public final class CirrusServer: Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
+    /// Numbers the connections in the order they are accepted, for their log lines.
+    private let connectionNumbers = Atomic<UInt64>(0)
 
     public init(
         configuration: ServerConfiguration,
@@ -48,6 +51,11 @@ public final class CirrusServer: Sendable {
     /// The address the server listens on, once started.
     public var localAddress: SocketAddress? {
         self.state.withLockedValue { $0.serverChannel?.localAddress }
+    }
+
+    /// Whether the server listens and takes new connections (started, not shutting down).
+    public var isAcceptingConnections: Bool {
+        self.state.withLockedValue { $0.serverChannel != nil && !$0.isShuttingDown }
     }
 
     /// The number of connections open now.
@@ -76,12 +84,16 @@ public final class CirrusServer: Sendable {
                     return channel.close()
                 }
                 let current = self.state.withLockedValue { $0.tlsContext } ?? tlsContext
+                // Every line about this connection says which one it is, and from where.
+                var connectionLogger = logger
+                connectionLogger[metadataKey: "connection"] = "\(self.connectionNumbers.add(1, ordering: .relaxed).newValue)"
+                connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "unknown")"
                 return channel.eventLoop.makeCompletedFuture {
                     try Self.configurePipeline(
                         channel.pipeline.syncOperations,
                         tlsContext: current,
                         configuration: configuration,
-                        logger: logger
+                        logger: connectionLogger
                     )
                 }
             }
@@ -121,6 +133,9 @@ public final class CirrusServer: Sendable {
         configuration: ServerConfiguration,
         logger: Logger
     ) throws {
+        if let metrics = configuration.metrics {
+            try pipeline.addHandler(TrafficCountingHandler(metrics: metrics))
+        }
         let accounting = configuration.outboundBudget.map(OutboundAccountingHandler.init(budget:))
         if let accounting {
             try pipeline.addHandler(accounting)
@@ -138,6 +153,7 @@ public final class CirrusServer: Sendable {
         if let address = channel.remoteAddress?.ipAddress,
             !self.configuration.peerLimits.admitHandshake(from: address, now: .now())
         {
+            self.configuration.metrics?.refusedForHandshakeRate.increment()
             self.logger.info("refusing connection from \(address): handshakes faster than \(self.configuration.peerLimits.configuration.handshakesPerAddressPerSecond) per second")
             return false
         }
@@ -150,6 +166,7 @@ public final class CirrusServer: Sendable {
             return true
         }
         if admitted {
+            self.configuration.metrics?.connectionsAccepted.increment()
             channel.closeFuture.whenComplete { [weak self] _ in
                 let trim = self?.state.withLockedValue { state -> Bool in
                     state.connections.removeValue(forKey: id)
@@ -163,6 +180,7 @@ public final class CirrusServer: Sendable {
                 }
             }
         } else {
+            self.configuration.metrics?.refusedAtLimit.increment()
             self.logger.warning("refusing connection: at the connection limit or shutting down")
         }
         return admitted

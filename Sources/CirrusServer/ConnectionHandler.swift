@@ -26,7 +26,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     typealias OutboundOut = OutboundFrame
 
     private let configuration: ServerConfiguration
-    private let logger: Logger
+    /// Carries the connection's metadata (`connection`, `peer`, and `user` once authenticated).
+    private var logger: Logger
     /// Counts this connection's bytes against the server's outbound budget (below TLS).
     private let outbound: OutboundAccountingHandler?
     private var machine: ConnectionStateMachine
@@ -40,6 +41,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var pendingRead = false
     private var flushScheduled = false
     private var isClosing = false
+    /// Events written since the last flush, for ``ServerMetrics`` (counted once per flush).
+    private var eventsSinceFlush = 0
+    /// Set once TLS completed its handshake: a TLS error before then is a failed handshake.
+    private var tlsEstablished = false
     /// Set while the handler is in a pipeline; operations write through it.
     private var context: ChannelHandlerContext?
     /// Operations running on this connection, by stream ID.
@@ -127,6 +132,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let handshake = event as? TLSHandshakeCompleted {
+            self.tlsEstablished = true
             self.peerCertificate = handshake.peerCertificate
         }
         context.fireUserInboundEventTriggered(event)
@@ -231,6 +237,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.logger.info("closing connection: \(error)")
             self.closeWithError(code: code, message: error.message, context: context)
         case let error as TLSError:
+            if !self.tlsEstablished {
+                self.configuration.metrics?.tlsHandshakeFailed(error)
+            }
             self.logger.info("TLS failed: \(error)")
             context.close(promise: nil)
         default:
@@ -339,6 +348,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         self.admittedUser = identity.userRecordName
         self.identity = identity
+        self.logger[metadataKey: "user"] = "\(identity.userRecordName)"
         self.peerCertificate = nil  // Only needed to authenticate; idle connections stay small.
         let limits = Wire.Limits(
             maxFrameBytes: UInt32(clamping: maximumFrameBytes),
@@ -390,6 +400,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             openStreams: self.openStreams
         )
         if self.isPaused { stream.pause() }
+        self.configuration.metrics?.streamOpened(open.request)
         self.operations[streamID] = RunningOperation(stream: stream)
         let task: Task<Void, Never>
         if let registry = self.configuration.longLivedOperations, LongLivedOperations.answers(open) {
@@ -421,8 +432,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
         } else {
             let executor = self.configuration.executor
+            let metrics = self.configuration.metrics
             task = Task {
+                let started = ContinuousClock.now
                 let completion = await executor.run(open, caller: caller, stream: stream)
+                metrics?.operationFinished(open.request, duration: .now - started)
                 stream.complete(completion)
             }
         }
@@ -670,6 +684,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func write(_ frame: OutboundFrame, context: ChannelHandlerContext) {
         guard !self.isClosing else { return }
+        if let metrics = self.configuration.metrics {
+            self.count(frame, metrics: metrics)
+        }
         context.write(self.wrapOutboundOut(frame), promise: nil)
         self.needsFlush = true
         if !self.inReadBurst, !self.flushScheduled {
@@ -688,7 +705,25 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private func flushIfNeeded(context: ChannelHandlerContext) {
         if self.needsFlush {
             self.needsFlush = false
+            if self.eventsSinceFlush > 0 {
+                self.configuration.metrics?.eventsSent.increment(by: self.eventsSinceFlush)
+                self.eventsSinceFlush = 0
+            }
             context.flush()
+        }
+    }
+
+    /// Counts an event or an error going out (see ``ServerMetrics``).
+    private func count(_ frame: Wire.Frame, metrics: ServerMetrics) {
+        switch frame.kind {
+        case .event:
+            self.eventsSinceFlush += 1
+        case .complete(let complete):
+            if let error = complete.error { metrics.errorSent(error.code, level: "stream") }
+        case .error(let error):
+            metrics.errorSent(error.code, level: "connection")
+        default:
+            break
         }
     }
 

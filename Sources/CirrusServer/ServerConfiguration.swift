@@ -44,6 +44,8 @@ public struct ServerConfiguration: Sendable {
     /// connection pauses its operations; `nil` bounds each connection alone (by its socket's
     /// write buffer).
     public var outboundBudget: OutboundBudget? = OutboundBudget()
+    /// Where connections, streams, events, bytes and errors are counted; nil counts nothing.
+    public var metrics: ServerMetrics?
     /// The name sent in `HelloAck`.
     public var serverName: String = "cirrusd"
 

@@ -32,6 +32,8 @@ public struct StorageMaintenance: Sendable {
     let notificationRetentionSeconds: Int64
     let clock: @Sendable () -> Wire.Timestamp
     let logger: Logger
+    /// Counts the passes and how long they took.
+    let metrics: ServerMetrics?
 
     /// - parameter clock: the current time; the wall clock unless a test injects one.
     public init(
@@ -41,8 +43,10 @@ public struct StorageMaintenance: Sendable {
         longLivedRetentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
         notificationRetentionSeconds: Int64 = Self.defaultNotificationRetentionSeconds,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
-        logger: Logger = Logger(label: "cirrusd.maintenance")
+        logger: Logger = Logger(label: "cirrusd.maintenance"),
+        metrics: ServerMetrics? = nil
     ) {
+        self.metrics = metrics
         self.storage = storage
         self.tombstoneRetentionSeconds = tombstoneRetentionSeconds
         self.queryCursorLifetimeSeconds = queryCursorLifetimeSeconds
@@ -76,10 +80,13 @@ public struct StorageMaintenance: Sendable {
     /// next one tries again.
     public func run(every interval: Duration) async {
         while !Task.isCancelled {
+            let started = ContinuousClock.now
             do {
                 let assets = try await self.runOnce()
+                self.metrics?.maintenancePass(failed: false, duration: .now - started)
                 self.logger.debug("maintenance pass done", metadata: ["assetsDropped": "\(assets)"])
             } catch {
+                self.metrics?.maintenancePass(failed: true, duration: .now - started)
                 self.logger.error("maintenance pass failed: \(error)")
             }
             do {

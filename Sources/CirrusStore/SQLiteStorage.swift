@@ -41,6 +41,9 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     let subscriptionCache = SubscriptionCache()
     /// Told of the feeds each commit added notifications to (see `observeNotifications`).
     let notificationObservers = Mutex<[@Sendable (NotificationFeedKey) -> Void]>([])
+    /// Told of every write transaction (see `observeCommits`). A reference, so the write
+    /// queue's closure can hold it before `self` is initialized.
+    let commitObservers = CommitObservers()
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
     ///
@@ -96,10 +99,27 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             guard !querySecret.isEmpty else { throw StoreError(.corruptData, "the store has no query cursor secret") }
             let checkpointer = try WALCheckpointer(path: path)
             self.checkpointer = checkpointer
-            writer = WriteCoalescer(writer: pool, afterCommit: { checkpointer.committed() })
+            let observers = commitObservers
+            writer = WriteCoalescer(
+                writer: pool,
+                afterCommit: { commit in
+                    checkpointer.committed()
+                    for observer in observers.withLock({ $0 }) { observer(commit) }
+                })
         } catch {
             throw StoreError.wrapping(error)
         }
+    }
+
+    /// Calls `observer` after every write transaction, on the writer queue, with how many
+    /// requests shared it and how long it took; it must return quickly (count, not work).
+    ///
+    /// For example:
+    /// ```swift
+    /// storage.observeCommits { commit in metrics.recordCommit(jobs: commit.jobs, records: commit.items, nanoseconds: …) }
+    /// ```
+    public func observeCommits(_ observer: @escaping @Sendable (WriteCommit) -> Void) {
+        commitObservers.withLock { $0.append(observer) }
     }
 
     /// Closes the database; later calls fail with `.storageFailure`.
@@ -193,5 +213,14 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
         guard count <= maxItemsPerOperation else {
             throw StoreError(.limitExceeded, "\(count) items in one request; at most \(maxItemsPerOperation) allowed")
         }
+    }
+}
+
+/// The observers of ``SQLiteStorage/observeCommits(_:)``.
+final class CommitObservers: Sendable {
+    private let observers = Mutex<[@Sendable (WriteCommit) -> Void]>([])
+
+    func withLock<R>(_ body: (inout [@Sendable (WriteCommit) -> Void]) -> R) -> R {
+        observers.withLock { body(&$0) }
     }
 }

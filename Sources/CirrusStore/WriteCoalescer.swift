@@ -36,13 +36,13 @@ final class WriteCoalescer: Sendable {
     private let maxWeightPerTransaction: Int
 
     /// Told after each transaction (committed or not), on the writer queue.
-    private let afterCommit: @Sendable () -> Void
+    private let afterCommit: @Sendable (WriteCommit) -> Void
 
     /// What the record writes of one transaction share (see ``WriteTransactionCache``).
     let transactionCache = WriteTransactionCache()
 
     init(
-        writer: DatabasePool, maxWeightPerTransaction: Int = 2_000, afterCommit: @escaping @Sendable () -> Void = {}
+        writer: DatabasePool, maxWeightPerTransaction: Int = 2_000, afterCommit: @escaping @Sendable (WriteCommit) -> Void = { _ in }
     ) {
         self.writer = writer
         self.maxWeightPerTransaction = maxWeightPerTransaction
@@ -82,9 +82,11 @@ final class WriteCoalescer: Sendable {
     private func flush() {
         writer.asyncWriteWithoutTransaction { db in
             while let batch = self.nextBatch() {
+                let start = ContinuousClock.now
                 let cache = self.transactionCache
                 let outcomes = Self.runTogether(batch, cache, in: db) ?? Self.runApart(batch, cache, in: db)
-                self.afterCommit()
+                self.afterCommit(
+                    WriteCommit(jobs: batch.count, items: batch.reduce(0) { $0 + $1.weight }, duration: .now - start))
                 for (job, outcome) in zip(batch, outcomes) {
                     job.continuation.resume(with: outcome)
                 }
@@ -186,4 +188,14 @@ final class WriteCoalescer: Sendable {
             return batch
         }
     }
+}
+
+/// One transaction of the write queue, as ``SQLiteStorage/observeCommits(_:)`` reports it.
+public struct WriteCommit: Sendable, Hashable {
+    /// The write requests that shared the transaction (group commit).
+    public var jobs: Int
+    /// About how many rows they wrote: the items of their requests.
+    public var items: Int
+    /// From the transaction's first statement to its durable commit.
+    public var duration: Duration
 }

@@ -52,6 +52,8 @@ struct Import: AsyncParsableCommand {
     @Option(help: "The state file (default: FILE.cirrus-import).") var state: String?
     @Flag(help: "Finish an interrupted import of FILE.") var resume = false
     @Flag(help: "Forget an interrupted import of FILE and start over.") var restart = false
+    @Option(help: "auto (a bar on a terminal), bar, json (a JSON line a second on stderr) or none.")
+    var progress: ProgressStyle = .auto
 
     var optionsGiven: Bool {
         self.recordType != nil || self.format != nil || !self.fields.isEmpty || self.idField != nil
@@ -94,6 +96,9 @@ struct Import: AsyncParsableCommand {
         let container = try self.connection.makeContainer()
         let database = self.location.database(of: container)
         let importer = Importer(container: container, database: database, parallel: self.parallel)
+        let reporter = ProgressReporter(style: self.progress, unit: "rows", isTerminal: Terminal.isInteractive) { text in
+            FileHandle.standardError.write(Data(text.utf8))
+        }
         let summary = try await importer.run(
             inputPath: self.file,
             options: self.resume && !self.optionsGiven ? nil : options,
@@ -101,16 +106,9 @@ struct Import: AsyncParsableCommand {
             resume: self.resume,
             restart: self.restart
         ) { progress in
-            let fraction = progress.rowsTotal > 0 ? Double(progress.rowsDone) / Double(progress.rowsTotal) : 1
-            let width = 30
-            let filled = Int(fraction * Double(width))
-            let remaining = progress.rowsPerSecond > 0 ? Double(progress.rowsTotal - progress.rowsDone) / progress.rowsPerSecond : 0
-            Terminal.progress(
-                "[\(String(repeating: "#", count: filled))\(String(repeating: " ", count: width - filled))] "
-                    + "\(progress.rowsDone)/\(progress.rowsTotal) rows  \(Int(progress.rowsPerSecond)) rows/s  ETA "
-                    + BenchDuration.format(remaining))
+            reporter.update(done: progress.rowsDone, total: progress.rowsTotal)
         }
-        Terminal.endProgress()
+        reporter.finish(done: summary.rows, total: summary.rows)
         for row in summary.skipped {
             Terminal.note("skipped \(row)")
         }
@@ -147,6 +145,8 @@ struct Export: AsyncParsableCommand {
     @OptionGroup var location: LocationOptions
     @Option(name: .customLong("record-type"), help: "Only records of this type (by query).") var recordType: String?
     @Option(name: [.short, .long], help: "Write to this file instead of stdout.") var output: String?
+    @Option(help: "auto (a line on a terminal), bar, json (a JSON line a second on stderr) or none.")
+    var progress: ProgressStyle = .auto
 
     func run() async throws {
         let handle: FileHandle
@@ -159,11 +159,17 @@ struct Export: AsyncParsableCommand {
             handle = FileHandle.standardOutput
         }
         let container = try self.connection.makeContainer()
+        let reporter = ProgressReporter(style: self.progress, unit: "records", isTerminal: Terminal.isInteractive) { text in
+            FileHandle.standardError.write(Data(text.utf8))
+        }
         let count = try await Exporter.export(
             database: self.location.database(of: container), zoneID: self.location.zoneID, recordType: self.recordType,
-            writer: LineWriter(handle: handle))
+            writer: LineWriter(handle: handle), progress: { reporter.update(done: $0, total: nil) })
+        reporter.finish(done: count, total: nil)
         if self.output != nil {
             Terminal.note("exported \(count) records")
         }
     }
 }
+
+extension ProgressStyle: ExpressibleByArgument {}

@@ -1,18 +1,74 @@
 import ArgumentParser
+import CirrusOperations
 import CirrusServer
 import CirrusStore
 import CirrusTLS
 import Foundation
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 @main
 struct Cirrusd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cirrusd",
         abstract: "The Cirrus server: CloudKit-style operations over TLS.",
-        discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/."
+        discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/.",
+        subcommands: [Backup.self, Restore.self, CheckConfig.self]
     )
+
+    /// Runs a subcommand (`backup`, `restore`, `check-config`) on its own, so that its options
+    /// are not taken for the server's flags of the same name (`--data-dir`); anything else runs
+    /// the server with its configuration file and `CIRRUSD_*` variables beneath the flags.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let name = arguments.first,
+            let command = Self.configuration.subcommands.first(where: { $0._commandName == name })
+        {
+            do {
+                var parsed = try command.parseAsRoot(Array(arguments.dropFirst()))
+                if var asyncCommand = parsed as? any AsyncParsableCommand {
+                    try await asyncCommand.run()
+                } else {
+                    try parsed.run()
+                }
+            } catch {
+                command.exit(withError: error)
+            }
+            return
+        }
+        do {
+            let layers = try Self.configurationLayers(commandLine: arguments, environment: ProcessInfo.processInfo.environment)
+            var command = try Self.parseAsRoot(layers.arguments + arguments)
+            if let server = command as? Cirrusd, server.printConfig {
+                // The JSON alone on standard output (a configuration file); the sources beside it.
+                let (json, sources) = Self.renderConfiguration(layers.effective(commandLine: arguments))
+                FileHandle.standardOutput.write(Data(json.utf8))
+                FileHandle.standardError.write(Data(sources.utf8))
+                return
+            }
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let problems as ConfigurationProblems {
+            Self.report(problems)
+            Self.exit(withError: ExitCode(Self.configurationErrorStatus))
+        } catch {
+            Self.exit(withError: error)
+        }
+    }
+
+    @Option(
+        help: ArgumentHelp(
+            "A configuration file (JSON) whose keys are these flags' names, e.g. {\"port\": 7443, \"allow-tls12\": true}.",
+            discussion: "Default: $CIRRUSD_CONFIG. CIRRUSD_* environment variables (CIRRUSD_DATA_DIR …) override the file; flags override both.",
+            valueName: "file"))
+    var config: String?
+
+    @Flag(help: "Print the effective configuration (file, environment and flags; secrets masked) and exit.")
+    var printConfig = false
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
@@ -103,8 +159,22 @@ struct Cirrusd: AsyncParsableCommand {
     @Flag(help: "Also accept TLS 1.2 (TLS 1.3 only by default).")
     var allowTLS12 = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Serve /metrics (Prometheus), /healthz and /readyz over plain HTTP on this HOST:PORT (e.g. 127.0.0.1:9464).",
+            discussion: "Off when not given. Keep it on loopback or a private network: it has no TLS and no authentication.",
+            valueName: "host:port"))
+    var metricsAddress: EndpointAddress?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
+
+    @Option(help: "Log lines as text, or as json: one object a line with connection, peer and user fields.")
+    var logFormat: LogFormat = .text
+
+    enum LogFormat: String, ExpressibleByArgument, CaseIterable {
+        case text, json
+    }
 
     enum ClientAuth: String, ExpressibleByArgument, CaseIterable {
         case required, optional, none
@@ -123,6 +193,9 @@ struct Cirrusd: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if self.logFormat == .json {
+            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+        }
         let logger = {
             var logger = Logger(label: "cirrusd")
             logger.logLevel = Logger.Level(rawValue: self.logLevel) ?? .info
@@ -162,6 +235,11 @@ struct Cirrusd: AsyncParsableCommand {
 
         let storage = try SQLiteStorage(
             directory: self.dataDir, queryCursorLifetime: Double(self.queryCursorLifetime.seconds))
+        let metrics = self.metricsAddress.map { _ in CirrusMetrics() }
+        if let metrics {
+            configuration.metrics = metrics.server
+            metrics.observe(storage)
+        }
         let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
         let executor = StorageExecutor(storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
         configuration.executor = executor
@@ -177,19 +255,8 @@ struct Cirrusd: AsyncParsableCommand {
             storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds,
             queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds,
             longLivedRetentionSeconds: self.longLivedRetention.seconds,
-            notificationRetentionSeconds: self.notificationRetention.seconds, logger: logger)
-        let interval = Duration.seconds(self.maintenanceInterval.seconds)
-        let maintenanceTask = Task { await maintenance.run(every: interval) }
-
+            notificationRetentionSeconds: self.notificationRetention.seconds, logger: logger, metrics: metrics?.server)
         let server = CirrusServer(configuration: configuration, logger: logger)
-        let address = try await server.start()
-        // Unbuffered, so a supervisor or test reading a pipe sees it at once.
-        FileHandle.standardOutput.write(Data("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n".utf8))
-
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) {
-            logger.notice("shutting down: draining connections")
-            Task { await server.shutdownGracefully() }
-        }
         // New connections use the reloaded files; open ones keep theirs.
         let reload = SignalWatcher(signals: [SIGHUP]) {
             do {
@@ -199,11 +266,36 @@ struct Cirrusd: AsyncParsableCommand {
                 logger.error("SIGHUP: TLS reload failed, still serving the previous certificates: \(error)")
             }
         }
-        try await server.run()
+        let address = try await server.start()
+        let endpoint = try await self.startOperationsEndpoint(
+            metrics: metrics, server: server, storage: storage, longLived: longLived, executor: executor, logger: logger)
+        var announcement = "listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n"
+        if let endpoint {
+            announcement += "metrics on http://\(endpoint.address)/metrics\n"
+        }
+
+        // SIGTERM and SIGINT shut the group down in reverse order: the listener drains first,
+        // then maintenance stops, then the metrics endpoint closes.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let endpoint {
+            services.append(.init(service: OperationsEndpointService(endpoint: endpoint.endpoint), serviceName: "metrics endpoint"))
+        }
+        services.append(
+            .init(
+                service: MaintenanceService(maintenance: maintenance, interval: .seconds(self.maintenanceInterval.seconds)),
+                serviceName: "maintenance"))
+        services.append(
+            .init(
+                // Unbuffered, so a supervisor or test reading a pipe sees it at once.
+                service: ListenerService(server: server, logger: logger) { [announcement] in
+                    FileHandle.standardOutput.write(Data(announcement.utf8))
+                },
+                successTerminationBehavior: .gracefullyShutdownGroup,
+                serviceName: "listener"))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
         reload.cancel()
-        signals.cancel()
-        maintenanceTask.cancel()
-        await maintenanceTask.value
         // Long-lived operations stop where they are and continue on the next start.
         await longLived.shutdown()
         try storage.close()

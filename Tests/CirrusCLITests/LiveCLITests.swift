@@ -153,6 +153,42 @@ struct LiveCLITests {
         #expect(again.status == 5)
     }
 
+    @Test func importAndExportReportProgressAsJSONLines() throws {
+        let server = try CirrusdProcess()
+        let directory = try Paths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/rows.jsonl"
+        try (1...300).map { #"{"n": \#($0)}"# }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let imported = try CLI.run(
+            ["import", file, "--record-type", "Row", "--zone", "P", "--batch-size", "50", "--progress", "json"]
+                + CLI.connection(server))
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let lines = imported.stderr.split(separator: "\n").map(String.init)
+        let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(objects.count == lines.count, "\(imported.stderr)")
+        #expect(objects.first?["event"] as? String == "progress")
+        #expect(objects.first?["total"] as? Int == 300)
+        #expect(objects.last?["event"] as? String == "done")
+        #expect(objects.last?["done"] as? Int == 300)
+
+        let exported = try CLI.run(["export", "--zone", "P", "--progress", "json"] + CLI.connection(server))
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(exported.stdout.split(separator: "\n").count == 300)
+        let last = exported.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        let done = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]
+        #expect(done?["event"] as? String == "done", "\(exported.stderr)")
+        #expect(done?["unit"] as? String == "records")
+        #expect(done?["done"] as? Int == 300)
+        #expect(done?["total"] == nil)
+
+        // Not a terminal: the default shows nothing.
+        let quiet = try CLI.run(["export", "--zone", "P"] + CLI.connection(server))
+        #expect(quiet.stderr.isEmpty, "\(quiet.stderr)")
+        let bad = try CLI.run(["export", "--zone", "P", "--progress", "loud"] + CLI.connection(server))
+        #expect(bad.status != 0)
+        #expect(bad.stderr.contains("progress"), "\(bad.stderr)")
+    }
+
     @Test func exportThenImportRoundTrips() async throws {
         let server = try CirrusdProcess()
         let directory = try Paths.temporaryDirectory()

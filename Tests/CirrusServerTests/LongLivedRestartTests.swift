@@ -112,4 +112,40 @@ struct LongLivedRestartTests {
         }
         await alice.close()
     }
+
+    /// SIGTERM (a graceful shutdown through the service group) in the middle of a long-lived
+    /// modify: the process exits 0, and after a restart the client resumes where it stopped
+    /// and hears every remaining callback once.
+    @Test func sigtermMidwayThenResumeDeliversEveryCallbackOnce() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-ll-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let records = (0..<4_000).map { note("t\($0)", title: "terminated \($0)") }
+        var before = Followed()
+        do {
+            let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
+            let modifier = try await TestClient.connect(port: server.port)
+            _ = try await modifier.handshake()
+            try await modifier.openLongLived(
+                .modifyRecords(Wire.ModifyRecordsRequest(recordsToSave: records)), operationID: "terminated", streamID: 1,
+                window: 1_000)
+            before = try await modifier.follow(streamID: 1, window: 1_000, stopAfter: 50)
+            #expect(server.stop() == 0, "SIGTERM is a clean exit")
+            await modifier.close()
+        }
+        #expect(before.persisted)
+
+        let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
+        defer { server.stop() }
+        let alice = try await TestClient.connect(port: server.port)
+        _ = try await alice.handshake()
+        #expect(try await alice.listLongLived(streamID: 1).contains("terminated"))
+        try await alice.resume("terminated", after: UInt64(before.events.count), streamID: 3, window: 1_000)
+        let after = try await alice.follow(streamID: 3, window: 1_000)
+        let events = before.events + after.events
+        expectContiguous(events)
+        #expect(after.complete?.error == nil)
+        #expect(after.complete?.lastSeq == UInt64(records.count))
+        #expect(events.compactMap(savedRecordOf).map { $0.recordID?.recordName } == records.map { $0.recordID?.recordName })
+        await alice.close()
+    }
 }

@@ -99,6 +99,11 @@ final class CirrusdProcess: @unchecked Sendable {
         self.port = port
     }
 
+    /// The next line the process writes to standard output (after `listening on`).
+    func nextOutputLine() throws -> String {
+        try Self.readLine(from: self.output.fileHandleForReading)
+    }
+
     private static func readLine(from handle: FileHandle) throws -> String {
         var bytes: [UInt8] = []
         while true {

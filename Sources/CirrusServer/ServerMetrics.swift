@@ -1,0 +1,155 @@
+public import CoreMetrics
+import CirrusTLS
+import CirrusWire
+import Synchronization
+
+/// What the server counts, through swift-metrics: connections, TLS failures, streams, events,
+/// bytes, errors and storage commits. A process exports them by handing a factory (such as
+/// swift-prometheus's) to ``init(factory:)``; without one the server counts nothing.
+///
+/// Counting costs an atomic add per counter touched; bytes and events are added per read
+/// burst or flush, not per frame. The gauges (connections open, long-lived operations
+/// running, watches open) are not kept on the hot path at all: ``sample(connectionsOpen:longLivedRunning:watchesOpen:)``
+/// sets them when the metrics are read.
+///
+/// For example:
+/// ```swift
+/// let registry = PrometheusCollectorRegistry()
+/// configuration.metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+/// ```
+public final class ServerMetrics: Sendable {
+    /// The metric names, as a scrape shows them.
+    public enum Name {
+        public static let connectionsAccepted = "cirrus_connections_accepted_total"
+        public static let connectionsRefused = "cirrus_connections_refused_total"
+        public static let connectionsOpen = "cirrus_connections_open"
+        public static let tlsHandshakeFailures = "cirrus_tls_handshake_failures_total"
+        public static let streamsOpened = "cirrus_streams_opened_total"
+        public static let eventsSent = "cirrus_events_sent_total"
+        public static let bytesReceived = "cirrus_bytes_received_total"
+        public static let bytesSent = "cirrus_bytes_sent_total"
+        public static let errors = "cirrus_errors_total"
+        public static let writeCommits = "cirrus_write_commits_total"
+        public static let writeCommitJobs = "cirrus_write_commit_jobs"
+        public static let writeCommitRecords = "cirrus_write_commit_records"
+        public static let writeCommitSeconds = "cirrus_write_commit_seconds"
+        public static let longLivedRunning = "cirrus_long_lived_operations_running"
+        public static let watchesOpen = "cirrus_notification_watches_open"
+        public static let operationSeconds = "cirrus_operation_seconds"
+        public static let maintenanceRuns = "cirrus_maintenance_runs_total"
+        public static let maintenanceSeconds = "cirrus_maintenance_seconds"
+    }
+
+    private let factory: any MetricsFactory
+    let connectionsAccepted: Counter
+    let refusedForHandshakeRate: Counter
+    let refusedAtLimit: Counter
+    let eventsSent: Counter
+    let bytesReceived: Counter
+    let bytesSent: Counter
+    let writeCommits: Counter
+    let writeCommitJobs: Recorder
+    let writeCommitRecords: Recorder
+    let writeCommitLatency: CoreMetrics.Timer
+    private let connectionsOpen: Gauge
+    private let longLivedRunning: Gauge
+    private let watchesOpen: Gauge
+    /// Counters with a label, made on first use (a lock per stream opened or error, never per event).
+    private let labelled = Mutex<[LabelledKey: Counter]>([:])
+    /// Operation latency by kind, made on first use (a lock per operation that ends).
+    private let operationTimers = Mutex<[String: CoreMetrics.Timer]>([:])
+    private let maintenanceSucceeded: Counter
+    private let maintenanceFailed: Counter
+    private let maintenanceLatency: CoreMetrics.Timer
+
+    private struct LabelledKey: Hashable {
+        var name: String
+        var dimensions: [String]
+    }
+
+    /// Counters and gauges made by `factory`.
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+        self.connectionsAccepted = Counter(label: Name.connectionsAccepted, factory: factory)
+        self.refusedForHandshakeRate = Counter(
+            label: Name.connectionsRefused, dimensions: [("reason", "handshake_rate")], factory: factory)
+        self.refusedAtLimit = Counter(label: Name.connectionsRefused, dimensions: [("reason", "connection_limit")], factory: factory)
+        self.eventsSent = Counter(label: Name.eventsSent, factory: factory)
+        self.bytesReceived = Counter(label: Name.bytesReceived, factory: factory)
+        self.bytesSent = Counter(label: Name.bytesSent, factory: factory)
+        self.writeCommits = Counter(label: Name.writeCommits, factory: factory)
+        self.writeCommitJobs = Recorder(label: Name.writeCommitJobs, factory: factory)
+        self.writeCommitRecords = Recorder(label: Name.writeCommitRecords, factory: factory)
+        self.writeCommitLatency = CoreMetrics.Timer(label: Name.writeCommitSeconds, factory: factory)
+        self.connectionsOpen = Gauge(label: Name.connectionsOpen, factory: factory)
+        self.longLivedRunning = Gauge(label: Name.longLivedRunning, factory: factory)
+        self.watchesOpen = Gauge(label: Name.watchesOpen, factory: factory)
+        self.maintenanceSucceeded = Counter(label: Name.maintenanceRuns, dimensions: [("result", "ok")], factory: factory)
+        self.maintenanceFailed = Counter(label: Name.maintenanceRuns, dimensions: [("result", "failed")], factory: factory)
+        self.maintenanceLatency = CoreMetrics.Timer(label: Name.maintenanceSeconds, factory: factory)
+    }
+
+    /// Counts one maintenance pass (pruning tombstones, cursors, operations, notifications, assets).
+    public func maintenancePass(failed: Bool, duration: Duration) {
+        (failed ? self.maintenanceFailed : self.maintenanceSucceeded).increment()
+        self.maintenanceLatency.recordNanoseconds(Self.nanoseconds(duration))
+    }
+
+    /// Records how long an operation ran, by kind, from its `Open` to its `Complete`; for
+    /// operations attached to their stream (long-lived runs outlive their streams and are not timed).
+    func operationFinished(_ request: Wire.Open.Request?, duration: Duration) {
+        let kind = request?.metricLabel ?? "unknown"
+        let timer = self.operationTimers.withLock { timers in
+            if let timer = timers[kind] { return timer }
+            let timer = CoreMetrics.Timer(label: Name.operationSeconds, dimensions: [("kind", kind)], factory: self.factory)
+            timers[kind] = timer
+            return timer
+        }
+        timer.recordNanoseconds(Self.nanoseconds(duration))
+    }
+
+    /// `duration` in whole nanoseconds.
+    public static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    /// Sets the gauges to what they are now; called when the metrics are read.
+    public func sample(connectionsOpen: Int, longLivedRunning: Int, watchesOpen: Int) {
+        self.connectionsOpen.record(connectionsOpen)
+        self.longLivedRunning.record(longLivedRunning)
+        self.watchesOpen.record(watchesOpen)
+    }
+
+    /// Counts one storage transaction: how many requests (`jobs`) shared it, how many items
+    /// they wrote, and how long it took from its first statement to its durable commit.
+    public func recordCommit(jobs: Int, records: Int, nanoseconds: Int64) {
+        self.writeCommits.increment()
+        self.writeCommitJobs.record(jobs)
+        self.writeCommitRecords.record(records)
+        self.writeCommitLatency.recordNanoseconds(nanoseconds)
+    }
+
+    func tlsHandshakeFailed(_ error: TLSError) {
+        self.labelledCounter(Name.tlsHandshakeFailures, [("reason", error.code.description)]).increment()
+    }
+
+    func streamOpened(_ request: Wire.Open.Request?) {
+        self.labelledCounter(Name.streamsOpened, [("kind", request?.metricLabel ?? "unknown")]).increment()
+    }
+
+    /// Counts an error sent to a client: ending a stream (`level` "stream") or the connection.
+    func errorSent(_ code: Wire.ErrorCode, level: String) {
+        self.labelledCounter(Name.errors, [("code", String(describing: code)), ("level", level)]).increment()
+    }
+
+    private func labelledCounter(_ name: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = LabelledKey(name: name, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        return self.labelled.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: name, dimensions: dimensions, factory: self.factory)
+            counters[key] = counter
+            return counter
+        }
+    }
+}
