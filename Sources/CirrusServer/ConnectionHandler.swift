@@ -714,7 +714,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Counts an event or an error going out (see ``ServerMetrics``).
-    private func count(_ frame: Wire.Frame, metrics: ServerMetrics) {
+    private func count(_ frame: OutboundFrame, metrics: ServerMetrics) {
+        guard case .frame(let frame) = frame else {
+            self.eventsSinceFlush += 1  // An event already in wire format (a replay).
+            return
+        }
         switch frame.kind {
         case .event:
             self.eventsSinceFlush += 1

@@ -60,7 +60,7 @@ struct ChangeFeedRequestTests {
             let errors = Pipe()
             process.standardError = errors
             process.standardOutput = Pipe()
-            try process.run()
+            try process.runOneAtATime()
             process.waitUntilExit()
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             #expect(process.terminationStatus == 64, "\(flag) \(bad)")

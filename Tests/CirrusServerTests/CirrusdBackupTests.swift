@@ -18,7 +18,7 @@ func runCirrusd(_ arguments: [String], environment: [String: String]? = nil) asy
                     process.standardOutput = output
                     process.standardError = output
                     process.standardInput = FileHandle.nullDevice
-                    try process.run()
+                    try process.runOneAtATime()
                     let data = output.fileHandleForReading.readDataToEndOfFile()
                     process.waitUntilExit()
                     return (process.terminationStatus, String(decoding: data, as: UTF8.self))

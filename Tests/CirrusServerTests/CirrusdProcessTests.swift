@@ -17,7 +17,7 @@ private func sClient(port: Int, extraArguments: [String] = []) throws -> (status
     process.standardOutput = output
     process.standardError = output
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try process.runOneAtATime()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))

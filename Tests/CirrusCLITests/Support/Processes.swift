@@ -44,7 +44,7 @@ final class CirrusdProcess {
         ]
         self.process.standardOutput = self.output
         self.process.standardError = FileHandle.nullDevice
-        try self.process.run()
+        try self.process.runOneAtATime()
         var bytes: [UInt8] = []
         while let byte = try self.output.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") {
             bytes.append(byte)
@@ -118,7 +118,7 @@ final class RunningCLI {
         self.process.standardOutput = FileHandle(forWritingAtPath: self.outPath)
         self.process.standardError = FileHandle(forWritingAtPath: self.errPath)
         self.process.standardInput = FileHandle.nullDevice
-        try self.process.run()
+        try self.process.runOneAtATime()
     }
 
     /// What it printed on stdout so far.

@@ -44,9 +44,6 @@ final class CirrusdProcess: @unchecked Sendable {
     let process = Process()
     let port: Int
     private let output: Pipe
-    /// One `Process.run()` at a time: once, a whole-suite run crashed inside Foundation's
-    /// `Process.run()` while several suites launched servers at once.
-    private static let launching = Mutex(())
     /// The temporary data directory this process was given, removed when it is released.
     private(set) var dataDirectory: String?
 
@@ -90,7 +87,7 @@ final class CirrusdProcess: @unchecked Sendable {
             self.process.standardError = FileHandle.nullDevice
         }
         let process = self.process
-        try Self.launching.withLock { _ in try process.run() }
+        try process.runOneAtATime()
         let line = try Self.readLine(from: self.output.fileHandleForReading)
         guard line.hasPrefix("listening on "), let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
             self.process.terminate()
