@@ -195,9 +195,19 @@ public final class CirrusServer: Sendable {
         try await shutdownComplete?.futureResult.get()
     }
 
+    /// Closes every connection of `user` with `NOT_AUTHENTICATED` (an administrator disabled
+    /// them); streams on them end as when the client disconnects.
+    public func closeConnections(of user: String, reason: String = "the user was disabled") {
+        let connections = self.state.withLockedValue { Array($0.connections.values) }
+        for connection in connections {
+            connection.triggerUserOutboundEvent(CloseUserEvent(userRecordName: user, reason: reason), promise: nil)
+        }
+    }
+
     /// Stops accepting, sends `GoAway` on every connection, lets open streams finish for up to
     /// the grace period, then closes what is left.
     public func shutdownGracefully() async {
+        self.configuration.users?.beginShutdown()
         let (listener, connections, shutdownComplete) = self.state.withLockedValue { state in
             state.isShuttingDown = true
             return (state.serverChannel, Array(state.connections.values), state.shutdownComplete)

@@ -9,6 +9,13 @@ import NIOCore
 /// streams finish, then close.
 struct GracefulShutdownEvent: Sendable {}
 
+/// Asked of every connection when an administrator disabled a user (or revoked a credential):
+/// the connections of that user close with `NOT_AUTHENTICATED`.
+struct CloseUserEvent: Sendable {
+    let userRecordName: String
+    let reason: String
+}
+
 /// The server side of one connection: feeds frames through the connection state machine and
 /// carries out what it answers. Protocol work only: operations run on tasks of their own
 /// (``OperationExecutor``) and reach the connection through their ``OperationStream``.
@@ -133,6 +140,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        if let event = event as? CloseUserEvent {
+            promise?.succeed(())
+            if self.identity?.userRecordName == event.userRecordName, !self.isClosing {
+                self.logger.info("closing a connection of \(event.userRecordName): \(event.reason)")
+                self.closeWithError(code: .notAuthenticated, message: event.reason, context: context)
+            }
+            return
+        }
         guard event is GracefulShutdownEvent else {
             context.triggerUserOutboundEvent(event, promise: promise)
             return
@@ -332,6 +347,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             maximumFrameBytes = min(maximumFrameBytes, Int(requested))
         }
         self.encoder?.maximumFrameBytes = maximumFrameBytes
+        if let users = self.configuration.users, users.isDisabled(identity.userRecordName) {
+            self.logger.info("refusing a connection of disabled user \(identity.userRecordName)")
+            self.closeWithError(code: .notAuthenticated, message: "user \(identity.userRecordName) is disabled", context: context)
+            return
+        }
         if let refusal = self.configuration.peerLimits.admit(user: identity.userRecordName, now: .now()) {
             self.logger.info("refusing a connection of \(identity.userRecordName): \(refusal.message)")
             self.closeWithError(code: .rateLimited, message: refusal.message, context: context)
@@ -339,6 +359,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         self.admittedUser = identity.userRecordName
         self.identity = identity
+        self.configuration.users?.registerInBackground(identity)
         self.peerCertificate = nil  // Only needed to authenticate; idle connections stay small.
         let limits = Wire.Limits(
             maxFrameBytes: UInt32(clamping: maximumFrameBytes),
@@ -397,7 +418,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 stream.complete(await registry.answer(open, caller: caller))
             }
         } else if let registry = self.configuration.longLivedOperations, open.configuration?.isLongLived == true,
-            LongLivedOperations.canRunDetached(open)
+            registry.canRunDetached(open)
         {
             task = Task {
                 switch await registry.register(open, caller: caller) {

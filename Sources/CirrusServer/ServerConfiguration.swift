@@ -38,6 +38,9 @@ public struct ServerConfiguration: Sendable {
     /// `Resume` and the long-lived container methods. Without it an `Open` runs attached to its
     /// stream whatever its configuration says, and `Resume` gets `UNKNOWN_OPERATION`.
     public var longLivedOperations: LongLivedOperations?
+    /// The user directory: a disabled user's connections are refused, and every authenticated
+    /// user is registered in it. Nil: no directory (every authenticated user is served).
+    public var users: UserDirectory?
     /// Limits that hold across connections: per user and per client address.
     public var peerLimits = PeerLimits()
     /// Bytes all connections together may leave waiting for their sockets before every
