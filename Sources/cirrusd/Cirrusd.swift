@@ -11,7 +11,8 @@ struct Cirrusd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cirrusd",
         abstract: "The Cirrus server: CloudKit-style operations over TLS.",
-        discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/."
+        discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/.",
+        subcommands: [UsersCommand.self]
     )
 
     @Option(help: "The address to listen on.")
@@ -72,6 +73,12 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(
         help: "How often expired tombstones, query cursors, long-lived operations, notifications and unreferenced assets are pruned (e.g. 1h).")
     var maintenanceInterval: DurationArgument = DurationArgument(seconds: 3600)
+
+    @Option(
+        help: ArgumentHelp(
+            "How often the user directory is read for users an administrator disabled (e.g. 2s).",
+            discussion: "`cirrusd users disable` changes the data directory; within this interval the server closes the user's connections."))
+    var userRefreshInterval = DurationArgument(seconds: 2)
 
     @Option(help: "The largest frame accepted, in bytes.")
     var maxFrameBytes = 4 * 1024 * 1024
@@ -163,7 +170,11 @@ struct Cirrusd: AsyncParsableCommand {
         let storage = try SQLiteStorage(
             directory: self.dataDir, queryCursorLifetime: Double(self.queryCursorLifetime.seconds))
         let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
-        let executor = StorageExecutor(storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
+        let users = UserDirectory(storage: storage, logger: logger)
+        try await users.load()
+        configuration.users = users
+        let executor = StorageExecutor(
+            storage: storage, tokens: ChangeTokenSealer(secret: secret), users: users, logger: logger)
         configuration.executor = executor
         let longLived = LongLivedOperations(
             journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds, logger: logger)
@@ -183,6 +194,9 @@ struct Cirrusd: AsyncParsableCommand {
 
         let server = CirrusServer(configuration: configuration, logger: logger)
         let address = try await server.start()
+        let usersTask = Task {
+            await users.watch(every: .seconds(self.userRefreshInterval.seconds)) { server.closeConnections(of: $0) }
+        }
         // Unbuffered, so a supervisor or test reading a pipe sees it at once.
         FileHandle.standardOutput.write(Data("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n".utf8))
 
@@ -204,6 +218,8 @@ struct Cirrusd: AsyncParsableCommand {
         signals.cancel()
         maintenanceTask.cancel()
         await maintenanceTask.value
+        usersTask.cancel()
+        await usersTask.value
         // Long-lived operations stop where they are and continue on the next start.
         await longLived.shutdown()
         try storage.close()
