@@ -1,0 +1,164 @@
+import CirrusKit
+import CirrusServer
+import CirrusStore
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+/// Users, account status, discoverability and discovery, as CloudKit code uses them, against
+/// the whole stack: alice (a certificate with email subjectAltNames), bob, and dave (whose
+/// certificate names dave@example.com but who never grants discoverability).
+@Suite("User identities end to end", .timeLimit(.minutes(5)))
+struct IdentitiesEndToEndTests {
+    @Test func theCurrentUsersRecordIDAndAccountStatus() async throws {
+        try await withStack { container in
+            let alice = container("alice")
+            let id = try await alice.userRecordID()
+            #expect(id.recordName == "_alice")
+            #expect(id.zoneID == .default)
+            #expect(try await alice.accountStatus() == .available)
+            // The completion-handler forms.
+            let fetched = NIOLockedValueBox<CKRecord.ID?>(nil)
+            let done = NIOLockedValueBox(false)
+            alice.fetchUserRecordID { id, _ in
+                fetched.withLockedValue { $0 = id }
+                done.withLockedValue { $0 = true }
+            }
+            try await eventually { done.withLockedValue { $0 } }
+            #expect(fetched.withLockedValue { $0 }?.recordName == "_alice")
+            #expect(try await container("bob").userRecordID().recordName == "_bob")
+        }
+    }
+
+    @Test func onlyUsersWhoGrantedDiscoverabilityAreFound() async throws {
+        try await withStack { container in
+            let alice = container("alice-mail")
+            let bob = container("bob")
+            let dave = container("dave")
+            // Everyone connected once, so everyone is in the directory.
+            for user in [alice, bob, dave] { _ = try await user.userRecordID() }
+
+            #expect(try await alice.applicationPermissionStatus(for: .userDiscoverability) == .initialState)
+            #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") == nil)
+
+            #expect(try await alice.requestApplicationPermission(.userDiscoverability) == .granted)
+            #expect(try await alice.applicationPermissionStatus(for: .userDiscoverability) == .granted)
+            // By either address of her certificate, in any case, and by user record ID.
+            let byEmail = try #require(try await bob.userIdentity(forEmailAddress: "ALICE@example.com"))
+            #expect(byEmail.userRecordID?.recordName == "_alice")
+            #expect(byEmail.lookupInfo?.emailAddress == "ALICE@example.com")
+            #expect(byEmail.hasiCloudAccount)
+            #expect(try await bob.userIdentity(forEmailAddress: "alice.work@example.com")?.userRecordID?.recordName == "_alice")
+            let byID = try await bob.userIdentity(forUserRecordID: CKRecord.ID(recordName: "_alice"))
+            #expect(byID?.userRecordID?.recordName == "_alice")
+
+            // dave did not grant it: his address and his record ID find the same as nobody's.
+            #expect(try await bob.userIdentity(forEmailAddress: "dave@example.com") == nil)
+            #expect(try await bob.userIdentity(forUserRecordID: CKRecord.ID(recordName: "_dave")) == nil)
+            #expect(try await bob.userIdentity(forEmailAddress: "nobody@example.com") == nil)
+            #expect(try await bob.userIdentity(forPhoneNumber: "+15550000000") == nil)
+
+            // The operation: one event per identity found, with the lookup info that found it.
+            let infos =
+                CKUserIdentity.LookupInfo.lookupInfos(withEmails: ["alice@example.com", "dave@example.com", "nobody@example.com"])
+                + CKUserIdentity.LookupInfo.lookupInfos(with: [CKRecord.ID(recordName: "_alice"), CKRecord.ID(recordName: "_dave")])
+            let operation = CKDiscoverUserIdentitiesOperation(userIdentityLookupInfos: infos)
+            let found = Recorder<(String, CKUserIdentity.LookupInfo)>()
+            let result = NIOLockedValueBox<Result<Void, any Error>?>(nil)
+            let completion = NIOLockedValueBox<Bool>(false)
+            operation.userIdentityDiscoveredBlock = { identity, info in
+                found.append((identity.userRecordID?.recordName ?? "", info))
+            }
+            operation.discoverUserIdentitiesResultBlock = { outcome in result.withLockedValue { $0 = outcome } }
+            operation.discoverUserIdentitiesCompletionBlock = { error in completion.withLockedValue { $0 = error == nil } }
+            bob.add(operation)
+            await finished(operation)
+            #expect(found.values.map(\.0) == ["_alice", "_alice"])
+            #expect(found.values.map(\.1) == [infos[0], infos[3]])
+            #expect(throws: Never.self) { try result.withLockedValue { $0 }?.get() }
+            #expect(completion.withLockedValue { $0 })
+
+            // Discover all: the discoverable users but oneself.
+            #expect(try await discoverAll(bob) == ["_alice"])
+            #expect(try await discoverAll(alice) == [])
+            #expect(try await bob.requestApplicationPermission(.userDiscoverability) == .granted)
+            #expect(try await discoverAll(alice) == ["_bob"])
+            #expect(try await discoverAll(dave) == ["_alice", "_bob"])
+
+            // Withdrawn, alice is no longer found.
+            #expect(try await alice.revokeApplicationPermission(.userDiscoverability) == .denied)
+            #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") == nil)
+            #expect(try await discoverAll(dave) == ["_bob"])
+        }
+    }
+
+    @Test func malformedLookupInfoIsRefusedClearly() async throws {
+        try await withStack { container in
+            let bob = container("bob")
+            for lookup in [
+                CKUserIdentity.LookupInfo(emailAddress: "not-an-email"),
+                CKUserIdentity.LookupInfo(phoneNumber: "call me"),
+                CKUserIdentity.LookupInfo(userRecordID: CKRecord.ID(recordName: "alice")),
+                CKUserIdentity.LookupInfo(userRecordID: CKRecord.ID(recordName: "_alice", zoneID: CKRecordZone.ID(zoneName: "Notes"))),
+            ] {
+                do {
+                    _ = try await discover(bob, [lookup])
+                    Issue.record("\(lookup) was accepted")
+                } catch let error as CKError {
+                    #expect(error.code == .invalidArguments, "\(lookup): \(error)")
+                }
+            }
+            let tooMany = (0..<401).map { CKUserIdentity.LookupInfo(emailAddress: "u\($0)@example.com") }
+            do {
+                _ = try await discover(bob, tooMany)
+                Issue.record("401 lookups were accepted")
+            } catch let error as CKError {
+                #expect(error.code == .limitExceeded)
+            }
+        }
+    }
+
+    @Test func aDisabledUserHasNoAccountAndIsNotDiscovered() async throws {
+        try await withStack(clock: nil) { container, internals in
+            let alice = container("alice-mail")
+            let bob = container("bob")
+            #expect(try await alice.requestApplicationPermission(.userDiscoverability) == .granted)
+            #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") != nil)
+            // What `cirrusd users disable alice` does, and what the server's watch does next.
+            try await internals.storage.updateUser("_alice", .setDisabled(true), at: SQLiteStorage.systemClock())
+            for user in try await internals.users.refresh() { internals.server?.closeConnections(of: user) }
+            #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") == nil)
+            #expect(try await alice.accountStatus() == .noAccount)
+            do {
+                _ = try await alice.userRecordID()
+                Issue.record("a disabled user was served")
+            } catch let error as CKError {
+                #expect(error.code == .notAuthenticated, "\(error)")
+            }
+        }
+    }
+
+    private func discoverAll(_ container: CKContainer) async throws -> [String] {
+        let operation = CKDiscoverAllUserIdentitiesOperation()
+        let found = Recorder<String>()
+        let result = NIOLockedValueBox<Result<Void, any Error>?>(nil)
+        operation.userIdentityDiscoveredBlock = { found.append($0.userRecordID?.recordName ?? "") }
+        operation.discoverAllUserIdentitiesResultBlock = { outcome in result.withLockedValue { $0 = outcome } }
+        container.add(operation)
+        await finished(operation)
+        try #require(result.withLockedValue { $0 }).get()
+        return found.values.sorted()
+    }
+
+    private func discover(_ container: CKContainer, _ infos: [CKUserIdentity.LookupInfo]) async throws -> [CKUserIdentity] {
+        let operation = CKDiscoverUserIdentitiesOperation(userIdentityLookupInfos: infos)
+        let found = Recorder<CKUserIdentity>()
+        let result = NIOLockedValueBox<Result<Void, any Error>?>(nil)
+        operation.userIdentityDiscoveredBlock = { identity, _ in found.append(identity) }
+        operation.discoverUserIdentitiesResultBlock = { outcome in result.withLockedValue { $0 = outcome } }
+        container.add(operation)
+        await finished(operation)
+        try #require(result.withLockedValue { $0 }).get()
+        return found.values
+    }
+}
