@@ -45,8 +45,10 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "A file of bearer tokens, one 'TOKEN USER_RECORD_NAME' per line.")
     var tokens: String?
 
-    @Option(help: "Where the embedded SQLite storage keeps its data.")
-    var dataDir = "./cirrus-data"
+    /// `--data-dir`, shared with the `users` subcommands (which see the value wherever it is
+    /// written on the command line).
+    @OptionGroup var storageLocation: StorageLocation
+    var dataDir: String { self.storageLocation.dataDir }
 
     @Option(
         help: ArgumentHelp(

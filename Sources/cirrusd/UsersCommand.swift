@@ -20,20 +20,6 @@ struct UsersCommand: AsyncParsableCommand {
         ]
     )
 
-    struct Location: ParsableArguments {
-        @Option(help: "The data directory of the cirrusd whose users to change.")
-        var dataDir = "./cirrus-data"
-
-        /// The storage of the data directory; refuses a directory that holds none.
-        func open() throws -> SQLiteStorage {
-            let path = (dataDir as NSString).appendingPathComponent(SQLiteStorage.fileName)
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw ValidationError("no Cirrus data in \(dataDir) (no \(SQLiteStorage.fileName)); pass --data-dir")
-            }
-            return try SQLiteStorage(directory: dataDir)
-        }
-    }
-
     struct UserArgument: ParsableArguments {
         @Argument(help: "The user: alice or _alice.")
         var user: String
@@ -51,7 +37,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     /// Runs `change` on the storage of `location`, closing it after, and prints the user.
     static func change(
-        _ location: Location, _ user: UserArgument, _ change: DirectoryUserChange
+        _ location: StorageLocation, _ user: UserArgument, _ change: DirectoryUserChange
     ) async throws {
         let name = try user.recordName
         try await withStorage(location) { storage in
@@ -60,8 +46,8 @@ struct UsersCommand: AsyncParsableCommand {
         }
     }
 
-    static func withStorage(_ location: Location, _ body: (SQLiteStorage) async throws -> Void) async throws {
-        let storage = try location.open()
+    static func withStorage(_ location: StorageLocation, _ body: (SQLiteStorage) async throws -> Void) async throws {
+        let storage = try location.openExisting()
         do {
             try await body(storage)
         } catch let error as StoreError {
@@ -91,7 +77,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List every user, one per line.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
 
         func run() async throws {
             try await UsersCommand.withStorage(location) { storage in
@@ -104,7 +90,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register a user before they first connect.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
 
         func run() async throws {
@@ -118,7 +104,7 @@ struct UsersCommand: AsyncParsableCommand {
     struct Disable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Disable a user: their connections close and new ones are refused.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
 
         func run() async throws { try await UsersCommand.change(location, user, .setDisabled(true)) }
@@ -126,7 +112,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Enable a disabled user again.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
 
         func run() async throws { try await UsersCommand.change(location, user, .setDisabled(false)) }
@@ -134,7 +120,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     struct AddEmail: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add an email address others may look the user up by.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
         @Argument(help: "The email address.") var email: String
 
@@ -143,7 +129,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     struct RemoveEmail: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove one of the user's email addresses.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
         @Argument(help: "The email address.") var email: String
 
@@ -152,7 +138,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     struct AddPhone: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a phone number others may look the user up by.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
         @Argument(help: "The phone number, e.g. +15551234567.") var phone: String
 
@@ -161,7 +147,7 @@ struct UsersCommand: AsyncParsableCommand {
 
     struct RemovePhone: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove one of the user's phone numbers.")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
         @Argument(help: "The phone number.") var phone: String
 
@@ -171,7 +157,7 @@ struct UsersCommand: AsyncParsableCommand {
     struct SetName: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Set the name discovered users show (no options: clear it).")
-        @OptionGroup var location: Location
+        @OptionGroup var location: StorageLocation
         @OptionGroup var user: UserArgument
         @Option(help: "Given name.") var given: String?
         @Option(help: "Family name.") var family: String?
