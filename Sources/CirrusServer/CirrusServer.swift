@@ -198,9 +198,19 @@ public final class CirrusServer: Sendable {
     /// Closes every connection of `user` with `NOT_AUTHENTICATED` (an administrator disabled
     /// them); streams on them end as when the client disconnects.
     public func closeConnections(of user: String, reason: String = "the user was disabled") {
+        self.broadcast(CloseUserEvent(match: .user(user), reason: reason))
+    }
+
+    /// Closes every connection that authenticated with the directory token `id` with
+    /// `NOT_AUTHENTICATED` (it was revoked or expired).
+    public func closeConnections(usingToken id: String, reason: String = "the bearer token was revoked or expired") {
+        self.broadcast(CloseUserEvent(match: .token(id), reason: reason))
+    }
+
+    private func broadcast(_ event: CloseUserEvent) {
         let connections = self.state.withLockedValue { Array($0.connections.values) }
         for connection in connections {
-            connection.triggerUserOutboundEvent(CloseUserEvent(userRecordName: user, reason: reason), promise: nil)
+            connection.triggerUserOutboundEvent(event, promise: nil)
         }
     }
 

@@ -7,6 +7,9 @@ public struct ClientIdentity: Sendable, Hashable {
     /// Email addresses the client certificate vouches for (its subjectAltName); empty for a
     /// bearer token.
     public var verifiedEmails: [String]
+    /// The ID of the directory bearer token the client authenticated with (see
+    /// ``BearerToken``); nil for a certificate or a token of the `--tokens` file.
+    public var tokenID: String?
 
     public init(userRecordName: String) {
         self.init(userRecordName: userRecordName, verifiedEmails: [])

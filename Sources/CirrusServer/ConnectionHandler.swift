@@ -9,11 +9,23 @@ import NIOCore
 /// streams finish, then close.
 struct GracefulShutdownEvent: Sendable {}
 
-/// Asked of every connection when an administrator disabled a user (or revoked a credential):
-/// the connections of that user close with `NOT_AUTHENTICATED`.
+/// Asked of every connection when an administrator disabled a user or a bearer token was
+/// revoked or expired: the connections it matches close with `NOT_AUTHENTICATED`.
 struct CloseUserEvent: Sendable {
-    let userRecordName: String
+    enum Match: Sendable {
+        case user(String)
+        case token(String)
+    }
+
+    let match: Match
     let reason: String
+
+    func matches(_ identity: ClientIdentity) -> Bool {
+        switch match {
+        case .user(let name): identity.userRecordName == name
+        case .token(let id): identity.tokenID == id
+        }
+    }
 }
 
 /// The server side of one connection: feeds frames through the connection state machine and
@@ -142,8 +154,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         if let event = event as? CloseUserEvent {
             promise?.succeed(())
-            if self.identity?.userRecordName == event.userRecordName, !self.isClosing {
-                self.logger.info("closing a connection of \(event.userRecordName): \(event.reason)")
+            if let identity = self.identity, event.matches(identity), !self.isClosing {
+                self.logger.info("closing a connection of \(identity.userRecordName): \(event.reason)")
                 self.closeWithError(code: .notAuthenticated, message: event.reason, context: context)
             }
             return
@@ -381,6 +393,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func authenticate(_ hello: Wire.Hello) -> ClientIdentity? {
         if let token = hello.bearerToken {
+            if let identity = self.configuration.users?.authenticate(bearerToken: token) {
+                return identity
+            }
             return self.configuration.bearerTokens[token].map(ClientIdentity.init(userRecordName:))
         }
         return self.peerCertificate.flatMap(ClientIdentity.init(certificate:))

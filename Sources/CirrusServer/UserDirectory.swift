@@ -3,26 +3,31 @@ import CirrusWire
 import Logging
 import Synchronization
 
-/// The server's view of the user directory (``UserStorage``): registers each authenticated
-/// user (and the email addresses their certificate vouches for) once per process, knows who is
-/// disabled without a storage read per connection, and notices when an administrator changes
-/// that from outside the process (`cirrusd users disable`, against the same data directory).
+/// The server's view of the user directory (``UserStorage``, ``TokenStorage``): registers each
+/// authenticated user (and the email addresses their certificate vouches for) once per
+/// process, knows who is disabled and which bearer tokens are valid without a storage read
+/// per connection, and notices when an administrator changes either from outside the process
+/// (`cirrusd users disable`, `cirrusd tokens issue|revoke`, against the same data directory).
 ///
 /// For example:
 /// ```swift
 /// let users = UserDirectory(storage: storage)
 /// try await users.load()
 /// configuration.users = users
-/// Task { await users.watch(every: .seconds(2)) { user in server.closeConnections(of: user) } }
+/// Task { await users.watch(every: .seconds(2), server: server) }
 /// ```
 public final class UserDirectory: Sendable {
-    let storage: any UserStorage
+    let storage: any UserStorage & TokenStorage
     let clock: @Sendable () -> Wire.Timestamp
     let logger: Logger
+    /// Seconds a token of `CKFetchWebAuthTokenOperation` is valid.
+    public let webAuthTokenLifetime: Int64
     private let state = Mutex(State())
 
     private struct State {
         var disabled: Set<String> = []
+        /// Valid bearer tokens by ID (as of the last read, plus those issued here since).
+        var tokens: [String: StoredToken] = [:]
         /// Users registered by this process, with the emails they were registered with.
         var registered: [String: [String]] = [:]
         var isShuttingDown = false
@@ -32,22 +37,33 @@ public final class UserDirectory: Sendable {
     /// saves writes).
     static let maximumRemembered = 100_000
 
+    /// Web auth tokens valid at once per user; one more is refused until some expire or are
+    /// revoked.
+    public static let maximumWebAuthTokensPerUser = 100
+
+    /// The label of the tokens `CKFetchWebAuthTokenOperation` issues.
+    static let webAuthTokenLabel = "web auth token"
+
+    /// One hour, unless configured otherwise.
+    public static let defaultWebAuthTokenLifetime: Int64 = 3600
+
     public init(
-        storage: any UserStorage,
+        storage: any UserStorage & TokenStorage,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
+        webAuthTokenLifetime: Int64 = UserDirectory.defaultWebAuthTokenLifetime,
         logger: Logger = Logger(label: "cirrusd.users")
     ) {
         self.storage = storage
         self.clock = clock
+        self.webAuthTokenLifetime = webAuthTokenLifetime
         self.logger = logger
     }
 
-    /// Reads who is disabled; call before serving.
+    /// Reads who is disabled and which tokens are valid; call before serving.
     ///
     /// - throws: ``StoreError``.
     public func load() async throws {
-        let disabled = try await storage.disabledUsers()
-        state.withLock { $0.disabled = disabled }
+        try await refresh()
     }
 
     /// Whether an administrator disabled `user` (as of the last ``load()`` or ``refresh()``,
@@ -56,28 +72,47 @@ public final class UserDirectory: Sendable {
         state.withLock { $0.disabled.contains(user) }
     }
 
-    /// Reads who is disabled again; returns the users disabled since the last read.
+    /// What changed since the last read: connections of these users and tokens must close.
+    public struct Revocations: Sendable, Hashable {
+        /// Users disabled since.
+        public var disabledUsers: Set<String> = []
+        /// Tokens revoked or expired since.
+        public var tokenIDs: Set<String> = []
+    }
+
+    /// Reads who is disabled and which tokens are valid again; returns what was taken away
+    /// since the last read.
     ///
     /// - throws: ``StoreError``.
     @discardableResult
-    public func refresh() async throws -> Set<String> {
+    public func refresh() async throws -> Revocations {
         let disabled = try await storage.disabledUsers()
+        let active = try await storage.activeTokens(at: clock())
         return state.withLock { state in
-            let added = disabled.subtracting(state.disabled)
+            var revocations = Revocations()
+            revocations.disabledUsers = disabled.subtracting(state.disabled)
+            let fresh = Dictionary(active.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            revocations.tokenIDs = Set(state.tokens.keys).subtracting(fresh.keys)
             state.disabled = disabled
-            return added
+            state.tokens = fresh
+            return revocations
         }
     }
 
-    /// Every `interval`, reads who is disabled and calls `closeConnections` for each user
-    /// disabled since; until the task is cancelled.
-    public func watch(every interval: Duration, closeConnections: @escaping @Sendable (String) -> Void) async {
+    /// Every `interval`, reads the directory again and closes the connections of users
+    /// disabled and of tokens revoked or expired since; until the task is cancelled.
+    public func watch(every interval: Duration, server: CirrusServer) async {
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: interval)
-                for user in try await refresh() {
+                let revocations = try await refresh()
+                for user in revocations.disabledUsers {
                     logger.notice("user \(user) was disabled: closing their connections")
-                    closeConnections(user)
+                    server.closeConnections(of: user)
+                }
+                for id in revocations.tokenIDs {
+                    logger.notice("token \(id) was revoked or expired: closing the connections that use it")
+                    server.closeConnections(usingToken: id)
                 }
             } catch is CancellationError {
                 return
@@ -85,6 +120,48 @@ public final class UserDirectory: Sendable {
                 logger.error("could not read the user directory: \(error)")
             }
         }
+    }
+
+    /// The identity a directory bearer token authenticates, or nil when it is not one, or
+    /// revoked, expired or unknown (all alike).
+    func authenticate(bearerToken token: String) -> ClientIdentity? {
+        guard let id = BearerToken.id(of: token) else { return nil }
+        let stored = state.withLock { $0.tokens[id] }
+        guard let stored, BearerToken.matches(token, hash: stored.hash) else { return nil }
+        if let expiry = stored.expiresAt, !Self.isBefore(clock(), expiry) { return nil }
+        var identity = ClientIdentity(userRecordName: stored.user)
+        identity.tokenID = id
+        return identity
+    }
+
+    /// Issues a token for `user`, valid for `lifetime` seconds (nil: until revoked), usable at
+    /// once on this server.
+    ///
+    /// - throws: ``StoreError``.
+    public func issueToken(for user: String, label: String, lifetime: Int64?) async throws -> (BearerToken, StoredToken) {
+        let issued = BearerToken.generate()
+        let now = clock()
+        let stored = StoredToken(
+            id: issued.id, hash: issued.hash, user: user, label: label, createdAt: now,
+            expiresAt: lifetime.map { Wire.Timestamp(seconds: now.seconds + $0, nanos: now.nanos) })
+        try await storage.saveToken(stored)
+        state.withLock { $0.tokens[stored.id] = stored }
+        return (issued, stored)
+    }
+
+    /// The web auth tokens of `user` valid now.
+    func webAuthTokenCount(of user: String) -> Int {
+        let now = clock()
+        return state.withLock { state in
+            state.tokens.values.count { token in
+                token.user == user && token.label.hasPrefix(Self.webAuthTokenLabel)
+                    && token.expiresAt.map { Self.isBefore(now, $0) } ?? true
+            }
+        }
+    }
+
+    static func isBefore(_ a: Wire.Timestamp, _ b: Wire.Timestamp) -> Bool {
+        (a.seconds, a.nanos) < (b.seconds, b.nanos)
     }
 
     /// Makes sure `identity` is in the directory, with the email addresses its certificate

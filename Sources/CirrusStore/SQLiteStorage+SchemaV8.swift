@@ -13,6 +13,9 @@ extension SQLiteStorage {
     /// - `user_discoverability`: per container, the user's answer to the
     ///   `userDiscoverability` permission (2 denied, 3 granted, as
     ///   CKContainer.ApplicationPermissionStatus).
+    /// - `bearer_tokens`: credentials a client presents in `Hello` instead of a
+    ///   certificate. Only the SHA-256 of a token is kept; `id` is its public
+    ///   part (what `cirrusd tokens list` shows and `revoke` takes).
     static func migrateToV8(_ db: Database) throws {
         try db.execute(sql: """
             CREATE TABLE users (
@@ -37,6 +40,16 @@ extension SQLiteStorage {
                 status INTEGER NOT NULL,
                 PRIMARY KEY (container, user)
             ) WITHOUT ROWID;
+            CREATE TABLE bearer_tokens (
+                id TEXT PRIMARY KEY,
+                hash BLOB NOT NULL,
+                user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE,
+                label TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                expires_at REAL,
+                revoked_at REAL
+            ) WITHOUT ROWID;
+            CREATE INDEX bearer_tokens_by_user ON bearer_tokens(user);
             """)
     }
 }

@@ -173,8 +173,8 @@ extension SQLiteStorage: UserStorage {
 
     private static func directoryUser(_ name: String, _ db: Database) throws -> DirectoryUser? {
         guard let row = try db.row(sql: "SELECT * FROM users WHERE name = ?", arguments: [name]) else { return nil }
-        var user = DirectoryUser(name: name, createdAt: timestamp(row["created_at"] as Double? ?? 0))
-        user.lastSeenAt = (row["last_seen_at"] as Double?).map(timestamp)
+        var user = DirectoryUser(name: name, createdAt: timestamp(seconds: row["created_at"] as Double? ?? 0))
+        user.lastSeenAt = (row["last_seen_at"] as Double?).map { timestamp(seconds: $0) }
         user.isDisabled = (row["disabled_at"] as Double?) != nil
         if let data = row["name_components"] as Data? {
             do {
@@ -201,7 +201,7 @@ extension SQLiteStorage: UserStorage {
         return user
     }
 
-    private static func timestamp(_ seconds: Double) -> Wire.Timestamp {
+    static func timestamp(seconds: Double) -> Wire.Timestamp {
         let whole = seconds.rounded(.down)
         return Wire.Timestamp(seconds: Int64(whole), nanos: Int32(min(999_999_999, (seconds - whole) * 1_000_000_000)))
     }

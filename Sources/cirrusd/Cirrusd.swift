@@ -12,7 +12,7 @@ struct Cirrusd: AsyncParsableCommand {
         commandName: "cirrusd",
         abstract: "The Cirrus server: CloudKit-style operations over TLS.",
         discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/.",
-        subcommands: [UsersCommand.self]
+        subcommands: [UsersCommand.self, TokensCommand.self]
     )
 
     @Option(help: "The address to listen on.")
@@ -42,7 +42,7 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "Client certificates: required, optional (a bearer token may stand in), or none.")
     var clientAuth: ClientAuth = .optional
 
-    @Option(help: "A file of bearer tokens, one 'TOKEN USER_RECORD_NAME' per line.")
+    @Option(help: "A file of static bearer tokens, one 'TOKEN USER_RECORD_NAME' per line (see also 'cirrusd tokens').")
     var tokens: String?
 
     /// `--data-dir`, shared with the `users` subcommands (which see the value wherever it is
@@ -81,6 +81,12 @@ struct Cirrusd: AsyncParsableCommand {
             "How often the user directory is read for users an administrator disabled (e.g. 2s).",
             discussion: "`cirrusd users disable` changes the data directory; within this interval the server closes the user's connections."))
     var userRefreshInterval = DurationArgument(seconds: 2)
+
+    @Option(
+        help: ArgumentHelp(
+            "How long a token of CKFetchWebAuthTokenOperation is valid (e.g. 1h).",
+            discussion: "`cirrusd tokens revoke ID` ends one before."))
+    var webAuthTokenLifetime = DurationArgument(seconds: UserDirectory.defaultWebAuthTokenLifetime)
 
     @Option(help: "The largest frame accepted, in bytes.")
     var maxFrameBytes = 4 * 1024 * 1024
@@ -172,7 +178,7 @@ struct Cirrusd: AsyncParsableCommand {
         let storage = try SQLiteStorage(
             directory: self.dataDir, queryCursorLifetime: Double(self.queryCursorLifetime.seconds))
         let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
-        let users = UserDirectory(storage: storage, logger: logger)
+        let users = UserDirectory(storage: storage, webAuthTokenLifetime: self.webAuthTokenLifetime.seconds, logger: logger)
         try await users.load()
         configuration.users = users
         let executor = StorageExecutor(
@@ -197,7 +203,7 @@ struct Cirrusd: AsyncParsableCommand {
         let server = CirrusServer(configuration: configuration, logger: logger)
         let address = try await server.start()
         let usersTask = Task {
-            await users.watch(every: .seconds(self.userRefreshInterval.seconds)) { server.closeConnections(of: $0) }
+            await users.watch(every: .seconds(self.userRefreshInterval.seconds), server: server)
         }
         // Unbuffered, so a supervisor or test reading a pipe sees it at once.
         FileHandle.standardOutput.write(Data("listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n".utf8))

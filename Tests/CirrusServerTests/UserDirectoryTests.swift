@@ -5,7 +5,13 @@ import Foundation
 import Testing
 
 /// The user directory on a real server: SQLite storage, mutual TLS on loopback, raw frames.
-@Suite("User directory: registration, disabled users")
+/// How a server answered `Hello`.
+enum HelloAnswer {
+    case accepted(Wire.HelloAck)
+    case refused(Wire.ConnectionError)
+}
+
+@Suite("User directory: registration, disabled users, bearer tokens")
 struct UserDirectoryTests {
     /// A server with a user directory over its storage, as `cirrusd` runs it.
     private func withDirectoryServer(
@@ -45,7 +51,7 @@ struct UserDirectoryTests {
             try await eventually("bob is registered") { try await storage.user("_bob") != nil }
             // What `cirrusd users disable bob` does, then what the server's watch does.
             try await storage.updateUser("_bob", .setDisabled(true), at: SQLiteStorage.systemClock())
-            #expect(try await users.refresh() == ["_bob"])
+            #expect(try await users.refresh().disabledUsers == ["_bob"])
             server.closeConnections(of: "_bob")
             let closed = try await bob.waitForClose()
             #expect(closed?.code == .notAuthenticated, "\(String(describing: closed))")
@@ -59,7 +65,7 @@ struct UserDirectoryTests {
             #expect(refused?.message.contains("disabled") == true)
             // Enabled again, he connects.
             try await storage.updateUser("_bob", .setDisabled(false), at: SQLiteStorage.systemClock())
-            #expect(try await users.refresh() == [])
+            #expect(try await users.refresh().disabledUsers == [])
             let (back, ack) = try await TestClient.conformant(port: port, user: "bob")
             #expect(ack.userRecordName == "_bob")
             await back.close()
@@ -92,5 +98,69 @@ struct UserDirectoryTests {
         #expect(try await storage.user("_alice")?.emailAddresses == ["alice@example.com"])
         let alice = try await storage.updateUser("_alice", .addPhone("+1 (555) 123-4567"), at: now)
         #expect(alice.phoneNumbers == ["+15551234567"])
+    }
+
+    /// Opens a connection without a certificate that says `Hello` with `token`; its `HelloAck`
+    /// or the error it is refused with.
+    private func helloWithToken(_ token: String, port: Int) async throws -> (TestClient, HelloAnswer) {
+        let client = try await TestClient.connect(port: port, user: nil)
+        try await client.send(
+            Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion, bearerToken: token))))
+        let frame = try await client.nextFrame()
+        switch frame.kind {
+        case .helloAck(let ack): return (client, .accepted(ack))
+        case .error(let error): return (client, .refused(error))
+        default: throw UnexpectedFrame(frame: frame)
+        }
+    }
+
+    @Test func aRevokedTokensLiveConnectionClosesAndBadTokensAreRefusedAlike() async throws {
+        try await withDirectoryServer { server, port, storage, users in
+            let (issued, _) = try await users.issueToken(for: "_bob", label: "test", lifetime: nil)
+            let (bob, answer) = try await helloWithToken(issued.token, port: port)
+            guard case .accepted(let ack) = answer else {
+                Issue.record("bob's token was refused: \(answer)")
+                return
+            }
+            #expect(ack.userRecordName == "_bob")
+            let (alice, _) = try await TestClient.conformant(port: port, user: "alice")
+
+            // Wrong secret, unknown ID, malformed: refused alike.
+            var wrongSecret = issued.token
+            wrongSecret.removeLast()
+            wrongSecret.append(issued.token.last == "0" ? "1" : "0")
+            let unknownID = BearerToken.generate().token
+            var refusals: [String] = []
+            for bad in [wrongSecret, unknownID, "cirrus_nope", String(repeating: "x", count: 4096)] {
+                let (client, answer) = try await helloWithToken(bad, port: port)
+                guard case .refused(let error) = answer else {
+                    Issue.record("\(bad.prefix(20)) was accepted")
+                    continue
+                }
+                #expect(error.code == .notAuthenticated)
+                refusals.append(error.message)
+                await client.close()
+            }
+            #expect(Set(refusals).count == 1, "\(refusals)")
+
+            // What `cirrusd tokens revoke` does, then what the server's watch does.
+            try await storage.revokeToken(issued.id, at: SQLiteStorage.systemClock())
+            let revocations = try await users.refresh()
+            #expect(revocations.tokenIDs == [issued.id])
+            server.closeConnections(usingToken: issued.id)
+            let closed = try await bob.waitForClose()
+            #expect(closed?.code == .notAuthenticated)
+            try await alice.expectNothingPending()
+            let (again, refused) = try await helloWithToken(issued.token, port: port)
+            guard case .refused(let error) = refused else {
+                Issue.record("a revoked token was accepted")
+                return
+            }
+            #expect(error.code == .notAuthenticated)
+            await again.close()
+            await alice.close()
+            #expect(try await storage.tokens(of: "_bob").first?.revokedAt != nil)
+            await #expect(throws: StoreError.self) { try await storage.revokeToken("0000000000000000", at: SQLiteStorage.systemClock()) }
+        }
     }
 }

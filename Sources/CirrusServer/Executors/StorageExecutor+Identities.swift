@@ -30,6 +30,8 @@ extension StorageExecutor {
             return try await discoverUserIdentities(request, open, stream: stream)
         case .discoverAllUserIdentities:
             return try await discoverAllUserIdentities(open, caller: caller, stream: stream)
+        case .fetchWebAuthToken(let request):
+            return try await fetchWebAuthToken(request, open, caller: caller)
         default:
             return Self.refusal(of: request)
         }
@@ -122,6 +124,30 @@ extension StorageExecutor {
             guard page.count == Self.discoveryPageSize, let last = page.last else { return .success() }
             after = last.name
         }
+    }
+
+    /// `CKFetchWebAuthTokenOperation`: a bearer token for the caller, valid for the directory's
+    /// `webAuthTokenLifetime`, that another client presents in `Hello`. Only a caller who
+    /// authenticated otherwise (a certificate) gets one, so a token cannot renew itself.
+    private func fetchWebAuthToken(
+        _ request: Wire.FetchWebAuthTokenRequest, _ open: Wire.Open, caller: ClientIdentity
+    ) async throws -> OperationCompletion {
+        guard !request.apiToken.isEmpty else {
+            return .failure(.invalidArguments, "FetchWebAuthToken names no API token")
+        }
+        guard caller.tokenID == nil else {
+            return .failure(.permissionFailure, "a client authenticated by a bearer token cannot fetch another")
+        }
+        let active = users.webAuthTokenCount(of: caller.userRecordName)
+        guard active < UserDirectory.maximumWebAuthTokensPerUser else {
+            return .failure(
+                .limitExceeded,
+                "\(active) web auth tokens are valid; at most \(UserDirectory.maximumWebAuthTokensPerUser) at once")
+        }
+        let (issued, _) = try await users.issueToken(
+            for: caller.userRecordName, label: "\(UserDirectory.webAuthTokenLabel) (\(open.containerIdentifier.prefix(128)))",
+            lifetime: users.webAuthTokenLifetime)
+        return .success(.fetchWebAuthToken(Wire.FetchWebAuthTokenResult(webAuthToken: issued.token)))
     }
 
     /// `info` as a directory lookup, or why it is not one: exactly one of its three parts set,

@@ -59,7 +59,7 @@ public struct StorageExecutor: OperationExecutor {
                 try await self.watchNotifications(request, open, caller: caller, stream: stream)
             }
         case .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
-            .discoverAllUserIdentities:
+            .discoverAllUserIdentities, .fetchWebAuthToken:
             return await self.completion(of: open) {
                 try await self.runIdentityKind(request, open, caller: caller, stream: stream)
             }
@@ -112,10 +112,10 @@ public struct StorageExecutor: OperationExecutor {
         case .modifyRecords, .fetchRecords, .query, .modifyRecordZones, .fetchRecordZones, .fetchRecordZoneChanges,
             .fetchDatabaseChanges, .modifySubscriptions, .fetchSubscriptions, .fetchNotificationChanges,
             .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
-            .discoverAllUserIdentities:
+            .discoverAllUserIdentities, .fetchWebAuthToken:
             return true
         case .markNotificationsRead, .modifyBadge, .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
-            .fetchWebAuthToken, .uploadAsset, .downloadAsset, .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
+            .uploadAsset, .downloadAsset, .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
             return false
         }
     }

@@ -362,7 +362,7 @@ public final class LongLivedOperations: Sendable {
         guard let request = open.request, executor.runs(request) else { return false }
         switch request {
         case .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
-            .discoverAllUserIdentities:
+            .discoverAllUserIdentities, .fetchWebAuthToken:
             return false
         default:
             return true

@@ -126,7 +126,7 @@ struct IdentitiesEndToEndTests {
             #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") != nil)
             // What `cirrusd users disable alice` does, and what the server's watch does next.
             try await internals.storage.updateUser("_alice", .setDisabled(true), at: SQLiteStorage.systemClock())
-            for user in try await internals.users.refresh() { internals.server?.closeConnections(of: user) }
+            for user in try await internals.users.refresh().disabledUsers { internals.server?.closeConnections(of: user) }
             #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") == nil)
             #expect(try await alice.accountStatus() == .noAccount)
             do {

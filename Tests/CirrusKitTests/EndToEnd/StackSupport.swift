@@ -64,7 +64,8 @@ func withStack(
     let now = clock?.clock ?? SQLiteStorage.systemClock
     let storage = try SQLiteStorage(directory: directory, clock: now)
     defer { try? storage.close() }
-    let executor = StorageExecutor(storage: storage)
+    let users = UserDirectory(storage: storage, clock: now)
+    let executor = StorageExecutor(storage: storage, users: users)
     let longLived = LongLivedOperations(journal: storage, executor: executor, clock: now)
     var internals = StackInternals(
         storage: storage,
