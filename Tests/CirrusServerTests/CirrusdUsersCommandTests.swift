@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// `cirrusd users …` against the data directory of a `cirrusd` that is running.
-@Suite("cirrusd users, against a running server", .serialized)
+@Suite("cirrusd users and tokens, against a running server", .serialized)
 struct CirrusdUsersCommandTests {
     /// Runs `cirrusd ARGUMENTS` to its end, off the cooperative pool.
     private func cirrusd(_ arguments: [String]) async throws -> (status: Int32, output: String) {
@@ -84,5 +84,46 @@ struct CirrusdUsersCommandTests {
         #expect(listing.contains("_erin  enabled"), "\(listing)")
         #expect(!listing.contains("not-an-address"))
         #expect(!FileManager.default.fileExists(atPath: directory + "-missing"))
+    }
+
+    @Test func anIssuedTokenWorksAndRevokingItClosesItsConnection() async throws {
+        let server = try await CirrusdProcess.launch(arguments: ["--user-refresh-interval", "1s"])
+        defer { server.stop() }
+        let directory = try #require(server.dataDirectory)
+        let (status, output) = try await cirrusd(
+            ["tokens", "issue", "bob", "--expires-in", "30d", "--label", "laptop", "--data-dir", directory])
+        #expect(status == 0, "\(output)")
+        let lines = output.split(separator: "\n").map(String.init)
+        let token = try #require(lines.first)
+        let id = try #require(lines.dropFirst().first?.split(separator: " ").first.map(String.init))
+        #expect(token.hasPrefix("cirrus_\(id)_"), "\(output)")
+
+        // Within the refresh interval the running server accepts it.
+        var connected: TestClient?
+        try await eventually("the token is accepted") {
+            let client = try await TestClient.connect(port: server.port, user: nil)
+            try await client.send(
+                Wire.Frame(streamID: 0, kind: .hello(Wire.Hello(protocolVersion: Wire.protocolVersion, bearerToken: token))))
+            guard case .helloAck(let ack) = try await client.nextFrame().kind, ack.userRecordName == "_bob" else {
+                await client.close()
+                return false
+            }
+            connected = client
+            return true
+        }
+        let bob = try #require(connected)
+        let (_, listing) = try await cirrusd(["tokens", "list", "--user", "bob", "--data-dir", directory])
+        #expect(listing.contains("\(id)  _bob  active"), "\(listing)")
+        #expect(!listing.contains(token))
+
+        #expect(try await cirrusd(["tokens", "revoke", id, "--data-dir", directory]).status == 0)
+        let closed = try await bob.waitForClose(timeout: .seconds(60))
+        #expect(closed?.code == .notAuthenticated, "\(String(describing: closed))")
+        let (_, after) = try await cirrusd(["tokens", "list", "--data-dir", directory])
+        #expect(after.contains("\(id)  _bob  revoked="), "\(after)")
+
+        let (badStatus, badOutput) = try await cirrusd(["tokens", "revoke", "0000000000000000", "--data-dir", directory])
+        #expect(badStatus != 0)
+        #expect(badOutput.contains("no token 0000000000000000"), "\(badOutput)")
     }
 }

@@ -138,6 +138,55 @@ struct IdentitiesEndToEndTests {
         }
     }
 
+    @Test func aWebAuthTokenServesASecondClientUntilItExpires() async throws {
+        let clock = ManualClock()
+        try await withStack(clock: clock) { container, internals in
+            let alice = container("alice")
+            let operation = CKFetchWebAuthTokenOperation(apiToken: "notes-api-token")
+            let result = NIOLockedValueBox<Result<String, any Error>?>(nil)
+            operation.fetchWebAuthTokenResultBlock = { outcome in result.withLockedValue { $0 = outcome } }
+            alice.privateCloudDatabase.add(operation)
+            await finished(operation)
+            let token = try #require(result.withLockedValue { $0 }).get()
+            #expect(token.hasPrefix("cirrus_"))
+
+            // A second client, without a certificate, is alice with it.
+            var configuration = TestCertificates.client(port: internals.port, user: nil)
+            configuration.bearerToken = token
+            let web = CKContainer(identifier: "iCloud.com.example.notes", configuration: configuration)
+            #expect(try await web.userRecordID().recordName == "_alice")
+            let saved = try await web.privateCloudDatabase.save(CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "from-web")))
+            #expect(try await alice.privateCloudDatabase.record(for: saved.recordID).recordType == "Note")
+            // A token does not renew itself.
+            let renewal = CKFetchWebAuthTokenOperation(apiToken: "notes-api-token")
+            let renewed = NIOLockedValueBox<Result<String, any Error>?>(nil)
+            renewal.fetchWebAuthTokenResultBlock = { outcome in renewed.withLockedValue { $0 = outcome } }
+            web.privateCloudDatabase.add(renewal)
+            await finished(renewal)
+            #expect((renewed.withLockedValue { $0 }.flatMap { try? $0.get() }) == nil)
+            // No API token: refused before anything is sent.
+            let bare = CKFetchWebAuthTokenOperation()
+            let refused = NIOLockedValueBox<(any Error)?>(nil)
+            bare.fetchWebAuthTokenCompletionBlock = { _, error in refused.withLockedValue { $0 = error } }
+            alice.privateCloudDatabase.add(bare)
+            await finished(bare)
+            #expect((refused.withLockedValue { $0 } as? CKError)?.code == .invalidArguments)
+
+            // An hour later it has expired: its connection closes, and it opens no other.
+            clock.advance(seconds: UserDirectory.defaultWebAuthTokenLifetime + 1)
+            let revocations = try await internals.users.refresh()
+            #expect(revocations.tokenIDs.count == 1)
+            for id in revocations.tokenIDs { internals.server?.closeConnections(usingToken: id) }
+            do {
+                _ = try await web.userRecordID()
+                Issue.record("an expired token was served")
+            } catch let error as CKError {
+                #expect(error.code == .notAuthenticated, "\(error)")
+            }
+            #expect(try await alice.userRecordID().recordName == "_alice")
+        }
+    }
+
     private func discoverAll(_ container: CKContainer) async throws -> [String] {
         let operation = CKDiscoverAllUserIdentitiesOperation()
         let found = Recorder<String>()
