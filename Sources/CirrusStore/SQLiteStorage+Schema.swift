@@ -136,6 +136,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v6-keyset-cursors", migrate: migrateToV6)
         migrator.registerMigration("v7-typed-values", migrate: migrateToV7)
         migrator.registerMigration("v8-users", migrate: migrateToV8)
+        migrator.registerMigration("v9-notification-reads", migrate: migrateToV9)
         return migrator
     }
 }

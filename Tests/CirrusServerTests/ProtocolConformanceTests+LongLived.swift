@@ -157,7 +157,7 @@ struct LongLivedConformanceTests {
             let complete = try await client.untilComplete(streamID: 1).complete
             switch request {
             case .fetchNotificationChanges, .fetchLongLivedOperationIDs, .fetchUserRecordID, .accountStatus,
-                .discoverUserIdentities, .discoverAllUserIdentities:
+                .discoverUserIdentities, .discoverAllUserIdentities, .markNotificationsRead, .modifyBadge:
                 #expect(complete.error == nil, "\(complete)")
             case .applicationPermission:
                 // It names no permission.

@@ -58,6 +58,14 @@ public struct StorageExecutor: OperationExecutor {
             return await self.completion(of: open) {
                 try await self.watchNotifications(request, open, caller: caller, stream: stream)
             }
+        case .markNotificationsRead(let request):
+            return await self.completion(of: open) {
+                try await self.markNotificationsRead(request, open, caller: caller)
+            }
+        case .modifyBadge(let request):
+            return await self.completion(of: open) {
+                try await self.modifyBadge(request, open, caller: caller)
+            }
         case .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
             .discoverAllUserIdentities, .fetchWebAuthToken:
             return await self.completion(of: open) {
@@ -112,9 +120,9 @@ public struct StorageExecutor: OperationExecutor {
         case .modifyRecords, .fetchRecords, .query, .modifyRecordZones, .fetchRecordZones, .fetchRecordZoneChanges,
             .fetchDatabaseChanges, .modifySubscriptions, .fetchSubscriptions, .fetchNotificationChanges,
             .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
-            .discoverAllUserIdentities, .fetchWebAuthToken:
+            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge:
             return true
-        case .markNotificationsRead, .modifyBadge, .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
+        case .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
             .uploadAsset, .downloadAsset, .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
             return false
         }
