@@ -28,6 +28,8 @@ public final class UserDirectory: Sendable {
         var disabled: Set<String> = []
         /// Valid bearer tokens by ID (as of the last read, plus those issued here since).
         var tokens: [String: StoredToken] = [:]
+        /// (container, user) pairs whose `Users` record this process knows exists.
+        var usersRecords: Set<[String]> = []
         /// Users registered by this process, with the emails they were registered with.
         var registered: [String: [String]] = [:]
         var isShuttingDown = false
@@ -189,6 +191,18 @@ public final class UserDirectory: Sendable {
             } catch {
                 self.logger.error("could not register user \(identity.userRecordName): \(error)")
             }
+        }
+    }
+
+    /// Whether this process knows `user`'s `Users` record exists in `container`.
+    func hasUsersRecord(_ user: String, in container: String) -> Bool {
+        state.withLock { $0.usersRecords.contains([container, user]) }
+    }
+
+    func rememberUsersRecord(_ user: String, in container: String) {
+        state.withLock { state in
+            if state.usersRecords.count >= Self.maximumRemembered { state.usersRecords = [] }
+            state.usersRecords.insert([container, user])
         }
     }
 

@@ -20,6 +20,7 @@ extension StorageExecutor {
         switch request {
         case .fetchUserRecordID:
             try await users.register(caller)
+            try await ensureUsersRecord(of: caller, in: open.containerIdentifier)
             let id = Wire.RecordID(recordName: caller.userRecordName, zoneID: Self.defaultZone)
             return .success(.fetchUserRecordID(Wire.FetchUserRecordIDResult(userRecordID: id)))
         case .accountStatus:
@@ -35,6 +36,32 @@ extension StorageExecutor {
         default:
             return Self.refusal(of: request)
         }
+    }
+
+    /// Creates the caller's `Users` record in the container's public database unless it
+    /// exists (record name = user record name, default zone): readable by all, written only by
+    /// its user (the store refuses everyone else), never deleted.
+    private func ensureUsersRecord(of caller: ClientIdentity, in container: String) async throws {
+        guard !users.hasUsersRecord(caller.userRecordName, in: container) else { return }
+        let database = DatabaseKey.public(container: container)
+        var record = Wire.Record()
+        record.recordID = Wire.RecordID(recordName: caller.userRecordName, zoneID: Self.defaultZone)
+        record.recordType = "Users"
+        let result = try await storage.modifyRecords(
+            RecordModification(saving: [ZoneOwnerMapping(databaseOwner: database.owner).inbound(record)]),
+            in: database, by: caller.userRecordName)
+        switch result.saves.first?.result {
+        case .success?:
+            break
+        case .failure(let failure)? where failure.code == .serverRecordChanged:
+            break  // It exists.
+        case .failure(let failure)?:
+            logger.error("could not create the Users record of \(caller.userRecordName): \(failure)")
+            return
+        case nil:
+            return
+        }
+        users.rememberUsersRecord(caller.userRecordName, in: container)
     }
 
     /// The default zone of user record IDs (`_defaultZone`, owned by the current user).

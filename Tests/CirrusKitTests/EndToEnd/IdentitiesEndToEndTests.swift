@@ -30,6 +30,46 @@ struct IdentitiesEndToEndTests {
         }
     }
 
+    @Test func theUsersRecordIsReadableByAllAndWritableOnlyByItsUser() async throws {
+        try await withStack { container in
+            let alice = container("alice")
+            let bob = container("bob")
+            let id = try await alice.userRecordID()
+            let record = try await alice.publicCloudDatabase.record(for: id)
+            #expect(record.recordType == "Users")
+            // Alice extends it; bob reads it.
+            record["nickname"] = "Al"
+            _ = try await alice.publicCloudDatabase.save(record)
+            #expect(try await bob.publicCloudDatabase.record(for: id)["nickname"] as? String == "Al")
+            // Asking again changes nothing.
+            #expect(try await alice.userRecordID() == id)
+            #expect(try await alice.publicCloudDatabase.record(for: id)["nickname"] as? String == "Al")
+
+            func refusal(_ body: () async throws -> Void) async -> CKError.Code? {
+                do {
+                    try await body()
+                    return nil
+                } catch let error as CKError {
+                    return error.code
+                } catch {
+                    return .internalError
+                }
+            }
+            // Bob may not write alice's record, nor one of a user who has none yet (the same
+            // answer), nor may anyone delete one.
+            let fetched = try await bob.publicCloudDatabase.record(for: id)
+            fetched["nickname"] = "Mallory"
+            #expect(await refusal { _ = try await bob.publicCloudDatabase.save(fetched) } == .permissionFailure)
+            let squat = CKRecord(recordType: "Users", recordID: CKRecord.ID(recordName: "_dave"))
+            #expect(await refusal { _ = try await bob.publicCloudDatabase.save(squat) } == .permissionFailure)
+            #expect(await refusal { _ = try await bob.publicCloudDatabase.deleteRecord(withID: id) } == .permissionFailure)
+            #expect(await refusal { _ = try await alice.publicCloudDatabase.deleteRecord(withID: id) } == .permissionFailure)
+            let wrongType = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "_bob"))
+            #expect(await refusal { _ = try await bob.publicCloudDatabase.save(wrongType) } == .invalidArguments)
+            #expect(try await alice.publicCloudDatabase.record(for: id)["nickname"] as? String == "Al")
+        }
+    }
+
     @Test func onlyUsersWhoGrantedDiscoverabilityAreFound() async throws {
         try await withStack { container in
             let alice = container("alice-mail")
@@ -128,13 +168,8 @@ struct IdentitiesEndToEndTests {
             try await internals.storage.updateUser("_alice", .setDisabled(true), at: SQLiteStorage.systemClock())
             for user in try await internals.users.refresh().disabledUsers { internals.server?.closeConnections(of: user) }
             #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") == nil)
+            try await expectRefused("a disabled user") { _ = try await alice.userRecordID() }
             #expect(try await alice.accountStatus() == .noAccount)
-            do {
-                _ = try await alice.userRecordID()
-                Issue.record("a disabled user was served")
-            } catch let error as CKError {
-                #expect(error.code == .notAuthenticated, "\(error)")
-            }
         }
     }
 
@@ -177,14 +212,28 @@ struct IdentitiesEndToEndTests {
             let revocations = try await internals.users.refresh()
             #expect(revocations.tokenIDs.count == 1)
             for id in revocations.tokenIDs { internals.server?.closeConnections(usingToken: id) }
-            do {
-                _ = try await web.userRecordID()
-                Issue.record("an expired token was served")
-            } catch let error as CKError {
-                #expect(error.code == .notAuthenticated, "\(error)")
-            }
+            try await expectRefused("an expired token") { _ = try await web.userRecordID() }
             #expect(try await alice.userRecordID().recordName == "_alice")
         }
+    }
+
+    /// Runs `body` until the server refuses it with `notAuthenticated`. A request that raced
+    /// the server closing its connection fails with `networkFailure` instead and is tried again;
+    /// one that succeeds is a failure of the test.
+    private func expectRefused(_ what: String, _ body: () async throws -> Void) async throws {
+        for _ in 0..<50 {
+            do {
+                try await body()
+                Issue.record("\(what) was served")
+                return
+            } catch let error as CKError where error.code == .networkFailure {
+                try await Task.sleep(for: .milliseconds(100))
+            } catch let error as CKError {
+                #expect(error.code == .notAuthenticated, "\(what): \(error)")
+                return
+            }
+        }
+        Issue.record("\(what): never refused with notAuthenticated")
     }
 
     private func discoverAll(_ container: CKContainer) async throws -> [String] {
