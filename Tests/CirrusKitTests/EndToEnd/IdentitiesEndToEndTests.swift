@@ -1,6 +1,7 @@
 import CirrusKit
 import CirrusServer
 import CirrusStore
+import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -163,7 +164,15 @@ struct IdentitiesEndToEndTests {
             let alice = container("alice-mail")
             let bob = container("bob")
             #expect(try await alice.requestApplicationPermission(.userDiscoverability) == .granted)
-            #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com") != nil)
+            #expect(try await bob.userIdentity(forEmailAddress: "alice@example.com")?.nameComponents == nil)
+            // What `cirrusd users set-name alice --given Alice --family Liddell` does.
+            var name = Wire.UserNameComponents()
+            name.givenName = "Alice"
+            name.familyName = "Liddell"
+            try await internals.storage.updateUser("_alice", .setName(name), at: SQLiteStorage.systemClock())
+            let named = try #require(try await bob.userIdentity(forEmailAddress: "alice@example.com"))
+            #expect(named.nameComponents?.givenName == "Alice")
+            #expect(named.nameComponents?.familyName == "Liddell")
             // What `cirrusd users disable alice` does, and what the server's watch does next.
             try await internals.storage.updateUser("_alice", .setDisabled(true), at: SQLiteStorage.systemClock())
             for user in try await internals.users.refresh().disabledUsers { internals.server?.closeConnections(of: user) }
