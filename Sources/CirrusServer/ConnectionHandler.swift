@@ -396,7 +396,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if let identity = self.configuration.users?.authenticate(bearerToken: token) {
                 return identity
             }
-            return self.configuration.bearerTokens[token].map(ClientIdentity.init(userRecordName:))
+            return self.configuration.bearerTokenDigests[Wire.SHA256.hash(Array(token.utf8))]
+                .map(ClientIdentity.init(userRecordName:))
         }
         return self.peerCertificate.flatMap(ClientIdentity.init(certificate:))
     }
