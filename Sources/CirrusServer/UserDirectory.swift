@@ -101,12 +101,25 @@ public final class UserDirectory: Sendable {
         }
     }
 
+    /// How long a token that expired or was revoked stays listed (`cirrusd tokens list`)
+    /// before ``watch(every:server:)`` deletes it: 7 days.
+    public static let endedTokenRetentionSeconds: Int64 = 7 * 86_400
+
     /// Every `interval`, reads the directory again and closes the connections of users
-    /// disabled and of tokens revoked or expired since; until the task is cancelled.
+    /// disabled and of tokens revoked or expired since; until the task is cancelled. Once an
+    /// hour it also deletes tokens that ended more than ``endedTokenRetentionSeconds`` ago.
     public func watch(every interval: Duration, server: CirrusServer) async {
+        var lastPrune: Int64 = 0
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: interval)
+                let now = clock()
+                if now.seconds - lastPrune >= 3600 {
+                    lastPrune = now.seconds
+                    let cutoff = Wire.Timestamp(seconds: now.seconds - Self.endedTokenRetentionSeconds, nanos: 0)
+                    let pruned = try await storage.pruneTokens(endedBefore: cutoff)
+                    if pruned > 0 { logger.info("deleted \(pruned) tokens that ended before \(cutoff.seconds)") }
+                }
                 let revocations = try await refresh()
                 for user in revocations.disabledUsers {
                     logger.notice("user \(user) was disabled: closing their connections")

@@ -51,6 +51,17 @@ extension SQLiteStorage: TokenStorage {
         }
     }
 
+    @discardableResult
+    public func pruneTokens(endedBefore cutoff: Wire.Timestamp) async throws -> Int {
+        let seconds = RecordCodec.seconds(cutoff)
+        return try await write(weight: 1) { db in
+            try db.run(
+                sql: "DELETE FROM bearer_tokens WHERE revoked_at < ?1 OR (revoked_at IS NULL AND expires_at < ?1)",
+                arguments: [seconds])
+            return db.changesCount
+        }
+    }
+
     public func activeTokens(at time: Wire.Timestamp) async throws -> [StoredToken] {
         let seconds = RecordCodec.seconds(time)
         return try await read { db in

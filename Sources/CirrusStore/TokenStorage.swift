@@ -26,6 +26,12 @@ public protocol TokenStorage: Sendable {
     @discardableResult
     func revokeToken(_ id: String, at time: Wire.Timestamp) async throws -> StoredToken
 
+    /// Deletes the tokens that expired or were revoked before `cutoff`; returns how many.
+    ///
+    /// - throws: ``StoreError``.
+    @discardableResult
+    func pruneTokens(endedBefore cutoff: Wire.Timestamp) async throws -> Int
+
     /// The tokens neither revoked nor expired at `time`.
     ///
     /// - throws: ``StoreError``.

@@ -163,4 +163,23 @@ struct UserDirectoryTests {
             await #expect(throws: StoreError.self) { try await storage.revokeToken("0000000000000000", at: SQLiteStorage.systemClock()) }
         }
     }
+
+    @Test func endedTokensArePrunedAfterTheirRetentionAndActiveOnesKept() async throws {
+        let storage = try SQLiteStorage.temporary()
+        defer { try? storage.destroy() }
+        func at(_ seconds: Int64) -> Wire.Timestamp { Wire.Timestamp(seconds: seconds, nanos: 0) }
+        func token(_ id: String, expires: Int64?) -> StoredToken {
+            StoredToken(id: id, hash: [1], user: "_alice", label: id, createdAt: at(100), expiresAt: expires.map(at))
+        }
+        try await storage.saveToken(token("expired-long-ago", expires: 200))
+        try await storage.saveToken(token("expired-lately", expires: 900))
+        try await storage.saveToken(token("revoked-long-ago", expires: nil))
+        try await storage.saveToken(token("never-expires", expires: nil))
+        try await storage.revokeToken("revoked-long-ago", at: at(300))
+        await #expect(throws: StoreError.self) { try await storage.saveToken(token("never-expires", expires: nil)) }
+        #expect(Set(try await storage.activeTokens(at: at(500)).map(\.id)) == ["never-expires", "expired-lately"])
+        #expect(try await storage.pruneTokens(endedBefore: at(500)) == 2)
+        #expect(Set(try await storage.tokens(of: "_alice").map(\.id)) == ["expired-lately", "never-expires"])
+        #expect(try await storage.activeTokens(at: at(1000)).map(\.id) == ["never-expires"])
+    }
 }
