@@ -173,6 +173,10 @@ struct IdentitiesEndToEndTests {
             let named = try #require(try await bob.userIdentity(forEmailAddress: "alice@example.com"))
             #expect(named.nameComponents?.givenName == "Alice")
             #expect(named.nameComponents?.familyName == "Liddell")
+            // What `cirrusd users add-phone alice "+1 (555) 123-4567"` does: found in any spelling.
+            try await internals.storage.updateUser("_alice", .addPhone("+1 (555) 123-4567"), at: SQLiteStorage.systemClock())
+            #expect(try await bob.userIdentity(forPhoneNumber: "+1 555 123 4567")?.userRecordID?.recordName == "_alice")
+            #expect(try await bob.userIdentity(forPhoneNumber: "+15551234567")?.lookupInfo?.phoneNumber == "+15551234567")
             // What `cirrusd users disable alice` does, and what the server's watch does next.
             try await internals.storage.updateUser("_alice", .setDisabled(true), at: SQLiteStorage.systemClock())
             for user in try await internals.users.refresh().disabledUsers { internals.server?.closeConnections(of: user) }
