@@ -18,7 +18,9 @@ struct CirrusdUsersCommandTests {
                         process.standardOutput = output
                         process.standardError = output
                         process.standardInput = FileHandle.nullDevice
-                        try process.run()
+                        // One Process.run() at a time, as CirrusdProcess launches (Foundation's
+                        // Process.run() crashed once when several ran at once).
+                        try CirrusdProcess.launching.withLock { _ in try process.run() }
                         let data = output.fileHandleForReading.readDataToEndOfFile()
                         process.waitUntilExit()
                         return (process.terminationStatus, String(decoding: data, as: UTF8.self))

@@ -46,7 +46,7 @@ final class CirrusdProcess: @unchecked Sendable {
     private let output: Pipe
     /// One `Process.run()` at a time: once, a whole-suite run crashed inside Foundation's
     /// `Process.run()` while several suites launched servers at once.
-    private static let launching = Mutex(())
+    static let launching = Mutex(())
     /// The temporary data directory this process was given, removed when it is released.
     private(set) var dataDirectory: String?
 
