@@ -126,6 +126,7 @@ let package = Package(
                 "CirrusServer",
                 "CirrusStore",
                 "CirrusTLS",
+                "CirrusWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

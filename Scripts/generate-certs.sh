@@ -100,6 +100,12 @@ leaf alice ca "/CN=alice" "$CLIENT_EXT"
 leaf bob ca "/CN=bob" "$CLIENT_EXT"
 # carol's key "leaked": ca-crl-carol.pem revokes her certificate.
 leaf carol ca "/CN=carol" "$CLIENT_EXT"
+# Certificates whose subjectAltName vouches for email addresses (the user directory's
+# verified lookup info): a second certificate of alice's, and dave's.
+leaf alice-mail ca "/CN=alice" "$CLIENT_EXT
+subjectAltName=email:alice@example.com,email:Alice.Work@example.com"
+leaf dave ca "/CN=dave" "$CLIENT_EXT
+subjectAltName=email:dave@example.com"
 
 # Revocation lists of the development CA, kept while they still verify (and,
 # for carol's, still revoke the carol.pem there is).
@@ -115,7 +121,7 @@ ca other-ca "Cirrus Untrusted CA"
 leaf mallory other-ca "/CN=mallory" "$CLIENT_EXT"
 leaf other-server other-ca "/O=Cirrus Development/CN=localhost" "$SERVER_EXT"
 
-for name in server alice bob carol; do
+for name in server alice bob carol alice-mail dave; do
     openssl verify -CAfile ca.pem "$name.pem" > /dev/null
 done
 openssl verify -crl_check -CAfile ca.pem -CRLfile ca-crl.pem alice.pem > /dev/null

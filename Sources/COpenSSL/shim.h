@@ -146,4 +146,25 @@ static inline void cirrus_SSL_CTX_require_alpn(SSL_CTX *ctx) {
     SSL_CTX_set_client_hello_cb(ctx, cirrus_require_alpn, NULL);
 }
 
+// MARK: subjectAltName (the stack macros over OPENSSL_sk_*).
+
+/// The certificate's subjectAltName entries (free with cirrus_GENERAL_NAMES_free), or NULL.
+static inline GENERAL_NAMES *cirrus_X509_subject_alt_names(X509 *x509) {
+    return (GENERAL_NAMES *)X509_get_ext_d2i(x509, NID_subject_alt_name, NULL, NULL);
+}
+
+static inline int cirrus_sk_GENERAL_NAME_num(const GENERAL_NAMES *names) {
+    return sk_GENERAL_NAME_num(names);
+}
+
+/// The index-th entry's email address (rfc822Name), or NULL when it is another kind of name.
+static inline const ASN1_IA5STRING *cirrus_GENERAL_NAME_email(const GENERAL_NAMES *names, int index) {
+    const GENERAL_NAME *name = sk_GENERAL_NAME_value(names, index);
+    return (name != NULL && name->type == GEN_EMAIL) ? name->d.rfc822Name : NULL;
+}
+
+static inline void cirrus_GENERAL_NAMES_free(GENERAL_NAMES *names) {
+    GENERAL_NAMES_free(names);
+}
+
 #endif

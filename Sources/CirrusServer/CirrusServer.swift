@@ -213,9 +213,29 @@ public final class CirrusServer: Sendable {
         try await shutdownComplete?.futureResult.get()
     }
 
+    /// Closes every connection of `user` with `NOT_AUTHENTICATED` (an administrator disabled
+    /// them); streams on them end as when the client disconnects.
+    public func closeConnections(of user: String, reason: String = "the user was disabled") {
+        self.broadcast(CloseUserEvent(match: .user(user), reason: reason))
+    }
+
+    /// Closes every connection that authenticated with the directory token `id` with
+    /// `NOT_AUTHENTICATED` (it was revoked or expired).
+    public func closeConnections(usingToken id: String, reason: String = "the bearer token was revoked or expired") {
+        self.broadcast(CloseUserEvent(match: .token(id), reason: reason))
+    }
+
+    private func broadcast(_ event: CloseUserEvent) {
+        let connections = self.state.withLockedValue { Array($0.connections.values) }
+        for connection in connections {
+            connection.triggerUserOutboundEvent(event, promise: nil)
+        }
+    }
+
     /// Stops accepting, sends `GoAway` on every connection, lets open streams finish for up to
     /// the grace period, then closes what is left.
     public func shutdownGracefully() async {
+        self.configuration.users?.beginShutdown()
         let (listener, connections, shutdownComplete) = self.state.withLockedValue { state in
             state.isShuttingDown = true
             return (state.serverChannel, Array(state.connections.values), state.shutdownComplete)

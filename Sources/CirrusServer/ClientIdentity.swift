@@ -4,9 +4,20 @@ import CirrusTLS
 public struct ClientIdentity: Sendable, Hashable {
     /// The CloudKit-style user record name, e.g. `_alice`.
     public var userRecordName: String
+    /// Email addresses the client certificate vouches for (its subjectAltName); empty for a
+    /// bearer token.
+    public var verifiedEmails: [String]
+    /// The ID of the directory bearer token the client authenticated with (see
+    /// ``BearerToken``); nil for a certificate or a token of the `--tokens` file.
+    public var tokenID: String?
 
     public init(userRecordName: String) {
+        self.init(userRecordName: userRecordName, verifiedEmails: [])
+    }
+
+    public init(userRecordName: String, verifiedEmails: [String]) {
         self.userRecordName = userRecordName
+        self.verifiedEmails = verifiedEmails
     }
 
     /// The identity a verified client certificate names: its subject common name, prefixed
@@ -16,6 +27,7 @@ public struct ClientIdentity: Sendable, Hashable {
             return nil
         }
         self.userRecordName = "_" + commonName
+        self.verifiedEmails = certificate.emailAddresses
     }
 
     /// Names are 1…128 characters of letters, digits, `.`, `-`, `_`, `@`.

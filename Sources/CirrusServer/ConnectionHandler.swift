@@ -9,6 +9,25 @@ import NIOCore
 /// streams finish, then close.
 struct GracefulShutdownEvent: Sendable {}
 
+/// Asked of every connection when an administrator disabled a user or a bearer token was
+/// revoked or expired: the connections it matches close with `NOT_AUTHENTICATED`.
+struct CloseUserEvent: Sendable {
+    enum Match: Sendable {
+        case user(String)
+        case token(String)
+    }
+
+    let match: Match
+    let reason: String
+
+    func matches(_ identity: ClientIdentity) -> Bool {
+        switch match {
+        case .user(let name): identity.userRecordName == name
+        case .token(let id): identity.tokenID == id
+        }
+    }
+}
+
 /// The server side of one connection: feeds frames through the connection state machine and
 /// carries out what it answers. Protocol work only: operations run on tasks of their own
 /// (``OperationExecutor``) and reach the connection through their ``OperationStream``.
@@ -139,6 +158,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        if let event = event as? CloseUserEvent {
+            promise?.succeed(())
+            if let identity = self.identity, event.matches(identity), !self.isClosing {
+                self.logger.info("closing a connection of \(identity.userRecordName): \(event.reason)")
+                self.closeWithError(code: .notAuthenticated, message: event.reason, context: context)
+            }
+            return
+        }
         guard event is GracefulShutdownEvent else {
             context.triggerUserOutboundEvent(event, promise: promise)
             return
@@ -341,6 +368,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             maximumFrameBytes = min(maximumFrameBytes, Int(requested))
         }
         self.encoder?.maximumFrameBytes = maximumFrameBytes
+        if let users = self.configuration.users, users.isDisabled(identity.userRecordName) {
+            self.logger.info("refusing a connection of disabled user \(identity.userRecordName)")
+            self.closeWithError(code: .notAuthenticated, message: "user \(identity.userRecordName) is disabled", context: context)
+            return
+        }
         if let refusal = self.configuration.peerLimits.admit(user: identity.userRecordName, now: .now()) {
             self.logger.info("refusing a connection of \(identity.userRecordName): \(refusal.message)")
             self.closeWithError(code: .rateLimited, message: refusal.message, context: context)
@@ -349,6 +381,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.admittedUser = identity.userRecordName
         self.identity = identity
         self.logger[metadataKey: "user"] = "\(identity.userRecordName)"
+        self.configuration.users?.registerInBackground(identity)
         self.peerCertificate = nil  // Only needed to authenticate; idle connections stay small.
         let limits = Wire.Limits(
             maxFrameBytes: UInt32(clamping: maximumFrameBytes),
@@ -370,7 +403,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func authenticate(_ hello: Wire.Hello) -> ClientIdentity? {
         if let token = hello.bearerToken {
-            return self.configuration.bearerTokens[token].map(ClientIdentity.init(userRecordName:))
+            if let identity = self.configuration.users?.authenticate(bearerToken: token) {
+                return identity
+            }
+            return self.configuration.bearerTokenDigests[Wire.SHA256.hash(Array(token.utf8))]
+                .map(ClientIdentity.init(userRecordName:))
         }
         return self.peerCertificate.flatMap(ClientIdentity.init(certificate:))
     }
@@ -408,7 +445,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 stream.complete(await registry.answer(open, caller: caller))
             }
         } else if let registry = self.configuration.longLivedOperations, open.configuration?.isLongLived == true,
-            LongLivedOperations.canRunDetached(open)
+            registry.canRunDetached(open)
         {
             task = Task {
                 switch await registry.register(open, caller: caller) {

@@ -17,6 +17,15 @@ public protocol OperationExecutor: Sendable {
     /// flow-control credit); the returned completion becomes the stream's `Complete`. When the
     /// client cancels or disconnects, the task running this is cancelled and `emit` throws.
     func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion
+
+    /// Whether this executor runs `request`'s kind. A kind it does not run is refused on its
+    /// stream by ``run(_:caller:stream:)`` and never registered as a long-lived operation.
+    func runs(_ request: Wire.Open.Request) -> Bool
+}
+
+extension OperationExecutor {
+    /// Runs every kind unless the executor says otherwise.
+    public func runs(_ request: Wire.Open.Request) -> Bool { true }
 }
 
 /// How an operation ended: its final result (for kinds whose completion carries data) or its
@@ -42,6 +51,8 @@ public struct OperationCompletion: Sendable, Hashable {
 /// The executor of a server that runs no operations: every `Open` is refused on its stream.
 public struct NoOperations: OperationExecutor {
     public init() {}
+
+    public func runs(_ request: Wire.Open.Request) -> Bool { false }
 
     public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
         .failure(.serverRejectedRequest, "this server runs no operations")

@@ -29,8 +29,17 @@ public struct ServerConfiguration: Sendable {
     /// Connections accepted at most at once; more are closed right after accept.
     public var maximumConnections: Int = 10_000
     /// Bearer tokens a client may present in `Hello` instead of a client certificate, each
-    /// mapped to the user record name it authenticates (e.g. `"s3cret": "_alice"`).
-    public var bearerTokens: [String: String] = [:]
+    /// mapped to the user record name it authenticates (e.g. `"s3cret": "_alice"`). A token is
+    /// looked up by its SHA-256, so how long a lookup takes says nothing about the secrets.
+    public var bearerTokens: [String: String] = [:] {
+        didSet {
+            self.bearerTokenDigests = Dictionary(
+                self.bearerTokens.map { (Wire.SHA256.hash(Array($0.key.utf8)), $0.value) },
+                uniquingKeysWith: { first, _ in first })
+        }
+    }
+    /// ``bearerTokens`` by the SHA-256 of each token.
+    private(set) var bearerTokenDigests: [[UInt8]: String] = [:]
     /// Runs the operations clients open. The default runs none and refuses each `Open` on its
     /// stream.
     public var executor: any OperationExecutor = NoOperations()
@@ -38,6 +47,9 @@ public struct ServerConfiguration: Sendable {
     /// `Resume` and the long-lived container methods. Without it an `Open` runs attached to its
     /// stream whatever its configuration says, and `Resume` gets `UNKNOWN_OPERATION`.
     public var longLivedOperations: LongLivedOperations?
+    /// The user directory: a disabled user's connections are refused, and every authenticated
+    /// user is registered in it. Nil: no directory (every authenticated user is served).
+    public var users: UserDirectory?
     /// Limits that hold across connections: per user and per client address.
     public var peerLimits = PeerLimits()
     /// Bytes all connections together may leave waiting for their sockets before every

@@ -37,6 +37,9 @@ extension RecordWriter {
             return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
         }
         let name = clientID.recordName
+        if let refusal = userRecordRefusal(name, in: zone, recordType: client.recordType) {
+            return .failure(refusal)
+        }
         var serverRecord: Wire.Record?
         if let existing {
             serverRecord = try existing.record()
@@ -159,6 +162,9 @@ extension RecordWriter {
     /// Deletes one record and, transitively, every record holding a deleteSelf
     /// reference to a deleted one. Deleting a record that does not exist succeeds.
     mutating func delete(_ name: String, in zone: ZoneRow) throws -> ItemFailure? {
+        if isUserRecordName(name, in: zone) {
+            return RecordCodec.error(.permissionFailure, "the Users record \(name) cannot be deleted")
+        }
         guard let existing = try StoreRows.record(db, zoneID: zone.id, name: name) else { return nil }
         if key.scope == .public && existing.creator != user {
             return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")

@@ -135,6 +135,8 @@ extension SQLiteStorage {
         migrator.registerMigration("v5-write-path", migrate: migrateToV5)
         migrator.registerMigration("v6-keyset-cursors", migrate: migrateToV6)
         migrator.registerMigration("v7-typed-values", migrate: migrateToV7)
+        migrator.registerMigration("v8-users", migrate: migrateToV8)
+        migrator.registerMigration("v9-notification-reads", migrate: migrateToV9)
         return migrator
     }
 }

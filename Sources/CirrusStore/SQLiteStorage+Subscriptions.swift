@@ -153,15 +153,16 @@ extension SQLiteStorage {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT seq, scope, body FROM notifications WHERE container = ? AND owner = ? AND seq > ?
+                    SELECT seq, scope, body, is_read FROM notifications WHERE container = ? AND owner = ? AND seq > ?
                     ORDER BY seq LIMIT ?
                     """,
                 arguments: [feed.container, feed.user, start, limit])
             let notifications = try rows.map { row -> StoredNotification in
                 let body: Data = row["body"]
-                guard let notification = try? Wire.PushNotification(serializedBytes: [UInt8](body)) else {
+                guard var notification = try? Wire.PushNotification(serializedBytes: [UInt8](body)) else {
                     throw StoreError(.corruptData, "a stored notification does not decode")
                 }
+                notification.isRead = (row["is_read"] as Int64? ?? 0) != 0
                 return StoredNotification(
                     seq: row["seq"], scope: Wire.DatabaseScope(rawValue: row["scope"]), notification: notification)
             }

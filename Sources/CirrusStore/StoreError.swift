@@ -14,6 +14,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
             case limitExceeded, invalidArguments, badDatabase, zoneNotFound
             case changeTokenExpired, corruptData, storageFailure
             case duplicateOperation, unknownOperation
+            case unknownUser, alreadyExists
         }
 
         private let base: Base
@@ -37,6 +38,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let duplicateOperation = Code(.duplicateOperation)
         /// No such long-lived operation (or it is no longer running).
         public static let unknownOperation = Code(.unknownOperation)
+        /// No such user in the directory.
+        public static let unknownUser = Code(.unknownUser)
+        /// What an administrator tried to create exists (a user, a lookup value another user holds).
+        public static let alreadyExists = Code(.alreadyExists)
 
         public var description: String { "\(base)" }
     }

@@ -219,10 +219,11 @@ struct NotificationWriter {
         notification.detail = detail
         try db.run(
             sql: """
-                INSERT INTO notifications (container, owner, seq, scope, created_ns, body) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO notifications (container, owner, seq, scope, created_ns, body, notification_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [key.container, entry.owner, seq, key.scope.rawValue, RecordCodec.nanoseconds(now),
-                        Data(notification.serializedBytes())])
+                        Data(notification.serializedBytes()), notification.notificationID])
         notified.insert(entry.owner)
     }
 

@@ -52,6 +52,19 @@ public protocol SubscriptionStorage: Sendable {
     @discardableResult
     func pruneNotifications(createdBefore cutoff: Wire.Timestamp) async throws -> Int
 
+    /// Marks notifications of `feed` read, by ID (CKMarkNotificationsReadOperation). One answer
+    /// per ID, in order: true when the feed holds it (marked now or before), false when it does
+    /// not (another user's notification ID reads as one that never existed).
+    ///
+    /// - throws: ``StoreError`` `.limitExceeded` (too many IDs).
+    func markNotificationsRead(_ notificationIDs: [String], in feed: NotificationFeedKey) async throws -> [Bool]
+
+    /// Sets the badge count of `feed` (CKModifyBadgeOperation): the next notification of a
+    /// subscription that badges shows `value + 1`.
+    ///
+    /// - throws: ``StoreError``.
+    func setBadge(_ value: UInt32, for feed: NotificationFeedKey) async throws
+
     /// Calls `observer` after every commit that added notifications to a feed, once per feed
     /// (for pushing them). Observers run on the storage's queues: keep them short.
     func observeNotifications(_ observer: @escaping @Sendable (NotificationFeedKey) -> Void)

@@ -51,11 +51,14 @@ public struct TLSPeerCertificate: Sendable, Hashable {
     public var subjectCommonName: String?
     /// The certificate in DER.
     public var derBytes: [UInt8]
+    /// The email addresses of its subjectAltName (`email:` entries), as the CA vouched for them.
+    public var emailAddresses: [String]
 
-    public init(subject: String, subjectCommonName: String?, derBytes: [UInt8]) {
+    public init(subject: String, subjectCommonName: String?, derBytes: [UInt8], emailAddresses: [String] = []) {
         self.subject = subject
         self.subjectCommonName = subjectCommonName
         self.derBytes = derBytes
+        self.emailAddresses = emailAddresses
     }
 }
 
@@ -66,8 +69,31 @@ extension TLSPeerCertificate {
         self.init(
             subject: name.map(Self.rfc2253) ?? "",
             subjectCommonName: name.flatMap(Self.commonName),
-            derBytes: Self.der(x509)
+            derBytes: Self.der(x509),
+            emailAddresses: Self.emailAddresses(x509)
         )
+    }
+
+    /// The rfc822Name entries of the subjectAltName extension; at most 32, each at most 254
+    /// bytes of printable ASCII (others are skipped).
+    private static func emailAddresses(_ x509: OpaquePointer) -> [String] {
+        guard let names = cirrus_X509_subject_alt_names(x509) else {
+            return []
+        }
+        defer { cirrus_GENERAL_NAMES_free(names) }
+        var emails: [String] = []
+        for index in 0..<min(cirrus_sk_GENERAL_NAME_num(names), 32) {
+            guard let email = cirrus_GENERAL_NAME_email(names, index), let bytes = ASN1_STRING_get0_data(email) else {
+                continue
+            }
+            let length = Int(ASN1_STRING_length(email))
+            let buffer = UnsafeBufferPointer(start: bytes, count: max(length, 0))
+            guard (1...254).contains(buffer.count), buffer.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                continue
+            }
+            emails.append(String(decoding: buffer, as: UTF8.self))
+        }
+        return emails
     }
 
     private static func rfc2253(_ name: OpaquePointer) -> String {

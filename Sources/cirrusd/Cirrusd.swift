@@ -14,7 +14,7 @@ struct Cirrusd: AsyncParsableCommand {
         commandName: "cirrusd",
         abstract: "The Cirrus server: CloudKit-style operations over TLS.",
         discussion: "With no flags it listens on 127.0.0.1:7443 with the development certificates in Certs/.",
-        subcommands: [Backup.self, Restore.self, CheckConfig.self]
+        subcommands: [Backup.self, Restore.self, CheckConfig.self, UsersCommand.self, TokensCommand.self]
     )
 
     /// Runs a subcommand (`backup`, `restore`, `check-config`) on its own, so that its options
@@ -97,11 +97,13 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "Client certificates: required, optional (a bearer token may stand in), or none.")
     var clientAuth: ClientAuth = .optional
 
-    @Option(help: "A file of bearer tokens, one 'TOKEN USER_RECORD_NAME' per line.")
+    @Option(help: "A file of static bearer tokens, one 'TOKEN USER_RECORD_NAME' per line (see also 'cirrusd tokens').")
     var tokens: String?
 
-    @Option(help: "Where the embedded SQLite storage keeps its data.")
-    var dataDir = "./cirrus-data"
+    /// `--data-dir`, shared with the `users` subcommands (which see the value wherever it is
+    /// written on the command line).
+    @OptionGroup var storageLocation: StorageLocation
+    var dataDir: String { self.storageLocation.dataDir }
 
     @Option(
         help: ArgumentHelp(
@@ -128,6 +130,18 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(
         help: "How often expired tombstones, query cursors, long-lived operations, notifications and unreferenced assets are pruned (e.g. 1h).")
     var maintenanceInterval: DurationArgument = DurationArgument(seconds: 3600)
+
+    @Option(
+        help: ArgumentHelp(
+            "How often the user directory is read for users an administrator disabled (e.g. 2s).",
+            discussion: "`cirrusd users disable` changes the data directory; within this interval the server closes the user's connections."))
+    var userRefreshInterval = DurationArgument(seconds: 2)
+
+    @Option(
+        help: ArgumentHelp(
+            "How long a token of CKFetchWebAuthTokenOperation is valid (e.g. 1h).",
+            discussion: "`cirrusd tokens revoke ID` ends one before."))
+    var webAuthTokenLifetime = DurationArgument(seconds: UserDirectory.defaultWebAuthTokenLifetime)
 
     @Option(help: "The largest frame accepted, in bytes.")
     var maxFrameBytes = 4 * 1024 * 1024
@@ -241,7 +255,11 @@ struct Cirrusd: AsyncParsableCommand {
             metrics.observe(storage)
         }
         let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
-        let executor = StorageExecutor(storage: storage, tokens: ChangeTokenSealer(secret: secret), logger: logger)
+        let users = UserDirectory(storage: storage, webAuthTokenLifetime: self.webAuthTokenLifetime.seconds, logger: logger)
+        try await users.load()
+        configuration.users = users
+        let executor = StorageExecutor(
+            storage: storage, tokens: ChangeTokenSealer(secret: secret), users: users, logger: logger)
         configuration.executor = executor
         let longLived = LongLivedOperations(
             journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds, logger: logger)
@@ -284,6 +302,11 @@ struct Cirrusd: AsyncParsableCommand {
             .init(
                 service: MaintenanceService(maintenance: maintenance, interval: .seconds(self.maintenanceInterval.seconds)),
                 serviceName: "maintenance"))
+        services.append(
+            .init(
+                service: UserDirectoryService(
+                    users: users, server: server, interval: .seconds(self.userRefreshInterval.seconds)),
+                serviceName: "user directory"))
         services.append(
             .init(
                 // Unbuffered, so a supervisor or test reading a pipe sees it at once.

@@ -35,6 +35,19 @@ struct MaintenanceService: Service {
     }
 }
 
+/// The user directory's watch as a service: it re-reads disabled users and revoked tokens every
+/// `interval` and closes their connections, until the group shuts down.
+struct UserDirectoryService: Service {
+    let users: UserDirectory
+    let server: CirrusServer
+    let interval: Duration
+
+    func run() async {
+        let (users, server, interval) = (self.users, self.server, self.interval)
+        await cancelWhenGracefulShutdown { await users.watch(every: interval, server: server) }
+    }
+}
+
 /// The `/metrics`, `/healthz` and `/readyz` endpoint as a service: it stays up while the
 /// listener drains (so `/readyz` says why the server is not ready) and closes last.
 struct OperationsEndpointService: Service {

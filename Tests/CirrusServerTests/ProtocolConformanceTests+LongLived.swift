@@ -156,8 +156,12 @@ struct LongLivedConformanceTests {
             try await client.open(request, streamID: 1, scope: .unspecified)
             let complete = try await client.untilComplete(streamID: 1).complete
             switch request {
-            case .fetchNotificationChanges, .fetchLongLivedOperationIDs:
+            case .fetchNotificationChanges, .fetchLongLivedOperationIDs, .fetchUserRecordID, .accountStatus,
+                .discoverUserIdentities, .discoverAllUserIdentities, .markNotificationsRead, .modifyBadge:
                 #expect(complete.error == nil, "\(complete)")
+            case .applicationPermission:
+                // It names no permission.
+                #expect(complete.error?.code == .invalidArguments, "\(complete)")
             case .fetchLongLivedOperation:
                 #expect(complete.error?.code == .unknownOperation)
             default:
@@ -165,6 +169,50 @@ struct LongLivedConformanceTests {
                 let name = StorageExecutor.kindName(request)
                 #expect(complete.error?.message.contains(name) == true, "\(complete) names \(name)")
             }
+            try await client.expectNothingPending()
+        }
+    }
+
+    /// Every request kind of the protocol, one each.
+    static let everyKind: [Wire.Open.Request] =
+        containerLevelRequests + [
+            .modifyRecords(.init()), .fetchRecords(.init()), .query(.init()), .modifyRecordZones(.init()),
+            .fetchRecordZones(.init()), .fetchRecordZoneChanges(.init()), .fetchDatabaseChanges(.init()),
+            .modifySubscriptions(.init()), .fetchSubscriptions(.init()), .fetchWebAuthToken(.init(apiToken: "t")),
+            .watchNotifications(.init()), .uploadAsset(.init()), .downloadAsset(.init()),
+        ]
+
+    @Test func aKindTheServerDoesNotRunIsRefusedByNameAndNeverRegisteredAsLongLived() async throws {
+        try await withLongLivedServer { harness in
+            let executor = StorageExecutor(storage: harness.storage)
+            // The long-lived container methods are the registry's, not the executor's.
+            let refused = Self.everyKind.filter { !executor.runs($0) && !LongLivedOperations.answers(Wire.Open(request: $0)) }
+            #expect(!refused.isEmpty)
+            let (client, _) = try await TestClient.conformant(port: harness.port)
+            var streamID: UInt64 = 1
+            for request in refused {
+                let name = StorageExecutor.kindName(request)
+                // With a database scope (looked up for database kinds) and without one; asked
+                // to run long-lived.
+                for scope in [Wire.DatabaseScope.unspecified, .private, .public] {
+                    var configuration = Wire.OperationConfiguration()
+                    configuration.isLongLived = true
+                    let open = Wire.Open(
+                        operationID: "unrun-\(streamID)", databaseScope: scope, containerIdentifier: container,
+                        configuration: configuration, initialWindow: 100, request: request)
+                    try await client.send(Wire.Frame(streamID: streamID, kind: .open(open)))
+                    let frame = try await client.nextFrame()
+                    guard case .complete(let complete) = frame.kind else {
+                        Issue.record("\(name) in \(scope): expected its refusal, got \(frame)")
+                        return
+                    }
+                    #expect(complete.error?.code == .serverRejectedRequest, "\(name) in \(scope): \(complete)")
+                    #expect(complete.error?.message.contains(name) == true, "\(complete) names \(name)")
+                    streamID += 2
+                }
+            }
+            #expect(try await client.listLongLived(streamID: streamID) == [])
+            #expect(harness.registry.runningCount == 0)
             try await client.expectNothingPending()
         }
     }

@@ -245,9 +245,9 @@ struct StorageExecutorTests {
     @Test func kindsNotRunYetAreRefusedByName() async throws {
         try await withStorageServer { port in
             var alice = try await OperationClient.connect(port: port, user: "alice")
-            let (_, complete) = try await alice.run(.discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesRequest()))
+            let (_, complete) = try await alice.run(.acceptShares(Wire.AcceptSharesRequest()))
             #expect(complete.error?.code == .serverRejectedRequest)
-            #expect(complete.error?.message.contains("discoverAllUserIdentities") == true)
+            #expect(complete.error?.message.contains("acceptShares") == true)
             await alice.client.close()
         }
     }

@@ -65,4 +65,32 @@ struct MigrationTests {
             RecordModification(deleting: [recordID("parent", zone: "Notes")]), in: alice, by: "_alice")
         #expect(deletion.cascadedDeletions.map(\.recordName) == ["child"])
     }
+
+    @Test func v9FindsNotificationsKeptBeforeItByID() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A store at v8 with one notification in alice's feed, as v8 wrote it (no ID column).
+        do {
+            let queue = try DatabaseQueue(path: (directory as NSString).appendingPathComponent(SQLiteStorage.fileName))
+            try SQLiteStorage.migrator.migrate(queue, upTo: "v8-users")
+            let body = Data(Wire.PushNotification(notificationID: "kept-before-v9").serializedBytes())
+            try await queue.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO notification_feeds (container, owner, head_seq) VALUES ('c', '_alice', 1);
+                        INSERT INTO notifications (container, owner, seq, scope, created_ns, body)
+                        VALUES ('c', '_alice', 1, 1, 0, ?);
+                        """,
+                    arguments: [body])
+            }
+        }
+        let storage = try SQLiteStorage(directory: directory)
+        defer { try? storage.close() }
+        let feed = NotificationFeedKey(container: "c", user: "_alice")
+        #expect(try await storage.markNotificationsRead(["kept-before-v9", "other"], in: feed) == [true, false])
+        #expect(try await storage.markNotificationsRead(["kept-before-v9"], in: NotificationFeedKey(container: "c", user: "_bob")) == [false])
+        let batch = try await storage.notificationChanges(for: feed, after: nil, limit: 10)
+        #expect(batch.notifications.map(\.notification.isRead) == [true])
+    }
 }

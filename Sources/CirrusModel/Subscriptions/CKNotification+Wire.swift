@@ -67,7 +67,8 @@ extension CKNotification {
             badge: content.badge,
             soundName: content.soundName ?? "",
             category: content.category ?? "",
-            creationDate: content.creationDate?.wireTimestamp
+            creationDate: content.creationDate?.wireTimestamp,
+            isRead: content.isRead
         )
         let alert = Wire.NotificationAlert(
             title: content.title ?? "",
@@ -147,7 +148,8 @@ extension CKNotification.Content {
             soundName: string(wire.soundName),
             category: string(wire.category),
             creationDate: wire.creationDate.map(Date.init(wireTimestamp:)),
-            changeToken: changeToken
+            changeToken: changeToken,
+            isRead: wire.isRead
         )
     }
 }

@@ -63,6 +63,7 @@ open class CKNotification: @unchecked Sendable, CustomStringConvertible {
         var category: String?
         var creationDate: Date?
         var changeToken: CKServerChangeToken?
+        var isRead = false
     }
 
     let content: Content
@@ -83,6 +84,9 @@ open class CKNotification: @unchecked Sendable, CustomStringConvertible {
     public var subscriptionOwnerUserRecordID: CKRecord.ID? { self.content.subscriptionOwnerUserRecordID }
     /// Some content was left out to fit the server's limits: fetch what you need.
     public var isPruned: Bool { self.content.isPruned }
+    /// Its user marked it read (`CKMarkNotificationsReadOperation`); set on notifications
+    /// fetched with `CKFetchNotificationChangesOperation`, never on pushed ones.
+    public var isRead: Bool { self.content.isRead }
     /// The alert's text.
     public var alertBody: String? { self.content.alertBody }
     /// The localized-strings key of the alert's format.

@@ -19,24 +19,37 @@ public struct StorageExecutor: OperationExecutor {
     let logger: Logger
     /// Wakes the notification watches when the storage commits notifications.
     public let notifications: NotificationHub
+    /// The user directory the identity kinds read and write (in the same storage).
+    public let users: UserDirectory
 
     /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
     ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.
+    /// - parameter users: the directory over `storage` the server also refuses disabled users
+    ///   with (``ServerConfiguration/users``); a fresh one when nil.
     public init(
         storage: any RecordStorage,
         tokens: ChangeTokenSealer = .ephemeral(),
+        users: UserDirectory? = nil,
         logger: Logger = Logger(label: "cirrusd.operations")
     ) {
         self.storage = storage
         self.tokens = tokens
         self.logger = logger
         self.notifications = NotificationHub(observing: storage)
+        self.users = users ?? UserDirectory(storage: storage, logger: logger)
     }
 
     public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
-        // Container-level kinds carry no database scope: they are run or refused by name
-        // before any database is looked up.
-        switch open.request {
+        guard let request = open.request else {
+            return .failure(.invalidArguments, "Open carries no request")
+        }
+        // A kind this executor does not run is refused by name before anything is looked up.
+        guard self.runs(request) else {
+            return Self.refusal(of: request)
+        }
+        // Container-level kinds carry no database scope: they run before any database is
+        // looked up.
+        switch request {
         case .fetchNotificationChanges(let request):
             return await self.completion(of: open) {
                 try await self.fetchNotificationChanges(request, open, caller: caller, stream: stream)
@@ -45,8 +58,19 @@ public struct StorageExecutor: OperationExecutor {
             return await self.completion(of: open) {
                 try await self.watchNotifications(request, open, caller: caller, stream: stream)
             }
-        case .some(let request) where Self.isContainerLevel(request):
-            return .failure(.serverRejectedRequest, "\(Self.kindName(request)) is not run by this server yet")
+        case .markNotificationsRead(let request):
+            return await self.completion(of: open) {
+                try await self.markNotificationsRead(request, open, caller: caller)
+            }
+        case .modifyBadge(let request):
+            return await self.completion(of: open) {
+                try await self.modifyBadge(request, open, caller: caller)
+            }
+        case .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
+            .discoverAllUserIdentities, .fetchWebAuthToken:
+            return await self.completion(of: open) {
+                try await self.runIdentityKind(request, open, caller: caller, stream: stream)
+            }
         default:
             break
         }
@@ -64,7 +88,7 @@ public struct StorageExecutor: OperationExecutor {
             run: stream.run
         )
         return await self.completion(of: open) {
-            switch open.request {
+            switch request {
             case .modifyRecords(let request):
                 return try await self.modifyRecords(request, context)
             case .fetchRecords(let request):
@@ -83,12 +107,30 @@ public struct StorageExecutor: OperationExecutor {
                 return try await self.modifySubscriptions(request, context)
             case .fetchSubscriptions(let request):
                 return try await self.fetchSubscriptions(request, context)
-            case .some(let other):
-                return .failure(.serverRejectedRequest, "\(Self.kindName(other)) is not run by this server yet")
-            case .none:
-                return .failure(.invalidArguments, "Open carries no request")
+            default:
+                return Self.refusal(of: request)
             }
         }
+    }
+
+    /// The kinds this executor runs; every other kind is refused with `SERVER_REJECTED_REQUEST`
+    /// naming it, before any database lookup, and is never registered as long-lived.
+    public func runs(_ request: Wire.Open.Request) -> Bool {
+        switch request {
+        case .modifyRecords, .fetchRecords, .query, .modifyRecordZones, .fetchRecordZones, .fetchRecordZoneChanges,
+            .fetchDatabaseChanges, .modifySubscriptions, .fetchSubscriptions, .fetchNotificationChanges,
+            .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
+            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge:
+            return true
+        case .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
+            .uploadAsset, .downloadAsset, .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
+            return false
+        }
+    }
+
+    /// The refusal of a kind this executor does not run.
+    static func refusal(of request: Wire.Open.Request) -> OperationCompletion {
+        .failure(.serverRejectedRequest, "\(Self.kindName(request)) is not run by this server")
     }
 
     /// What `body` returned, or the completion its error calls for.

@@ -362,13 +362,23 @@ public final class LongLivedOperations: Sendable {
 
     // MARK: - Container methods
 
-    /// Whether `open` is a container method this registry answers.
     /// Whether `open` may run detached as a long-lived operation. A notification watch never
     /// does: it lives exactly as long as its stream (a client resumes it with its last token).
-    static func canRunDetached(_ open: Wire.Open) -> Bool {
-        if case .watchNotifications = open.request { return false }
-        return true
+    /// Nor does a kind the executor does not run: it is refused on its stream, unregistered.
+    /// The user identity kinds and the notification marks change no records and keep no
+    /// position to continue from: they run attached, and a client that lost them asks again.
+    func canRunDetached(_ open: Wire.Open) -> Bool {
+        guard let request = open.request, executor.runs(request) else { return false }
+        switch request {
+        case .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
+            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge:
+            return false
+        default:
+            return true
+        }
     }
+
+    /// Whether `open` is a container method this registry answers.
 
     static func answers(_ open: Wire.Open) -> Bool {
         switch open.request {

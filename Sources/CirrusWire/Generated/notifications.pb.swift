@@ -202,6 +202,8 @@ extension Wire {
         public var category: String = ""
         /// when the server created the notification
         public var creationDate: Wire.Timestamp? = nil
+        /// its user marked it read (CKMarkNotificationsReadOperation)
+        public var isRead: Bool = false
         public var detail: Wire.PushNotification.Detail? = nil
 
         public enum Detail: Sendable, Hashable {
@@ -226,6 +228,7 @@ extension Wire {
             soundName: String = "",
             category: String = "",
             creationDate: Wire.Timestamp? = nil,
+            isRead: Bool = false,
             detail: Wire.PushNotification.Detail? = nil
         ) {
             self.notificationID = notificationID
@@ -239,6 +242,7 @@ extension Wire {
             self.soundName = soundName
             self.category = category
             self.creationDate = creationDate
+            self.isRead = isRead
             self.detail = detail
         }
     }
@@ -502,6 +506,7 @@ extension Wire.PushNotification: CBackedMessage {
         if !self.soundName.isEmpty { c.pointee.sound_name = arena.cString(self.soundName) }
         if !self.category.isEmpty { c.pointee.category = arena.cString(self.category) }
         if let value = self.creationDate { c.pointee.creation_date = value.cMake(in: arena) }
+        c.pointee.is_read = (self.isRead ? 1 : 0)
         switch self.detail {
         case nil: break
         case .query(let value)?:
@@ -531,6 +536,7 @@ extension Wire.PushNotification: CBackedMessage {
         self.soundName = WireCConvert.string(c.pointee.sound_name)
         self.category = WireCConvert.string(c.pointee.category)
         if let value = c.pointee.creation_date { self.creationDate = Wire.Timestamp(cStruct: value) }
+        self.isRead = c.pointee.is_read != 0
         switch c.pointee.detail_case.rawValue {
         case 20:
             if let value = c.pointee.query { self.detail = .query(Wire.QueryNotification(cStruct: value)) }

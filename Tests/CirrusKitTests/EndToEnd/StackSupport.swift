@@ -46,6 +46,10 @@ struct StackInternals: Sendable {
     var port = 0
     /// Prunes tombstones older than the retention, by the stack's clock.
     let maintenance: StorageMaintenance
+    /// The server's user directory (what `cirrusd users` changes is in `storage`).
+    let users: UserDirectory
+    /// The server, once started.
+    var server: CirrusServer?
 }
 
 /// ``withStack(_:)`` with the storage on `clock` (the wall clock when nil), and its internals
@@ -60,17 +64,21 @@ func withStack(
     let now = clock?.clock ?? SQLiteStorage.systemClock
     let storage = try SQLiteStorage(directory: directory, clock: now)
     defer { try? storage.close() }
-    let executor = StorageExecutor(storage: storage)
+    let users = UserDirectory(storage: storage, clock: now)
+    let executor = StorageExecutor(storage: storage, users: users)
     let longLived = LongLivedOperations(journal: storage, executor: executor, clock: now)
     var internals = StackInternals(
         storage: storage,
         longLived: longLived,
-        maintenance: StorageMaintenance(storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: now))
+        maintenance: StorageMaintenance(storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: now),
+        users: executor.users)
     try await withServer(configure: {
         $0.executor = executor
         $0.longLivedOperations = longLived
-    }) { _, port in
+        $0.users = executor.users
+    }) { server, port in
         internals.port = port
+        internals.server = server
         try await body(
             { user in
                 CKContainer(identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: port, user: user))

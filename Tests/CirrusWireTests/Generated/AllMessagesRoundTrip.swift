@@ -1234,6 +1234,7 @@ enum GeneratedSamples {
         value.soundName = "héllo 👋🏽 世界 e\u{301} ✓"
         value.category = "Ünïcödé ✓ 中文 🇨🇭 a\u{308}"
         value.creationDate = sampleTimestamp(depth: depth - 1)
+        value.isRead = true
         value.detail = .query(sampleQueryNotification(depth: depth - 1))
         return value
     }

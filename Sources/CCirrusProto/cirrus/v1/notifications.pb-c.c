@@ -566,7 +566,7 @@ const ProtobufCMessageDescriptor cirrus__v1__database_notification__descriptor =
   (ProtobufCMessageInit) cirrus__v1__database_notification__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor cirrus__v1__push_notification__field_descriptors[14] =
+static const ProtobufCFieldDescriptor cirrus__v1__push_notification__field_descriptors[15] =
 {
   {
     "notification_id",
@@ -701,6 +701,18 @@ static const ProtobufCFieldDescriptor cirrus__v1__push_notification__field_descr
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "is_read",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__PushNotification, is_read),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "query",
     20,
     PROTOBUF_C_LABEL_NONE,
@@ -743,12 +755,13 @@ static const unsigned cirrus__v1__push_notification__field_indices_by_name[] = {
   9,   /* field[9] = category */
   2,   /* field[2] = container_identifier */
   10,   /* field[10] = creation_date */
-  13,   /* field[13] = database */
+  14,   /* field[14] = database */
   5,   /* field[5] = is_pruned */
+  11,   /* field[11] = is_read */
   0,   /* field[0] = notification_id */
   1,   /* field[1] = notification_type */
-  11,   /* field[11] = query */
-  12,   /* field[12] = record_zone */
+  12,   /* field[12] = query */
+  13,   /* field[13] = record_zone */
   8,   /* field[8] = sound_name */
   3,   /* field[3] = subscription_id */
   4,   /* field[4] = subscription_owner_user_record_id */
@@ -756,8 +769,8 @@ static const unsigned cirrus__v1__push_notification__field_indices_by_name[] = {
 static const ProtobufCIntRange cirrus__v1__push_notification__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 20, 11 },
-  { 0, 14 }
+  { 20, 12 },
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor cirrus__v1__push_notification__descriptor =
 {
@@ -767,7 +780,7 @@ const ProtobufCMessageDescriptor cirrus__v1__push_notification__descriptor =
   "Cirrus__V1__PushNotification",
   "cirrus.v1",
   sizeof(Cirrus__V1__PushNotification),
-  14,
+  15,
   cirrus__v1__push_notification__field_descriptors,
   cirrus__v1__push_notification__field_indices_by_name,
   2,  cirrus__v1__push_notification__number_ranges,

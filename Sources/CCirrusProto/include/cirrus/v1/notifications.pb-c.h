@@ -186,6 +186,10 @@ struct  Cirrus__V1__PushNotification
    * when the server created the notification
    */
   Cirrus__V1__Timestamp *creation_date;
+  /*
+   * its user marked it read (CKMarkNotificationsReadOperation)
+   */
+  protobuf_c_boolean is_read;
   Cirrus__V1__PushNotification__BadgeCase _badge_case;
   union {
     uint32_t badge;
@@ -199,7 +203,7 @@ struct  Cirrus__V1__PushNotification
 };
 #define CIRRUS__V1__PUSH_NOTIFICATION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&cirrus__v1__push_notification__descriptor) \
-    , (char *)protobuf_c_empty_string, CIRRUS__V1__NOTIFICATION_TYPE__NOTIFICATION_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, CIRRUS__V1__PUSH_NOTIFICATION___BADGE__NOT_SET, {0}, CIRRUS__V1__PUSH_NOTIFICATION__DETAIL__NOT_SET, {0} }
+    , (char *)protobuf_c_empty_string, CIRRUS__V1__NOTIFICATION_TYPE__NOTIFICATION_TYPE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, CIRRUS__V1__PUSH_NOTIFICATION___BADGE__NOT_SET, {0}, CIRRUS__V1__PUSH_NOTIFICATION__DETAIL__NOT_SET, {0} }
 
 
 /* Cirrus__V1__NotificationAlert methods */
