@@ -170,6 +170,9 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "Close a connection whose Ping stays unanswered this long (e.g. 20s).")
     var keepaliveTimeout = DurationArgument(seconds: 20)
 
+    @Option(help: "Close a connection that has not finished its TLS handshake and Hello this long after it opened (e.g. 10s).")
+    var handshakeTimeout = DurationArgument(seconds: 10)
+
     @Flag(help: "Also accept TLS 1.2 (TLS 1.3 only by default).")
     var allowTLS12 = false
 
@@ -234,6 +237,7 @@ struct Cirrusd: AsyncParsableCommand {
         configuration.connection.maximumConcurrentStreams = self.maxStreams
         configuration.connection.keepaliveInterval = .seconds(self.keepaliveInterval.seconds)
         configuration.connection.keepaliveTimeout = .seconds(self.keepaliveTimeout.seconds)
+        configuration.connection.handshakeTimeout = .seconds(self.handshakeTimeout.seconds)
         configuration.peerLimits = PeerLimits(
             configuration: .init(
                 maximumConnectionsPerUser: self.maxConnectionsPerUser,

@@ -150,7 +150,10 @@ struct HostileClientTests {
     }
 
     @Test func slowlorisOnTLSAndOnFramesIsCut() async throws {
-        let server = try await CirrusdProcess.launch(arguments: ["--keepalive-interval", "2s", "--keepalive-timeout", "2s"])
+        // The production handshake timeout (the test processes get 60 s by default).
+        let server = try await CirrusdProcess.launch(arguments: [
+            "--keepalive-interval", "2s", "--keepalive-timeout", "2s", "--handshake-timeout", "10s",
+        ])
         let bystander = try await Bystander.start(port: server.port)
         let clock = ContinuousClock()
         let started = clock.now

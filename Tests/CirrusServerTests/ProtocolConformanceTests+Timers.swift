@@ -46,7 +46,12 @@ struct TimedConformanceTests {
 
     @Test func anOpenAfterGoAwayIsRefusedOnItsStreamAndTheOthersFinish() async throws {
         let gate = Gate()
-        try await withServer(configure: { $0.executor = SteppedExecutor(count: 3, pauseAfter: 1, gate: gate) }) { server, port in
+        try await withServer(configure: {
+            $0.executor = SteppedExecutor(count: 3, pauseAfter: 1, gate: gate)
+            // Longer than a loaded machine takes to finish the first stream: the drain must end
+            // with its last Complete, not with the grace period.
+            $0.shutdownGracePeriod = .seconds(120)
+        }) { server, port in
             defer { gate.open() }
             let (client, _) = try await TestClient.conformant(port: port)
             try await client.open(conformanceFetch, streamID: 1)

@@ -63,6 +63,11 @@ final class CirrusdProcess: @unchecked Sendable {
     init(arguments: [String] = [], workingDirectory: String? = nil, standardErrorPath: String? = nil) throws {
         self.process.executableURL = Self.binary
         var arguments = arguments
+        // The whole suite shares two cores with this process: a handshake plus `Hello` can take
+        // longer than the production 10 s (as for in-process servers, see `withServer`).
+        if !arguments.contains("--handshake-timeout") {
+            arguments += ["--handshake-timeout", "60s"]
+        }
         if workingDirectory == nil {
             if !arguments.contains("--port") {
                 arguments += ["--port", "0"]
