@@ -24,7 +24,7 @@ extension Wire {
 
         /// Wraps stored bytes after checking their outline: protobuf fields that end where the
         /// bytes end, `seq` (field 1) equal to `seq`, and exactly one length-delimited payload
-        /// field. The payload itself is not decoded; the peer's decoder checks it as it checks
+        /// field (numbered 20 and up, as `Event.payload`'s). The payload itself is not decoded; the peer's decoder checks it as it checks
         /// every frame.
         ///
         /// - throws: ``WireError`` `.malformedMessage` when the outline does not hold.
