@@ -117,11 +117,13 @@ final class CirrusdProcess: @unchecked Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Resident memory of the process, in KiB, from /proc.
+    /// Anonymous resident memory of the process (heap and stacks), in KiB, from /proc: what the
+    /// server holds. Not `VmRSS`, which also counts the pages of the SQLite file that reads
+    /// touched through its memory map, however many a run happened to touch.
     var residentKiB: Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(self.process.processIdentifier)/status", encoding: .utf8)
         else { return nil }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
             return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         }
         return nil
