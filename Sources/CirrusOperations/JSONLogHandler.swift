@@ -67,7 +67,8 @@ public struct JSONLogHandler: LogHandler {
         }
     }
 
-    static func quoted(_ text: String) -> String {
+    /// `text` as a JSON string literal, quotes included (also used by `cirrusd --print-config`).
+    public static func quoted(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

@@ -94,29 +94,14 @@ extension Cirrusd {
             } else if Int(shown) != nil {
                 json = shown
             } else {
-                json = Self.quoted(shown)
+                json = JSONLogHandler.quoted(shown)
             }
-            lines.append("  \(Self.quoted(value.setting.name)): \(json)")
+            lines.append("  \(JSONLogHandler.quoted(value.setting.name)): \(json)")
             if value.source != .defaultValue {
                 sources.append("\(value.setting.name): \(value.source)")
             }
         }
         return ("{\n" + lines.joined(separator: ",\n") + "\n}\n", sources.map { "# \($0)\n" }.joined())
-    }
-
-    private static func quoted(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\t": result += "\\t"
-            case _ where scalar.value < 0x20: result += String(format: "\\u%04x", scalar.value)
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
     }
 }
 

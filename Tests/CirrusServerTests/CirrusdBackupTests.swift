@@ -3,30 +3,6 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Runs the `cirrusd` binary with `arguments` to completion, on a thread of its own; returns
-/// its exit status and what it printed (standard output and error together).
-func runCirrusd(_ arguments: [String], environment: [String: String]? = nil) async throws -> (status: Int32, output: String) {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(
-                with: Result {
-                    let process = Process()
-                    process.executableURL = CirrusdProcess.binary
-                    process.arguments = arguments
-                    if let environment { process.environment = environment }
-                    let output = Pipe()
-                    process.standardOutput = output
-                    process.standardError = output
-                    process.standardInput = FileHandle.nullDevice
-                    try process.runOneAtATime()
-                    let data = output.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
-                    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-                })
-        }
-    }
-}
-
 @Suite("cirrusd backup and restore, the real processes", .serialized)
 struct CirrusdBackupTests {
     /// Saves batches of records without pause while `cirrusd backup` runs beside them, then

@@ -13,14 +13,7 @@ private func sClient(port: Int, extraArguments: [String] = []) throws -> (status
             "-cert", TestCertificates.path("alice.pem"), "-key", TestCertificates.path("alice-key.pem"),
             "-alpn", "cirrus/1", "-verify_return_error",
         ] + extraArguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    process.standardInput = FileHandle.nullDevice
-    try process.runOneAtATime()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    return try process.runCapturingOutput()
 }
 
 @Suite("cirrusd, the real process", .serialized)

@@ -5,30 +5,6 @@ import Testing
 /// `cirrusd users …` against the data directory of a `cirrusd` that is running.
 @Suite("cirrusd users and tokens, against a running server", .serialized)
 struct CirrusdUsersCommandTests {
-    /// Runs `cirrusd ARGUMENTS` to its end, off the cooperative pool.
-    private func cirrusd(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(
-                    with: Result {
-                        let process = Process()
-                        process.executableURL = CirrusdProcess.binary
-                        process.arguments = arguments
-                        let output = Pipe()
-                        process.standardOutput = output
-                        process.standardError = output
-                        process.standardInput = FileHandle.nullDevice
-                        // One Process.run() at a time, as CirrusdProcess launches (Foundation's
-                        // Process.run() crashed once when several ran at once).
-                        try process.runOneAtATime()
-                        let data = output.fileHandleForReading.readDataToEndOfFile()
-                        process.waitUntilExit()
-                        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-                    })
-            }
-        }
-    }
-
     @Test func disablingAUserClosesTheirConnectionAndEnablingLetsThemBack() async throws {
         let server = try await CirrusdProcess.launch(arguments: ["--user-refresh-interval", "1s"])
         defer { server.stop() }
@@ -40,20 +16,20 @@ struct CirrusdUsersCommandTests {
 
         // Both were registered by connecting; alice with her certificate's addresses.
         try await eventually("both listed") {
-            let (status, output) = try await cirrusd(["users", "list", "--data-dir", directory])
+            let (status, output) = try await runCirrusd(["users", "list", "--data-dir", directory])
             return status == 0 && output.contains("_bob") && output.contains("_alice")
         }
-        let (_, listing) = try await cirrusd(["users", "list", "--data-dir", directory])
+        let (_, listing) = try await runCirrusd(["users", "list", "--data-dir", directory])
         #expect(listing.contains("email=alice.work@example.com,alice@example.com"), "\(listing)")
 
-        let (status, output) = try await cirrusd(["users", "disable", "bob", "--data-dir", directory])
+        let (status, output) = try await runCirrusd(["users", "disable", "bob", "--data-dir", directory])
         #expect(status == 0, "\(output)")
         #expect(output.contains("_bob  disabled"), "\(output)")
         let closed = try await bob.waitForClose(timeout: .seconds(60))
         #expect(closed?.code == .notAuthenticated, "\(String(describing: closed))")
         try await alice.expectNothingPending()
 
-        #expect(try await cirrusd(["users", "enable", "_bob", "--data-dir", directory]).status == 0)
+        #expect(try await runCirrusd(["users", "enable", "_bob", "--data-dir", directory]).status == 0)
         try await eventually("bob is let back in") {
             let client = try await TestClient.connect(port: server.port, user: "bob")
             defer { Task { await client.close() } }
@@ -74,15 +50,15 @@ struct CirrusdUsersCommandTests {
             (["users", "list", "--data-dir", directory + "-missing"], "no Cirrus data"),
         ]
         for (arguments, message) in cases {
-            let (status, output) = try await cirrusd(arguments)
+            let (status, output) = try await runCirrusd(arguments)
             #expect(status != 0, "\(arguments): \(output)")
             #expect(output.contains(message), "\(arguments): \(output)")
         }
-        #expect(try await cirrusd(["users", "add", "erin", "--data-dir", directory]).status == 0)
-        let (status, output) = try await cirrusd(["users", "add-email", "erin", "not-an-address", "--data-dir", directory])
+        #expect(try await runCirrusd(["users", "add", "erin", "--data-dir", directory]).status == 0)
+        let (status, output) = try await runCirrusd(["users", "add-email", "erin", "not-an-address", "--data-dir", directory])
         #expect(status != 0)
         #expect(output.contains("is not an email address"), "\(output)")
-        let (_, listing) = try await cirrusd(["users", "list", "--data-dir", directory])
+        let (_, listing) = try await runCirrusd(["users", "list", "--data-dir", directory])
         #expect(listing.contains("_erin  enabled"), "\(listing)")
         #expect(!listing.contains("not-an-address"))
         #expect(!FileManager.default.fileExists(atPath: directory + "-missing"))
@@ -92,7 +68,7 @@ struct CirrusdUsersCommandTests {
         let server = try await CirrusdProcess.launch(arguments: ["--user-refresh-interval", "1s"])
         defer { server.stop() }
         let directory = try #require(server.dataDirectory)
-        let (status, output) = try await cirrusd(
+        let (status, output) = try await runCirrusd(
             ["tokens", "issue", "bob", "--expires-in", "30d", "--label", "laptop", "--data-dir", directory])
         #expect(status == 0, "\(output)")
         let lines = output.split(separator: "\n").map(String.init)
@@ -114,17 +90,17 @@ struct CirrusdUsersCommandTests {
             return true
         }
         let bob = try #require(connected)
-        let (_, listing) = try await cirrusd(["tokens", "list", "--user", "bob", "--data-dir", directory])
+        let (_, listing) = try await runCirrusd(["tokens", "list", "--user", "bob", "--data-dir", directory])
         #expect(listing.contains("\(id)  _bob  active"), "\(listing)")
         #expect(!listing.contains(token))
 
-        #expect(try await cirrusd(["tokens", "revoke", id, "--data-dir", directory]).status == 0)
+        #expect(try await runCirrusd(["tokens", "revoke", id, "--data-dir", directory]).status == 0)
         let closed = try await bob.waitForClose(timeout: .seconds(60))
         #expect(closed?.code == .notAuthenticated, "\(String(describing: closed))")
-        let (_, after) = try await cirrusd(["tokens", "list", "--data-dir", directory])
+        let (_, after) = try await runCirrusd(["tokens", "list", "--data-dir", directory])
         #expect(after.contains("\(id)  _bob  revoked="), "\(after)")
 
-        let (badStatus, badOutput) = try await cirrusd(["tokens", "revoke", "0000000000000000", "--data-dir", directory])
+        let (badStatus, badOutput) = try await runCirrusd(["tokens", "revoke", "0000000000000000", "--data-dir", directory])
         #expect(badStatus != 0)
         #expect(badOutput.contains("no token 0000000000000000"), "\(badOutput)")
     }

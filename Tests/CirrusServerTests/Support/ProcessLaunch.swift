@@ -13,4 +13,35 @@ extension Process {
         defer { _ = flock(lock, LOCK_UN) }
         try self.run()
     }
+
+    /// Runs to its end with standard output and error in one pipe and no input; returns its exit
+    /// status and what it printed. Blocks the calling thread.
+    func runCapturingOutput() throws -> (status: Int32, output: String) {
+        let output = Pipe()
+        self.standardOutput = output
+        self.standardError = output
+        self.standardInput = FileHandle.nullDevice
+        try self.runOneAtATime()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        self.waitUntilExit()
+        return (self.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// Runs the `cirrusd` binary with `arguments` to completion, on a thread of its own (not the
+/// cooperative pool); returns its exit status and what it printed (standard output and error
+/// together).
+func runCirrusd(_ arguments: [String], environment: [String: String]? = nil) async throws -> (status: Int32, output: String) {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(
+                with: Result {
+                    let process = Process()
+                    process.executableURL = CirrusdProcess.binary
+                    process.arguments = arguments
+                    if let environment { process.environment = environment }
+                    return try process.runCapturingOutput()
+                })
+        }
+    }
 }
