@@ -159,6 +159,11 @@ let package = Package(
             ]
         ),
 
+        // What several test targets share (not a product: nothing outside the tests uses it).
+        .target(
+            name: "CirrusTestSupport",
+            path: "Tests/CirrusTestSupport"
+        ),
         .testTarget(
             name: "CirrusWireTests",
             dependencies: [
@@ -189,6 +194,7 @@ let package = Package(
         .testTarget(
             name: "CirrusKitTests",
             dependencies: [
+                "CirrusTestSupport",
                 "CirrusKit",
                 "CirrusModel",
                 "CirrusWire",
@@ -204,6 +210,7 @@ let package = Package(
         .testTarget(
             name: "CirrusServerTests",
             dependencies: [
+                "CirrusTestSupport",
                 "CirrusServer",
                 "CirrusStore",
                 "CirrusWire",
@@ -231,6 +238,7 @@ let package = Package(
         .testTarget(
             name: "CirrusCLITests",
             dependencies: [
+                "CirrusTestSupport",
                 "CirrusBench",
                 "CirrusCLI",
                 "CirrusKit",

@@ -1,5 +1,6 @@
 import CirrusServer
 import CirrusStore
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing
@@ -54,13 +55,13 @@ struct ChangeFeedRequestTests {
     ])
     func cirrusdRefusesABadDuration(flag: String) throws {
         for bad in ["0", "-5m", "5x", "h", "99999999999999999d"] {
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = CirrusdProcess.binary
             process.arguments = ["\(flag)=\(bad)", "--port", "0"]
             let errors = Pipe()
             process.standardError = errors
             process.standardOutput = Pipe()
-            try process.runOneAtATime()
+            try process.run()
             process.waitUntilExit()
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             #expect(process.terminationStatus == 64, "\(flag) \(bad)")

@@ -1,10 +1,11 @@
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing
 
 /// Runs `openssl s_client` against `port` and returns what it printed.
 private func sClient(port: Int, extraArguments: [String] = []) throws -> (status: Int32, output: String) {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments =
         [

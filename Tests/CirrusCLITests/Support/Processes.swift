@@ -1,3 +1,4 @@
+import CirrusTestSupport
 import Foundation
 import Testing
 
@@ -29,7 +30,7 @@ enum Paths {
 
 /// A real `cirrusd` on 127.0.0.1, port 0, with a temporary data directory.
 final class CirrusdProcess {
-    let process = Process()
+    let process = ChildProcess()
     let port: Int
     private let output = Pipe()
     let dataDirectory: String
@@ -44,7 +45,7 @@ final class CirrusdProcess {
         ]
         self.process.standardOutput = self.output
         self.process.standardError = FileHandle.nullDevice
-        try self.process.runOneAtATime()
+        try self.process.run()
         var bytes: [UInt8] = []
         while let byte = try self.output.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") {
             bytes.append(byte)
@@ -101,7 +102,7 @@ enum CLI {
 
 /// A `cirrus` process whose output is collected in files (no pipe can fill up).
 final class RunningCLI {
-    let process = Process()
+    let process = ChildProcess()
     private let outPath: String
     private let errPath: String
 
@@ -118,14 +119,14 @@ final class RunningCLI {
         self.process.standardOutput = FileHandle(forWritingAtPath: self.outPath)
         self.process.standardError = FileHandle(forWritingAtPath: self.errPath)
         self.process.standardInput = FileHandle.nullDevice
-        try self.process.runOneAtATime()
+        try self.process.run()
     }
 
     /// What it printed on stdout so far.
     var outputSoFar: String { (try? String(contentsOfFile: self.outPath, encoding: .utf8)) ?? "" }
 
     func kill() {
-        if self.process.isRunning { Foundation.kill(self.process.processIdentifier, SIGKILL) }
+        if self.process.isRunning { self.process.signal(SIGKILL) }
     }
 
     func wait() -> CLIRun {

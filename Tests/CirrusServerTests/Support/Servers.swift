@@ -1,5 +1,6 @@
 import CirrusServer
 import CirrusTLS
+import CirrusTestSupport
 import Foundation
 import NIOCore
 import Synchronization
@@ -41,7 +42,7 @@ func withServer<R>(
 /// `@unchecked Sendable`: a test owns it and calls it from one task at a time; `launch` and
 /// `killed` only hand it to a helper thread and wait, so no two threads use it at once.
 final class CirrusdProcess: @unchecked Sendable {
-    let process = Process()
+    let process = ChildProcess()
     let port: Int
     private let output: Pipe
     /// The temporary data directory this process was given, removed when it is released.
@@ -92,7 +93,7 @@ final class CirrusdProcess: @unchecked Sendable {
             self.process.standardError = FileHandle.nullDevice
         }
         let process = self.process
-        try process.runOneAtATime()
+        try process.run()
         let line = try Self.readLine(from: self.output.fileHandleForReading)
         guard line.hasPrefix("listening on "), let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
             self.process.terminate()
@@ -160,7 +161,7 @@ final class CirrusdProcess: @unchecked Sendable {
     /// Kills the process with SIGKILL (no chance to clean up) and waits for it.
     func kill() {
         if self.process.isRunning {
-            Foundation.kill(self.process.processIdentifier, SIGKILL)
+            self.process.signal(SIGKILL)
         }
         self.process.waitUntilExit()
     }
