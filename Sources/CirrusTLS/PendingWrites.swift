@@ -36,14 +36,15 @@ struct PendingWrites {
         return write
     }
 
-    /// Fails and forgets every write, flushed or not.
-    mutating func failAll(_ error: Error) {
-        let writes = self.writes
+    /// Forgets every write, flushed or not; returns their promises for the caller to fail.
+    /// Failing them here, inside a mutating call, would let a promise's callback (which may
+    /// close the channel, and so re-enter the handler) reach this value while it is being
+    /// modified.
+    mutating func removeAll() -> [EventLoopPromise<Void>] {
+        let promises = self.writes.compactMap(\.1)
         self.writes.removeAll()
         self.flushedCount = 0
         self.bytes = 0
-        for (_, promise) in writes {
-            promise?.fail(error)
-        }
+        return promises
     }
 }

@@ -71,7 +71,7 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     public func handlerRemoved(context: ChannelHandlerContext) {
         self.stateMachine.handlerRemoved()
-        self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+        self.failPendingWrites(ChannelError.ioOnClosedChannel)
         // Releases the SSL object and its BIOs (TLSConnection.deinit).
         self.connection = nil
     }
@@ -92,10 +92,10 @@ public final class TLSHandler: ChannelDuplexHandler {
                     ? "the connection closed during the TLS handshake"
                     : "the connection closed without a TLS close_notify"
             )
-            self.pendingWrites.failAll(error)
+            self.failPendingWrites(error)
             context.fireErrorCaught(error)
         case .none:
-            self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+            self.failPendingWrites(ChannelError.ioOnClosedChannel)
         }
         context.fireChannelInactive()
     }
@@ -230,7 +230,7 @@ public final class TLSHandler: ChannelDuplexHandler {
         guard self.stateMachine.closeNotifyReceived() == .replyAndClose, let connection = self.connection else {
             return
         }
-        self.pendingWrites.failAll(ChannelError.outputClosed)
+        self.failPendingWrites(ChannelError.outputClosed)
         connection.shutdown()
         self.writeNetworkOutput(context: context, flush: .ifWritten)
         context.fireUserInboundEventTriggered(TLSUserEvent.shutdownCompleted)
@@ -261,15 +261,24 @@ public final class TLSHandler: ChannelDuplexHandler {
             // Written-and-flushed data goes out before close_notify; data
             // written and never flushed is dropped, as on a plain channel.
             self.encryptFlushedWrites(context: context)
-            self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+            self.failPendingWrites(ChannelError.ioOnClosedChannel)
             self.connection?.shutdown()
             self.writeNetworkOutput(context: context, flush: .ifWritten)
         case .failPendingAndClose:
-            self.pendingWrites.failAll(ChannelError.ioOnClosedChannel)
+            self.failPendingWrites(ChannelError.ioOnClosedChannel)
         case .forward:
             break
         }
         context.close(mode: mode, promise: promise)
+    }
+
+    /// Fails every write not yet encrypted. The promises are failed once `pendingWrites` is
+    /// empty and no longer being modified: a promise's callback may close the channel, which
+    /// re-enters this handler (`close`, `channelInactive`), and both fail pending writes too.
+    private func failPendingWrites(_ error: any Error) {
+        for promise in self.pendingWrites.removeAll() {
+            promise.fail(error)
+        }
     }
 
     /// Encrypts the flushed writes, coalescing small ones, and writes the
@@ -402,7 +411,7 @@ public final class TLSHandler: ChannelDuplexHandler {
             return
         }
         self.writeNetworkOutput(context: context, flush: .ifWritten)
-        self.pendingWrites.failAll(error)
+        self.failPendingWrites(error)
         context.fireErrorCaught(error)
         context.close(promise: nil)
     }

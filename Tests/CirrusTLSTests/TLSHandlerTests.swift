@@ -144,6 +144,25 @@ import Testing
         #expect(throws: (any Error).self) { try promise.futureResult.wait() }
     }
 
+    @Test func aFailedWriteWhoseCallbackClosesTheChannelDoesNotReenterThePendingWrites() throws {
+        // Writes wait for the handshake. Closing fails them; the first one's callback closes the
+        // channel again, which reaches this handler's close and channelInactive while the
+        // outer close is still failing writes (a debug build traps on the overlapping access).
+        let pair = try InMemoryPair()
+        try pair.connect()
+        let first = pair.client.eventLoop.makePromise(of: Void.self)
+        let second = pair.client.eventLoop.makePromise(of: Void.self)
+        let client = NIOLoopBound(pair.client, eventLoop: pair.client.eventLoop)
+        first.futureResult.whenFailure { _ in client.value.close(promise: nil) }
+        pair.client.writeAndFlush(pair.client.allocator.buffer(string: "one"), promise: first)
+        pair.client.writeAndFlush(pair.client.allocator.buffer(string: "two"), promise: second)
+        #expect(pair.clientTLS.handshakeResult == nil)
+        pair.client.close(promise: nil)
+        #expect(throws: (any Error).self) { try first.futureResult.wait() }
+        #expect(throws: (any Error).self) { try second.futureResult.wait() }
+        #expect(!pair.client.isActive)
+    }
+
     @Test func noCommonApplicationProtocolIsRefused() throws {
         var client = Certs.clientConfiguration()
         client.applicationProtocols = ["other/1"]
