@@ -202,6 +202,35 @@ enum RecordCodec {
 
     /// (zone name, record name) of every deleteSelf reference in `record`;
     /// a reference without a zone points into the record's own zone.
+    /// Refuses a record whose parent or a reference names a record of another zone: CloudKit
+    /// links records within one zone only (`records.proto`). A reference without a zone names
+    /// one of the record's own zone.
+    static func checkLinksStayInZone(_ record: Wire.Record, zoneName: String, in key: DatabaseKey) -> ItemFailure? {
+        let name = record.recordID?.recordName ?? ""
+        func outside(_ target: Wire.RecordID?) -> Bool {
+            guard let zoneID = target?.zoneID else { return false }
+            guard case .success(let targetZone) = ZoneResolution.zoneName(of: zoneID, in: key) else { return true }
+            return targetZone != zoneName
+        }
+        if outside(record.parent?.recordID) {
+            return error(.invalidArguments, "record \(name): its parent is in another zone; a parent must be in the record's zone")
+        }
+        for field in record.fields {
+            let targets: [Wire.RecordID?]
+            switch field.value?.kind {
+            case .referenceValue(let reference): targets = [reference.recordID]
+            case .referenceList(let list): targets = list.values.map(\.recordID)
+            default: continue
+            }
+            if targets.contains(where: outside) {
+                return error(
+                    .invalidArguments,
+                    "record \(name): field \(field.key) references a record in another zone; a reference's target must be in the record's zone")
+            }
+        }
+        return nil
+    }
+
     static func deleteSelfTargets(of record: Wire.Record, zoneName: String) -> [(zone: String, name: String)] {
         var targets: [(zone: String, name: String)] = []
         func add(_ reference: Wire.Reference) {

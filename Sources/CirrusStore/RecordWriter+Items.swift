@@ -83,6 +83,14 @@ extension RecordWriter {
         case .failure(let failure): return .failure(failure)
         case .success(let contents): assets = contents
         }
+        for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) where !savedInZone.contains(target.name) {
+            guard try StoreRows.recordExists(db, zoneID: zone.id, name: target.name) else {
+                return .failure(RecordCodec.error(
+                    .referenceViolation,
+                    "record \(name): record \(target.name), the target of its deleteSelf reference, does not exist "
+                        + "(save a new target in the same operation)"))
+            }
+        }
         let checksums = RecordCodec.assetChecksums(in: record)
         let arriving = Set(assets.map(\.sha256))
         for checksum in checksums where !arriving.contains(checksum) {

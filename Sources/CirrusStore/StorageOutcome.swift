@@ -17,7 +17,7 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case unknownItem, zoneNotFound, serverRecordChanged, batchRequestFailed, invalidArguments
-            case permissionFailure, assetFileNotFound, assetFileModified, limitExceeded
+            case permissionFailure, assetFileNotFound, assetFileModified, limitExceeded, referenceViolation
         }
 
         private let base: Base
@@ -41,6 +41,8 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
         public static let assetFileModified = Code(.assetFileModified)
         /// The item would exceed a per-user limit (e.g. subscriptions per database).
         public static let limitExceeded = Code(.limitExceeded)
+        /// The target of a `deleteSelf` reference is neither stored nor saved by the same request.
+        public static let referenceViolation = Code(.referenceViolation)
 
         public var description: String { "\(base)" }
     }

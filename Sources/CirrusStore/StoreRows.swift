@@ -109,6 +109,11 @@ enum StoreRows {
         ).map(RecordRow.init)
     }
 
+    /// Whether the zone holds a record named `name`.
+    static func recordExists(_ db: Database, zoneID: Int64, name: String) throws -> Bool {
+        try db.int64(sql: "SELECT 1 FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]) != nil
+    }
+
     /// The stored rows of `names` in a zone, by name, read in one probe per
     /// 500 names instead of one per record.
     static func records(_ db: Database, zoneID: Int64, names: [String]) throws -> [String: RecordRow] {

@@ -62,7 +62,9 @@ struct CascadeTests {
     @Test func cascadesStayInsideTheDatabase() async throws {
         try await withStore { storage, _ in
             try await storage.saveAll([note("t")])
-            try await storage.saveAll([note("s", in: bob, [field("r", reference(recordID("t", in: bob)))])], in: bob, by: "_bob")
+            // Bob's own "t", which his "s" cascades from: alice's "t" has the same name.
+            try await storage.saveAll(
+                [note("t", in: bob), note("s", in: bob, [field("r", reference(recordID("t", in: bob)))])], in: bob, by: "_bob")
             let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("t")]), in: alice, by: "_alice")
             #expect(result.cascadedDeletions.isEmpty)
             #expect(try await storage.fetch(recordID("s", in: bob), in: bob).record != nil)

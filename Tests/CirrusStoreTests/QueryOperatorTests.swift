@@ -146,7 +146,7 @@ struct QueryOperatorTests {
             try await storage.createZone("Other")
             try await storage.saveAll([
                 item("plain", [("owner", reference(recordID("target"), deleteSelf: false))]),
-                item("elsewhere", [("owner", reference(recordID("target", zone: "Other"), deleteSelf: false))]),
+                item("elsewhere", [("owner", reference(recordID("other-target"), deleteSelf: false))]),
                 item("string", [("owner", .stringValue("target"))]),
                 item("list", [("owners", .referenceList(Wire.ReferenceList(values: [
                     Wire.Reference(recordID: recordID("x"), action: .none),
@@ -160,10 +160,14 @@ struct QueryOperatorTests {
             #expect(try await storage.names(Q.cmp("owners", .contains, target)) == ["list"])
             let zoneless = Wire.FieldValue.Kind.referenceValue(Wire.Reference(recordID: Wire.RecordID(recordName: "target")))
             #expect(try await storage.names(Q.cmp("owner", .equals, zoneless)) == ["plain"], "no zone = the queried zone")
+            // A reference to "target" in another zone is another record: it matches no reference
+            // stored here (and none can be stored: a reference stays in its record's zone).
             let both = Wire.FieldValue.Kind.referenceList(Wire.ReferenceList(values: [
-                Wire.Reference(recordID: recordID("target", zone: "Other")), Wire.Reference(recordID: recordID("nope")),
+                Wire.Reference(recordID: recordID("target", zone: "Other")), Wire.Reference(recordID: recordID("other-target")),
             ]))
             #expect(try await storage.names(Q.cmp("owner", .in, both)) == ["elsewhere"])
+            let otherZone = reference(recordID("target", zone: "Other"), deleteSelf: false)
+            #expect(try await storage.names(Q.cmp("owner", .equals, otherZone)) == [])
         }
     }
 

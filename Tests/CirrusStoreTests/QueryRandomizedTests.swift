@@ -34,8 +34,10 @@ private struct RandomQueries {
         chance(0.5) ? .int64Value(Int64.random(in: -4...4, using: &rng)) : .doubleValue(Double(Int.random(in: -8...8, using: &rng)) / 2)
     }
     private mutating func date() -> Wire.Timestamp { Wire.Timestamp(seconds: Int64.random(in: 0...9, using: &rng), nanos: 0) }
-    private mutating func referenceValue() -> Wire.Reference {
-        let zone = chance(0.8) ? "_defaultZone" : "Other"
+    /// A reference into `zone`; nil = the default zone mostly, sometimes "Other" (for query
+    /// values: a stored reference can only name its record's own zone).
+    private mutating func referenceValue(inZone zone: String? = nil) -> Wire.Reference {
+        let zone = zone ?? (chance(0.8) ? "_defaultZone" : "Other")
         return Wire.Reference(recordID: recordID(pick(Self.targets), zone: zone), action: .none)
     }
     /// Often near the antimeridian or a pole, where bounding boxes wrap.
@@ -54,7 +56,8 @@ private struct RandomQueries {
         (0..<Int.random(in: 1...3, using: &rng)).map { _ in pick(Self.words) }.joined(separator: pick([" ", ", ", "-"]))
     }
 
-    mutating func fields() -> [Wire.RecordField] {
+    /// Fields of a record stored in `zone`.
+    mutating func fields(zone: String = "_defaultZone") -> [Wire.RecordField] {
         var fields: [Wire.RecordField] = []
         func add(_ key: String, _ kind: Wire.FieldValue.Kind) { fields.append(field(key, kind)) }
         switch Int.random(in: 0..<6, using: &rng) {
@@ -75,8 +78,8 @@ private struct RandomQueries {
         }
         switch Int.random(in: 0..<4, using: &rng) {
         case 0: break
-        case 1: add("r", .referenceList(Wire.ReferenceList(values: (0..<Int.random(in: 0...2, using: &rng)).map { _ in referenceValue() })))
-        default: add("r", .referenceValue(referenceValue()))
+        case 1: add("r", .referenceList(Wire.ReferenceList(values: (0..<Int.random(in: 0...2, using: &rng)).map { _ in referenceValue(inZone: zone) })))
+        default: add("r", .referenceValue(referenceValue(inZone: zone)))
         }
         if chance(0.5) { add("b", .bytesValue((0..<Int.random(in: 1...2, using: &rng)).map { _ in UInt8.random(in: 0...2, using: &rng) })) }
         if chance(0.2) { add("b", .bytesList(Wire.BytesList(values: [[UInt8.random(in: 0...2, using: &rng)]]))) }
@@ -203,7 +206,7 @@ struct QueryRandomizedTests {
                 }
             }
             try await storage.saveAll([Wire.Record(recordID: recordID("other"), recordType: "Other", fields: generator.fields())])
-            try await storage.saveAll([Wire.Record(recordID: recordID("elsewhere", zone: "Other"), recordType: "Note", fields: generator.fields())])
+            try await storage.saveAll([Wire.Record(recordID: recordID("elsewhere", zone: "Other"), recordType: "Note", fields: generator.fields(zone: "Other"))])
 
             var checked = 0
             var nonEmpty = 0
