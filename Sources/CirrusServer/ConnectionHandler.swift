@@ -284,7 +284,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .helloReceived(let hello):
             self.acceptHello(hello, context: context)
         case .openStream(let streamID, let open):
-            self.startOperation(streamID: streamID, open: open, context: context)
+            // The merge rule applied once: what runs (and what a long-lived journal keeps) reads
+            // effective values.
+            self.startOperation(streamID: streamID, open: open.effective, context: context)
         case .resumeStream(let streamID, let resume):
             self.resumeOperation(streamID: streamID, resume: resume, context: context)
         case .refuseStream(let streamID, let code, let message):

@@ -39,6 +39,31 @@ struct LongLivedOperationTests {
         }
     }
 
+    @Test func theGroupsDefaultConfigurationTakesPartInTheMergeRule() async throws {
+        try await withLongLivedServer { harness in
+            let alice = try await TestClient.connect(port: harness.port)
+            _ = try await alice.handshake()
+            let group = Wire.OperationGroup(
+                operationGroupID: "g", defaultConfiguration: Wire.OperationConfiguration(isLongLived: true))
+            // The group says long-lived and the operation says nothing: long-lived.
+            let byGroup = Wire.Open(
+                operationID: "by-group", databaseScope: .private, containerIdentifier: container, group: group,
+                initialWindow: 100, request: fetchSomething)
+            try await alice.send(Wire.Frame(streamID: 1, kind: .open(byGroup)))
+            #expect(try await alice.follow(streamID: 1).persisted)
+            // The operation's own explicit value wins over the group's.
+            let overridden = Wire.Open(
+                operationID: "overridden", databaseScope: .private, containerIdentifier: container,
+                configuration: Wire.OperationConfiguration(isLongLived: false), group: group, initialWindow: 100,
+                request: fetchSomething)
+            try await alice.send(Wire.Frame(streamID: 3, kind: .open(overridden)))
+            let plain = try await alice.follow(streamID: 3)
+            #expect(!plain.persisted && plain.complete != nil)
+            #expect(try await alice.listLongLived(streamID: 5) == ["by-group"])
+            await alice.close()
+        }
+    }
+
     @Test func detachedRunContinuesAndResumesFromAnySeq() async throws {
         try await withLongLivedServer { harness in
             let records = notes(1_000)
