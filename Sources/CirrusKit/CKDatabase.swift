@@ -37,6 +37,7 @@ open class CKDatabase: @unchecked Sendable, CustomStringConvertible {
     /// would only delay it.
     func start(_ operation: CKDatabaseOperation) {
         operation.database = self
+        ConvenienceScope.apply(to: operation)
         if operation.configuration.explicit.container == nil {
             operation.configuration.container = self.container
         }

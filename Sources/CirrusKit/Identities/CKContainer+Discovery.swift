@@ -76,6 +76,7 @@ extension CKContainer {
             case .failure(let error): completionHandler(nil, error)
             }
         }
+        ConvenienceScope.apply(to: operation)
         self.add(operation)
     }
 }
