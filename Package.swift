@@ -79,6 +79,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The storage protocol and its SQLite engine.
@@ -195,6 +196,7 @@ let package = Package(
             name: "CirrusKitTests",
             dependencies: [
                 "CirrusTestSupport",
+                .product(name: "Logging", package: "swift-log"),
                 "CirrusKit",
                 "CirrusModel",
                 "CirrusWire",

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Where a container's server is and how to authenticate to it.
 ///
@@ -58,6 +59,16 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
     public var clientName: String = "CirrusKit"
     /// Sent as `Hello.client_version`.
     public var clientVersion: String = CirrusClientConfiguration.libraryVersion
+    /// Where the connection logs what happens to it: connecting, failed attempts and the
+    /// backoff before the next, a server draining the connection (GoAway), streams opened
+    /// again, long-lived operations resumed after a dropped connection, and resumes given up.
+    /// Silent by default; give it a `Logger` of your logging backend to see them. Not part of
+    /// the configuration's equality.
+    public var logger: Logger {
+        get { self.loggerBox.logger }
+        set { self.loggerBox = LoggerBox(logger: newValue) }
+    }
+    private var loggerBox = LoggerBox(logger: Logger(label: "CirrusKit", factory: { _ in SwiftLogNoOpLogHandler() }))
 
     /// The version of this library.
     public static let libraryVersion = "0.1.0"
@@ -131,4 +142,12 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
 
     /// The name checked against the server certificate.
     var verifiedServerName: String { self.serverName ?? self.host }
+}
+
+/// A `Logger` that every other one equals, so a configuration's equality and hash are those of
+/// its connection settings.
+private struct LoggerBox: Sendable, Hashable {
+    let logger: Logger
+    static func == (lhs: LoggerBox, rhs: LoggerBox) -> Bool { true }
+    func hash(into hasher: inout Hasher) {}
 }

@@ -1,6 +1,7 @@
 import CirrusTLS
 import CirrusWire
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -44,6 +45,8 @@ final class ConnectionManager: Sendable {
         self.timerInterval = timerInterval
     }
 
+    private var logger: Logger { self.configuration.logger }
+
     var serverDescription: String {
         self.configuration.host.contains(":")
             ? "[\(self.configuration.host)]:\(self.configuration.port)" : "\(self.configuration.host):\(self.configuration.port)"
@@ -84,8 +87,14 @@ final class ConnectionManager: Sendable {
             stream.fail(.network("the container's connection was shut down; \(failure.message)"))
             return
         }
+        let operationID = stream.open.operationID
         switch stream.connectionLost(failure, maximumAttempts: self.configuration.maximumResumeAttempts) {
         case .ended:
+            if stream.isLongLived {
+                self.logger.debug(
+                    "long-lived operation not resumed after its connection was lost",
+                    metadata: ["operation": "\(operationID)", "reason": "\(failure.message)"])
+            }
             return
         case .resume(let attempt):
             let delay = Self.backoff(
@@ -93,6 +102,12 @@ final class ConnectionManager: Sendable {
                 base: self.configuration.reconnectBaseDelay,
                 maximum: self.configuration.reconnectMaximumDelay
             )
+            self.logger.info(
+                "resuming long-lived operation after its connection was lost",
+                metadata: [
+                    "operation": "\(operationID)", "attempt": "\(attempt)",
+                    "delay": "\(String(format: "%.3f", delay))s", "reason": "\(failure.message)",
+                ])
             self.group.next().scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) {
                 self.open(stream)
             }
@@ -140,7 +155,7 @@ final class ConnectionManager: Sendable {
         }
         let loop = promise.futureResult.eventLoop
         promise.futureResult.whenComplete { result in
-            self.state.withLockedValue { state in
+            let failures = self.state.withLockedValue { state -> Int in
                 state.attempt = nil
                 switch result {
                 case .success(let connection):
@@ -151,7 +166,24 @@ final class ConnectionManager: Sendable {
                     state.consecutiveFailures += 1
                     state.lastFailure = .now()
                 }
+                return state.consecutiveFailures
             }
+            switch result {
+            case .success:
+                self.logger.debug("connected", metadata: ["server": "\(self.serverDescription)"])
+            case .failure(let error):
+                self.logger.warning(
+                    "connection attempt failed",
+                    metadata: [
+                        "server": "\(self.serverDescription)", "failuresInARow": "\(failures)",
+                        "error": "\(ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription).message)",
+                    ])
+            }
+        }
+        if wait > .zero {
+            self.logger.debug(
+                "waiting before connecting again",
+                metadata: ["server": "\(self.serverDescription)", "delay": "\(wait.nanoseconds / 1_000_000)ms"])
         }
         if wait > .zero {
             loop.scheduleTask(in: wait) { self.connect(on: loop, promise: promise) }
@@ -219,12 +251,19 @@ final class ConnectionManager: Sendable {
         let callbacks = ClientConnectionHandler.Callbacks(
             draining: { [weak self] in
                 guard let self, let channel = callbacksBox.withLockedValue({ $0 }) else { return }
+                self.logger.info("the server is draining the connection (GoAway); new operations go to a new one",
+                                 metadata: ["server": "\(server)"])
                 self.retire(channel: channel)
             },
             retry: { [weak self] streams in
                 guard let self else {
                     streams.forEach { $0.fail(.network("the container is gone")) }
                     return
+                }
+                if !streams.isEmpty {
+                    self.logger.info(
+                        "opening again on a new connection the streams the server never ran",
+                        metadata: ["server": "\(server)", "streams": "\(streams.count)"])
                 }
                 streams.forEach { self.open($0) }
             },
