@@ -168,6 +168,7 @@ let package = Package(
         .testTarget(
             name: "CirrusWireTests",
             dependencies: [
+                "CirrusTestSupport",
                 "CirrusWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -176,11 +177,11 @@ let package = Package(
         ),
         .testTarget(
             name: "CirrusModelTests",
-            dependencies: ["CirrusModel", "CirrusWire"]
+            dependencies: ["CirrusModel", "CirrusTestSupport", "CirrusWire"]
         ),
         .testTarget(
             name: "CirrusStoreTests",
-            dependencies: ["CirrusStore", "CirrusWire"]
+            dependencies: ["CirrusStore", "CirrusTestSupport", "CirrusWire"]
         ),
         .testTarget(
             name: "CirrusTLSTests",

@@ -1,20 +1,9 @@
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing
 
 @testable import CirrusStore
-
-/// SplitMix64: small, seeded, the same on every platform.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Random records, predicate trees and sort descriptors.
 private struct RandomQueries {
@@ -22,9 +11,9 @@ private struct RandomQueries {
     static let strings = ["", "a", "apple", "Apple", "apricot", "b", "banana", "épée", "e\u{301}pée", "zoë kiwi", "pear tree", "ß"]
     static let targets = ["x", "y", "z"]
 
-    var rng: SeededGenerator
+    var rng: SplitMix64
 
-    init(seed: UInt64) { rng = SeededGenerator(state: seed) }
+    init(seed: UInt64) { rng = SplitMix64(seed: seed) }
 
     // MARK: Records
 

@@ -1,22 +1,6 @@
+import CirrusTestSupport
 import CirrusWire
 import Testing
-
-/// SplitMix64: a small seeded generator so failures reproduce.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite("Codec fuzz")
 struct CodecFuzzTests {
@@ -25,7 +9,7 @@ struct CodecFuzzTests {
         .compactMap { $0.value as? Wire.Frame }
         .map { $0.serializedBytes() }
 
-    static func mutate(_ bytes: [UInt8], using generator: inout SeededGenerator) -> [UInt8] {
+    static func mutate(_ bytes: [UInt8], using generator: inout SplitMix64) -> [UInt8] {
         var bytes = bytes
         for _ in 0..<Int.random(in: 1...4, using: &generator) {
             switch Int.random(in: 0..<6, using: &generator) {
@@ -53,7 +37,7 @@ struct CodecFuzzTests {
 
     @Test func randomAndMutatedFramesThrowOrDecode() throws {
         #expect(!Self.corpus.isEmpty)
-        var generator = SeededGenerator(seed: 0xC1AA_05F0_22ED)
+        var generator = SplitMix64(seed: 0xC1AA_05F0_22ED)
         let arena = WireArena()
         var decoded = 0
         var rejected = 0

@@ -1,6 +1,7 @@
 import CirrusKit
 import CirrusModel
 import CirrusStore
+import CirrusTestSupport
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -77,7 +78,7 @@ struct LongLivedEndToEndTests {
         try await withStack(clock: nil) { _, internals in
             // Each of the first six connections is cut after a random number of bytes from the
             // server (mid-frame, mid-TLS-record); later ones are left alone.
-            let generator = NIOLockedValueBox(SyncTestGenerator(seed: seed))
+            let generator = NIOLockedValueBox(SplitMix64(seed: seed))
             let connections = NIOLockedValueBox(0)
             let proxy = try await CuttingProxy.start(targetPort: internals.port) {
                 let count = connections.withLockedValue { $0 += 1; return $0 }
@@ -122,7 +123,7 @@ struct LongLivedEndToEndTests {
             // What a fetch without faults reports, in order.
             let expected = await fetchZoneChanges(direct, [zone: nil], resultsLimit: 50)
 
-            let generator = NIOLockedValueBox(SyncTestGenerator(seed: seed))
+            let generator = NIOLockedValueBox(SplitMix64(seed: seed))
             let connections = NIOLockedValueBox(0)
             let proxy = try await CuttingProxy.start(targetPort: internals.port) {
                 let count = connections.withLockedValue { $0 += 1; return $0 }

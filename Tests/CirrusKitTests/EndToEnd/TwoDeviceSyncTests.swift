@@ -1,27 +1,11 @@
 import CirrusKit
 import CirrusModel
 import CirrusStore
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
-
-/// SplitMix64: a small seeded generator, so a failing interleaving can be replayed.
-struct SyncTestGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// A device of a sync app: a local copy of the private database kept current the CloudKit way —
 /// database changes since its token, then zone changes of the zones that changed since theirs;
@@ -112,7 +96,7 @@ final class SyncDevice {
     }
 
     /// One random change made from what this device knows.
-    func act(using generator: inout SyncTestGenerator, zones: [CKRecordZone.ID]) async {
+    func act(using generator: inout SplitMix64, zones: [CKRecordZone.ID]) async {
         let local = self.records.keys.sorted { "\($0)" < "\($1)" }
         let value = Int.random(in: 0..<1_000_000, using: &generator)
         do {
@@ -184,7 +168,7 @@ struct TwoDeviceSyncTests {
             // Two containers of one user: two connections, two devices.
             let a = SyncDevice(name: "A", database: container("alice").privateCloudDatabase)
             let b = SyncDevice(name: "B", database: container("alice").privateCloudDatabase)
-            var generator = SyncTestGenerator(seed: seed)
+            var generator = SplitMix64(seed: seed)
             var expiries = 0
             for _ in 0..<120 {
                 switch Int.random(in: 0..<100, using: &generator) {

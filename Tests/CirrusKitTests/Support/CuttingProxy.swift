@@ -12,7 +12,7 @@ import NIOPosix
 ///
 /// For example:
 /// ```swift
-/// var generator = SeededGenerator(seed: 7)
+/// var generator = SplitMix64(seed: 7)
 /// let proxy = try await CuttingProxy.start(targetPort: serverPort) { Int.random(in: 100...50_000) }
 /// // point the client at proxy.port
 /// ```
