@@ -120,12 +120,12 @@ extension CKQueryOperation {
         }
 
         /// The cursor a wire message carries.
-        public convenience init(wire: Wire.QueryCursor) {
+        package convenience init(wire: Wire.QueryCursor) {
             self.init(data: Data(wire.opaque))
         }
 
         /// The cursor as a wire message.
-        public var wireCursor: Wire.QueryCursor {
+        package var wireCursor: Wire.QueryCursor {
             Wire.QueryCursor(opaque: [UInt8](self.data))
         }
 

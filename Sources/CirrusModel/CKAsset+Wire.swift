@@ -21,7 +21,7 @@ extension CKAsset {
     ///
     /// - throws: `CKError` `.assetFileModified` if the content does not match its size
     ///   or checksum; `.internalError` if the file cannot be written.
-    public convenience init(wire: Wire.Asset, contentDirectory: URL = CKAsset.defaultContentDirectory) throws(CKError) {
+    package convenience init(wire: Wire.Asset, contentDirectory: URL = CKAsset.defaultContentDirectory) throws(CKError) {
         guard case .inlineData(let bytes) = wire.content else {
             self.init(fileURL: nil, wireAsset: wire)
             return
@@ -55,7 +55,7 @@ extension CKAsset {
     /// not downloaded) gives its server description without content.
     ///
     /// - throws: `CKError` `.assetFileNotFound` if the file cannot be read.
-    public func wireAsset(inlineContent: Bool) throws(CKError) -> Wire.Asset {
+    package func wireAsset(inlineContent: Bool) throws(CKError) -> Wire.Asset {
         guard let fileURL else {
             guard let wireAsset else {
                 throw CKError(.assetFileNotFound, message: "asset has neither a file nor a server description")

@@ -18,7 +18,7 @@ public final class CKAsset: Hashable, Sendable, CustomStringConvertible {
     public let fileURL: URL?
     /// Cirrus: the asset as the server described it (checksum, size, name, download
     /// handle), without inline bytes; `nil` for assets created locally.
-    public let wireAsset: Wire.Asset?
+    package let wireAsset: Wire.Asset?
 
     /// An asset whose content is the file at `fileURL`.
     public convenience init(fileURL: URL) {
@@ -26,7 +26,7 @@ public final class CKAsset: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// An asset with a file and/or the server's description of it.
-    public init(fileURL: URL?, wireAsset: Wire.Asset?) {
+    package init(fileURL: URL?, wireAsset: Wire.Asset?) {
         self.fileURL = fileURL
         if var wireAsset, case .inlineData = wireAsset.content {
             wireAsset.content = nil

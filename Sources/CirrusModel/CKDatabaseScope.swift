@@ -7,7 +7,7 @@ public enum CKDatabaseScope: Int, Hashable, Sendable, CaseIterable {
     case shared = 3
 
     /// The scope of a wire value; `nil` for unspecified or unknown values.
-    public init?(wire: Wire.DatabaseScope) {
+    package init?(wire: Wire.DatabaseScope) {
         switch wire {
         case .public: self = .public
         case .private: self = .private
@@ -17,7 +17,7 @@ public enum CKDatabaseScope: Int, Hashable, Sendable, CaseIterable {
     }
 
     /// The scope as a wire value.
-    public var wireScope: Wire.DatabaseScope {
+    package var wireScope: Wire.DatabaseScope {
         switch self {
         case .public: .public
         case .private: .private

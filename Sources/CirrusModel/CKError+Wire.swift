@@ -18,7 +18,7 @@ extension CKError.Code {
     /// | unknownOperation | unknownItem |
     /// | duplicateOperationID | invalidArguments |
     /// | unspecified, unrecognized | internalError |
-    public init(wire: Wire.ErrorCode) {
+    package init(wire: Wire.ErrorCode) {
         if let code = CKError.Code(rawValue: Int(wire.rawValue)) {
             self = code
             return
@@ -38,7 +38,7 @@ extension CKError.Code {
     }
 
     /// The code as a wire error code (same number).
-    public var wireCode: Wire.ErrorCode {
+    package var wireCode: Wire.ErrorCode {
         Wire.ErrorCode(rawValue: Int32(rawValue))
     }
 }
@@ -55,7 +55,7 @@ extension CKError {
     /// `Wire.UserIdentityLookupInfo`); an entry that names no item is left out; an
     /// entry without an error gets `internalError`. Nested partial errors are ignored
     /// (the protocol allows depth 1).
-    public init(wire: Wire.OperationError, assetDirectory: URL? = nil) {
+    package init(wire: Wire.OperationError, assetDirectory: URL? = nil) {
         self.init(wire: wire, assetDirectory: assetDirectory, depth: 0)
     }
 
@@ -113,7 +113,7 @@ extension CKError {
     /// The wire code is `userInfo[CirrusWireErrorCodeKey]` when present, else the
     /// CloudKit code. Records are sent without asset content; partial-error keys map
     /// back (`String` keys become subscription IDs); keys of other types are left out.
-    public var wireError: Wire.OperationError {
+    package var wireError: Wire.OperationError {
         var wire = Wire.OperationError(
             code: (extraWireCode.map { Wire.ErrorCode(rawValue: Int32(truncatingIfNeeded: $0)) }) ?? code.wireCode,
             message: message ?? "", retryAfterSeconds: retryAfterSeconds)

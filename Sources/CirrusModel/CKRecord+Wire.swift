@@ -19,7 +19,7 @@ extension CKRecord {
     /// (nil = `CKAsset.defaultContentDirectory`); see `CKAsset(wire:contentDirectory:)`.
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
-    public convenience init(wire: Wire.Record, assetDirectory: URL? = nil) throws(CKError) {
+    package convenience init(wire: Wire.Record, assetDirectory: URL? = nil) throws(CKError) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
         }
@@ -68,7 +68,7 @@ extension CKRecord {
     /// - throws: `CKError` `.assetFileNotFound` if an asset's file cannot be read;
     ///   `.invalidArguments` if a name, key or string value contains U+0000 (the wire
     ///   layer would silently cut it short).
-    public var wireRecord: Wire.Record {
+    package var wireRecord: Wire.Record {
         get throws(CKError) {
             try wireRecord(changedKeysOnly: false) { (asset) throws(CKError) in try asset.wireAsset(inlineContent: true) }
         }
@@ -81,7 +81,7 @@ extension CKRecord {
     /// - parameter encodeAsset: turns each asset into its wire form, for example
     ///   `asset.wireAsset(inlineContent: false)` plus an upload handle for large files.
     /// - throws: `CKError`, whatever `encodeAsset` throws.
-    public func wireRecord(
+    package func wireRecord(
         changedKeysOnly: Bool,
         encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
     ) throws(CKError) -> Wire.Record {

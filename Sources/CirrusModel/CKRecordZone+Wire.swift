@@ -5,7 +5,7 @@ extension CKRecordZone.ID {
     /// The zone ID a wire message names. An empty owner means the current user.
     ///
     /// - throws: `CKError` `.invalidArguments` if the zone name is empty.
-    public init(wire: Wire.RecordZoneID) throws(CKError) {
+    package init(wire: Wire.RecordZoneID) throws(CKError) {
         guard !wire.zoneName.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid zone ID from the wire: empty zone name")
         }
@@ -13,7 +13,7 @@ extension CKRecordZone.ID {
     }
 
     /// The zone ID as a wire message.
-    public var wireZoneID: Wire.RecordZoneID {
+    package var wireZoneID: Wire.RecordZoneID {
         Wire.RecordZoneID(zoneName: zoneName, ownerName: ownerName)
     }
 }
@@ -22,7 +22,7 @@ extension CKRecord.ID {
     /// The record ID a wire message names; an absent zone is the current user's default zone.
     ///
     /// - throws: `CKError` `.invalidArguments` if the record name or zone name is empty.
-    public init(wire: Wire.RecordID) throws(CKError) {
+    package init(wire: Wire.RecordID) throws(CKError) {
         guard !wire.recordName.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid record ID from the wire: empty record name")
         }
@@ -31,7 +31,7 @@ extension CKRecord.ID {
     }
 
     /// The record ID as a wire message (always with its zone).
-    public var wireRecordID: Wire.RecordID {
+    package var wireRecordID: Wire.RecordID {
         Wire.RecordID(recordName: recordName, zoneID: zoneID.wireZoneID)
     }
 }
@@ -40,7 +40,7 @@ extension CKRecord.Reference {
     /// The reference a wire message describes. An unspecified or unknown action is `.none`.
     ///
     /// - throws: `CKError` `.invalidArguments` if the target is missing or invalid.
-    public init(wire: Wire.Reference) throws(CKError) {
+    package init(wire: Wire.Reference) throws(CKError) {
         guard let target = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid reference from the wire: no target record ID")
         }
@@ -49,7 +49,7 @@ extension CKRecord.Reference {
     }
 
     /// The reference as a wire message (action always explicit).
-    public var wireReference: Wire.Reference {
+    package var wireReference: Wire.Reference {
         Wire.Reference(recordID: recordID.wireRecordID, action: action == .deleteSelf ? .deleteSelf : .none)
     }
 }
@@ -58,7 +58,7 @@ extension CKRecordZone {
     /// The zone a wire message describes.
     ///
     /// - throws: `CKError` `.invalidArguments` if the zone ID or share is missing or invalid.
-    public convenience init(wire: Wire.RecordZone) throws(CKError) {
+    package convenience init(wire: Wire.RecordZone) throws(CKError) {
         guard let wireID = wire.zoneID else {
             throw CKError(.invalidArguments, message: "invalid zone from the wire: no zone ID")
         }
@@ -76,7 +76,7 @@ extension CKRecordZone {
     }
 
     /// The zone as a wire message.
-    public var wireZone: Wire.RecordZone {
+    package var wireZone: Wire.RecordZone {
         Wire.RecordZone(
             zoneID: zoneID.wireZoneID,
             capabilities: Wire.ZoneCapabilities(
@@ -89,7 +89,7 @@ extension CKRecordZone {
 
 extension CKLocation {
     /// The location a wire message describes; an absent timestamp is 1970-01-01.
-    public init(wire: Wire.Location) {
+    package init(wire: Wire.Location) {
         self.init(
             coordinate: Coordinate(latitude: wire.latitude, longitude: wire.longitude), altitude: wire.altitude,
             horizontalAccuracy: wire.horizontalAccuracy, verticalAccuracy: wire.verticalAccuracy,
@@ -99,7 +99,7 @@ extension CKLocation {
     }
 
     /// The location as a wire message.
-    public var wireLocation: Wire.Location {
+    package var wireLocation: Wire.Location {
         Wire.Location(
             latitude: latitude, longitude: longitude, altitude: altitude, horizontalAccuracy: horizontalAccuracy,
             verticalAccuracy: verticalAccuracy, course: course, speed: speed, timestamp: timestamp.wireTimestamp,

@@ -15,12 +15,12 @@ public struct CKServerChangeToken: Hashable, Sendable, Codable, CustomStringConv
     }
 
     /// The token of a wire message.
-    public init(wire: Wire.ServerChangeToken) {
+    package init(wire: Wire.ServerChangeToken) {
         self.init(opaqueBytes: wire.opaque)
     }
 
     /// The token as a wire message.
-    public var wireToken: Wire.ServerChangeToken {
+    package var wireToken: Wire.ServerChangeToken {
         Wire.ServerChangeToken(opaque: opaqueBytes)
     }
 

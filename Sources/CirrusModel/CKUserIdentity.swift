@@ -104,7 +104,7 @@ extension CKUserIdentity {
 extension CKUserIdentity.LookupInfo {
     /// The lookup info a server sent; nil when it sets none of its three parts or a malformed
     /// record ID.
-    public init?(wire: Wire.UserIdentityLookupInfo) {
+    package init?(wire: Wire.UserIdentityLookupInfo) {
         if !wire.emailAddress.isEmpty {
             self.init(emailAddress: wire.emailAddress)
         } else if !wire.phoneNumber.isEmpty {
@@ -116,7 +116,7 @@ extension CKUserIdentity.LookupInfo {
         }
     }
 
-    public var wireLookupInfo: Wire.UserIdentityLookupInfo {
+    package var wireLookupInfo: Wire.UserIdentityLookupInfo {
         Wire.UserIdentityLookupInfo(
             emailAddress: emailAddress ?? "", phoneNumber: phoneNumber ?? "", userRecordID: userRecordID?.wireRecordID)
     }
@@ -124,7 +124,7 @@ extension CKUserIdentity.LookupInfo {
 
 extension CKUserIdentity {
     /// The identity a server sent; parts that do not decode are left out.
-    public convenience init(wire: Wire.UserIdentity) {
+    package convenience init(wire: Wire.UserIdentity) {
         self.init(
             userRecordID: wire.userRecordID.flatMap { try? CKRecord.ID(wire: $0) },
             lookupInfo: wire.lookupInfo.flatMap(LookupInfo.init(wire:)),

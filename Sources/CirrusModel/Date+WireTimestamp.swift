@@ -10,7 +10,7 @@ extension Date {
     /// `Date` is a `Double` of seconds since 2001, so today's dates resolve about
     /// 0.1 µs: a timestamp's nanoseconds are rounded to the nearest representable
     /// date. Out-of-range `nanos` are added as they are, never trapped on.
-    public init(wireTimestamp timestamp: Wire.Timestamp) {
+    package init(wireTimestamp timestamp: Wire.Timestamp) {
         let (shifted, overflow) = timestamp.seconds.subtractingReportingOverflow(Self.unixToReference)
         let seconds = overflow ? Double(timestamp.seconds) - Double(Self.unixToReference) : Double(shifted)
         self.init(timeIntervalSinceReferenceDate: seconds + Double(timestamp.nanos) / 1_000_000_000)
@@ -21,7 +21,7 @@ extension Date {
     /// `Date(wireTimestamp: date.wireTimestamp) == date` for every date whose
     /// resolution is coarser than a nanosecond (any date more than ~9 days from 2001).
     /// Infinite dates clamp to the extreme timestamps; NaN becomes 2001-01-01.
-    public var wireTimestamp: Wire.Timestamp {
+    package var wireTimestamp: Wire.Timestamp {
         let interval = timeIntervalSinceReferenceDate
         guard interval.isFinite else {
             if interval.isNaN { return Wire.Timestamp(seconds: Self.unixToReference, nanos: 0) }

@@ -76,7 +76,7 @@ public struct CKPredicate: Sendable, Hashable, CustomStringConvertible {
     /// The predicate a wire message carries, as the server sent it; `predicateFormat` is the
     /// root node's `format` (possibly empty). An absent node is `TRUEPREDICATE`, as for a
     /// query without a predicate.
-    public init(wire: Wire.QueryPredicate) {
+    package init(wire: Wire.QueryPredicate) {
         self.predicateFormat = wire.format
         var tree = wire
         if tree.node == nil { tree.node = .truePredicate(Wire.TruePredicate()) }
@@ -92,7 +92,7 @@ public struct CKPredicate: Sendable, Hashable, CustomStringConvertible {
     /// The predicate as a wire tree; the root's `format` is `predicateFormat`.
     ///
     /// - throws: `CKPredicate.ParseError` when the format string is invalid.
-    public var wirePredicate: Wire.QueryPredicate {
+    package var wirePredicate: Wire.QueryPredicate {
         get throws(ParseError) { try parsed.get() }
     }
 

@@ -30,7 +30,7 @@ public final class CKQuery: Sendable, CustomStringConvertible {
 
     /// The query a wire message describes: an absent predicate is `TRUEPREDICATE`, a sort key
     /// with a relative location is a `CKLocationSortDescriptor`.
-    public convenience init(wire: Wire.Query) {
+    package convenience init(wire: Wire.Query) {
         self.init(recordType: wire.recordType, predicate: wire.predicate.map(CKPredicate.init(wire:)) ?? CKPredicate(value: true))
         self.sortDescriptors = wire.sortDescriptors.isEmpty ? nil : wire.sortDescriptors.map(CKSortDescriptor.fromWire)
     }
@@ -46,7 +46,7 @@ public final class CKQuery: Sendable, CustomStringConvertible {
     /// - throws: `CKError` `.invalidArguments` when the record type is empty, a sort key is
     ///   invalid, or the predicate did not parse; then the message is the
     ///   `CKPredicate.ParseError`'s description and `userInfo[NSUnderlyingErrorKey]` holds it.
-    public var wireQuery: Wire.Query {
+    package var wireQuery: Wire.Query {
         get throws(CKError) {
             guard !recordType.isEmpty else {
                 throw CKError(.invalidArguments, message: "a query needs a record type")

@@ -56,7 +56,7 @@ public class CKSortDescriptor: @unchecked Sendable, Hashable, CustomStringConver
     /// given as `CKRecord.SystemFieldKey` names.
     ///
     /// - throws: `CKError` `.invalidArguments` when the key is missing or not a sortable key.
-    public var wireSortDescriptor: Wire.QuerySortDescriptor {
+    package var wireSortDescriptor: Wire.QuerySortDescriptor {
         get throws(CKError) {
             guard let key else { throw CKError(.invalidArguments, message: "a sort descriptor has no key") }
             let canonical: String

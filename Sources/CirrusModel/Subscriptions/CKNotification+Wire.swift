@@ -12,7 +12,7 @@ extension CKNotification {
     ///
     /// - parameter changeToken: the feed position just after the notification (pushed
     ///   notifications carry it).
-    public static func make(wire: Wire.PushNotification, changeToken: CKServerChangeToken? = nil) -> CKNotification {
+    package static func make(wire: Wire.PushNotification, changeToken: CKServerChangeToken? = nil) -> CKNotification {
         var content = Content(wire: wire, changeToken: changeToken)
         switch wire.detail {
         case .query(let query):
@@ -55,7 +55,7 @@ extension CKNotification {
 
     /// The notification as a wire message (for in-process servers and tests). Record fields
     /// are sent without asset content.
-    public var wireNotification: Wire.PushNotification {
+    package var wireNotification: Wire.PushNotification {
         let content = self.content
         var wire = Wire.PushNotification(
             notificationID: content.notificationID?.rawValue ?? "",

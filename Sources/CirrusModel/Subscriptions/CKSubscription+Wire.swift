@@ -8,7 +8,7 @@ extension CKSubscription {
     ///   record type, firing on nothing or with a predicate that did not parse (the message is
     ///   the `CKPredicate.ParseError`'s), a zone subscription on the default zone, or a string
     ///   containing U+0000.
-    public var wireSubscription: Wire.Subscription {
+    package var wireSubscription: Wire.Subscription {
         get throws(CKError) {
             let id = self.subscriptionID
             guard !id.isEmpty else {
@@ -67,7 +67,7 @@ extension CKSubscription {
     ///
     /// - throws: `CKError` `.invalidArguments` for an empty ID, no kind, or a zone
     ///   subscription without a valid zone.
-    public static func make(wire: Wire.Subscription) throws(CKError) -> CKSubscription {
+    package static func make(wire: Wire.Subscription) throws(CKError) -> CKSubscription {
         let id = wire.subscriptionID
         guard !id.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid subscription from the wire: empty subscription ID")
@@ -157,7 +157,7 @@ extension CKQuerySubscription.Options {
 
 extension CKSubscription.NotificationInfo {
     /// The notification info of a wire message; empty strings and lists are nil.
-    public convenience init(wire: Wire.NotificationInfo) {
+    package convenience init(wire: Wire.NotificationInfo) {
         func string(_ value: String) -> String? { value.isEmpty ? nil : value }
         func list(_ value: [String]) -> [String]? { value.isEmpty ? nil : value }
         self.init(
@@ -187,7 +187,7 @@ extension CKSubscription.NotificationInfo {
     /// The notification info as a wire message (nil = empty).
     ///
     /// - throws: `CKError` `.invalidArguments` if a string contains U+0000.
-    public var wireNotificationInfo: Wire.NotificationInfo {
+    package var wireNotificationInfo: Wire.NotificationInfo {
         get throws(CKError) {
             let v = self.snapshot
             let strings = [
