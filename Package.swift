@@ -158,6 +158,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // A device process for CirrusCLITests' SyncEngineKillTests (killed with SIGKILL mid-send).
+        .executableTarget(
+            name: "SyncEngineKillDevice",
+            dependencies: ["CirrusKit"],
+            path: "Tests/SyncEngineKillDevice"
+        ),
 
         .testTarget(
             name: "CirrusWireTests",

@@ -1,0 +1,129 @@
+import CirrusModel
+import Foundation
+import NIOConcurrencyHelpers
+
+/// Automatic sync: a fetch when a push says the database changed (and once at start), a send
+/// soon after pending changes are added, and retries after failures that may pass.
+extension CKSyncEngine {
+    /// How long the engine waits after a change is added before it sends, so changes added
+    /// together go in one batch. Changes added while a send is under way go in the next one.
+    static let sendDebounce: Duration = .milliseconds(1)
+
+    /// Saves the engine's subscription (once per state), starts watching pushes, and fetches.
+    func startAutomaticSync() {
+        let watch = Task { [weak self] in
+            guard let notifications = self?.watchedNotifications() else { return }
+            // The watch is opened before the first fetch, so nothing that changes after that
+            // fetch read the feeds is missed.
+            self?.scheduleFetch()
+            if self?.state.read({ !$0.pendingRecordZoneChanges.isEmpty || !$0.pendingDatabaseChanges.isEmpty || $0.inFlightSend != nil })
+                == true
+            {
+                self?.scheduleSend()
+            }
+            do {
+                for try await notification in notifications {
+                    guard let self else { return }
+                    if let change = notification as? CKDatabaseNotification, change.subscriptionID == self.subscriptionID {
+                        self.scheduleFetch()
+                    }
+                }
+            } catch {
+                // The feed ended for good (the server refused the watch); scheduled fetches and
+                // sends still run.
+            }
+        }
+        self.running.withLockedValue { $0.watch = watch }
+    }
+
+    private func watchedNotifications() -> CKContainer.Notifications {
+        self.database.container.notifications(databaseScopes: [self.database.databaseScope])
+    }
+
+    /// Asks for a fetch as soon as the engine is free.
+    func scheduleFetch() {
+        self.schedule { $0.fetchRequested = true }
+    }
+
+    /// Asks for a send after the debounce.
+    func scheduleSend() {
+        self.schedule { $0.sendRequested = true }
+    }
+
+    private func schedule(_ request: (inout Running) -> Void) {
+        let start = self.running.withLockedValue { running -> Bool in
+            request(&running)
+            guard !running.loopRunning else { return false }
+            running.loopRunning = true
+            return true
+        }
+        if start {
+            Task { await self.runScheduled() }
+        }
+    }
+
+    /// Runs what is requested, fetches first, until nothing is; a failure that may pass is
+    /// retried after the server's `retryAfterSeconds` or a growing backoff.
+    private func runScheduled() async {
+        try? await Task.sleep(for: Self.sendDebounce)
+        while true {
+            enum Work { case fetch, send }
+            let work = self.running.withLockedValue { running -> Work? in
+                if running.fetchRequested {
+                    running.fetchRequested = false
+                    return .fetch
+                }
+                if running.sendRequested {
+                    running.sendRequested = false
+                    return .send
+                }
+                running.loopRunning = false
+                return nil
+            }
+            guard let work else { return }
+            do {
+                try await self.gate.run {
+                    switch work {
+                    case .fetch:
+                        try await self.ensureSubscription()
+                        try await self.fetch(FetchChangesOptions(), reason: .scheduled)
+                    case .send:
+                        try await self.send(SendChangesOptions(), reason: .scheduled)
+                    }
+                }
+                self.running.withLockedValue { $0.failures = 0 }
+            } catch {
+                let error = CKError.wrapping(error)
+                // A failure that will not pass waits for the next push or added change.
+                guard Self.isTransient(error), error.code != .operationCancelled else { continue }
+                let failures = self.running.withLockedValue { running -> Int in
+                    running.failures += 1
+                    switch work {
+                    case .fetch: running.fetchRequested = true
+                    case .send: running.sendRequested = true
+                    }
+                    return running.failures
+                }
+                let configuration = self.database.container.connectionManager.configuration
+                let backoff = ConnectionManager.backoff(
+                    failures: failures,
+                    base: max(configuration.reconnectBaseDelay, 0.05),
+                    maximum: max(configuration.reconnectMaximumDelay, 1))
+                let delay = max(backoff, error.retryAfterSeconds ?? 0)
+                try? await Task.sleep(for: .seconds(delay))
+            }
+        }
+    }
+
+    /// Saves the engine's own database subscription unless the state says it is saved (one
+    /// named in the configuration is the app's, used as it is).
+    private func ensureSubscription() async throws {
+        guard self.ownsSubscription, !self.state.read({ $0.subscriptionSaved }) else { return }
+        let subscription = CKDatabaseSubscription(subscriptionID: self.subscriptionID)
+        let info = CKSubscription.NotificationInfo()
+        info.shouldSendContentAvailable = true
+        subscription.notificationInfo = info
+        _ = try await self.database.save(subscription)
+        self.state.update { $0.subscriptionSaved = true }
+    }
+}
