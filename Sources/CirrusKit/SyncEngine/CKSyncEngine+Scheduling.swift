@@ -50,6 +50,22 @@ extension CKSyncEngine {
         self.schedule { $0.sendRequested = true }
     }
 
+    /// Hands the state to the delegate soon after the app changed it (in turn with the
+    /// engine's other calls to the delegate).
+    func scheduleStateUpdate() {
+        let start = self.running.withLockedValue { running -> Bool in
+            defer { running.stateUpdateScheduled = true }
+            return !running.stateUpdateScheduled
+        }
+        guard start else { return }
+        Task {
+            await self.gate.run {
+                self.running.withLockedValue { $0.stateUpdateScheduled = false }
+                await self.emitStateUpdate()
+            }
+        }
+    }
+
     private func schedule(_ request: (inout Running) -> Void) {
         let start = self.running.withLockedValue { running -> Bool in
             request(&running)

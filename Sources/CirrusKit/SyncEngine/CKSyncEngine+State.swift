@@ -27,8 +27,9 @@ extension CKSyncEngine {
             var touched: Set<PendingRecordZoneChange> = []
             /// The contents changed since the last `.stateUpdate`.
             var dirty = false
-            /// Called after the app adds pending changes (the engine schedules a send).
-            var onAdd: (@Sendable () -> Void)?
+            /// Called after the app changed the state; `true` when it added something to send
+            /// (the engine schedules a `.stateUpdate`, and with automatic sync a send).
+            var onChange: (@Sendable (_ added: Bool) -> Void)?
         }
 
         let locked: NIOLockedValueBox<Locked>
@@ -57,13 +58,13 @@ extension CKSyncEngine {
         public var hasPendingUntrackedChanges: Bool {
             get { self.locked.withLockedValue { $0.contents.hasPendingUntrackedChanges } }
             set {
-                let onAdd = self.locked.withLockedValue { state -> (@Sendable () -> Void)? in
+                let onChange = self.locked.withLockedValue { state -> (@Sendable (Bool) -> Void)? in
                     guard state.contents.hasPendingUntrackedChanges != newValue else { return nil }
                     state.contents.hasPendingUntrackedChanges = newValue
                     state.dirty = true
-                    return newValue ? state.onAdd : nil
+                    return state.onChange
                 }
-                onAdd?()
+                onChange?(newValue)
             }
         }
 
@@ -74,7 +75,7 @@ extension CKSyncEngine {
 
         /// Adds record changes to send; a change already pending keeps its place.
         public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
-            let onAdd = self.locked.withLockedValue { state -> (@Sendable () -> Void)? in
+            let onChange = self.locked.withLockedValue { state -> (@Sendable (Bool) -> Void)? in
                 var present = Set(state.contents.pendingRecordZoneChanges)
                 for change in changes {
                     if state.inFlight.contains(change) { state.touched.insert(change) }
@@ -92,26 +93,29 @@ extension CKSyncEngine {
                     }
                 }
                 state.dirty = state.dirty || !changes.isEmpty
-                return changes.isEmpty ? nil : state.onAdd
+                return changes.isEmpty ? nil : state.onChange
             }
-            onAdd?()
+            onChange?(true)
         }
 
         /// Removes record changes (that you no longer want sent).
         public func remove(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
             let removing = Set(changes)
-            self.locked.withLockedValue { state in
+            let onChange = self.locked.withLockedValue { state -> (@Sendable (Bool) -> Void)? in
                 let before = state.contents.pendingRecordZoneChanges.count
                 state.contents.pendingRecordZoneChanges.removeAll { removing.contains($0) }
                 state.touched.subtract(removing)
-                state.dirty = state.dirty || before != state.contents.pendingRecordZoneChanges.count
+                guard before != state.contents.pendingRecordZoneChanges.count else { return nil }
+                state.dirty = true
+                return state.onChange
             }
+            onChange?(false)
         }
 
         /// Adds zone changes to send; a change already pending keeps its place (a `.saveZone`
         /// added again replaces the zone it carries).
         public func add(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
-            let onAdd = self.locked.withLockedValue { state -> (@Sendable () -> Void)? in
+            let onChange = self.locked.withLockedValue { state -> (@Sendable (Bool) -> Void)? in
                 for change in changes {
                     if let index = state.contents.pendingDatabaseChanges.firstIndex(of: change) {
                         state.contents.pendingDatabaseChanges[index] = change
@@ -126,19 +130,22 @@ extension CKSyncEngine {
                     }
                 }
                 state.dirty = state.dirty || !changes.isEmpty
-                return changes.isEmpty ? nil : state.onAdd
+                return changes.isEmpty ? nil : state.onChange
             }
-            onAdd?()
+            onChange?(true)
         }
 
         /// Removes zone changes (that you no longer want sent).
         public func remove(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
             let removing = Set(changes)
-            self.locked.withLockedValue { state in
+            let onChange = self.locked.withLockedValue { state -> (@Sendable (Bool) -> Void)? in
                 let before = state.contents.pendingDatabaseChanges.count
                 state.contents.pendingDatabaseChanges.removeAll { removing.contains($0) }
-                state.dirty = state.dirty || before != state.contents.pendingDatabaseChanges.count
+                guard before != state.contents.pendingDatabaseChanges.count else { return nil }
+                state.dirty = true
+                return state.onChange
             }
+            onChange?(false)
         }
 
         public var description: String {
@@ -199,8 +206,8 @@ extension CKSyncEngine {
             }
         }
 
-        func setOnAdd(_ onAdd: (@Sendable () -> Void)?) {
-            self.locked.withLockedValue { $0.onAdd = onAdd }
+        func setOnChange(_ onChange: (@Sendable (_ added: Bool) -> Void)?) {
+            self.locked.withLockedValue { $0.onChange = onChange }
         }
     }
 }

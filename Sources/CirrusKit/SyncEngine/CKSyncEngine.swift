@@ -79,6 +79,7 @@ public final class CKSyncEngine: Sendable, CustomStringConvertible {
         var fetchRequested = false
         var sendRequested = false
         var loopRunning = false
+        var stateUpdateScheduled = false
         var failures = 0
         var watch: Task<Void, Never>?
     }
@@ -91,8 +92,12 @@ public final class CKSyncEngine: Sendable, CustomStringConvertible {
         self.subscriptionID = configuration.subscriptionID ?? "CKSyncEngine-\(configuration.database.databaseScope)"
         self.ownsSubscription = configuration.subscriptionID == nil
         self.weakDelegate = NIOLockedValueBox(WeakDelegate(value: configuration.delegate))
-        if self.automaticallySync {
-            self.state.setOnAdd { [weak self] in self?.scheduleSend() }
+        let automaticallySync = self.automaticallySync
+        self.state.setOnChange { [weak self] added in
+            self?.scheduleStateUpdate()
+            if added && automaticallySync { self?.scheduleSend() }
+        }
+        if automaticallySync {
             self.startAutomaticSync()
         }
     }

@@ -112,8 +112,13 @@ struct SyncEngineEndToEndTests {
             for i in 0..<10 { try a.edit(Self.id("s\(i)"), value: i) }
             try await engineA.sendChanges()
             try await engineA.fetchChanges()
-            // A change added but never sent survives the archive.
+            // A change added but never sent survives the archive: the engine hands over the
+            // state soon after the change is added.
+            let updates = a.store.withLockedValue { $0.events.filter { $0 == "stateUpdate" }.count }
             try a.edit(Self.id("late"), value: 99)
+            try await waitFor("the state update") {
+                a.store.withLockedValue { $0.events.filter { $0 == "stateUpdate" }.count } > updates
+            }
             let saved = try #require(a.store.withLockedValue { $0.serialization })
             let data = try JSONEncoder().encode(saved)
             let restored = try JSONDecoder().decode(CKSyncEngine.State.Serialization.self, from: data)
@@ -162,7 +167,7 @@ struct SyncEngineEndToEndTests {
             #expect(b.tagged == server)
             #expect(b.values["t0"] == nil && b.values["g"] == nil && b.values["t1"] == 11)
             let events = b.store.withLockedValue { $0.events }
-            #expect(events.contains("didFetchRecordZoneChanges(Items, changeTokenExpired)"))
+            #expect(events.contains("didFetchRecordZoneChanges(Items, change token expired)"))
             #expect(events.last == "didFetchChanges")
         }
     }
