@@ -39,10 +39,14 @@ struct SyncEngineKillTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let stateFile = directory + "/state.json"
 
-        // First run: killed once some batches were acknowledged, while the next is in flight.
+        // First run: killed once some batches were acknowledged, while the state names the
+        // next batch's operation as in flight.
         let first = try Self.device(server, stateFile: stateFile)
         let batches = Int(seed)
-        try await waitForOutput(first, timeout: .seconds(120)) { Self.parse($0).saved.count >= batches * 400 }
+        try await waitForOutput(first, timeout: .seconds(120)) { output in
+            let state = (try? String(contentsOfFile: stateFile, encoding: .utf8)) ?? ""
+            return Self.parse(output).saved.count >= batches * 400 && state.contains("inFlightSend")
+        }
         first.kill()
         let firstRun = first.wait()
         #expect(firstRun.killed)
