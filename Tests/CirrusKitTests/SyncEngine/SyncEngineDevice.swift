@@ -30,9 +30,13 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
     let name: String
     let store = NIOLockedValueBox(Store())
     private let engineBox = NIOLockedValueBox<CKSyncEngine?>(nil)
+    /// The ID of each record change fetched, as the delegate gets it.
+    let fetched: AsyncStream<CKRecord.ID>
+    private let fetchedContinuation: AsyncStream<CKRecord.ID>.Continuation
 
     init(name: String) {
         self.name = name
+        (self.fetched, self.fetchedContinuation) = AsyncStream.makeStream(of: CKRecord.ID.self)
     }
 
     var engine: CKSyncEngine {
@@ -144,6 +148,9 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
         }
         if !readd.isEmpty {
             syncEngine.state.add(pendingRecordZoneChanges: readd)
+        }
+        if case .fetchedRecordZoneChanges(let changes) = event {
+            for modification in changes.modifications { self.fetchedContinuation.yield(modification.record.recordID) }
         }
     }
 

@@ -171,4 +171,50 @@ struct SyncEngineEndToEndTests {
             #expect(events.last == "didFetchChanges")
         }
     }
+
+    @Test func aSaveIntoAMissingZoneIsReportedAsZoneNotFoundAndSucceedsOnceTheZoneIsQueued() async throws {
+        try await withStack { container in
+            let a = EngineDevice(name: "A")
+            let engine = a.start(database: container("alice").privateCloudDatabase, automaticallySync: false)
+            try a.edit(Self.id("orphan"), value: 1)
+            try await engine.sendChanges()
+            let failures = a.store.withLockedValue { $0.otherFailures }
+            #expect(failures.map(\.code) == [.zoneNotFound])
+            // A failure that will not pass leaves the state: the app decides.
+            #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+            engine.state.add(pendingDatabaseChanges: [.saveZone(CKRecordZone(zoneID: Self.zone))])
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(Self.id("orphan"))])
+            try await engine.sendChanges()
+            #expect(engine.state.pendingRecordZoneChanges.isEmpty && engine.state.pendingDatabaseChanges.isEmpty)
+            #expect(a.store.withLockedValue { $0.acknowledged[Self.id("orphan")] } == [1])
+            let events = a.store.withLockedValue { $0.events }
+            #expect(events.contains("sentDatabaseChanges(1 saved, 0 failed, 0 deleted, 0 failed)"))
+        }
+    }
+
+    @Test func changesAddedWhileTheNetworkIsDownAreSentByThemselvesWhenItReturns() async throws {
+        try await withStack(clock: nil) { container, internals in
+            let proxy = try await CuttingProxy.start(targetPort: internals.port) { nil }
+            let a = EngineDevice(name: "A")
+            let engine = a.start(
+                database: CKContainer(
+                    identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: proxy.port, user: "alice")
+                ).privateCloudDatabase)
+            try await waitFor("the first fetch") { a.store.withLockedValue { $0.events.contains("didFetchChanges") } }
+            proxy.refuseConnections(true)
+            proxy.cutAll()
+            engine.state.add(pendingDatabaseChanges: [.saveZone(CKRecordZone(zoneID: Self.zone))])
+            try a.edit(Self.id("offline"), value: 5)
+            // The send fails while the network is down, and stays pending.
+            try await waitFor("a failed attempt") { proxy.acceptedCount >= 1 && a.store.withLockedValue { $0.events.contains("willSendChanges") } }
+            #expect(engine.state.pendingRecordZoneChanges == [.saveRecord(Self.id("offline"))])
+            proxy.refuseConnections(false)
+            try await waitFor("the retried send") { engine.state.pendingRecordZoneChanges.isEmpty }
+            #expect(a.store.withLockedValue { $0.acknowledged[Self.id("offline")] } == [5])
+            let server = try await Self.serverRecords(internals.storage)
+            #expect(server["offline"]?.hasSuffix(" 5") == true)
+            await a.stop()
+            await proxy.stop()
+        }
+    }
 }
