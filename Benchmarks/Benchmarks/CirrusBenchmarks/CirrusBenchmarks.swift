@@ -285,6 +285,19 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
+        "End to end: CKSyncEngine — an edit on device A until device B's delegate has it",
+        configuration: .init(metrics: [.wallClock], scalingFactor: .one, maxDuration: .seconds(30), maxIterations: 1_000)
+    ) { benchmark in
+        let bench = try await SyncEngineBench(certificates: certificates)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try await bench.edit()
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
         "End to end: fetch all changes of a 10,000-record zone from the beginning",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
     ) { benchmark in

@@ -81,7 +81,10 @@ extension CKSyncEngine {
     /// Runs what is requested, fetches first, until nothing is; a failure that may pass is
     /// retried after the server's `retryAfterSeconds` or a growing backoff.
     private func runScheduled() async {
-        try? await Task.sleep(for: Self.sendDebounce)
+        // Only a send waits (to batch changes added together); a fetch after a push starts now.
+        if !self.running.withLockedValue({ $0.fetchRequested }) {
+            try? await Task.sleep(for: Self.sendDebounce)
+        }
         while true {
             enum Work { case fetch, send }
             let work = self.running.withLockedValue { running -> Work? in

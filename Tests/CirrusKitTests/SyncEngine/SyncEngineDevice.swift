@@ -6,7 +6,8 @@ import Testing
 /// A sync app's device for the engine tests: a local store of "Item" records (field `v`),
 /// kept in sync by a `CKSyncEngine`. Local edits win conflicts: on `serverRecordChanged` the
 /// device takes the server's record (and change tag), puts its own value on it and sends it
-/// again. A zone whose token expired is fetched from the start: records of that zone not
+/// again. A save into a zone that does not exist (yet) queues the zone and the save again, as
+/// Apple's sample app does (unless `createsMissingZones` is false). A zone whose token expired is fetched from the start: records of that zone not
 /// reported again are dropped.
 final class EngineDevice: CKSyncEngineDelegate, Sendable {
     struct Store: Sendable {
@@ -28,14 +29,16 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
     }
 
     let name: String
+    let createsMissingZones: Bool
     let store = NIOLockedValueBox(Store())
     private let engineBox = NIOLockedValueBox<CKSyncEngine?>(nil)
     /// The ID of each record change fetched, as the delegate gets it.
     let fetched: AsyncStream<CKRecord.ID>
     private let fetchedContinuation: AsyncStream<CKRecord.ID>.Continuation
 
-    init(name: String) {
+    init(name: String, createsMissingZones: Bool = true) {
         self.name = name
+        self.createsMissingZones = createsMissingZones
         (self.fetched, self.fetchedContinuation) = AsyncStream.makeStream(of: CKRecord.ID.self)
     }
 
@@ -91,6 +94,7 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
     func handleEvent(_ event: CKSyncEngine.Event, syncEngine: CKSyncEngine) async {
         let now = ContinuousClock.now
         var readd: [CKSyncEngine.PendingRecordZoneChange] = []
+        var zones: [CKSyncEngine.PendingDatabaseChange] = []
         self.store.withLockedValue { store in
             store.events.append(event.description)
             switch event {
@@ -135,6 +139,9 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
                         store.conflicts.append(failure)
                         if let server = failure.error.serverRecord { store.server[id] = server }
                         if store.local[id] != nil { readd.append(.saveRecord(id)) }
+                    case .zoneNotFound where self.createsMissingZones:
+                        zones.append(.saveZone(CKRecordZone(zoneID: id.zoneID)))
+                        if store.local[id] != nil { readd.append(.saveRecord(id)) }
                     case .networkFailure, .networkUnavailable, .serviceUnavailable, .zoneBusy, .requestRateLimited,
                         .operationCancelled, .serverResponseLost:
                         break  // the engine keeps it pending and retries
@@ -145,6 +152,9 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
             default:
                 break
             }
+        }
+        if !zones.isEmpty {
+            syncEngine.state.add(pendingDatabaseChanges: zones)
         }
         if !readd.isEmpty {
             syncEngine.state.add(pendingRecordZoneChanges: readd)

@@ -174,7 +174,7 @@ struct SyncEngineEndToEndTests {
 
     @Test func aSaveIntoAMissingZoneIsReportedAsZoneNotFoundAndSucceedsOnceTheZoneIsQueued() async throws {
         try await withStack { container in
-            let a = EngineDevice(name: "A")
+            let a = EngineDevice(name: "A", createsMissingZones: false)
             let engine = a.start(database: container("alice").privateCloudDatabase, automaticallySync: false)
             try a.edit(Self.id("orphan"), value: 1)
             try await engine.sendChanges()
