@@ -31,6 +31,8 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
     let name: String
     let createsMissingZones: Bool
     let store = NIOLockedValueBox(Store())
+    /// Runs inside the delegate's handling of each `.sentRecordZoneChanges`, before it returns.
+    let whileHandlingSent = NIOLockedValueBox<(@Sendable () async -> Void)?>(nil)
     private let engineBox = NIOLockedValueBox<CKSyncEngine?>(nil)
     /// The ID of each record change fetched, as the delegate gets it.
     let fetched: AsyncStream<CKRecord.ID>
@@ -158,6 +160,9 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
         }
         if !readd.isEmpty {
             syncEngine.state.add(pendingRecordZoneChanges: readd)
+        }
+        if case .sentRecordZoneChanges = event, let hook = self.whileHandlingSent.withLockedValue({ $0 }) {
+            await hook()
         }
         if case .fetchedRecordZoneChanges(let changes) = event {
             for modification in changes.modifications { self.fetchedContinuation.yield(modification.record.recordID) }

@@ -43,11 +43,30 @@ struct SyncEngineEndToEndTests {
             #expect(events.contains("willFetchRecordZoneChanges(Items)"))
             #expect(events.last == "didFetchChanges")
 
+            // The server forgets each send's long-lived operation only after the delegate
+            // handled its outcome (a process killed before that finds it again).
+            let listed = NIOLockedValueBox<[Int]>([])
+            let alice = container("alice")
+            a.whileHandlingSent.withLockedValue {
+                $0 = {
+                    // Time for an acknowledgement sent too early to reach the server.
+                    try? await Task.sleep(for: .milliseconds(300))
+                    let count = (try? await alice.allLongLivedOperationIDs().count) ?? -1
+                    listed.withLockedValue { $0.append(count) }
+                }
+            }
+            try a.edit(Self.id("r1"), value: 1_001)
+            try await engineA.sendChanges()
+            #expect(listed.withLockedValue { $0 } == [1])
+            try await eventuallyAsync { (try? await alice.allLongLivedOperationIDs().isEmpty) == true }
+            a.whileHandlingSent.withLockedValue { $0 = nil }
+
             // A delete travels too; a fetch with nothing new reports no changes.
             engineA.state.add(pendingRecordZoneChanges: [.deleteRecord(Self.id("r3"))])
             try await engineA.sendChanges()
             try await engineB.fetchChanges()
             #expect(b.values["r3"] == nil)
+            #expect(b.values["r1"] == 1_001)
             #expect(b.values.count == 449)
             let before = b.store.withLockedValue { $0.events.count }
             try await engineB.fetchChanges()
