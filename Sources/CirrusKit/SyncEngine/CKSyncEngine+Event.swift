@@ -67,6 +67,7 @@ extension CKSyncEngine {
 
         /// The state to persist.
         public struct StateUpdate: Sendable {
+            /// The state to pass as `stateSerialization` on the next launch.
             public let stateSerialization: State.Serialization
         }
 
@@ -76,7 +77,8 @@ extension CKSyncEngine {
             public enum ChangeType: Sendable, CustomStringConvertible {
                 /// The first sync of this state: the user is `currentUser`.
                 case signIn(currentUser: CKRecord.ID)
-                /// The user is no longer signed in.
+                /// The user is no longer signed in (not produced by Cirrus: a connection always
+                /// has a user).
                 case signOut(previousUser: CKRecord.ID)
                 /// The state belonged to `previousUser`; the engine now syncs for `currentUser`
                 /// and has reset its state (delete the previous user's local data).
@@ -91,6 +93,7 @@ extension CKSyncEngine {
                 }
             }
 
+            /// How it changed.
             public let changeType: ChangeType
         }
 
@@ -98,7 +101,9 @@ extension CKSyncEngine {
         public struct FetchedDatabaseChanges: Sendable {
             /// A zone created or changed (its record changes follow).
             public struct Modification: Sendable, Hashable {
-                public let zoneID: CKRecordZone.ID
+                /// The zone.
+                /// The zone.
+            public let zoneID: CKRecordZone.ID
             }
 
             /// A zone deleted: delete its records locally.
@@ -113,11 +118,15 @@ extension CKSyncEngine {
                     case encryptedDataReset
                 }
 
-                public let zoneID: CKRecordZone.ID
+                /// The zone.
+            public let zoneID: CKRecordZone.ID
+                /// Why it went away.
                 public let reason: Reason
             }
 
+            /// What was created or changed.
             public let modifications: [Modification]
+            /// What was deleted.
             public let deletions: [Deletion]
         }
 
@@ -125,16 +134,21 @@ extension CKSyncEngine {
         public struct FetchedRecordZoneChanges: Sendable {
             /// A record created or changed: its state on the server.
             public struct Modification: Sendable {
+                /// The record as the server has it (with its change tag).
                 public let record: CKRecord
             }
 
             /// A record deleted.
             public struct Deletion: Sendable, Hashable {
+                /// The deleted record.
                 public let recordID: CKRecord.ID
+                /// Its type.
                 public let recordType: CKRecord.RecordType
             }
 
+            /// What was created or changed.
             public let modifications: [Modification]
+            /// What was deleted.
             public let deletions: [Deletion]
         }
 
@@ -142,13 +156,19 @@ extension CKSyncEngine {
         public struct SentDatabaseChanges: Sendable {
             /// A zone the server did not save, and why.
             public struct FailedZoneSave: Sendable {
+                /// The zone the app asked to save.
                 public let zone: CKRecordZone
+                /// Why.
                 public let error: CKError
             }
 
+            /// Zones saved, as the server has them.
             public let savedZones: [CKRecordZone]
+            /// Zones not saved, with their errors.
             public let failedZoneSaves: [FailedZoneSave]
+            /// Zones deleted.
             public let deletedZoneIDs: [CKRecordZone.ID]
+            /// Zones not deleted, with their errors.
             public let failedZoneDeletes: [CKRecordZone.ID: CKError]
         }
 
@@ -162,21 +182,31 @@ extension CKSyncEngine {
         public struct SentRecordZoneChanges: Sendable {
             /// A record the server did not save, and why.
             public struct FailedRecordSave: Sendable {
+                /// The record the delegate provided.
                 public let record: CKRecord
+                /// Why.
                 public let error: CKError
             }
 
+            /// Records saved, as the server has them (with their new change tags).
             public let savedRecords: [CKRecord]
+            /// Records not saved, each with its error (`serverRecordChanged` carries `serverRecord`).
             public let failedRecordSaves: [FailedRecordSave]
+            /// Records deleted.
             public let deletedRecordIDs: [CKRecord.ID]
+            /// Records not deleted, with their errors.
             public let failedRecordDeletes: [CKRecord.ID: CKError]
         }
 
+        /// A fetch starts.
         public struct WillFetchChanges: Sendable {
+            /// Why and how the engine fetches.
             public let context: FetchChangesContext
         }
 
+        /// A zone's fetch starts.
         public struct WillFetchRecordZoneChanges: Sendable {
+            /// The zone.
             public let zoneID: CKRecordZone.ID
         }
 
@@ -185,19 +215,27 @@ extension CKSyncEngine {
         /// `willFetchRecordZoneChanges` follows), so keep only the records it reports before the
         /// next successful `didFetchRecordZoneChanges` of that zone.
         public struct DidFetchRecordZoneChanges: Sendable {
+            /// The zone.
             public let zoneID: CKRecordZone.ID
+            /// Why the zone's fetch failed; nil when it succeeded.
             public let error: CKError?
         }
 
+        /// A fetch ended (a fetch that fails part way throws instead).
         public struct DidFetchChanges: Sendable {
+            /// Why and how the engine fetches.
             public let context: FetchChangesContext
         }
 
+        /// A send starts.
         public struct WillSendChanges: Sendable {
+            /// Why and how the engine sends.
             public let context: SendChangesContext
         }
 
+        /// A send ended.
         public struct DidSendChanges: Sendable {
+            /// Why and how the engine sends.
             public let context: SendChangesContext
         }
     }

@@ -35,6 +35,7 @@ extension CKSyncEngine {
         /// Zones to fetch first, in this order.
         public var prioritizedZoneIDs: [CKRecordZone.ID] = []
 
+        /// Options for a fetch of `scope`.
         public init(scope: Scope = .all, operationGroup: CKOperationGroup? = nil) {
             self.scope = scope
             self.operationGroup = operationGroup
@@ -84,6 +85,7 @@ extension CKSyncEngine {
         /// The group of the operations the send runs.
         public var operationGroup: CKOperationGroup?
 
+        /// Options for a send of the changes in `scope`.
         public init(scope: Scope = .all, operationGroup: CKOperationGroup? = nil) {
             self.scope = scope
             self.operationGroup = operationGroup
@@ -92,13 +94,17 @@ extension CKSyncEngine {
 
     /// What a fetch is about, for `nextFetchChangesOptions` and the fetch events.
     public struct FetchChangesContext: Sendable {
+        /// Why the engine fetches.
         public let reason: SyncReason
+        /// What it fetches.
         public let options: FetchChangesOptions
     }
 
     /// What a send is about, for `nextRecordZoneChangeBatch` and the send events.
     public struct SendChangesContext: Sendable {
+        /// Why the engine sends.
         public let reason: SyncReason
+        /// What it sends.
         public let options: SendChangesOptions
     }
 
@@ -117,7 +123,9 @@ extension CKSyncEngine {
         /// The most items (saves plus deletes) one batch carries.
         public static let maximumItemCount = 400
 
+        /// The records to save (with the change tags the app last got from the server).
         public var recordsToSave: [CKRecord]
+        /// The records to delete.
         public var recordIDsToDelete: [CKRecord.ID]
         /// All or nothing per zone. Default: false (each record succeeds or fails alone).
         public var atomicByZone: Bool

@@ -48,6 +48,7 @@ public final class CKSyncEngine: Sendable, CustomStringConvertible {
         /// The database subscription to watch; nil = one the engine saves for itself.
         public var subscriptionID: CKSubscription.ID?
 
+        /// A configuration syncing `database`, from `stateSerialization` (nil the first time).
         public init(database: CKDatabase, stateSerialization: State.Serialization?, delegate: any CKSyncEngineDelegate) {
             self.database = database
             self.stateSerialization = stateSerialization
