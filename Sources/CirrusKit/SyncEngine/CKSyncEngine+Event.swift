@@ -102,8 +102,7 @@ extension CKSyncEngine {
             /// A zone created or changed (its record changes follow).
             public struct Modification: Sendable, Hashable {
                 /// The zone.
-                /// The zone.
-            public let zoneID: CKRecordZone.ID
+                public let zoneID: CKRecordZone.ID
             }
 
             /// A zone deleted: delete its records locally.
@@ -119,7 +118,7 @@ extension CKSyncEngine {
                 }
 
                 /// The zone.
-            public let zoneID: CKRecordZone.ID
+                public let zoneID: CKRecordZone.ID
                 /// Why it went away.
                 public let reason: Reason
             }
