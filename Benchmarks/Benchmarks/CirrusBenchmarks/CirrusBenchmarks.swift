@@ -298,6 +298,21 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
+        "End to end: CKSyncEngine — a new device's first fetch of 100,000 records",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 3)
+    ) { benchmark in
+        let bench = try await SyncEngineBench(certificates: certificates)
+        try await bench.seed(100_000)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            let count = try await bench.initialSync()
+            precondition(count >= 100_000, "the new device should get every record")
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    Benchmark(
         "End to end: fetch all changes of a 10,000-record zone from the beginning",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
     ) { benchmark in

@@ -68,6 +68,33 @@ final class SyncEngineBench: Sendable {
         await arrived.value
     }
 
+    /// Saves `count` records into the zone (from device A's connection, outside the engines).
+    func seed(_ count: Int) async throws {
+        let database = CKContainer(identifier: "iCloud.bench", configuration: self.configuration).privateCloudDatabase
+        _ = try await database.save(CKRecordZone(zoneID: Self.zone))
+        for start in stride(from: 0, to: count, by: 400) {
+            let records = (start..<min(start + 400, count)).map { index -> CKRecord in
+                let record = CKRecord(recordType: "Item", recordID: CKRecord.ID(recordName: "seed-\(index)", zoneID: Self.zone))
+                record["v"] = index
+                record["title"] = "Item number \(index)"
+                return record
+            }
+            _ = try await database.modifyRecords(saving: records, deleting: [], savePolicy: .allKeys)
+        }
+    }
+
+    /// A new device's first fetch: every record of the database; returns how many it got.
+    func initialSync() async throws -> Int {
+        let device = BenchDevice()
+        var configuration = CKSyncEngine.Configuration(
+            database: CKContainer(identifier: "iCloud.bench", configuration: self.configuration).privateCloudDatabase,
+            stateSerialization: nil, delegate: device)
+        configuration.automaticallySync = false
+        let engine = CKSyncEngine(configuration)
+        try await engine.fetchChanges()
+        return device.recordCount
+    }
+
     func close() async {
         await self.engineA.cancelOperations()
         await self.engineB.cancelOperations()
@@ -90,6 +117,8 @@ final class BenchDevice: CKSyncEngineDelegate {
     private let local = NIOLockedValueBox<[CKRecord.ID: Int]>([:])
     private let waiter = NIOLockedValueBox<Waiter?>(nil)
     private let waiting = NIOLockedValueBox<(CKRecord.ID, Int)?>(nil)
+
+    var recordCount: Int { self.records.withLockedValue { $0.count } }
 
     func put(_ id: CKRecord.ID, value: Int) {
         self.local.withLockedValue { $0[id] = value }
