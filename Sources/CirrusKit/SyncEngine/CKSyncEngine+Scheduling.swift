@@ -9,23 +9,23 @@ extension CKSyncEngine {
     /// together go in one batch. Changes added while a send is under way go in the next one.
     static let sendDebounce: Duration = .milliseconds(1)
 
-    /// Saves the engine's subscription (once per state), starts watching pushes, and fetches.
+    /// Starts watching pushes, fetches (then saves the engine's subscription, once per state),
+    /// and sends what is pending.
+    ///
+    /// A fetch also follows each time the watch goes live (first open, and after each
+    /// reconnect): whatever changed before the server started pushing to this engine is
+    /// fetched then, so no change falls between the first fetch and the first push.
     func startAutomaticSync() {
+        let feed = NotificationFeed(
+            container: self.database.container, since: nil, scopes: [self.database.databaseScope],
+            onLive: { [weak self] in self?.scheduleFetch() })
+        let subscriptionID = self.subscriptionID
         let watch = Task { [weak self] in
-            guard let notifications = self?.watchedNotifications() else { return }
-            // The watch is opened before the first fetch, so nothing that changes after that
-            // fetch read the feeds is missed.
-            self?.scheduleFetch()
-            if self?.state.read({ !$0.pendingRecordZoneChanges.isEmpty || !$0.pendingDatabaseChanges.isEmpty || $0.inFlightSend != nil })
-                == true
-            {
-                self?.scheduleSend()
-            }
+            let handle = FeedHandle(feed)
             do {
-                for try await notification in notifications {
-                    guard let self else { return }
-                    if let change = notification as? CKDatabaseNotification, change.subscriptionID == self.subscriptionID {
-                        self.scheduleFetch()
+                while let notification = try await handle.feed.next() {
+                    if let change = notification as? CKDatabaseNotification, change.subscriptionID == subscriptionID {
+                        self?.scheduleFetch()
                     }
                 }
             } catch {
@@ -34,10 +34,10 @@ extension CKSyncEngine {
             }
         }
         self.running.withLockedValue { $0.watch = watch }
-    }
-
-    private func watchedNotifications() -> CKContainer.Notifications {
-        self.database.container.notifications(databaseScopes: [self.database.databaseScope])
+        self.scheduleFetch()
+        if self.state.read({ !$0.pendingRecordZoneChanges.isEmpty || !$0.pendingDatabaseChanges.isEmpty || $0.inFlightSend != nil }) {
+            self.scheduleSend()
+        }
     }
 
     /// Asks for a fetch as soon as the engine is free.
