@@ -14,8 +14,8 @@ final class SyncEngineBench: Sendable {
     let storage: SQLiteStorage
     let directory: String
     let configuration: CirrusClientConfiguration
-    let a = BenchDevice()
-    let b = BenchDevice()
+    let a: BenchDevice
+    let b: BenchDevice
     let engineA: CKSyncEngine
     let engineB: CKSyncEngine
     static let zone = CKRecordZone.ID(zoneName: "Bench")
@@ -39,14 +39,17 @@ final class SyncEngineBench: Sendable {
         configuration.longLivedOperations = LongLivedOperations(journal: self.storage, executor: executor)
         self.server = CirrusServer(configuration: configuration)
         let address = try await self.server.start()
-        self.configuration = CirrusClientConfiguration(
+        let client = CirrusClientConfiguration(
             host: "127.0.0.1", port: address.port ?? 0, trustRootsPath: certificates + "/ca.pem",
             certificateChainPath: certificates + "/alice.pem", privateKeyPath: certificates + "/alice-key.pem")
-        let database = { [configuration = self.configuration] in
-            CKContainer(identifier: "iCloud.bench", configuration: configuration).privateCloudDatabase
-        }
-        self.engineA = CKSyncEngine(.init(database: database(), stateSerialization: nil, delegate: self.a))
-        self.engineB = CKSyncEngine(.init(database: database(), stateSerialization: nil, delegate: self.b))
+        let database = { CKContainer(identifier: "iCloud.bench", configuration: client).privateCloudDatabase }
+        let a = BenchDevice()
+        let b = BenchDevice()
+        self.configuration = client
+        self.a = a
+        self.b = b
+        self.engineA = CKSyncEngine(.init(database: database(), stateSerialization: nil, delegate: a))
+        self.engineB = CKSyncEngine(.init(database: database(), stateSerialization: nil, delegate: b))
         // Both engines started (subscription saved, first fetch done), the records exist on B.
         while !(self.a.fetchedOnce.withLockedValue { $0 } && self.b.fetchedOnce.withLockedValue { $0 }) {
             try await Task.sleep(for: .milliseconds(5))
