@@ -129,7 +129,8 @@ public final class CKSyncEngine: Sendable, CustomStringConvertible {
 
     /// Cancels the operations under way and the scheduled syncs, and waits until the engine
     /// is idle. Changes not acknowledged stay pending; automatic sync goes on with the next
-    /// push or added change.
+    /// push or added change. Like `fetchChanges` and `sendChanges`, not from inside a delegate
+    /// call (it would wait for that call to end).
     public func cancelOperations() async {
         let operations = self.running.withLockedValue { running -> [CKOperation] in
             running.fetchRequested = false
