@@ -2,8 +2,8 @@ import CirrusModel
 import Foundation
 import NIOConcurrencyHelpers
 
-/// Automatic sync: a fetch when a push says the database changed (and once at start), a send
-/// soon after pending changes are added, and retries after failures that may pass.
+/// Automatic sync: a fetch when a push says the database changed (and at start), a send as
+/// soon as pending changes are added, and retries after failures that may pass.
 extension CKSyncEngine {
     // A send starts as soon as the engine's task runs after a change is added (it yields
     // first): changes added together go in one batch, and changes added while a send is under
@@ -46,7 +46,7 @@ extension CKSyncEngine {
         self.schedule { $0.fetchRequested = true }
     }
 
-    /// Asks for a send after the debounce.
+    /// Asks for a send as soon as the engine is free (after the current task yields once).
     func scheduleSend() {
         self.schedule { $0.sendRequested = true }
     }
