@@ -12,10 +12,10 @@ import Testing
 struct SyncEngineKillTests {
     static let count = 4_000
 
-    /// The device's run: its arguments for `server` and `stateFile`.
-    static func device(_ server: CirrusdProcess, stateFile: String) throws -> RunningCLI {
+    /// The device's run against `server` with `stateFile`; it pauses after batch `pauseAfter`.
+    static func device(_ server: CirrusdProcess, stateFile: String, pauseAfter: Int = 0) throws -> RunningCLI {
         try RunningCLI(
-            arguments: ["\(server.port)", Paths.root + "/Certs", stateFile, "\(count)"], directory: nil,
+            arguments: ["\(server.port)", Paths.root + "/Certs", stateFile, "\(count)", "\(pauseAfter)"], directory: nil,
             executable: "SyncEngineKillDevice")
     }
 
@@ -31,26 +31,24 @@ struct SyncEngineKillTests {
         return (saved, failed)
     }
 
-    @Test(arguments: [1, 2] as [UInt64])
-    func aDeviceKilledMidSendSendsExactlyWhatWasNotAcknowledged(seed: UInt64) async throws {
+    @Test(arguments: [1, 3])
+    func aDeviceKilledMidSendSendsExactlyWhatWasNotAcknowledged(pause: Int) async throws {
         let server = try CirrusdProcess()
         defer { server.stop() }
         let directory = try Paths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let stateFile = directory + "/state.json"
 
-        // First run: killed once some batches were acknowledged, while the state names the
-        // next batch's operation as in flight.
-        let first = try Self.device(server, stateFile: stateFile)
-        let batches = Int(seed)
-        try await waitForOutput(first, timeout: .seconds(120)) { output in
-            let state = (try? String(contentsOfFile: stateFile, encoding: .utf8)) ?? ""
-            return Self.parse(output).saved.count >= batches * 400 && state.contains("inFlightSend")
-        }
+        // First run: killed while its delegate handles batch `pause`'s outcome — the server
+        // applied the batch and told the device, the state file still names it in flight.
+        let first = try Self.device(server, stateFile: stateFile, pauseAfter: pause)
+        try await waitForOutput(first, timeout: .seconds(120)) { $0.contains("paused\n") }
         first.kill()
         let firstRun = first.wait()
         #expect(firstRun.killed)
         #expect(!firstRun.stdout.contains("done"), "the device should have been killed mid-send")
+        let state = try String(contentsOfFile: stateFile, encoding: .utf8)
+        #expect(state.contains("inFlightSend"), "the state left behind should name the batch in flight")
 
         // Second run, from the state file the first one left.
         let second = try Self.device(server, stateFile: stateFile)
@@ -63,6 +61,11 @@ struct SyncEngineKillTests {
         #expect(failedFirst.isEmpty && failedSecond.isEmpty, "\(failedFirst.prefix(3)) \(failedSecond.prefix(3))")
         let reported = savedFirst.merging(savedSecond) { _, second in second }
         #expect(reported.count == Self.count)
+        // The batch in flight was not sent again: its operation was resumed and reported the
+        // same saves (same change tags) a second time; every other record was reported once.
+        let replayed = savedFirst.filter { savedSecond[$0.key] != nil }
+        #expect(replayed.count == 400, "batch \(pause), replayed")
+        #expect(replayed.allSatisfy { savedSecond[$0.key] == $0.value })
 
         // The server has every record once, as last reported.
         let database = CKContainer(
