@@ -17,11 +17,12 @@ struct SyncEngineConvergenceTests {
             let generator = NIOLockedValueBox(SyncTestGenerator(seed: seed))
             let connections = NIOLockedValueBox(0)
             // The first 24 connections are cut after a random number of bytes from the server
-            // (mid-frame, mid-TLS-record); later ones are left alone so the devices can settle.
+            // (mid-frame, mid-TLS-record), and all open ones at random moments of the first 400
+            // edits; after that the devices can settle.
             let proxy = try await CuttingProxy.start(targetPort: internals.port) {
                 let count = connections.withLockedValue { $0 += 1; return $0 }
                 guard count <= 24 else { return nil }
-                return generator.withLockedValue { Int.random(in: 2_000...40_000, using: &$0) }
+                return generator.withLockedValue { Int.random(in: 2_000...20_000, using: &$0) }
             }
             var configuration = TestCertificates.client(port: proxy.port, user: "alice")
             configuration.maximumResumeAttempts = 20
@@ -39,6 +40,9 @@ struct SyncEngineConvergenceTests {
                 let name = Self.names[Int.random(in: Self.names.indices, using: &random)]
                 try device.edit(SyncEngineEndToEndTests.id(name), value: step)
                 if step % 9 == 0 { try await Task.sleep(for: .milliseconds(Int.random(in: 1...15, using: &random))) }
+                // Besides the byte budgets (which a quick, well-batched run may not exhaust):
+                // every connection is cut now and then, whatever it is doing.
+                if step < 400, Int.random(in: 0..<40, using: &random) == 0 { proxy.cutAll() }
             }
 
             // Settle: every device has sent everything and sees the server's records.
