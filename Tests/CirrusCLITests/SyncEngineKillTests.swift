@@ -42,6 +42,7 @@ struct SyncEngineKillTests {
         // First run: killed while its delegate handles batch `pause`'s outcome — the server
         // applied the batch and told the device, the state file still names it in flight.
         let first = try Self.device(server, stateFile: stateFile, pauseAfter: pause)
+        defer { first.kill() }  // a paused device left behind by a failure would sleep for an hour
         try await waitForOutput(first, timeout: .seconds(120)) { $0.contains("paused\n") }
         first.kill()
         let firstRun = first.wait()
@@ -52,6 +53,7 @@ struct SyncEngineKillTests {
 
         // Second run, from the state file the first one left.
         let second = try Self.device(server, stateFile: stateFile)
+        defer { second.kill() }
         let secondRun = second.wait()
         #expect(secondRun.status == 0, "\(secondRun.stdout.suffix(500)) \(secondRun.stderr.suffix(500))")
         #expect(secondRun.stdout.hasSuffix("done\n"))
