@@ -159,6 +159,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // A device process for CirrusCLITests' SyncEngineKillTests (killed with SIGKILL mid-send).
+        .executableTarget(
+            name: "SyncEngineKillDevice",
+            dependencies: ["CirrusKit"],
+            path: "Tests/SyncEngineKillDevice"
+        ),
 
         // What several test targets share (not a product: nothing outside the tests uses it).
         .target(

@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 // Programs that use Cirrus the way a user's package does: they depend on the product
 // "CirrusKit" and write `import CirrusKit`, nothing else. CI builds them
-// (Scripts/check-examples.sh), so the README's client example cannot stop compiling unnoticed.
+// (Scripts/check-examples.sh), so the README's examples cannot stop compiling unnoticed.
 import PackageDescription
 
 let package = Package(
@@ -16,7 +16,13 @@ let package = Package(
             name: "ReadmeClient",
             dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
             path: "ReadmeClient"
-        )
+        ),
+        // README.md, "Sync engine": the example verbatim.
+        .executableTarget(
+            name: "ReadmeSyncEngine",
+            dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
+            path: "ReadmeSyncEngine"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,49 +1,61 @@
 #!/usr/bin/env bash
 # Proves that what README.md shows a library user compiles with `import CirrusKit` alone:
-# the Swift block of README's "A client" section must equal Examples/ReadmeClient/main.swift
-# byte for byte, and the Examples package (which depends on the product CirrusKit only)
-# must build without Swift warnings.
+# the first Swift block of each README section below must equal its example's main.swift byte
+# for byte, and the Examples package (which depends on the product CirrusKit only) must build
+# without Swift warnings.
+#
+#   "## A client"     → Examples/ReadmeClient/main.swift
+#   "## Sync engine"  → Examples/ReadmeSyncEngine/main.swift
 #
 #   Scripts/check-examples.sh           check, then build Examples/
-#   Scripts/check-examples.sh --update  write the README block into Examples/ReadmeClient/main.swift
+#   Scripts/check-examples.sh --update  write the README blocks into the examples' main.swift
 #
 # Needs: python3 (standard library only) and the Swift toolchain.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-example="$root/Examples/ReadmeClient/main.swift"
 fresh="$(mktemp)"
 trap 'rm -f "$fresh"' EXIT
 
-# The first ```swift block after the "## A client" heading.
-python3 - "$root/README.md" "$fresh" <<'PY'
+# check SECTION_TITLE EXAMPLE_DIRECTORY
+check() {
+    local title="$1" example="$root/Examples/$2/main.swift"
+    # The first ```swift block after the "## TITLE" heading.
+    python3 - "$root/README.md" "$fresh" "$title" <<'PY'
 import sys
 text = open(sys.argv[1], encoding="utf-8").read()
-start = text.find("\n## A client\n")
+title = sys.argv[3]
+start = text.find("\n## " + title + "\n")
 if start < 0:
-    sys.exit("check-examples: README.md has no '## A client' section")
+    sys.exit("check-examples: README.md has no '## " + title + "' section")
 open_fence = text.find("\n```swift\n", start)
 next_section = text.find("\n## ", start + 1)
 if open_fence < 0 or (0 <= next_section < open_fence):
-    sys.exit("check-examples: README.md's 'A client' section has no ```swift block")
+    sys.exit("check-examples: README.md's '" + title + "' section has no ```swift block")
 body_start = open_fence + len("\n```swift\n")
 body_end = text.find("\n```\n", body_start)
 if body_end < 0:
-    sys.exit("check-examples: README.md's client example is not closed")
+    sys.exit("check-examples: README.md's '" + title + "' example is not closed")
 open(sys.argv[2], "w", encoding="utf-8").write(text[body_start:body_end + 1])
 PY
+    if [ "${update:-}" = 1 ]; then
+        cp "$fresh" "$example"
+        echo "check-examples: wrote $example from README.md"
+        return
+    fi
+    if ! diff -u "$example" "$fresh"; then
+        echo "check-examples: README.md's '$title' example and ${example#$root/} differ;" >&2
+        echo "  run Scripts/check-examples.sh --update after changing the README." >&2
+        exit 1
+    fi
+    echo "check-examples: README's '$title' example is ${example#$root/}"
+}
 
-if [ "${1:-}" = "--update" ]; then
-    cp "$fresh" "$example"
-    echo "check-examples: wrote $example from README.md"
-    exit 0
-fi
-if ! diff -u "$example" "$fresh"; then
-    echo "check-examples: README.md's client example and Examples/ReadmeClient/main.swift differ;" >&2
-    echo "  run Scripts/check-examples.sh --update after changing the README." >&2
-    exit 1
-fi
-echo "check-examples: README's client example is Examples/ReadmeClient/main.swift"
+update=0
+if [ "${1:-}" = "--update" ]; then update=1; fi
+check "A client" ReadmeClient
+check "Sync engine" ReadmeSyncEngine
+if [ "$update" = 1 ]; then exit 0; fi
 log="$(mktemp)"
 trap 'rm -f "$fresh" "$log"' EXIT
 swift build --package-path "$root/Examples" 2>&1 | tee "$log"

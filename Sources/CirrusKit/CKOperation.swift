@@ -38,6 +38,10 @@ open class CKOperation: Operation, @unchecked Sendable {
         var startedAt = DispatchTime.now()
         /// Registered with ``OperationTimeouts``.
         var isWatched = false
+        /// The owner acknowledges the completion itself (`acknowledgeCompletion()`), once it
+        /// has recorded the result; until then the stream waits here.
+        var defersAcknowledgement = false
+        var unacknowledged: ClientStream?
     }
 
     /// A unique identifier; for long-lived operations the ID the server lists them by.
@@ -255,15 +259,40 @@ open class CKOperation: Operation, @unchecked Sendable {
         case .event(let event):
             self.handle(event: event)
         case .complete(let complete):
-            let stream = self.run.withLockedValue { $0.stream }
+            // A deferred acknowledgement is parked before the result block runs, so the owner
+            // finds the stream whenever it acknowledges.
+            let (stream, deferred) = self.run.withLockedValue { state -> (ClientStream?, Bool) in
+                guard let stream = state.stream, stream.isLongLived, complete.error?.code != .unknownOperation else {
+                    return (nil, false)
+                }
+                if state.defersAcknowledgement { state.unacknowledged = stream }
+                return (stream, state.defersAcknowledgement)
+            }
             self.finishOnQueue(complete.error.map { CKError(wire: $0) }, complete: complete)
-            if let stream, stream.isLongLived, complete.error?.code != .unknownOperation {
+            if let stream, !deferred {
                 // The result reached the app: the server may forget the operation.
                 stream.acknowledgeCompletion()
             }
         case .failed(let failure):
             self.finishOnQueue(CKError(failure))
         }
+    }
+
+    /// Makes a long-lived operation leave the acknowledgement of its completion to
+    /// `acknowledgeCompletion()` (the sync engine calls it once the app has persisted the
+    /// outcome, so a process killed in between finds the operation again). Set before start.
+    func defersCompletionAcknowledgement() {
+        self.run.withLockedValue { $0.defersAcknowledgement = true }
+    }
+
+    /// Lets the server forget a completed long-lived operation whose acknowledgement was
+    /// deferred (best effort: if its connection is gone, the server's retention ends it).
+    func acknowledgeCompletion() {
+        let stream = self.run.withLockedValue { state -> ClientStream? in
+            defer { state.unacknowledged = nil }
+            return state.unacknowledged
+        }
+        stream?.acknowledgeCompletion()
     }
 
     /// Delivers the result (once) and finishes. Callback queue only.

@@ -1,6 +1,7 @@
 import Benchmark
 import CirrusWire
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// Certs/ of the checkout this package sits in.
@@ -28,6 +29,9 @@ private let eventFrame: Wire.Frame = {
 }()
 
 private let pingFrame = Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 42)))
+
+/// The devices of the CKSyncEngine latency benchmark, from its `setup` to its `teardown`.
+private let syncEngineBench = NIOLockedValueBox<SyncEngineBench?>(nil)
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
@@ -279,6 +283,46 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             try await bench.roundTrip()
+        }
+        benchmark.stopMeasurement()
+        await bench.close()
+    }
+
+    // One sample per edit (the devices are set up once, in `setup`), so p50 and p99 are
+    // those of single edits.
+    Benchmark(
+        "End to end: CKSyncEngine — an edit on device A until device B's delegate has it",
+        configuration: .init(
+            metrics: [.wallClock], warmupIterations: 20, scalingFactor: .one, maxDuration: .seconds(60), maxIterations: 1_000)
+    ) { benchmark in
+        guard let bench = syncEngineBench.withLockedValue({ $0 }) else {
+            benchmark.error("the sync engine bench was not set up")
+            return
+        }
+        for _ in benchmark.scaledIterations {
+            try await bench.edit()
+        }
+    } setup: {
+        let bench = try await SyncEngineBench(certificates: certificates)
+        syncEngineBench.withLockedValue { $0 = bench }
+    } teardown: {
+        let bench = syncEngineBench.withLockedValue { bench -> SyncEngineBench? in
+            defer { bench = nil }
+            return bench
+        }
+        await bench?.close()
+    }
+
+    Benchmark(
+        "End to end: CKSyncEngine — a new device's first fetch of 100,000 records",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 3)
+    ) { benchmark in
+        let bench = try await SyncEngineBench(certificates: certificates)
+        try await bench.seed(100_000)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            let count = try await bench.initialSync()
+            precondition(count >= 100_000, "the new device should get every record")
         }
         benchmark.stopMeasurement()
         await bench.close()

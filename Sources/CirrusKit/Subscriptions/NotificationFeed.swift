@@ -55,10 +55,16 @@ final class NotificationFeed: Sendable {
     private let scopes: [CKDatabaseScope]
     private let queue: DispatchQueue
     private let state: NIOLockedValueBox<State>
+    /// Called each time a stream of the feed goes live (the server will push what comes next).
+    private let onLive: (@Sendable () -> Void)?
 
-    init(container: CKContainer, since: CKServerChangeToken?, scopes: [CKDatabaseScope]) {
+    init(
+        container: CKContainer, since: CKServerChangeToken?, scopes: [CKDatabaseScope],
+        onLive: (@Sendable () -> Void)? = nil
+    ) {
         self.container = container
         self.scopes = scopes
+        self.onLive = onLive
         self.queue = DispatchQueue(label: "CKContainer.notifications.\(UUID().uuidString)")
         self.state = NIOLockedValueBox(State(lastToken: since, position: since))
     }
@@ -200,6 +206,7 @@ final class NotificationFeed: Sendable {
                     if state.buffer.isEmpty { state.position = token }
                 }
                 stream.eventConsumed()
+                self.onLive?()
             case .notification(let watched):
                 guard let wire = watched.notification else {
                     stream.eventConsumed()

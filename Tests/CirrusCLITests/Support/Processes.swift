@@ -100,19 +100,20 @@ enum CLI {
     }
 }
 
-/// A `cirrus` process whose output is collected in files (no pipe can fill up).
+/// A `cirrus` process (or another binary of this build) whose output is collected in files
+/// (no pipe can fill up).
 final class RunningCLI {
     let process = ChildProcess()
     private let outPath: String
     private let errPath: String
 
-    init(arguments: [String], directory: String?) throws {
+    init(arguments: [String], directory: String?, executable: String = "cirrus") throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-out-\(UUID().uuidString)").path
         self.outPath = base + ".out"
         self.errPath = base + ".err"
         _ = FileManager.default.createFile(atPath: self.outPath, contents: nil)
         _ = FileManager.default.createFile(atPath: self.errPath, contents: nil)
-        self.process.executableURL = Paths.binary("cirrus")
+        self.process.executableURL = Paths.binary(executable)
         self.process.arguments = arguments
         self.process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CIRRUS_") }
         if let directory { self.process.currentDirectoryURL = URL(fileURLWithPath: directory) }
