@@ -1,7 +1,7 @@
 // Text → CKPredicate(parsing:) (lexer and parser) → the wire predicate a client sends → the
 // store's query validation (QueryValidation.compile) → evaluation against a sample record.
 // The raw format string also goes to the store as the wire predicate's only content.
-import CirrusModel
+@_spi(CirrusTools) import CirrusModel
 import CirrusWire
 import Foundation
 import FuzzSupport
@@ -28,7 +28,7 @@ public func fuzzPredicate(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     guard let format = FuzzInput.text(start, count) else { return 0 }
     guard let predicate = try? CKPredicate(parsing: format, argumentArray: arguments) else { return 0 }
     _ = predicate.description
-    guard let wire = try? predicate.wirePredicate else { return 0 }
+    guard let wire = try? predicate.toolsWirePredicate else { return 0 }
     let query = Wire.Query(recordType: "Note", predicate: wire)
     guard let compiled = try? QueryValidation.compile(query) else { return 0 }
     let evaluator = QueryEvaluator(zoneName: "_defaultZone", databaseOwner: "_fuzzer") { _, _ in true }

@@ -1,4 +1,4 @@
-import CirrusModel
+@_spi(CirrusTools) import CirrusModel
 import CirrusWire
 
 /// Well-formed requests of every operation kind the storage executor runs, the way CirrusKit
@@ -19,7 +19,7 @@ public enum SampleRequests {
 
     static func predicate(_ format: String, _ arguments: Any...) -> Wire.QueryPredicate {
         do {
-            return try CKPredicate(format: format, argumentArray: arguments).wirePredicate
+            return try CKPredicate(format: format, argumentArray: arguments).toolsWirePredicate
         } catch {
             fatalError("sample predicate \(format) does not parse: \(error)")
         }

@@ -96,5 +96,11 @@ public struct CKPredicate: Sendable, Hashable, CustomStringConvertible {
         get throws(ParseError) { try parsed.get() }
     }
 
+    /// ``wirePredicate`` for the fuzz targets, a package of their own (`Fuzz/`), which reach it
+    /// with `@_spi(CirrusTools) import CirrusModel`; no program importing CirrusKit sees it.
+    @_spi(CirrusTools) public var toolsWirePredicate: Wire.QueryPredicate {
+        get throws(ParseError) { try self.wirePredicate }
+    }
+
     public var description: String { predicateFormat }
 }

@@ -1,6 +1,7 @@
 import CirrusKit
 import CirrusModel
 import CirrusStore
+import CirrusTestSupport
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -14,7 +15,7 @@ struct SyncEngineConvergenceTests {
     @Test(arguments: [31, 32] as [UInt64])
     func threeDevicesEditingTheSameZoneThroughRandomCutsConverge(seed: UInt64) async throws {
         try await withStack(clock: nil) { container, internals in
-            let generator = NIOLockedValueBox(SyncTestGenerator(seed: seed))
+            let generator = NIOLockedValueBox(SplitMix64(seed: seed))
             let connections = NIOLockedValueBox(0)
             // The first 24 connections are cut after a random number of bytes from the server
             // (mid-frame, mid-TLS-record), and all open ones at random moments of the first 400
@@ -34,7 +35,7 @@ struct SyncEngineConvergenceTests {
             try devices[0].engine.state.add(pendingDatabaseChanges: [.saveZone(CKRecordZone(zoneID: zone))])
 
             // 150 edits each, interleaved, on 12 shared records: conflicts are certain.
-            var random = SyncTestGenerator(seed: seed &* 7)
+            var random = SplitMix64(seed: seed &* 7)
             for step in 0..<450 {
                 let device = devices[step % 3]
                 let name = Self.names[Int.random(in: Self.names.indices, using: &random)]
