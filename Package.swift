@@ -3,7 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "Cirrus",
-    platforms: [.macOS(.v14)],
+    // Synchronization.Mutex (CirrusStore) needs macOS 15.
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "CirrusWire", targets: ["CirrusWire"]),
         .library(name: "CirrusTLS", targets: ["CirrusTLS"]),

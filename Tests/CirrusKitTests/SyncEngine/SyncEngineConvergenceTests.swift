@@ -72,8 +72,9 @@ struct SyncEngineConvergenceTests {
                 // Each conflict came with the server's record.
                 #expect(store.conflicts.allSatisfy { $0.error.serverRecord != nil })
             }
-            let conflicts = devices.reduce(0) { $0 + $1.store.withLockedValue { $0.conflicts.count } }
-            #expect(conflicts > 0, "seed \(seed): concurrent edits of 12 records should conflict")
+            // How many edits conflict depends on how the sends interleave (a loaded machine batches
+            // more and conflicts less, none at all in one full-suite run), so it is not required
+            // here; SyncEngineEndToEndTests makes a conflict happen and checks its delivery.
             #expect(proxy.cutCount >= 1, "seed \(seed)")
             // The server's final value of each record is one that a device sent and had
             // acknowledged: no edit invented, and the last acknowledged one is on the server.
