@@ -53,7 +53,9 @@ struct RecordModificationPlan: Sendable {
             case .success(let name): zoneName = name
             }
             var problem = RecordCodec.checkName(recordID.recordName, of: "record")
-            if problem == nil, case .save(_, let record) = item { problem = RecordCodec.checkRecordToSave(record) }
+            if problem == nil, case .save(let index, let record) = item {
+                problem = request.refusals[index] ?? RecordCodec.checkRecordToSave(record)
+            }
             if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {
                 problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
             }

@@ -17,7 +17,7 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case unknownItem, zoneNotFound, serverRecordChanged, batchRequestFailed, invalidArguments
-            case permissionFailure, assetFileNotFound, assetFileModified, limitExceeded
+            case permissionFailure, assetFileNotFound, assetFileModified, limitExceeded, quotaExceeded, internalError
         }
 
         private let base: Base
@@ -41,6 +41,10 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
         public static let assetFileModified = Code(.assetFileModified)
         /// The item would exceed a per-user limit (e.g. subscriptions per database).
         public static let limitExceeded = Code(.limitExceeded)
+        /// The item would take its user above their storage quota (asset bytes).
+        public static let quotaExceeded = Code(.quotaExceeded)
+        /// The server failed to handle the item (e.g. it could not write an asset file).
+        public static let internalError = Code(.internalError)
 
         public var description: String { "\(base)" }
     }

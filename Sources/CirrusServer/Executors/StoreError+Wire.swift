@@ -44,6 +44,7 @@ extension ItemFailure.Code {
         case .assetFileNotFound: .assetFileNotFound
         case .assetFileModified: .assetFileModified
         case .limitExceeded: .limitExceeded
+        case .quotaExceeded: .quotaExceeded
         default: .internalError
         }
     }

@@ -1,0 +1,207 @@
+import CirrusStore
+import CirrusWire
+import Foundation
+
+/// The server's asset content: content-addressed files under a directory of their own,
+/// streamed in and out in chunks, never whole in memory.
+///
+/// Layout under `directory`:
+/// - `content/ab/abcd…` — one file per distinct content, named by its SHA-256 (hex), written
+///   to a temporary name, fsynced and renamed, so a name always holds complete, checked bytes;
+/// - `uploads/<user>/<upload>.part` and `.meta` — an unfinished upload and what it declared;
+///   `.done` — a finished upload whose handle has not expired (its content stays until then);
+/// - `tmp/` — content being written.
+///
+/// The records that refer to content are in the ``RecordStorage`` (its `assets` rows say the
+/// server has content, its `asset_references` which records hold it); ``collect(now:)``
+/// removes content no record, unexpired upload handle or upload in progress refers to.
+///
+/// For example:
+/// ```swift
+/// let assets = try AssetStore(directory: dataDir + "/assets", storage: storage, secret: secret)
+/// let result = try await assets.receive(chunk, from: "_alice")
+/// ```
+public actor AssetStore {
+    /// Limits on what users may store.
+    public struct Limits: Sendable, Hashable {
+        /// The largest asset accepted (`limitExceeded` above it). Default 16 GiB.
+        public var maxAssetBytes: UInt64 = 16 << 30
+        /// Bytes of asset content one user's records and unfinished uploads may hold
+        /// (`quotaExceeded` above it); nil = no limit.
+        public var maxUserBytes: UInt64?
+        /// Seconds an unfinished upload is kept after its last chunk, and an upload handle is
+        /// valid after the upload finished. Default 24 h.
+        public var uploadLifetimeSeconds: Int64 = 86_400
+        /// Seconds a download handle is valid. Default 24 h (a journaled long-lived operation
+        /// replays its events within the operation retention).
+        public var downloadHandleLifetimeSeconds: Int64 = 86_400
+
+        public init(maxAssetBytes: UInt64 = 16 << 30, maxUserBytes: UInt64? = nil) {
+            self.maxAssetBytes = maxAssetBytes
+            self.maxUserBytes = maxUserBytes
+        }
+    }
+
+    /// Bytes per download event when the client names no size: 1 MiB.
+    public static let defaultChunkBytes = 1 << 20
+
+    public let directory: String
+    public let limits: Limits
+    let storage: any RecordStorage
+    let handles: AssetHandleSealer
+    let clock: @Sendable () -> Wire.Timestamp
+
+    /// Uploads with an open file and a running digest, by user and upload ID.
+    var open: [UploadKey: OpenUpload] = [:]
+    /// Content committed lately, by when: not collected before the save that refers to it
+    /// had its chance (a grace of `uploadLifetimeSeconds`).
+    var recentCommits: [[UInt8]: Int64] = [:]
+
+    /// - parameter directory: created if missing.
+    /// - parameter secret: keys the upload and download handles (the server secret, so
+    ///   handles survive a restart).
+    /// - throws: ``AssetStoreError`` if the directories cannot be made.
+    public init(
+        directory: String,
+        storage: any RecordStorage,
+        secret: [UInt8],
+        limits: Limits = Limits(),
+        clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
+    ) throws(AssetStoreError) {
+        self.directory = directory
+        self.storage = storage
+        self.handles = AssetHandleSealer(secret: secret)
+        self.limits = limits
+        self.clock = clock
+        for sub in ["content", "uploads", "tmp"] {
+            try AssetFile.makeDirectory((directory as NSString).appendingPathComponent(sub))
+        }
+    }
+
+    // MARK: - Content
+
+    /// The file of content `sha256`.
+    nonisolated func contentPath(_ sha256: [UInt8]) -> String {
+        let hex = Self.hex(sha256)
+        return "\(self.directory)/content/\(hex.prefix(2))/\(hex)"
+    }
+
+    /// Whether the store holds content `sha256`.
+    public func hasContent(_ sha256: [UInt8]) -> Bool {
+        sha256.count == 32 && AssetFile.exists(self.contentPath(sha256))
+    }
+
+    /// Stores `bytes` (content that came inline with a record) unless the same content is
+    /// there already; its SHA-256.
+    ///
+    /// - throws: ``AssetStoreError`` when the file cannot be written (a full disk says so).
+    public func storeInline(_ bytes: [UInt8]) throws(AssetStoreError) -> [UInt8] {
+        guard UInt64(bytes.count) <= self.limits.maxAssetBytes else {
+            throw AssetStoreError(
+                code: .limitExceeded, message: "asset of \(bytes.count) bytes; at most \(self.limits.maxAssetBytes)")
+        }
+        let digest = Wire.SHA256.hash(bytes)
+        self.recentCommits[digest] = self.clock().seconds
+        let target = self.contentPath(digest)
+        guard !AssetFile.exists(target) else { return digest }
+        let temporary = "\(self.directory)/tmp/\(Self.hex(digest)).\(UInt64.random(in: 0...UInt64.max))"
+        do throws(AssetStoreError) {
+            let file = try AssetFile.writing(temporary)
+            try file.write(bytes, at: 0)
+            try self.commit(file, as: digest)
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        return digest
+    }
+
+    /// Moves a complete, checked file into place as content `sha256` (or drops it when that
+    /// content is there already).
+    func commit(_ file: AssetFile, as sha256: [UInt8]) throws(AssetStoreError) {
+        let target = self.contentPath(sha256)
+        self.recentCommits[sha256] = self.clock().seconds
+        if AssetFile.exists(target) {
+            unlink(file.path)
+            return
+        }
+        try file.sync()
+        try AssetFile.makeDirectory((target as NSString).deletingLastPathComponent)
+        try AssetFile.move(file.path, to: target)
+    }
+
+    // MARK: - Handles
+
+    /// The download handle of content `sha256` for `user` (who may read a record holding it).
+    public nonisolated func downloadHandle(sha256: [UInt8], size: UInt64, for user: String) -> String {
+        let expires = self.clock().seconds + self.limits.downloadHandleLifetimeSeconds
+        return self.handles.seal(.download, .init(sha256: sha256, size: size, expires: expires), for: user)
+    }
+
+    /// What an upload handle names, when `user` may save it: issued to them, unexpired, and its
+    /// content is here.
+    ///
+    /// - throws: ``AssetStoreError`` `permissionFailure` (another user's, or damaged),
+    ///   `assetFileNotFound` (expired, or its content is gone).
+    public func resolveUpload(_ handle: String, for user: String) throws(AssetStoreError) -> AssetHandleSealer.Claim {
+        let claim = try self.handles.open(handle, .upload, for: user, now: self.clock().seconds)
+        guard self.hasContent(claim.sha256) else {
+            throw AssetStoreError(code: .assetFileNotFound, message: "the uploaded content is gone; upload it again")
+        }
+        return claim
+    }
+
+    /// The content a download handle names, opened for reading, when it was issued to `user`,
+    /// has not expired, and a record still refers to the content.
+    ///
+    /// - throws: ``AssetStoreError`` `permissionFailure` (another user's, or damaged),
+    ///   `assetFileNotFound` (expired, or the asset was deleted).
+    func openDownload(
+        _ handle: String, for user: String
+    ) async throws -> (file: AssetFile, claim: AssetHandleSealer.Claim) {
+        let claim = try self.handles.open(handle, .download, for: user, now: self.clock().seconds)
+        let deleted = AssetStoreError(
+            code: .assetFileNotFound, message: "the asset is no longer stored (its record was deleted or changed)")
+        guard try await self.storage.assetIsReferenced(claim.sha256) else { throw deleted }
+        do {
+            return (try AssetFile.reading(self.contentPath(claim.sha256)), claim)
+        } catch {
+            throw deleted
+        }
+    }
+
+    // MARK: - Names
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let chars = Array(hex.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(chars.count / 2)
+        var i = 0
+        while i < chars.count {
+            guard let high = Self.nibble(chars[i]), let low = Self.nibble(chars[i + 1]) else { return nil }
+            out.append(high << 4 | low)
+            i += 2
+        }
+        return out
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import CirrusStore
+import CirrusWire
+
+extension StorageExecutor {
+    /// The largest chunk a download event carries: well inside the default 4 MiB frame.
+    static let maximumDownloadChunk = 2 << 20
+
+    /// One chunk of an upload (`UploadAsset`): stored, and answered with the bytes the server
+    /// has and, after the final chunk, the upload handle.
+    func uploadAsset(_ request: Wire.UploadAssetRequest, _ context: Context) async throws -> OperationCompletion {
+        guard let assets = self.assets else { return Self.noAssetStore }
+        do {
+            let result = try await assets.receive(request, from: context.caller.userRecordName)
+            return .success(.uploadAsset(result))
+        } catch let error as AssetStoreError {
+            return OperationCompletion(error: error.operationError)
+        }
+    }
+
+    /// A download (`DownloadAsset`): the content a download handle names, from an offset, as
+    /// chunk events under the stream's flow control, then its size and SHA-256.
+    func downloadAsset(_ request: Wire.DownloadAssetRequest, _ context: Context) async throws -> OperationCompletion {
+        guard let assets = self.assets else { return Self.noAssetStore }
+        let file: AssetFile
+        let claim: AssetHandleSealer.Claim
+        do {
+            (file, claim) = try await assets.openDownload(request.downloadHandle, for: context.caller.userRecordName)
+        } catch let error as AssetStoreError {
+            return OperationCompletion(error: error.operationError)
+        }
+        guard request.offset <= claim.size else {
+            return .failure(.invalidArguments, "offset \(request.offset) is past the asset's \(claim.size) bytes")
+        }
+        let end = request.length == 0 ? claim.size : min(claim.size, request.offset &+ request.length)
+        let chunk = request.chunkBytes == 0
+            ? AssetStore.defaultChunkBytes : min(max(Int(request.chunkBytes), 4096), Self.maximumDownloadChunk)
+        var offset = request.offset
+        while offset < end {
+            try Task.checkCancellation()
+            let bytes: [UInt8]
+            do {
+                bytes = try file.read(at: offset, count: Int(min(UInt64(chunk), end - offset)))
+            } catch {
+                return OperationCompletion(error: error.operationError)
+            }
+            guard !bytes.isEmpty else {
+                return .failure(.assetFileModified, "the stored asset is shorter than its \(claim.size) bytes")
+            }
+            try await context.stream.emit(
+                .downloadAsset(Wire.DownloadAssetEvent(callback: .chunk(Wire.AssetChunk(offset: offset, data: bytes)))))
+            offset += UInt64(bytes.count)
+        }
+        return .success(.downloadAsset(Wire.DownloadAssetResult(size: claim.size, sha256: claim.sha256)))
+    }
+
+    static var noAssetStore: OperationCompletion {
+        .failure(.serverRejectedRequest, "this server keeps no asset files")
+    }
+
+    /// A modification with its assets' content in the asset store: each upload handle
+    /// resolved for the caller (its checksum and size filled in), each inline content written
+    /// to a file. A record whose asset cannot be stored is refused (``RecordModification/refusals``)
+    /// with its error. Without an asset store inline content stays inline and upload handles
+    /// are refused.
+    func storingAssets(_ modification: RecordModification, caller: ClientIdentity) async -> RecordModification {
+        var result = modification
+        for index in result.recordsToSave.indices where Self.hasAssets(result.recordsToSave[index]) {
+            var record = result.recordsToSave[index]
+            do {
+                for f in record.fields.indices {
+                    switch record.fields[f].value?.kind {
+                    case .assetValue(var asset):
+                        try await Self.store(&asset, in: self.assets, caller: caller)
+                        record.fields[f].value = Wire.FieldValue(kind: .assetValue(asset))
+                    case .assetList(var list):
+                        for a in list.values.indices {
+                            try await Self.store(&list.values[a], in: self.assets, caller: caller)
+                        }
+                        record.fields[f].value = Wire.FieldValue(kind: .assetList(list))
+                    default:
+                        continue
+                    }
+                }
+                result.recordsToSave[index] = record
+            } catch let error as AssetStoreError {
+                result.refusals[index] = ItemFailure(Self.itemCode(error.code), error.message)
+            } catch {
+                result.refusals[index] = ItemFailure(.internalError, "cannot store the asset: \(error)")
+            }
+        }
+        return result
+    }
+
+    private static func itemCode(_ code: Wire.ErrorCode) -> ItemFailure.Code {
+        switch code {
+        case .permissionFailure: .permissionFailure
+        case .assetFileNotFound: .assetFileNotFound
+        case .assetFileModified: .assetFileModified
+        case .limitExceeded: .limitExceeded
+        case .quotaExceeded: .quotaExceeded
+        case .invalidArguments: .invalidArguments
+        default: .internalError
+        }
+    }
+
+    private static func store(_ asset: inout Wire.Asset, in assets: AssetStore?, caller: ClientIdentity) async throws {
+        switch asset.content {
+        case .uploadHandle(let handle):
+            guard let assets else {
+                throw AssetStoreError(code: .assetFileNotFound, message: "this server keeps no uploaded asset files")
+            }
+            let claim = try await assets.resolveUpload(handle, for: caller.userRecordName)
+            if !asset.sha256.isEmpty && asset.sha256 != claim.sha256 {
+                throw AssetStoreError(code: .assetFileModified, message: "the asset's SHA-256 is not its upload's")
+            }
+            asset.sha256 = claim.sha256
+            asset.size = claim.size
+        case .inlineData(let bytes):
+            guard let assets else { return }
+            guard asset.size == UInt64(bytes.count) else {
+                throw AssetStoreError(code: .assetFileModified, message: "asset size \(asset.size) but \(bytes.count) bytes sent")
+            }
+            if !asset.sha256.isEmpty && asset.sha256 != Wire.SHA256.hash(bytes) {
+                throw AssetStoreError(code: .assetFileModified, message: "asset content does not match its SHA-256")
+            }
+            asset.sha256 = try await assets.storeInline(bytes)
+            // The store reads an upload handle as "content the asset store holds".
+            asset.content = .uploadHandle("")
+        case .downloadHandle, nil:
+            break
+        }
+    }
+
+    private static func hasAssets(_ record: Wire.Record) -> Bool {
+        record.fields.contains { field in
+            switch field.value?.kind {
+            case .assetValue, .assetList: true
+            default: false
+            }
+        }
+    }
+}
