@@ -8,6 +8,11 @@ extension AssetStore {
         /// Unfinished uploads past their lifetime since their last chunk, and finished uploads
         /// whose handle expired.
         public var uploads = 0
+
+        public init(contents: Int = 0, uploads: Int = 0) {
+            self.contents = contents
+            self.uploads = uploads
+        }
     }
 
     /// Removes expired uploads, then content nothing refers to any more.
@@ -33,9 +38,13 @@ extension AssetStore {
                     }
                 } else if name.hasSuffix(".meta") {
                     let base = String(path.dropLast(".meta".count))
-                    let last = AssetFile.modified(base + ".part") ?? AssetFile.modified(path) ?? 0
+                    // An upload open here knows its last chunk; one left by an earlier run has
+                    // its file's modification time.
+                    let openKey = self.open.keys.first { self.uploadPaths($0).meta == path }
+                    let last = openKey.flatMap { self.open[$0]?.lastChunk }
+                        ?? AssetFile.modified(base + ".part") ?? AssetFile.modified(path) ?? 0
                     if last + lifetime < now {
-                        self.open = self.open.filter { self.uploadPaths($0.key).meta != path }
+                        if let openKey { self.open[openKey] = nil }
                         unlink(base + ".part")
                         unlink(path)
                         collection.uploads += 1

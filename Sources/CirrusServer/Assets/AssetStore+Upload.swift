@@ -21,10 +21,13 @@ final class OpenUpload {
     let declaration: UploadDeclaration
     var digest = Wire.SHA256()
     var received: UInt64 = 0
+    /// When the last chunk came (by the store's clock): the upload expires a lifetime later.
+    var lastChunk: Int64
 
-    init(file: AssetFile, declaration: UploadDeclaration) {
+    init(file: AssetFile, declaration: UploadDeclaration, now: Int64) {
         self.file = file
         self.declaration = declaration
+        self.lastChunk = now
     }
 }
 
@@ -69,6 +72,7 @@ extension AssetStore {
             throw AssetStoreError.invalid(
                 "upload \(chunk.uploadID) declared \(upload.declaration.size) bytes with another SHA-256; use a new upload ID")
         }
+        upload.lastChunk = self.clock().seconds
         let end = chunk.offset + UInt64(chunk.data.count)
         guard end <= chunk.totalSize else {
             throw AssetStoreError.invalid(
@@ -146,7 +150,8 @@ extension AssetStore {
             try AssetFile.writeAtomically(Array((try? JSONEncoder().encode(declared)) ?? Data()), to: paths.meta)
             declaration = declared
         }
-        let upload = OpenUpload(file: try AssetFile.writing(paths.part), declaration: declaration)
+        let upload = OpenUpload(
+            file: try AssetFile.writing(paths.part), declaration: declaration, now: self.clock().seconds)
         let size = min(try upload.file.size(), declaration.size)
         var offset: UInt64 = 0
         while offset < size {

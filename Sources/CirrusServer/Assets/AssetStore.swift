@@ -45,8 +45,10 @@ public actor AssetStore {
     /// Bytes per download event when the client names no size: 1 MiB.
     public static let defaultChunkBytes = 1 << 20
 
-    public let directory: String
-    public let limits: Limits
+    /// Where the files are.
+    public nonisolated let directory: String
+    /// What users may store.
+    public nonisolated let limits: Limits
     let storage: any RecordStorage
     let handles: AssetHandleSealer
     let clock: @Sendable () -> Wire.Timestamp
