@@ -119,9 +119,9 @@ enum RecordCodec {
     }
 
     /// Moves inline asset content out of `record` (leaving checksum and size),
-    /// verifying size and SHA-256. An asset carrying an upload handle names content
-    /// the server's asset file store holds: the server resolved and checked the handle
-    /// (its checksum and size are in the asset) before the record reached the store.
+    /// verifying size and SHA-256. An asset whose upload handle is `RecordModification.fileContentHandle`
+    /// names content the server's asset file store holds (its checksum and size are in the
+    /// asset); any other upload handle is one the server did not resolve, and is refused.
     static func extractAssets(_ record: inout Wire.Record) -> ItemResult<[AssetContent]> {
         var contents: [AssetContent] = []
         for i in record.fields.indices {
@@ -155,7 +155,10 @@ enum RecordCodec {
                 return error(.assetFileModified, "asset content does not match its SHA-256")
             }
             contents.append(AssetContent(sha256: digest, size: UInt64(bytes.count), content: bytes))
-        case .uploadHandle:
+        case .uploadHandle(let handle):
+            guard handle == RecordModification.fileContentHandle else {
+                return error(.assetFileNotFound, "upload handle \(handle.prefix(16))… was not resolved by the server")
+            }
             guard asset.sha256.count == 32 else {
                 return error(.invalidArguments, "asset with an upload handle needs its 32-byte SHA-256")
             }

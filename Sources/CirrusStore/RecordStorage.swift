@@ -212,6 +212,13 @@ public struct RecordModification: Sendable, Hashable {
     }
 
     var itemCount: Int { recordsToSave.count + recordIDsToDelete.count }
+
+    /// The upload handle the server puts in an asset to save whose content its asset file
+    /// store holds (it resolved and checked the client's handle, or wrote the inline content
+    /// to a file), with the asset's SHA-256 and size: the empty string, which no handle the
+    /// server issues is. Any other upload handle reaching the store is refused
+    /// (`assetFileNotFound`).
+    public static let fileContentHandle = ""
 }
 
 /// What a ``RecordStorage/modifyRecords(_:in:by:)`` call did, in request order.

@@ -115,6 +115,7 @@ extension StorageExecutor {
             }
             asset.sha256 = claim.sha256
             asset.size = claim.size
+            asset.content = .uploadHandle(RecordModification.fileContentHandle)
         case .inlineData(let bytes):
             guard let assets else { return }
             guard asset.size == UInt64(bytes.count) else {
@@ -124,8 +125,7 @@ extension StorageExecutor {
                 throw AssetStoreError(code: .assetFileModified, message: "asset content does not match its SHA-256")
             }
             asset.sha256 = try await assets.storeInline(bytes)
-            // The store reads an upload handle as "content the asset store holds".
-            asset.content = .uploadHandle("")
+            asset.content = .uploadHandle(RecordModification.fileContentHandle)
         case .downloadHandle, nil:
             break
         }
