@@ -43,6 +43,8 @@ public struct BenchConfiguration: Sendable {
     public var preloadRecordsPerZone = 1_000
     /// Events one `stream` operation receives: the records preloaded into its zone.
     public var eventsPerStream = 10_000
+    /// Bytes of the asset file each `upload` sends and each `download` receives.
+    public var assetBytes = 1 << 20
     /// Seeds every random choice (operation kinds, record picks).
     public var seed: UInt64 = 1
     /// Open-loop target rate (operations per second); nil = closed loop.
@@ -69,6 +71,7 @@ public struct BenchConfiguration: Sendable {
         guard (1...1_000_000).contains(self.eventsPerStream) else {
             throw BenchError.invalid("--events must be between 1 and 1,000,000")
         }
+        guard self.assetBytes >= 0 else { throw BenchError.invalid("--asset-bytes must not be negative") }
         guard self.warmup >= 0 else { throw BenchError.invalid("--warmup must not be negative") }
         switch self.stop {
         case .duration(let seconds):

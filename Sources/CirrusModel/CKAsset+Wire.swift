@@ -93,7 +93,13 @@ extension CKAsset {
     /// Where the content of `wire` goes in `directory` once downloaded: a name made from its
     /// SHA-256 (so equal content shares one file) plus the original name's extension.
     public static func contentFile(for wire: Wire.Asset, in directory: URL) -> URL {
-        directory.appendingPathComponent(Self.fileName(digest: wire.sha256, original: wire.fileName))
+        Self.contentFile(sha256: wire.sha256, fileName: wire.fileName, in: directory)
+    }
+
+    /// Where content with SHA-256 `sha256` whose original file was named `fileName` goes in
+    /// `directory` once downloaded.
+    public static func contentFile(sha256: [UInt8], fileName: String, in directory: URL) -> URL {
+        directory.appendingPathComponent(Self.fileName(digest: sha256, original: fileName))
     }
 
     /// The SHA-256 and size of a file, read `chunkSize` bytes (default 1 MiB) at a time.
