@@ -122,8 +122,11 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
             }
             let plan = self.assetPlan.withLockedValue { $0 }
+            let resuming = self.resumedOpen != nil
             wireRecords.append(
                 try record.wireRecord(changedKeysOnly: self.savePolicy == .changedKeys) { (asset) throws(CKError) in
+                    // A fetched long-lived operation resumes the server's request: nothing is read.
+                    if resuming { return Wire.Asset() }
                     if let plan { return try plan.wireAsset(asset) }
                     return try asset.wireAsset(inlineContent: true)
                 }

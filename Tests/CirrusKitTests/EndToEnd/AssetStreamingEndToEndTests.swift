@@ -107,3 +107,56 @@ final class NIOLockedValueBoxArray: Sendable {
     func append(_ value: UInt64) { self.box.withLockedValue { $0.append(value) } }
     var values: [UInt64] { self.box.withLockedValue { $0 } }
 }
+
+@Suite("Assets across cut connections")
+struct AssetCutConnectionTests {
+    /// A long-lived modify whose connection is cut in the middle of its upload finishes on the
+    /// next connection from the bytes the server had; a fetch whose download is cut goes on
+    /// from the bytes written. Each side ends with the same bytes.
+    @Test func uploadAndDownloadSurviveCutConnections() async throws {
+        let source = try makeAssetFile(bytes: 24 << 20, seed: 30)
+        defer { try? FileManager.default.removeItem(at: source) }
+        try await withStack(clock: nil) { _, internals in
+            let connections = NIOLockedValueBox(0)
+            // The second connection (after the upload's cut) is cut again mid-download.
+            let proxy = try await CuttingProxy.start(targetPort: internals.port) {
+                let count = connections.withLockedValue { $0 += 1; return $0 }
+                return count == 2 ? 16 << 20 : nil
+            }
+            let container = CKContainer(
+                identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: proxy.port, user: "alice"))
+            let database = container.privateCloudDatabase
+            let record = CKRecord(recordType: "Video", recordID: CKRecord.ID(recordName: "cut"))
+            record["file"] = CKAsset(fileURL: source)
+            let operation = CKModifyRecordsOperation(recordsToSave: [record])
+            operation.configuration.isLongLived = true
+            let cut = NIOLockedValueBox(false)
+            let progress = NIOLockedValueBox<[Double]>([])
+            operation.perRecordProgressBlock = { _, value in
+                progress.withLockedValue { $0.append(value) }
+                if value >= 0.25, !cut.withLockedValue({ $0 }) {
+                    cut.withLockedValue { $0 = true }
+                    proxy.cutAll()
+                }
+            }
+            let error: (any Error)? = await withCheckedContinuation { continuation in
+                operation.modifyRecordsResultBlock = { result in
+                    if case .failure(let error) = result { continuation.resume(returning: error) } else {
+                        continuation.resume(returning: nil)
+                    }
+                }
+                database.add(operation)
+            }
+            #expect(error == nil)
+            #expect(cut.withLockedValue { $0 })
+            #expect(progress.withLockedValue { $0.last } == 1.0)
+
+            try forgetDownloaded(source)
+            let fetched = try await database.record(for: record.recordID)
+            let url = try #require((fetched["file"] as? CKAsset)?.fileURL)
+            #expect(try Data(contentsOf: url) == Data(contentsOf: source))
+            #expect(proxy.cutCount >= 2)
+            await proxy.stop()
+        }
+    }
+}
