@@ -24,7 +24,7 @@ struct AssetUploadPlan: Sendable {
     /// Inline bytes one request may carry in all.
     static let inlineBudgetBytes: UInt64 = 2 << 20
     /// Uploads running at once.
-    static let concurrentUploads = 8
+    static let concurrentUploads = 4
 
     var items: [Item] = []
     /// Item index by asset identity.

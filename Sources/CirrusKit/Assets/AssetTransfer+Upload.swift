@@ -28,29 +28,24 @@ extension AssetTransfer {
         var probe = resuming
         while true {
             if Task.isCancelled { throw CKError(.operationCancelled, message: "the asset upload was cancelled") }
-            var request = Wire.UploadAssetRequest(uploadID: uploadID, totalSize: size, sha256: digest)
-            if !probe {
-                let count = Int(min(UInt64(self.uploadChunkBytes), size - offset))
-                request.offset = offset
-                request.data = try Self.read(fd, at: offset, count: count, path: url.path)
-                request.isFinal = offset + UInt64(count) == size
-            }
             do throws(CKError) {
-                let complete = try await self.run(.uploadAsset(request))
-                guard case .uploadAsset(let result)? = complete.result else {
-                    throw CKError(.internalError, message: "the server answered an upload chunk without its result")
+                if probe {
+                    let result = try await self.send(Wire.UploadAssetRequest(uploadID: uploadID, totalSize: size, sha256: digest))
+                    probe = false
+                    if !result.uploadHandle.isEmpty {
+                        progress(size)
+                        return result.uploadHandle
+                    }
+                    offset = min(result.receivedBytes, size)
+                    progress(offset)
                 }
-                failures = 0
-                probe = false
-                if !result.uploadHandle.isEmpty {
-                    progress(size)
-                    return result.uploadHandle
+                return try await self.sendChunks(
+                    fd, path: url.path, from: offset, size: size, digest: digest, uploadID: uploadID
+                ) { received in
+                    offset = max(offset, received)
+                    failures = 0
+                    progress(received)
                 }
-                if request.isFinal {
-                    throw CKError(.internalError, message: "the server finished the upload without a handle")
-                }
-                offset = min(result.receivedBytes, size)
-                progress(offset)
             } catch {
                 guard Self.isRetryable(error) else { throw error }
                 failures += 1
@@ -59,6 +54,72 @@ extension AssetTransfer {
                 probe = true
             }
         }
+    }
+
+    /// Sends the chunks from `start` to the end, `uploadWindow` in flight (the server takes
+    /// each in turn); the handle the final one answers. `received` gets the bytes the server
+    /// has after each answer.
+    private func sendChunks(
+        _ fd: Int32, path: String, from start: UInt64, size: UInt64, digest: [UInt8], uploadID: String,
+        received: (UInt64) -> Void
+    ) async throws(CKError) -> String {
+        let chunk = UInt64(max(1, self.uploadChunkBytes))
+        let result: Result<String, CKError> = await withTaskGroup(of: Result<Wire.UploadAssetResult, CKError>.self) { group in
+            var next = start
+            var inFlight = 0
+            var sentFinal = false
+            func launch() -> CKError? {
+                guard !sentFinal else { return nil }
+                let count = min(chunk, size - next)
+                var request = Wire.UploadAssetRequest(uploadID: uploadID, offset: next, totalSize: size, sha256: digest)
+                do throws(CKError) {
+                    request.data = try Self.read(fd, at: next, count: Int(count), path: path)
+                } catch {
+                    return error
+                }
+                request.isFinal = next + count == size
+                sentFinal = request.isFinal
+                next += count
+                inFlight += 1
+                group.addTask {
+                    do throws(CKError) { return .success(try await self.send(request)) } catch { return .failure(error) }
+                }
+                return nil
+            }
+            while inFlight < max(1, self.uploadWindow) && !sentFinal {
+                if let error = launch() { group.cancelAll(); return .failure(error) }
+            }
+            var handle: String?
+            for await answer in group {
+                inFlight -= 1
+                switch answer {
+                case .failure(let error):
+                    group.cancelAll()
+                    return .failure(error)
+                case .success(let answer):
+                    received(answer.receivedBytes)
+                    if !answer.uploadHandle.isEmpty { handle = answer.uploadHandle }
+                }
+                if let error = launch() {
+                    group.cancelAll()
+                    return .failure(error)
+                }
+            }
+            guard let handle else {
+                return .failure(CKError(.internalError, message: "the server finished the upload without a handle"))
+            }
+            return .success(handle)
+        }
+        return try result.get()
+    }
+
+    /// One chunk (or a question) and the server's answer.
+    private func send(_ request: Wire.UploadAssetRequest) async throws(CKError) -> Wire.UploadAssetResult {
+        let complete = try await self.run(.uploadAsset(request))
+        guard case .uploadAsset(let result)? = complete.result else {
+            throw CKError(.internalError, message: "the server answered an upload chunk without its result")
+        }
+        return result
     }
 
     /// `count` bytes of the file at `offset`.

@@ -19,6 +19,9 @@ struct AssetTransfer: Sendable {
     let scope: Wire.DatabaseScope
     /// Bytes per upload chunk: one frame each, well inside the default 4 MiB frame.
     var uploadChunkBytes = 3 << 20
+    /// Upload chunks in flight at once (the server takes them in turn): client and server
+    /// work at the same time instead of waiting for each other.
+    var uploadWindow = 4
     /// Bytes per download event.
     var downloadChunkBytes: UInt32 = 2 << 20
     /// Download events in flight: memory held on either side is at most this many chunks.

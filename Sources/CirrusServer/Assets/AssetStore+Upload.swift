@@ -36,8 +36,11 @@ extension AssetStore {
     /// server has (the next chunk's offset) and, after the final chunk, the upload handle.
     ///
     /// A chunk may start before the bytes received (a resumed client sending again what was
-    /// made durable: the overlap is skipped), never after them. An empty chunk asks where to
-    /// resume. A repeated final chunk of a finished upload answers the same handle.
+    /// made durable: the overlap is skipped). One that starts after them, within
+    /// `reorderWindowBytes`, waits up to `reorderWaitSeconds` for the chunks before it (a
+    /// client keeps several in flight); further ahead, or waiting longer, it is refused as out
+    /// of order. An empty chunk asks where to resume. A repeated final chunk of a finished
+    /// upload answers the same handle.
     ///
     /// - throws: ``AssetStoreError``: `invalidArguments` (a chunk out of order or past the
     ///   declared size, a declaration that changed), `assetFileModified` (the content does not
@@ -67,17 +70,18 @@ extension AssetStore {
         if self.open[key] == nil && !AssetFile.exists(paths.meta) {
             try await self.checkQuota(of: user, adding: chunk.totalSize)
         }
-        let upload = try self.openUpload(key, declared)
-        guard upload.declaration.size == declared.size, upload.declaration.sha256 == declared.sha256 else {
-            throw AssetStoreError.invalid(
-                "upload \(chunk.uploadID) declared \(upload.declaration.size) bytes with another SHA-256; use a new upload ID")
-        }
-        upload.lastChunk = self.clock().seconds
         let end = chunk.offset + UInt64(chunk.data.count)
         guard end <= chunk.totalSize else {
             throw AssetStoreError.invalid(
                 "chunk at \(chunk.offset) of \(chunk.data.count) bytes goes past the declared size \(chunk.totalSize)")
         }
+        let opened = try self.openUpload(key, declared)
+        guard opened.declaration.size == declared.size, opened.declaration.sha256 == declared.sha256 else {
+            throw AssetStoreError.invalid(
+                "upload \(chunk.uploadID) declared \(opened.declaration.size) bytes with another SHA-256; use a new upload ID")
+        }
+        let upload = try await self.waitForTurn(of: chunk, in: opened, key: key)
+        upload.lastChunk = self.clock().seconds
         guard chunk.offset <= upload.received else {
             throw AssetStoreError.invalid(
                 "chunk out of order: it starts at \(chunk.offset) but the server has \(upload.received) bytes; send from \(upload.received)")
@@ -101,6 +105,31 @@ extension AssetStore {
             return Wire.UploadAssetResult(receivedBytes: upload.received, uploadHandle: "")
         }
         return try self.finish(key, upload, paths)
+    }
+
+    /// The upload once the chunk's offset is reached: a chunk ahead of the bytes received (within
+    /// the window) waits for the chunks before it, leaving the store free meanwhile.
+    private func waitForTurn(
+        of chunk: Wire.UploadAssetRequest, in upload: OpenUpload, key: UploadKey
+    ) async throws -> OpenUpload {
+        guard chunk.offset > upload.received, !chunk.data.isEmpty else { return upload }
+        let outOfOrder = AssetStoreError.invalid(
+            "chunk out of order: it starts at \(chunk.offset) but the server has \(upload.received) bytes; send from \(upload.received)")
+        guard chunk.offset - upload.received <= self.limits.reorderWindowBytes else { throw outOfOrder }
+        let deadline = ContinuousClock.now + .milliseconds(Int64(self.limits.reorderWaitSeconds * 1000))
+        var current = upload
+        while chunk.offset > current.received {
+            guard ContinuousClock.now < deadline else {
+                throw AssetStoreError.invalid(
+                    "chunk out of order: it starts at \(chunk.offset) but the server has \(current.received) bytes; send from \(current.received)")
+            }
+            try await Task.sleep(for: .milliseconds(1))
+            guard let again = self.open[key], again === current else {
+                throw AssetStoreError.invalid("upload \(chunk.uploadID) was finished or discarded while this chunk waited")
+            }
+            current = again
+        }
+        return current
     }
 
     /// Checks the finished upload's size and digest, moves it into the content, and answers

@@ -35,6 +35,11 @@ public actor AssetStore {
         /// Seconds a download handle is valid. Default 24 h (a journaled long-lived operation
         /// replays its events within the operation retention).
         public var downloadHandleLifetimeSeconds: Int64 = 86_400
+        /// How far ahead of the bytes received a chunk may start and wait for the chunks
+        /// before it (a client keeps several in flight). Default 16 MiB.
+        public var reorderWindowBytes: UInt64 = 16 << 20
+        /// How long such a chunk waits before it is refused as out of order. Default 30 s.
+        public var reorderWaitSeconds: Double = 30
 
         public init(maxAssetBytes: UInt64 = 16 << 30, maxUserBytes: UInt64? = nil) {
             self.maxAssetBytes = maxAssetBytes

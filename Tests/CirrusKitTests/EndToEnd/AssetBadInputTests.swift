@@ -15,14 +15,21 @@ struct AssetBadInputTests {
         return record
     }
 
-    /// A chunk after a gap, a chunk past the declared size, a final chunk before the end, and a
-    /// declaration that changes are refused; the upload goes on from where it was.
+    /// A chunk too far ahead, a chunk whose gap is never filled, a chunk past the declared
+    /// size, a final chunk before the end, and a declaration that changes are refused; the
+    /// upload goes on from where it was.
     @Test func chunksOutOfOrderOrPastTheSizeAreRefused() async throws {
         let bytes = [UInt8](repeating: 7, count: 1000)
         let digest = Wire.SHA256.hash(bytes)
-        try await withStack(clock: nil) { container, _ in
+        var limits = AssetStore.Limits()
+        limits.reorderWindowBytes = 300
+        limits.reorderWaitSeconds = 0.5
+        try await withStack(clock: nil, assetLimits: limits) { container, _ in
             let alice = AssetTransfer.privateDatabase(of: container("alice"))
             #expect(await alice.failure(of: uploadChunk("u1", offset: 0, Array(bytes[0..<400]), total: 1000, sha256: digest)) == nil)
+            // Beyond the window: refused at once. Within it, but the gap never filled: refused
+            // after the wait.
+            #expect(await alice.failure(of: uploadChunk("u1", offset: 800, Array(bytes[800..<900]), total: 1000, sha256: digest)) == .invalidArguments)
             #expect(await alice.failure(of: uploadChunk("u1", offset: 500, Array(bytes[500..<600]), total: 1000, sha256: digest)) == .invalidArguments)
             #expect(await alice.failure(of: uploadChunk("u1", offset: 400, Array(repeating: 7, count: 700), total: 1000, sha256: digest)) == .invalidArguments)
             #expect(await alice.failure(of: uploadChunk("u1", offset: 400, Array(bytes[400..<500]), total: 1000, sha256: digest, final: true)) == .invalidArguments)
@@ -31,6 +38,28 @@ struct AssetBadInputTests {
             let complete = try await alice.run(uploadChunk("u1", offset: 400, Array(bytes[400...]), total: 1000, sha256: digest, final: true))
             guard case .uploadAsset(let result)? = complete.result else { Issue.record("no result"); return }
             #expect(result.receivedBytes == 1000)
+            #expect(!result.uploadHandle.isEmpty)
+        }
+    }
+
+    /// Chunks in flight together may reach the server in any order within the window: each
+    /// waits for the ones before it, and the content assembles in order.
+    @Test func chunksWithinTheWindowAssembleInOrder() async throws {
+        let bytes = (0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        let digest = Wire.SHA256.hash(bytes)
+        try await withStack(clock: nil) { container, _ in
+            let alice = AssetTransfer.privateDatabase(of: container("alice"))
+            async let last = alice.failure(of: uploadChunk("w", offset: 2000, Array(bytes[2000...]), total: 3000, sha256: digest, final: true))
+            async let middle = alice.failure(of: uploadChunk("w", offset: 1000, Array(bytes[1000..<2000]), total: 3000, sha256: digest))
+            try await Task.sleep(for: .milliseconds(50))
+            let first = await alice.failure(of: uploadChunk("w", offset: 0, Array(bytes[0..<1000]), total: 3000, sha256: digest))
+            #expect(first == nil)
+            #expect(await middle == nil)
+            #expect(await last == nil)
+            // Asking again answers the handle of the finished upload.
+            let again = try await alice.run(uploadChunk("w", offset: 0, [], total: 3000, sha256: digest))
+            guard case .uploadAsset(let result)? = again.result else { Issue.record("no result"); return }
+            #expect(result.receivedBytes == 3000)
             #expect(!result.uploadHandle.isEmpty)
         }
     }
@@ -173,8 +202,10 @@ struct AssetBadInputTests {
             clock.advance(seconds: 25 * 3600)
             try await internals.maintenance.runOnce()
             #expect(contentFiles(under: internals.assets.directory).count == 1)
-            // The unfinished upload is gone: its next chunk starts over.
-            #expect(await alice.failure(of: uploadChunk("never", offset: 1000, Array(orphan[1000...]), total: 2000, sha256: Wire.SHA256.hash(orphan))) == .invalidArguments)
+            // The unfinished upload is gone: asked where to resume, the server has nothing.
+            let probe = try await alice.run(uploadChunk("never", offset: 0, [], total: 2000, sha256: Wire.SHA256.hash(orphan)))
+            guard case .uploadAsset(let restarted)? = probe.result else { Issue.record("no result"); return }
+            #expect(restarted.receivedBytes == 0)
 
             _ = try await database.deleteRecord(withID: record.recordID)
             collected = try await internals.assets.collect()
