@@ -164,17 +164,29 @@ struct BenchWorkload: Sendable {
             case .ping:
                 try await self.containers[connection % self.containers.count].ping()
             case .upload:
-                let number = self.counter.withLock { counter -> UInt64 in
-                    defer { counter += 1 }
+                let first = self.counter.withLock { counter -> UInt64 in
+                    defer { counter += UInt64(perOperation) }
                     return counter
                 }
-                let record = CKRecord(
-                    recordType: self.configuration.recordType,
-                    recordID: CKRecord.ID(recordName: "\(self.runID)-u\(number)", zoneID: zoneID))
-                record["asset"] = CKAsset(fileURL: self.assetFile)
-                _ = try await database.save(record)
-                outcome.counts.records += 1
-                outcome.counts.recordsWritten += 1
+                // One modify of `perOperation` records, each with an asset of its own (the same
+                // file: the client sends each, the server stores the content once).
+                let records = (0..<UInt64(perOperation)).map { i -> CKRecord in
+                    let record = CKRecord(
+                        recordType: self.configuration.recordType,
+                        recordID: CKRecord.ID(recordName: "\(self.runID)-u\(first + i)", zoneID: zoneID))
+                    record["asset"] = CKAsset(fileURL: self.assetFile)
+                    return record
+                }
+                let results = try await database.modifyRecords(saving: records, deleting: [], atomically: false)
+                for (_, result) in results.saveResults {
+                    switch result {
+                    case .success:
+                        outcome.counts.records += 1
+                        outcome.counts.recordsWritten += 1
+                    case .failure(let error):
+                        outcome.itemFailed(error)
+                    }
+                }
             case .download:
                 // The client keeps downloaded content by digest: drop it so each fetch downloads.
                 if let copy = self.downloadedCopy.withLock({ $0 }) { try? FileManager.default.removeItem(at: copy) }

@@ -53,6 +53,9 @@ extension AssetStore {
                     }
                 } else if name.hasSuffix(".part"), !AssetFile.exists(String(path.dropLast(".part".count)) + ".meta") {
                     unlink(path)
+                } else if name.contains(".tmp"), (AssetFile.modified(path) ?? 0) + lifetime < now {
+                    // A marker whose writer stopped before its rename.
+                    unlink(path)
                 }
             }
         }

@@ -70,6 +70,9 @@ extension AssetStore {
         if self.open[key] == nil && !AssetFile.exists(paths.meta) {
             try await self.checkQuota(of: user, adding: chunk.totalSize)
         }
+        if chunk.offset == 0, chunk.isFinal, self.open[key] == nil, !AssetFile.exists(paths.meta) {
+            return try self.receiveWhole(chunk, key, paths)
+        }
         let end = chunk.offset + UInt64(chunk.data.count)
         guard end <= chunk.totalSize else {
             throw AssetStoreError.invalid(
@@ -105,6 +108,44 @@ extension AssetStore {
             return Wire.UploadAssetResult(receivedBytes: upload.received, uploadHandle: "")
         }
         return try self.finish(key, upload, paths)
+    }
+
+    /// An upload in one chunk (a small file): checked and stored at once, with no files of an
+    /// unfinished upload.
+    private func receiveWhole(
+        _ chunk: Wire.UploadAssetRequest, _ key: UploadKey, _ paths: UploadPaths
+    ) throws(AssetStoreError) -> Wire.UploadAssetResult {
+        guard UInt64(chunk.data.count) == chunk.totalSize else {
+            throw AssetStoreError.invalid(
+                "final chunk with \(chunk.data.count) of \(chunk.totalSize) bytes received; send the rest first")
+        }
+        guard Wire.SHA256.hash(chunk.data) == chunk.sha256 else {
+            throw AssetStoreError(
+                code: .assetFileModified,
+                message: "the uploaded content does not match its SHA-256; nothing was stored, upload it again")
+        }
+        try self.store(chunk.data, as: chunk.sha256)
+        return try self.markFinished(key, UploadDeclaration(size: chunk.totalSize, sha256: Self.hex(chunk.sha256)), paths)
+    }
+
+    /// Records that the upload finished (its `.done` file keeps the content until the handle
+    /// expires) and answers its handle. The marker is not fsynced: lost in a crash, the content
+    /// is only collected earlier, and the handle stays valid while the content is there.
+    private func markFinished(
+        _ key: UploadKey, _ declaration: UploadDeclaration, _ paths: UploadPaths
+    ) throws(AssetStoreError) -> Wire.UploadAssetResult {
+        var done = declaration
+        done.finished = self.clock().seconds
+        try AssetFile.makeDirectory((paths.done as NSString).deletingLastPathComponent)
+        let body = Array((try? JSONEncoder().encode(done)) ?? Data())
+        let temporary = paths.done + ".tmp"
+        let file = try AssetFile.writing(temporary)
+        try file.truncate(to: 0)
+        try file.write(body, at: 0)
+        guard rename(temporary, paths.done) == 0 else { throw AssetStoreError.system("cannot rename \(temporary) to", paths.done) }
+        unlink(paths.meta)
+        self.open[key] = nil
+        return self.finishedResult(key, done)
     }
 
     /// The upload once the chunk's offset is reached: a chunk ahead of the bytes received (within
@@ -149,12 +190,7 @@ extension AssetStore {
                 message: "the uploaded content does not match its SHA-256; nothing was stored, upload it again")
         }
         try self.commit(upload.file, as: digest)
-        var done = upload.declaration
-        done.finished = self.clock().seconds
-        try AssetFile.writeAtomically(Array((try? JSONEncoder().encode(done)) ?? Data()), to: paths.done)
-        unlink(paths.meta)
-        self.open[key] = nil
-        return self.finishedResult(key, done)
+        return try self.markFinished(key, upload.declaration, paths)
     }
 
     private func finishedResult(_ key: UploadKey, _ done: UploadDeclaration) -> Wire.UploadAssetResult {

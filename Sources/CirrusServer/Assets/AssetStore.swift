@@ -108,9 +108,15 @@ public actor AssetStore {
                 code: .limitExceeded, message: "asset of \(bytes.count) bytes; at most \(self.limits.maxAssetBytes)")
         }
         let digest = Wire.SHA256.hash(bytes)
+        try self.store(bytes, as: digest)
+        return digest
+    }
+
+    /// Stores `bytes`, whose SHA-256 is `digest`, unless that content is there already.
+    func store(_ bytes: [UInt8], as digest: [UInt8]) throws(AssetStoreError) {
         self.recentCommits[digest] = self.clock().seconds
         let target = self.contentPath(digest)
-        guard !AssetFile.exists(target) else { return digest }
+        guard !AssetFile.exists(target) else { return }
         let temporary = "\(self.directory)/tmp/\(Self.hex(digest)).\(UInt64.random(in: 0...UInt64.max))"
         do throws(AssetStoreError) {
             let file = try AssetFile.writing(temporary)
@@ -120,7 +126,6 @@ public actor AssetStore {
             unlink(temporary)
             throw error
         }
-        return digest
     }
 
     /// Moves a complete, checked file into place as content `sha256` (or drops it when that
