@@ -72,6 +72,9 @@ public struct BenchConfiguration: Sendable {
             throw BenchError.invalid("--events must be between 1 and 1,000,000")
         }
         guard self.assetBytes >= 0 else { throw BenchError.invalid("--asset-bytes must not be negative") }
+        if self.workload.weights[.upload] != nil, self.assetBytes > 4 << 20, self.concurrency > 1 {
+            throw BenchError.invalid("--op upload with --asset-bytes above 4 MiB runs one upload at a time (--concurrency 1)")
+        }
         guard self.warmup >= 0 else { throw BenchError.invalid("--warmup must not be negative") }
         switch self.stop {
         case .duration(let seconds):

@@ -64,6 +64,8 @@ struct BenchWorkload: Sendable {
         }
         if self.configuration.workload.movesAssets {
             try self.makeAssetFile()
+        }
+        if self.configuration.workload.weights[.download] != nil {
             let (digest, _) = try CKAsset.digestOfFile(at: self.assetFile)
             self.downloadedCopy.withLock {
                 $0 = CKAsset.contentFile(
@@ -168,13 +170,16 @@ struct BenchWorkload: Sendable {
                     defer { counter += UInt64(perOperation) }
                     return counter
                 }
-                // One modify of `perOperation` records, each with an asset of its own (the same
-                // file: the client sends each, the server stores the content once).
-                let records = (0..<UInt64(perOperation)).map { i -> CKRecord in
+                // One modify of `perOperation` records, each with an asset of content never
+                // sent before (so nothing is deduplicated): small ones are files of their own,
+                // a large one is the run's file with its first bytes stamped.
+                let files = try self.assetFiles(numbered: first, count: perOperation)
+                defer { self.removeAssetFiles(files) }
+                let records = files.enumerated().map { i, file -> CKRecord in
                     let record = CKRecord(
                         recordType: self.configuration.recordType,
-                        recordID: CKRecord.ID(recordName: "\(self.runID)-u\(first + i)", zoneID: zoneID))
-                    record["asset"] = CKAsset(fileURL: self.assetFile)
+                        recordID: CKRecord.ID(recordName: "\(self.runID)-u\(first + UInt64(i))", zoneID: zoneID))
+                    record["asset"] = CKAsset(fileURL: file)
                     return record
                 }
                 let results = try await database.modifyRecords(saving: records, deleting: [], atomically: false)
@@ -258,6 +263,35 @@ struct BenchWorkload: Sendable {
         outcome.bytesIn = statistics.bytesReceived
         outcome.bytesOut = statistics.bytesSent
         return outcome
+    }
+
+    /// Assets up to this size get a file of their own per record; larger ones reuse the run's
+    /// file (one upload at a time).
+    static let ownFileAssetBytes = 4 << 20
+
+    /// Files of distinct content for records `first` …: `count` new small files, or the run's
+    /// large file stamped with `first`.
+    private func assetFiles(numbered first: UInt64, count: Int) throws -> [URL] {
+        guard self.configuration.assetBytes <= Self.ownFileAssetBytes else {
+            let handle = try FileHandle(forWritingTo: self.assetFile)
+            defer { try? handle.close() }
+            try handle.write(contentsOf: withUnsafeBytes(of: first.littleEndian) { Array($0) })
+            return Array(repeating: self.assetFile, count: count)
+        }
+        var base = [UInt8](try Data(contentsOf: self.assetFile))
+        return try (0..<UInt64(count)).map { i in
+            let url = self.assetFile.deletingLastPathComponent()
+                .appendingPathComponent("\(self.assetFile.lastPathComponent)-\(first + i)")
+            withUnsafeBytes(of: (first + i).littleEndian) { stamp in
+                for (j, byte) in stamp.enumerated() where j < base.count { base[j] = byte }
+            }
+            try Data(base).write(to: url)
+            return url
+        }
+    }
+
+    private func removeAssetFiles(_ files: [URL]) {
+        for file in files where file != self.assetFile { try? FileManager.default.removeItem(at: file) }
     }
 
     /// Writes `assetBytes` of pseudo-random bytes to `assetFile`, 4 MiB at a time.

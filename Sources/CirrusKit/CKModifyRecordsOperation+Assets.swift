@@ -15,6 +15,8 @@ struct AssetUploadPlan: Sendable {
         let size: UInt64
         /// Indices (in `recordsToSave`) of the records holding it.
         var records: [Int]
+        /// Assets with this content (each would carry it inline).
+        var uses = 1
         /// Set once uploaded; nil = sent inline.
         var handle: String?
     }
@@ -29,6 +31,8 @@ struct AssetUploadPlan: Sendable {
     var items: [Item] = []
     /// Item index by asset identity.
     var byAsset: [ObjectIdentifier: Int] = [:]
+    /// Item index by content: equal files go up once.
+    private var byDigest: [[UInt8]: Int] = [:]
 
     /// Local files of the records' assets (the keys that will be sent), with their digests.
     ///
@@ -51,7 +55,14 @@ struct AssetUploadPlan: Sendable {
                         continue
                     }
                     let (digest, size) = try CKAsset.digestOfFile(at: url)
+                    if let same = self.byDigest[digest] {
+                        self.byAsset[ObjectIdentifier(asset)] = same
+                        self.items[same].uses += 1
+                        if self.items[same].records.last != index { self.items[same].records.append(index) }
+                        continue
+                    }
                     self.byAsset[ObjectIdentifier(asset)] = self.items.count
+                    self.byDigest[digest] = self.items.count
                     self.items.append(Item(asset: asset, url: url, digest: digest, size: size, records: [index]))
                 }
             }
@@ -63,8 +74,9 @@ struct AssetUploadPlan: Sendable {
         var inline: UInt64 = 0
         var result: [Int] = []
         for (i, item) in self.items.enumerated() {
-            if item.size <= Self.inlineAssetBytes && inline + item.size <= Self.inlineBudgetBytes {
-                inline += item.size
+            let bytes = item.size * UInt64(item.uses)
+            if item.size <= Self.inlineAssetBytes && inline + bytes <= Self.inlineBudgetBytes {
+                inline += bytes
             } else {
                 result.append(i)
             }
@@ -121,7 +133,6 @@ extension CKModifyRecordsOperation {
             }
         }
         let items = plan.items
-        let uploadID = self.operationID
         let results: [(Int, Result<String, CKError>)] = await withTaskGroup(of: (Int, Result<String, CKError>).self) { group in
             var next = 0
             var results: [(Int, Result<String, CKError>)] = []
@@ -133,8 +144,12 @@ extension CKModifyRecordsOperation {
                     let item = items[index]
                     let last = NIOLockedValueBox<UInt64>(0)
                     do throws(CKError) {
+                        // Named by the content: an upload of the same file cut short before (by
+                        // this process or another of the same user) goes on where it stopped.
                         let handle = try await transfer.upload(
-                            item.url, digest: item.digest, size: item.size, uploadID: "\(uploadID)/\(index)"
+                            item.url, digest: item.digest, size: item.size,
+                            uploadID: "sha256-\(item.digest.map { String(format: "%02x", $0) }.joined())-\(item.size)",
+                            resuming: item.size > UInt64(transfer.uploadChunkBytes)
                         ) { received in
                             let delta = last.withLockedValue { last -> UInt64 in
                                 defer { last = max(last, received) }

@@ -101,6 +101,30 @@ struct AssetStreamingEndToEndTests {
     }
 }
 
+extension AssetStreamingEndToEndTests {
+    /// An upload cut short (here: its first chunk, sent by another client of the same user) is
+    /// continued by a later modify of the same file: its progress starts where the server was.
+    @Test func aLaterModifyContinuesAnUploadCutShort() async throws {
+        let source = try makeAssetFile(bytes: 9 << 20, seed: 5)
+        defer { try? FileManager.default.removeItem(at: source) }
+        let (digest, size) = try CKAsset.digestOfFile(at: source)
+        let first = [UInt8](try Data(contentsOf: source).prefix(3 << 20))
+        let uploadID = "sha256-\(digest.map { String(format: "%02x", $0) }.joined())-\(size)"
+        try await withStack(clock: nil) { container, _ in
+            _ = try await AssetTransfer.privateDatabase(of: container("alice"))
+                .run(uploadChunk(uploadID, offset: 0, first, total: size, sha256: digest))
+            let record = CKRecord(recordType: "Doc", recordID: CKRecord.ID(recordName: "later"))
+            record["file"] = CKAsset(fileURL: source)
+            let (progress, saved, error) = await runModify(
+                CKModifyRecordsOperation(recordsToSave: [record]), on: container("alice").privateCloudDatabase)
+            #expect(error == nil)
+            #expect(saved.count == 1)
+            #expect(abs((progress.first ?? 0) - 1.0 / 3) < 0.01)
+            #expect(progress.last == 1.0)
+        }
+    }
+}
+
 /// Values collected from a `@Sendable` callback.
 final class NIOLockedValueBoxArray: Sendable {
     private let box = NIOLockedValueBox<[UInt64]>([])
