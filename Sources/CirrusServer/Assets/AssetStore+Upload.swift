@@ -83,7 +83,14 @@ extension AssetStore {
             throw AssetStoreError.invalid(
                 "upload \(chunk.uploadID) declared \(opened.declaration.size) bytes with another SHA-256; use a new upload ID")
         }
-        let upload = try await self.waitForTurn(of: chunk, in: opened, key: key)
+        guard let upload = try await self.waitForTurn(of: chunk, in: opened, key: key) else {
+            // Another copy of a chunk (sent again after a lost connection) finished the upload
+            // while this one waited: answer what it answered.
+            guard let done = Self.declaration(at: paths.done), done.sha256 == declared.sha256 else {
+                throw AssetStoreError.invalid("upload \(chunk.uploadID) was discarded while this chunk waited; start again")
+            }
+            return self.finishedResult(key, done)
+        }
         upload.lastChunk = self.clock().seconds
         guard chunk.offset <= upload.received else {
             throw AssetStoreError.invalid(
@@ -150,9 +157,10 @@ extension AssetStore {
 
     /// The upload once the chunk's offset is reached: a chunk ahead of the bytes received (within
     /// the window) waits for the chunks before it, leaving the store free meanwhile.
+    /// Nil when the upload was finished or discarded meanwhile.
     private func waitForTurn(
         of chunk: Wire.UploadAssetRequest, in upload: OpenUpload, key: UploadKey
-    ) async throws -> OpenUpload {
+    ) async throws -> OpenUpload? {
         guard chunk.offset > upload.received, !chunk.data.isEmpty else { return upload }
         let outOfOrder = AssetStoreError.invalid(
             "chunk out of order: it starts at \(chunk.offset) but the server has \(upload.received) bytes; send from \(upload.received)")
@@ -165,9 +173,7 @@ extension AssetStore {
                     "chunk out of order: it starts at \(chunk.offset) but the server has \(current.received) bytes; send from \(current.received)")
             }
             try await Task.sleep(for: .milliseconds(1))
-            guard let again = self.open[key], again === current else {
-                throw AssetStoreError.invalid("upload \(chunk.uploadID) was finished or discarded while this chunk waited")
-            }
+            guard let again = self.open[key], again === current else { return nil }
             current = again
         }
         return current

@@ -1,6 +1,7 @@
 import CirrusStore
 import CirrusWire
 import Foundation
+import NIOPosix
 
 /// The server's asset content: content-addressed files under a directory of their own,
 /// streamed in and out in chunks, never whole in memory.
@@ -58,6 +59,10 @@ public actor AssetStore {
     let handles: AssetHandleSealer
     let clock: @Sendable () -> Wire.Timestamp
 
+    /// Threads for file work that blocks (writes and syncs of many small contents at once),
+    /// kept off the concurrency pool.
+    nonisolated let blockingPool: NIOThreadPool
+
     /// Uploads with an open file and a running digest, by user and upload ID.
     var open: [UploadKey: OpenUpload] = [:]
     /// Content committed lately, by when: not collected before the save that refers to it
@@ -83,6 +88,12 @@ public actor AssetStore {
         for sub in ["content", "uploads", "tmp"] {
             try AssetFile.makeDirectory((directory as NSString).appendingPathComponent(sub))
         }
+        self.blockingPool = NIOThreadPool(numberOfThreads: 16)
+        self.blockingPool.start()
+    }
+
+    deinit {
+        self.blockingPool.shutdownGracefully { _ in }
     }
 
     // MARK: - Content
@@ -96,20 +107,6 @@ public actor AssetStore {
     /// Whether the store holds content `sha256`.
     public func hasContent(_ sha256: [UInt8]) -> Bool {
         sha256.count == 32 && AssetFile.exists(self.contentPath(sha256))
-    }
-
-    /// Stores `bytes` (content that came inline with a record) unless the same content is
-    /// there already; its SHA-256.
-    ///
-    /// - throws: ``AssetStoreError`` when the file cannot be written (a full disk says so).
-    public func storeInline(_ bytes: [UInt8]) throws(AssetStoreError) -> [UInt8] {
-        guard UInt64(bytes.count) <= self.limits.maxAssetBytes else {
-            throw AssetStoreError(
-                code: .limitExceeded, message: "asset of \(bytes.count) bytes; at most \(self.limits.maxAssetBytes)")
-        }
-        let digest = Wire.SHA256.hash(bytes)
-        try self.store(bytes, as: digest)
-        return digest
     }
 
     /// Stores `bytes`, whose SHA-256 is `digest`, unless that content is there already.

@@ -64,17 +64,24 @@ extension StorageExecutor {
     /// are refused.
     func storingAssets(_ modification: RecordModification, caller: ClientIdentity) async -> RecordModification {
         var result = modification
+        // Where each inline content sits (record, field, list element or -1), stored in one batch.
+        var inline: [(record: Int, field: Int, element: Int, bytes: [UInt8])] = []
         for index in result.recordsToSave.indices where Self.hasAssets(result.recordsToSave[index]) {
             var record = result.recordsToSave[index]
+            var found: [(record: Int, field: Int, element: Int, bytes: [UInt8])] = []
             do {
                 for f in record.fields.indices {
                     switch record.fields[f].value?.kind {
                     case .assetValue(var asset):
-                        try await Self.store(&asset, in: self.assets, caller: caller)
+                        if let bytes = try await Self.store(&asset, in: self.assets, caller: caller) {
+                            found.append((index, f, -1, bytes))
+                        }
                         record.fields[f].value = Wire.FieldValue(kind: .assetValue(asset))
                     case .assetList(var list):
                         for a in list.values.indices {
-                            try await Self.store(&list.values[a], in: self.assets, caller: caller)
+                            if let bytes = try await Self.store(&list.values[a], in: self.assets, caller: caller) {
+                                found.append((index, f, a, bytes))
+                            }
                         }
                         record.fields[f].value = Wire.FieldValue(kind: .assetList(list))
                     default:
@@ -82,13 +89,40 @@ extension StorageExecutor {
                     }
                 }
                 result.recordsToSave[index] = record
+                inline += found
             } catch let error as AssetStoreError {
                 result.refusals[index] = ItemFailure(Self.itemCode(error.code), error.message)
             } catch {
                 result.refusals[index] = ItemFailure(.internalError, "cannot store the asset: \(error)")
             }
         }
+        guard let assets = self.assets, !inline.isEmpty else { return result }
+        do {
+            _ = try await assets.storeInline(inline.map(\.bytes))
+            for place in inline {
+                // Checked against its size and checksum by `store`: the content is a file now.
+                Self.markStored(&result.recordsToSave[place.record].fields[place.field], element: place.element)
+            }
+        } catch {
+            let failure = (error as? AssetStoreError).map { ItemFailure(Self.itemCode($0.code), $0.message) }
+                ?? ItemFailure(.internalError, "cannot store the asset: \(error)")
+            for place in inline { result.refusals[place.record] = failure }
+        }
         return result
+    }
+
+    /// Points an inline asset (or list element) at the asset store's copy of its content.
+    private static func markStored(_ field: inout Wire.RecordField, element: Int) {
+        switch field.value?.kind {
+        case .assetValue(var asset):
+            asset.content = .uploadHandle(RecordModification.fileContentHandle)
+            field.value = Wire.FieldValue(kind: .assetValue(asset))
+        case .assetList(var list) where list.values.indices.contains(element):
+            list.values[element].content = .uploadHandle(RecordModification.fileContentHandle)
+            field.value = Wire.FieldValue(kind: .assetList(list))
+        default:
+            break
+        }
     }
 
     private static func itemCode(_ code: Wire.ErrorCode) -> ItemFailure.Code {
@@ -103,7 +137,11 @@ extension StorageExecutor {
         }
     }
 
-    private static func store(_ asset: inout Wire.Asset, in assets: AssetStore?, caller: ClientIdentity) async throws {
+    /// Resolves an upload handle into the asset (checksum, size, the file-content marker), or
+    /// checks inline content and answers it for the batch (checksum filled in); nil otherwise.
+    private static func store(
+        _ asset: inout Wire.Asset, in assets: AssetStore?, caller: ClientIdentity
+    ) async throws -> [UInt8]? {
         switch asset.content {
         case .uploadHandle(let handle):
             guard let assets else {
@@ -117,18 +155,20 @@ extension StorageExecutor {
             asset.size = claim.size
             asset.content = .uploadHandle(RecordModification.fileContentHandle)
         case .inlineData(let bytes):
-            guard let assets else { return }
+            guard assets != nil else { return nil }
             guard asset.size == UInt64(bytes.count) else {
                 throw AssetStoreError(code: .assetFileModified, message: "asset size \(asset.size) but \(bytes.count) bytes sent")
             }
-            if !asset.sha256.isEmpty && asset.sha256 != Wire.SHA256.hash(bytes) {
+            let digest = Wire.SHA256.hash(bytes)
+            if !asset.sha256.isEmpty && asset.sha256 != digest {
                 throw AssetStoreError(code: .assetFileModified, message: "asset content does not match its SHA-256")
             }
-            asset.sha256 = try await assets.storeInline(bytes)
-            asset.content = .uploadHandle(RecordModification.fileContentHandle)
+            asset.sha256 = digest
+            return bytes
         case .downloadHandle, nil:
-            break
+            return nil
         }
+        return nil
     }
 
     private static func hasAssets(_ record: Wire.Record) -> Bool {
