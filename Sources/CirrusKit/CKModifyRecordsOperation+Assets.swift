@@ -23,10 +23,13 @@ struct AssetUploadPlan: Sendable {
 
     /// A file at most this large may go inline.
     static let inlineAssetBytes: UInt64 = 256 << 10
-    /// Inline bytes one request may carry in all.
-    static let inlineBudgetBytes: UInt64 = 2 << 20
-    /// Uploads running at once.
-    static let concurrentUploads = 4
+    /// Inline bytes one request may carry in all (the request stays inside a 4 MiB frame).
+    static let inlineBudgetBytes: UInt64 = 3 << 20
+    /// Uploads running at once: 4 when any takes several chunks (each keeps its own chunks in
+    /// flight), else 16.
+    static func concurrentUploads(_ items: [Item], chunkBytes: Int) -> Int {
+        items.contains { $0.size > UInt64(chunkBytes) } ? 4 : 16
+    }
 
     var items: [Item] = []
     /// Item index by asset identity.
@@ -163,7 +166,8 @@ extension CKModifyRecordsOperation {
                     }
                 }
             }
-            for _ in 0..<AssetUploadPlan.concurrentUploads { startNext() }
+            let selected = uploads.map { items[$0] }
+            for _ in 0..<AssetUploadPlan.concurrentUploads(selected, chunkBytes: transfer.uploadChunkBytes) { startNext() }
             for await result in group {
                 results.append(result)
                 if case .failure = result.1 {

@@ -71,7 +71,7 @@ extension AssetStore {
             try await self.checkQuota(of: user, adding: chunk.totalSize)
         }
         if chunk.offset == 0, chunk.isFinal, self.open[key] == nil, !AssetFile.exists(paths.meta) {
-            return try self.receiveWhole(chunk, key, paths)
+            return try await self.receiveWhole(chunk, key, paths)
         }
         let end = chunk.offset + UInt64(chunk.data.count)
         guard end <= chunk.totalSize else {
@@ -121,7 +121,7 @@ extension AssetStore {
     /// unfinished upload.
     private func receiveWhole(
         _ chunk: Wire.UploadAssetRequest, _ key: UploadKey, _ paths: UploadPaths
-    ) throws(AssetStoreError) -> Wire.UploadAssetResult {
+    ) async throws -> Wire.UploadAssetResult {
         guard UInt64(chunk.data.count) == chunk.totalSize else {
             throw AssetStoreError.invalid(
                 "final chunk with \(chunk.data.count) of \(chunk.totalSize) bytes received; send the rest first")
@@ -131,7 +131,8 @@ extension AssetStore {
                 code: .assetFileModified,
                 message: "the uploaded content does not match its SHA-256; nothing was stored, upload it again")
         }
-        try self.store(chunk.data, as: chunk.sha256)
+        // Written and synced on the blocking pool, so small uploads sync side by side.
+        _ = try await self.storeInline([chunk.data])
         return try self.markFinished(key, UploadDeclaration(size: chunk.totalSize, sha256: Self.hex(chunk.sha256)), paths)
     }
 

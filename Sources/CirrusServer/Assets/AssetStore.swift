@@ -109,22 +109,6 @@ public actor AssetStore {
         sha256.count == 32 && AssetFile.exists(self.contentPath(sha256))
     }
 
-    /// Stores `bytes`, whose SHA-256 is `digest`, unless that content is there already.
-    func store(_ bytes: [UInt8], as digest: [UInt8]) throws(AssetStoreError) {
-        self.recentCommits[digest] = self.clock().seconds
-        let target = self.contentPath(digest)
-        guard !AssetFile.exists(target) else { return }
-        let temporary = "\(self.directory)/tmp/\(Self.hex(digest)).\(UInt64.random(in: 0...UInt64.max))"
-        do throws(AssetStoreError) {
-            let file = try AssetFile.writing(temporary)
-            try file.write(bytes, at: 0)
-            try self.commit(file, as: digest)
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-    }
-
     /// Moves a complete, checked file into place as content `sha256` (or drops it when that
     /// content is there already).
     func commit(_ file: AssetFile, as sha256: [UInt8]) throws(AssetStoreError) {
