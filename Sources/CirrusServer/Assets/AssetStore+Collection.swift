@@ -68,16 +68,14 @@ extension AssetStore {
             if (AssetFile.modified(path) ?? 0) + lifetime < now { unlink(path) }
         }
         let content = "\(self.directory)/content"
-        for prefix in (try? FileManager.default.contentsOfDirectory(atPath: content)) ?? [] {
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: "\(content)/\(prefix)")) ?? [] {
-                guard let sha = Self.bytes(hex: name), sha.count == 32 else { continue }
-                guard !pending.contains(sha), self.recentCommits[sha] == nil else { continue }
-                guard try await self.storage.dropAssetIfUnreferenced(sha) else { continue }
-                // Committed again while the storage was asked: a save is about to refer to it.
-                guard self.recentCommits[sha] == nil else { continue }
-                unlink("\(content)/\(prefix)/\(name)")
-                collection.contents += 1
-            }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: content)) ?? [] {
+            guard let sha = Self.bytes(hex: name), sha.count == 32 else { continue }
+            guard !pending.contains(sha), self.recentCommits[sha] == nil else { continue }
+            guard try await self.storage.dropAssetIfUnreferenced(sha) else { continue }
+            // Committed again while the storage was asked: a save is about to refer to it.
+            guard self.recentCommits[sha] == nil else { continue }
+            unlink("\(content)/\(name)")
+            collection.contents += 1
         }
         return collection
     }

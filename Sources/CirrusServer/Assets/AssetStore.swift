@@ -7,7 +7,7 @@ import NIOPosix
 /// streamed in and out in chunks, never whole in memory.
 ///
 /// Layout under `directory`:
-/// - `content/ab/abcd…` — one file per distinct content, named by its SHA-256 (hex), written
+/// - `content/abcd…` — one file per distinct content, named by its SHA-256 (hex), written
 ///   to a temporary name, fsynced and renamed, so a name always holds complete, checked bytes;
 /// - `uploads/<user>/<upload>.part` and `.meta` — an unfinished upload and what it declared;
 ///   `.done` — a finished upload whose handle has not expired (its content stays until then);
@@ -100,8 +100,8 @@ public actor AssetStore {
 
     /// The file of content `sha256`.
     nonisolated func contentPath(_ sha256: [UInt8]) -> String {
-        let hex = Self.hex(sha256)
-        return "\(self.directory)/content/\(hex.prefix(2))/\(hex)"
+        // One directory: a batch of new contents costs one directory sync, not one per prefix.
+        "\(self.directory)/content/\(Self.hex(sha256))"
     }
 
     /// Whether the store holds content `sha256`.

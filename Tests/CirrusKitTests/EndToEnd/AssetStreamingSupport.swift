@@ -19,10 +19,7 @@ func makeAssetFile(bytes count: Int, seed: UInt8) throws -> URL {
 
 /// The content files of the server's asset store.
 func contentFiles(under directory: String) -> [String] {
-    let content = directory + "/content"
-    return ((try? FileManager.default.contentsOfDirectory(atPath: content)) ?? []).flatMap { prefix in
-        ((try? FileManager.default.contentsOfDirectory(atPath: "\(content)/\(prefix)")) ?? []).map { "\(prefix)/\($0)" }
-    }
+    (try? FileManager.default.contentsOfDirectory(atPath: directory + "/content")) ?? []
 }
 
 /// Runs `operation` on `database` to its end; the progress its records reported and its result.
