@@ -73,8 +73,8 @@ extension AssetStore {
         if chunk.offset == 0, chunk.isFinal, self.open[key] == nil, !AssetFile.exists(paths.meta) {
             return try await self.receiveWhole(chunk, key, paths)
         }
-        let end = chunk.offset + UInt64(chunk.data.count)
-        guard end <= chunk.totalSize else {
+        let (end, overflow) = chunk.offset.addingReportingOverflow(UInt64(chunk.data.count))
+        guard !overflow, end <= chunk.totalSize else {
             throw AssetStoreError.invalid(
                 "chunk at \(chunk.offset) of \(chunk.data.count) bytes goes past the declared size \(chunk.totalSize)")
         }

@@ -34,6 +34,7 @@ struct AssetBadInputTests {
             #expect(await alice.failure(of: uploadChunk("u1", offset: 400, Array(repeating: 7, count: 700), total: 1000, sha256: digest)) == .invalidArguments)
             #expect(await alice.failure(of: uploadChunk("u1", offset: 400, Array(bytes[400..<500]), total: 1000, sha256: digest, final: true)) == .invalidArguments)
             #expect(await alice.failure(of: uploadChunk("u1", offset: 500, [], total: 999, sha256: digest)) == .invalidArguments)
+            #expect(await alice.failure(of: uploadChunk("u1", offset: .max, [1], total: 1000, sha256: digest)) == .invalidArguments)
             // What was refused changed nothing: the rest completes the upload.
             let complete = try await alice.run(uploadChunk("u1", offset: 400, Array(bytes[400...]), total: 1000, sha256: digest, final: true))
             guard case .uploadAsset(let result)? = complete.result else { Issue.record("no result"); return }
