@@ -31,6 +31,7 @@ extension AssetStore {
             }
         }
         guard !fresh.isEmpty else { return digests }
+        try self.checkFreeSpace(for: fresh.reduce(0) { $0 + UInt64($1.bytes.count) })
         let directory = self.directory
         let targets = fresh.map { self.contentPath($0.digest) }
         let pool = self.blockingPool

@@ -68,6 +68,7 @@ extension AssetStore {
             return self.finishedResult(key, done)
         }
         if self.open[key] == nil && !AssetFile.exists(paths.meta) {
+            try self.checkFreeSpace(for: chunk.totalSize)
             try await self.checkQuota(of: user, adding: chunk.totalSize)
         }
         if chunk.offset == 0, chunk.isFinal, self.open[key] == nil, !AssetFile.exists(paths.meta) {

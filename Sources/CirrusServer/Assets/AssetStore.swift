@@ -36,6 +36,10 @@ public actor AssetStore {
         /// Seconds a download handle is valid. Default 24 h (a journaled long-lived operation
         /// replays its events within the operation retention).
         public var downloadHandleLifetimeSeconds: Int64 = 86_400
+        /// Free bytes the asset directory's file system keeps: content that would leave less is
+        /// refused before anything is written (`quotaExceeded`, "out of disk space").
+        /// Default 64 MiB.
+        public var minimumFreeBytes: UInt64 = 64 << 20
         /// How far ahead of the bytes received a chunk may start and wait for the chunks
         /// before it (a client keeps several in flight). Default 16 MiB.
         public var reorderWindowBytes: UInt64 = 16 << 20
@@ -121,6 +125,19 @@ public actor AssetStore {
         try file.sync()
         try AssetFile.makeDirectory((target as NSString).deletingLastPathComponent)
         try AssetFile.move(file.path, to: target)
+    }
+
+    /// Refuses `bytes` more content when the disk would keep less than `minimumFreeBytes`.
+    nonisolated func checkFreeSpace(for bytes: UInt64) throws(AssetStoreError) {
+        var info = statvfs()
+        guard statvfs(self.directory, &info) == 0 else { return }
+        let free = UInt64(info.f_bavail) &* UInt64(info.f_frsize)
+        let (needed, overflow) = bytes.addingReportingOverflow(self.limits.minimumFreeBytes)
+        guard !overflow, needed <= free else {
+            throw AssetStoreError(
+                code: .quotaExceeded,
+                message: "the server is out of disk space for assets (\(free) bytes free, \(bytes) more asked); nothing was stored")
+        }
     }
 
     // MARK: - Handles

@@ -178,6 +178,41 @@ struct AssetBadInputTests {
         }
     }
 
+    /// A disk without room for an asset refuses it before anything is written, with a message
+    /// saying so; the records without assets in the same modify are saved, and nothing is lost.
+    @Test func aFullDiskRefusesTheAssetAndKeepsTheRest() async throws {
+        var limits = AssetStore.Limits()
+        limits.minimumFreeBytes = UInt64.max / 2  // no disk has this much free: it is "full"
+        let source = try makeAssetFile(bytes: 5 << 20, seed: 40)
+        let smallFile = try makeAssetFile(bytes: 1000, seed: 41)
+        defer {
+            try? FileManager.default.removeItem(at: source)
+            try? FileManager.default.removeItem(at: smallFile)
+        }
+        try await withStack(clock: nil, assetLimits: limits) { container, internals in
+            let database = container("alice").privateCloudDatabase
+            let plain = CKRecord(recordType: "Doc", recordID: CKRecord.ID(recordName: "plain"))
+            plain["title"] = "no asset"
+            let small = CKRecord(recordType: "Doc", recordID: CKRecord.ID(recordName: "small"))
+            small["file"] = CKAsset(fileURL: smallFile)
+            let modify = CKModifyRecordsOperation(recordsToSave: [plain, small])
+            modify.isAtomic = false
+            let (_, saved, error) = await runModify(modify, on: database)
+            #expect(saved.map(\.recordID.recordName) == ["plain"])
+            let failure = try #require((error as? CKError)?.partialErrorsByItemID?[small.recordID] as? CKError)
+            #expect(failure.code == .quotaExceeded)
+            #expect(failure.message?.contains("out of disk space") == true)
+
+            let big = CKRecord(recordType: "Doc", recordID: CKRecord.ID(recordName: "big"))
+            big["file"] = CKAsset(fileURL: source)
+            let (_, none, refused) = await runModify(CKModifyRecordsOperation(recordsToSave: [big]), on: database)
+            #expect(none.isEmpty)
+            #expect((refused as? CKError)?.code == .quotaExceeded)
+            #expect(contentFiles(under: internals.assets.directory).isEmpty)
+            #expect(try await database.record(for: plain.recordID)["title"] as? String == "no asset")
+        }
+    }
+
     /// An upload never finished expires a lifetime after its last chunk and is collected with
     /// its file; finished content no record refers to goes once its handle expired; content a
     /// record holds stays until the record is deleted.
