@@ -43,6 +43,8 @@ public struct BenchConfiguration: Sendable {
     public var preloadRecordsPerZone = 1_000
     /// Events one `stream` operation receives: the records preloaded into its zone.
     public var eventsPerStream = 10_000
+    /// Bytes of the asset file each `upload` sends and each `download` receives.
+    public var assetBytes = 1 << 20
     /// Seeds every random choice (operation kinds, record picks).
     public var seed: UInt64 = 1
     /// Open-loop target rate (operations per second); nil = closed loop.
@@ -68,6 +70,10 @@ public struct BenchConfiguration: Sendable {
         guard self.preloadRecordsPerZone >= 1 else { throw BenchError.invalid("--preload must be at least 1") }
         guard (1...1_000_000).contains(self.eventsPerStream) else {
             throw BenchError.invalid("--events must be between 1 and 1,000,000")
+        }
+        guard self.assetBytes >= 0 else { throw BenchError.invalid("--asset-bytes must not be negative") }
+        if self.workload.weights[.upload] != nil, self.assetBytes > 4 << 20, self.concurrency > 1 {
+            throw BenchError.invalid("--op upload with --asset-bytes above 4 MiB runs one upload at a time (--concurrency 1)")
         }
         guard self.warmup >= 0 else { throw BenchError.invalid("--warmup must not be negative") }
         switch self.stop {

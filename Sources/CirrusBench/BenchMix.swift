@@ -15,6 +15,11 @@ public enum BenchOperationKind: String, Sendable, Hashable, Codable, CaseIterabl
     /// One `CKFetchRecordZoneChangesOperation` fetching all changes of a zone preloaded with
     /// `eventsPerStream` records: one operation streaming that many events.
     case stream
+    /// `CKModifyRecordsOperation` saving one record whose asset is a file of `assetBytes`
+    /// (uploaded in chunks).
+    case upload
+    /// `CKFetchRecordsOperation` of a record whose asset (`assetBytes`) is downloaded to a file.
+    case download
 
     private var rank: Int {
         switch self {
@@ -24,6 +29,8 @@ public enum BenchOperationKind: String, Sendable, Hashable, Codable, CaseIterabl
         case .changes: 3
         case .ping: 4
         case .stream: 5
+        case .upload: 6
+        case .download: 7
         }
     }
 
@@ -94,6 +101,9 @@ public struct BenchMix: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// Whether the mix streams a zone of its own (`stream`).
     public var streams: Bool { self.weights[.stream] != nil }
+
+    /// Whether the mix moves asset files (`upload`, `download`).
+    public var movesAssets: Bool { self.weights[.upload] != nil || self.weights[.download] != nil }
 
     public var description: String {
         self.order.map { "\($0.rawValue)=\(self.weights[$0] ?? 0)" }.joined(separator: ",")

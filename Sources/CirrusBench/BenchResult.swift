@@ -117,6 +117,8 @@ public struct BenchResult: Sendable, Codable {
         public var rate: Double?
         /// Events (records) each `stream` operation received; nil when the mix does not stream.
         public var eventsPerStream: Int?
+        /// Bytes of each asset uploaded or downloaded; nil when the mix moves no assets.
+        public var assetBytes: Int?
     }
 
     /// Total errors (failed operations plus failed items).

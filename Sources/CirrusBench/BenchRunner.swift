@@ -247,7 +247,8 @@ public final class BenchRunner: Sendable {
                 zones: configuration.zones,
                 seed: configuration.seed,
                 rate: configuration.rate,
-                eventsPerStream: configuration.workload.streams ? configuration.eventsPerStream : nil
+                eventsPerStream: configuration.workload.streams ? configuration.eventsPerStream : nil,
+                assetBytes: configuration.workload.movesAssets ? configuration.assetBytes : nil
             ),
             elapsedSeconds: elapsed,
             counts: state.total,

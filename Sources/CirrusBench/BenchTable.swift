@@ -26,6 +26,10 @@ public enum BenchTable {
             switch settings.mix.weights.count == 1 ? settings.mix.weights.keys.first : nil {
             case .ping: size = ""
             case .stream: size = " ×\(number(Double(settings.eventsPerStream ?? 0))) events"
+            case .upload:
+                let records = settings.recordsPerOperation
+                size = " ×\(records) record\(records == 1 ? "" : "s") with a \(bytes(Double(settings.assetBytes ?? 0))) asset each"
+            case .download: size = " of a \(bytes(Double(settings.assetBytes ?? 0))) asset"
             default: size = " ×\(settings.recordsPerOperation) record\(settings.recordsPerOperation == 1 ? "" : "s")"
             }
             lines.append(

@@ -18,6 +18,11 @@ struct BenchWorkload: Sendable {
     let payload: Data
     /// Numbers new records (unique in the run).
     private let counter = Locked<UInt64>(0)
+    /// The file `upload` sends and `download` fetches (made by ``setUp()`` when the mix moves
+    /// assets).
+    let assetFile: URL
+    /// Where the client keeps its download of the asset file (set by ``setUp()``).
+    private let downloadedCopy = Locked<URL?>(nil)
 
     init(configuration: BenchConfiguration, containers: [CKContainer], runID: String) {
         self.configuration = configuration
@@ -25,6 +30,7 @@ struct BenchWorkload: Sendable {
         self.runID = runID
         self.zoneIDs = (0..<configuration.zones).map { CKRecordZone.ID(zoneName: "bench-\($0)") }
         self.streamZoneID = CKRecordZone.ID(zoneName: "bench-stream-\(runID)")
+        self.assetFile = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-bench-asset-\(runID).bin")
         var generator = SplitMix64(seed: configuration.seed)
         self.payload = Data((0..<configuration.payloadBytes).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
     }
@@ -56,6 +62,21 @@ struct BenchWorkload: Sendable {
         for (_, result) in results.saveResults {
             _ = try result.get()
         }
+        if self.configuration.workload.movesAssets {
+            try self.makeAssetFile()
+        }
+        if self.configuration.workload.weights[.download] != nil {
+            let (digest, _) = try CKAsset.digestOfFile(at: self.assetFile)
+            self.downloadedCopy.withLock {
+                $0 = CKAsset.contentFile(
+                    sha256: digest, fileName: self.assetFile.lastPathComponent, in: CKAsset.defaultContentDirectory)
+            }
+            let record = CKRecord(
+                recordType: self.configuration.recordType,
+                recordID: CKRecord.ID(recordName: "\(self.runID)-asset", zoneID: self.zoneIDs[0]))
+            record["asset"] = CKAsset(fileURL: self.assetFile)
+            _ = try await database.save(record)
+        }
         if self.configuration.workload.streams {
             try await self.preload(self.streamZoneID, count: self.configuration.eventsPerStream) { "\(self.runID)-s\($0)" }
         }
@@ -83,6 +104,10 @@ struct BenchWorkload: Sendable {
 
     /// Deletes the run's stream zone, if it made one (best effort: the figures are taken).
     func tearDown() async {
+        if self.configuration.workload.movesAssets {
+            try? FileManager.default.removeItem(at: self.assetFile)
+            if let copy = self.downloadedCopy.withLock({ $0 }) { try? FileManager.default.removeItem(at: copy) }
+        }
         guard self.configuration.workload.streams, let container = self.containers.first else { return }
         _ = try? await container.privateCloudDatabase.modifyRecordZones(saving: [], deleting: [self.streamZoneID])
     }
@@ -140,6 +165,41 @@ struct BenchWorkload: Sendable {
                 }
             case .ping:
                 try await self.containers[connection % self.containers.count].ping()
+            case .upload:
+                let first = self.counter.withLock { counter -> UInt64 in
+                    defer { counter += UInt64(perOperation) }
+                    return counter
+                }
+                // One modify of `perOperation` records, each with an asset of content never
+                // sent before (so nothing is deduplicated): small ones are files of their own,
+                // a large one is the run's file with its first bytes stamped.
+                let files = try self.assetFiles(numbered: first, count: perOperation)
+                defer { self.removeAssetFiles(files) }
+                let records = files.enumerated().map { i, file -> CKRecord in
+                    let record = CKRecord(
+                        recordType: self.configuration.recordType,
+                        recordID: CKRecord.ID(recordName: "\(self.runID)-u\(first + UInt64(i))", zoneID: zoneID))
+                    record["asset"] = CKAsset(fileURL: file)
+                    return record
+                }
+                let results = try await database.modifyRecords(saving: records, deleting: [], atomically: false)
+                for (_, result) in results.saveResults {
+                    switch result {
+                    case .success:
+                        outcome.counts.records += 1
+                        outcome.counts.recordsWritten += 1
+                    case .failure(let error):
+                        outcome.itemFailed(error)
+                    }
+                }
+            case .download:
+                // The client keeps downloaded content by digest: drop it so each fetch downloads.
+                if let copy = self.downloadedCopy.withLock({ $0 }) { try? FileManager.default.removeItem(at: copy) }
+                let record = try await database.record(for: CKRecord.ID(recordName: "\(self.runID)-asset", zoneID: self.zoneIDs[0]))
+                guard (record["asset"] as? CKAsset)?.fileURL != nil else {
+                    throw CKError(.assetNotAvailable, message: "the fetched asset has no file")
+                }
+                outcome.counts.records += 1
             case .stream:
                 try await self.fetchAllChanges(of: self.streamZoneID, in: database, outcome: &outcome)
             case .changes:
@@ -203,5 +263,56 @@ struct BenchWorkload: Sendable {
         outcome.bytesIn = statistics.bytesReceived
         outcome.bytesOut = statistics.bytesSent
         return outcome
+    }
+
+    /// Assets up to this size get a file of their own per record; larger ones reuse the run's
+    /// file (one upload at a time).
+    static let ownFileAssetBytes = 4 << 20
+
+    /// Files of distinct content for records `first` …: `count` new small files, or the run's
+    /// large file stamped with `first`.
+    private func assetFiles(numbered first: UInt64, count: Int) throws -> [URL] {
+        guard self.configuration.assetBytes <= Self.ownFileAssetBytes else {
+            let handle = try FileHandle(forWritingTo: self.assetFile)
+            defer { try? handle.close() }
+            try handle.write(contentsOf: withUnsafeBytes(of: first.littleEndian) { Array($0) })
+            return Array(repeating: self.assetFile, count: count)
+        }
+        var base = [UInt8](try Data(contentsOf: self.assetFile))
+        return try (0..<UInt64(count)).map { i in
+            let url = self.assetFile.deletingLastPathComponent()
+                .appendingPathComponent("\(self.assetFile.lastPathComponent)-\(first + i)")
+            withUnsafeBytes(of: (first + i).littleEndian) { stamp in
+                for (j, byte) in stamp.enumerated() where j < base.count { base[j] = byte }
+            }
+            try Data(base).write(to: url)
+            return url
+        }
+    }
+
+    private func removeAssetFiles(_ files: [URL]) {
+        for file in files where file != self.assetFile { try? FileManager.default.removeItem(at: file) }
+    }
+
+    /// Writes `assetBytes` of pseudo-random bytes to `assetFile`, 4 MiB at a time.
+    private func makeAssetFile() throws {
+        guard FileManager.default.createFile(atPath: self.assetFile.path, contents: nil),
+            let handle = FileHandle(forWritingAtPath: self.assetFile.path)
+        else {
+            throw CKError(.internalError, message: "cannot create \(self.assetFile.path)")
+        }
+        defer { try? handle.close() }
+        var generator = SplitMix64(seed: self.configuration.seed &+ 7)
+        var left = self.configuration.assetBytes
+        while left > 0 {
+            let count = min(left, 4 << 20)
+            var block = [UInt8](repeating: 0, count: count)
+            for i in stride(from: 0, to: count, by: 8) {
+                let word = generator.next()
+                for j in 0..<min(8, count - i) { block[i + j] = UInt8(truncatingIfNeeded: word >> (8 * UInt64(j))) }
+            }
+            try handle.write(contentsOf: block)
+            left -= count
+        }
     }
 }

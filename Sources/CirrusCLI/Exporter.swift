@@ -41,15 +41,27 @@ public enum Exporter {
     /// how many. Without a record type it reads the zone's change feed (private database);
     /// with one it runs a query, which works in the public database too.
     ///
+    /// - parameter assetDirectory: where each asset's file goes (named by its content, so a
+    ///   file shared by records is written once); the lines name those files. Nil = the lines
+    ///   name the files the fetch downloaded to.
     /// - parameter progress: told how many records were written so far, after each one.
     /// - throws: `CLIError`.
     public static func export(
         database: CKDatabase, zoneID: CKRecordZone.ID, recordType: String?, writer: LineWriter,
-        progress: (@Sendable (Int) -> Void)? = nil
+        assetDirectory: URL? = nil, progress: (@Sendable (Int) -> Void)? = nil
     ) async throws(CLIError) -> Int {
         let converter = Locked(FieldConverter(zoneID: zoneID))
         let count = Locked(0)
+        let failure = Locked<CLIError?>(nil)
         let write: @Sendable (CKRecord) -> Void = { record in
+            if let assetDirectory {
+                do throws(CLIError) {
+                    try Self.placeAssets(of: record, in: assetDirectory)
+                } catch {
+                    failure.withLock { $0 = $0 ?? error }
+                    return
+                }
+            }
             let line = converter.withLock { RecordJSON.object(record, converter: $0).jsonText }
             writer.write(line)
             let written = count.withLock { value in
@@ -93,7 +105,43 @@ public enum Exporter {
             throw CLIError.from(error, context: "export of zone \(zoneID.zoneName)")
         }
         writer.flush()
+        if let error = failure.withLock({ $0 }) { throw error }
         return count.withLock { $0 }
+    }
+
+    /// Puts the file of each asset of `record` into `directory` (a hard link when it can, a
+    /// copy otherwise) and points the record's assets at those files.
+    static func placeAssets(of record: CKRecord, in directory: URL) throws(CLIError) {
+        func place(_ asset: CKAsset) throws(CLIError) -> CKAsset {
+            guard let source = asset.fileURL else { return asset }
+            let target = directory.appendingPathComponent(source.lastPathComponent)
+            let manager = FileManager.default
+            do {
+                try manager.createDirectory(at: directory, withIntermediateDirectories: true)
+                if !manager.fileExists(atPath: target.path) {
+                    do {
+                        try manager.linkItem(at: source, to: target)
+                    } catch {
+                        try manager.copyItem(at: source, to: target)
+                    }
+                }
+            } catch {
+                throw CLIError.usage("--assets \(directory.path): cannot write \(target.lastPathComponent): \(error.localizedDescription)")
+            }
+            return CKAsset(fileURL: target, wireAsset: asset.wireAsset)
+        }
+        for key in record.allKeys() {
+            switch record[key] {
+            case let asset as CKAsset:
+                record[key] = try place(asset)
+            case let list as [CKAsset]:
+                var placed: [CKAsset] = []
+                for asset in list { placed.append(try place(asset)) }
+                record[key] = placed
+            default:
+                continue
+            }
+        }
     }
 }
 

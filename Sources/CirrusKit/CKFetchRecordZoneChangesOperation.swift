@@ -137,7 +137,7 @@ open class CKFetchRecordZoneChangesOperation: CKDatabaseOperation, @unchecked Se
         guard case .fetchRecordZoneChanges(let payload) = event.payload else { return }
         switch payload.callback {
         case .recordWasChanged(let outcome):
-            guard let (id, result) = RecordOutcomeDecoder.decode(outcome) else { return }
+            guard let (id, result) = RecordOutcomeDecoder.decode(outcome, downloading: self.assetDownloader) else { return }
             self.recordWasChangedBlock?(id, result)
             if case .success(let record) = result { self.recordChangedBlock?(record) }
         case .recordWithIDWasDeleted(let deleted):

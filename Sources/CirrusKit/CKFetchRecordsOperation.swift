@@ -64,7 +64,7 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             guard let wireID = progress.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
             self.perRecordProgressBlock?(id, progress.progress)
         case .perRecordResult(let outcome):
-            guard let (id, result) = RecordOutcomeDecoder.decode(outcome) else { return }
+            guard let (id, result) = RecordOutcomeDecoder.decode(outcome, downloading: self.assetDownloader) else { return }
             self.perRecordResultBlock?(id, result)
             switch result {
             case .success(let record):
@@ -86,11 +86,21 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 
 /// Turns the wire's per-item outcomes into CloudKit results.
 enum RecordOutcomeDecoder {
-    static func decode(_ outcome: Wire.RecordOutcome) -> (CKRecord.ID, Result<CKRecord, any Error>)? {
+    /// The record of `outcome`, its assets downloaded first by `downloader` (a record whose
+    /// asset cannot be downloaded is that download's error).
+    static func decode(
+        _ outcome: Wire.RecordOutcome, downloading downloader: AssetDownloader? = nil
+    ) -> (CKRecord.ID, Result<CKRecord, any Error>)? {
         guard let wireID = outcome.recordID, let id = try? CKRecord.ID(wire: wireID) else { return nil }
         switch outcome.outcome {
         case .record(let record):
-            return (id, Result { () throws(CKError) in try CKRecord(wire: record) }.mapError { $0 })
+            return (
+                id,
+                Result { () throws(CKError) in
+                    try downloader?.downloadAssets(of: record)
+                    return try CKRecord(wire: record)
+                }.mapError { $0 }
+            )
         case .error(let error):
             return (id, .failure(CKError(wire: error)))
         case nil:

@@ -1,6 +1,7 @@
 import CirrusModel
 import CirrusWire
 import Foundation
+import NIOConcurrencyHelpers
 
 /// Saves and deletes records (CloudKit's `CKModifyRecordsOperation`).
 ///
@@ -73,6 +74,34 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 
     /// Records being saved, by ID, for the progress block.
     private var recordsByID: [CKRecord.ID: CKRecord] = [:]
+    /// How the records' asset files travel, once uploaded (see ``prepareToStart(_:)``).
+    private let assetPlan = NIOLockedValueBox<AssetUploadPlan?>(nil)
+    /// The uploads running before the request is sent.
+    private let uploadTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
+
+    /// Uploads the asset files that do not fit inline in the request, then starts it.
+    override func prepareToStart(_ done: @escaping @Sendable ((any Error)?) -> Void) {
+        let records = self.recordsToSave ?? []
+        let changedKeysOnly = self.savePolicy == .changedKeys
+        let (container, scope) = self.target()
+        let transfer = AssetTransfer(container: container, scope: scope)
+        let task = Task {
+            do throws(CKError) {
+                let plan = try AssetUploadPlan(records: records, changedKeysOnly: changedKeysOnly)
+                let uploaded = try await self.uploadAssets(plan, records: records, transfer: transfer)
+                self.assetPlan.withLockedValue { $0 = uploaded }
+                done(nil)
+            } catch {
+                done(error)
+            }
+        }
+        self.uploadTask.withLockedValue { $0 = task }
+    }
+
+    open override func cancel() {
+        self.uploadTask.withLockedValue { $0 }?.cancel()
+        super.cancel()
+    }
 
     override func makeRequest(maximumItems: Int) throws -> Wire.Open.Request {
         let records = self.recordsToSave ?? []
@@ -92,9 +121,14 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             guard byID.updateValue(record, forKey: record.recordID) == nil else {
                 throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
             }
+            let plan = self.assetPlan.withLockedValue { $0 }
+            let resuming = self.resumedOpen != nil
             wireRecords.append(
                 try record.wireRecord(changedKeysOnly: self.savePolicy == .changedKeys) { (asset) throws(CKError) in
-                    try asset.wireAsset(inlineContent: true)
+                    // A fetched long-lived operation resumes the server's request: nothing is read.
+                    if resuming { return Wire.Asset() }
+                    if let plan { return try plan.wireAsset(asset) }
+                    return try asset.wireAsset(inlineContent: true)
                 }
             )
         }
@@ -123,7 +157,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             let result: Result<CKRecord, any Error>
             switch save.outcome {
             case .record(let record):
-                result = Result { () throws(CKError) in try CKRecord(wire: record) }.mapError { $0 }
+                let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
+                result = Result { () throws(CKError) in try CKRecord(wire: record, localAssetFiles: files) }.mapError { $0 }
             case .error(let error):
                 result = .failure(CKError(wire: error))
             case nil:

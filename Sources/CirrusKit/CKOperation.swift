@@ -194,7 +194,33 @@ open class CKOperation: Operation, @unchecked Sendable {
     /// Items per operation accepted by the server (CloudKit's 400).
     static let maximumItemsPerOperation = 400
 
+    /// Work before the request is built, off the caller's thread (the asset uploads of a
+    /// modify); calls `done` once, with the error that ends the operation, if any. A fetched
+    /// long-lived operation skips it. Subclasses override.
+    func prepareToStart(_ done: @escaping @Sendable ((any Error)?) -> Void) {
+        done(nil)
+    }
+
+    /// Marks progress for the request timeout (a long upload or download is progress).
+    func noteProgress() {
+        self.run.withLockedValue { $0.lastProgress = .now() }
+    }
+
     private func begin() {
+        guard self.resumedOpen == nil else {
+            self.openStream()
+            return
+        }
+        self.prepareToStart { error in
+            if let error {
+                self.callbackQueue.async { self.finishOnQueue(error) }
+                return
+            }
+            self.openStream()
+        }
+    }
+
+    private func openStream() {
         let (container, scope) = self.target()
         let resumedOpen = self.resumedOpen
         let open: Wire.Open

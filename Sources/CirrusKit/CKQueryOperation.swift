@@ -87,7 +87,7 @@ open class CKQueryOperation: CKDatabaseOperation, @unchecked Sendable {
 
     override func handle(event: Wire.Event) {
         guard case .query(let payload) = event.payload, case .recordMatched(let outcome)? = payload.callback else { return }
-        guard let (id, result) = RecordOutcomeDecoder.decode(outcome) else { return }
+        guard let (id, result) = RecordOutcomeDecoder.decode(outcome, downloading: self.assetDownloader) else { return }
         self.recordMatchedBlock?(id, result)
         if case .success(let record) = result {
             self.recordFetchedBlock?(record)

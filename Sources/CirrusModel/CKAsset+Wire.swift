@@ -16,14 +16,27 @@ extension CKAsset {
     /// An asset from a wire message. Inline content is checked against the message's
     /// size and checksum, then written to `contentDirectory` (created if needed) under a
     /// name made from its SHA-256, so equal content shares one file; `fileURL` points at
-    /// it. Without inline content the asset has no file and keeps the message in
+    /// it. Without inline content the asset's file is `localFile` when given (the file it
+    /// was uploaded from), else the file of its SHA-256 in `contentDirectory` if one was
+    /// downloaded there (see ``contentFile(for:in:)``), else none; it keeps the message in
     /// `wireAsset` (for a later download).
     ///
     /// - throws: `CKError` `.assetFileModified` if the content does not match its size
     ///   or checksum; `.internalError` if the file cannot be written.
-    package convenience init(wire: Wire.Asset, contentDirectory: URL = CKAsset.defaultContentDirectory) throws(CKError) {
+    package convenience init(
+        wire: Wire.Asset, contentDirectory: URL = CKAsset.defaultContentDirectory, localFile: URL? = nil
+    ) throws(CKError) {
         guard case .inlineData(let bytes) = wire.content else {
-            self.init(fileURL: nil, wireAsset: wire)
+            if let localFile {
+                self.init(fileURL: localFile, wireAsset: wire)
+                return
+            }
+            let downloaded = wire.sha256.count == 32 ? Self.contentFile(for: wire, in: contentDirectory) : nil
+            if let downloaded, FileManager.default.fileExists(atPath: downloaded.path) {
+                self.init(fileURL: downloaded, wireAsset: wire)
+            } else {
+                self.init(fileURL: nil, wireAsset: wire)
+            }
             return
         }
         if wire.size != 0 && wire.size != UInt64(bytes.count) {
@@ -77,8 +90,20 @@ extension CKAsset {
             content: .inlineData(bytes))
     }
 
+    /// Where the content of `wire` goes in `directory` once downloaded: a name made from its
+    /// SHA-256 (so equal content shares one file) plus the original name's extension.
+    package static func contentFile(for wire: Wire.Asset, in directory: URL) -> URL {
+        Self.contentFile(sha256: wire.sha256, fileName: wire.fileName, in: directory)
+    }
+
+    /// Where content with SHA-256 `sha256` whose original file was named `fileName` goes in
+    /// `directory` once downloaded.
+    public static func contentFile(sha256: [UInt8], fileName: String, in directory: URL) -> URL {
+        directory.appendingPathComponent(Self.fileName(digest: sha256, original: fileName))
+    }
+
     /// The SHA-256 and size of a file, read `chunkSize` bytes (default 1 MiB) at a time.
-    static func digestOfFile(at url: URL, chunkSize: Int = 1 << 20) throws(CKError) -> (digest: [UInt8], size: UInt64) {
+    public static func digestOfFile(at url: URL, chunkSize: Int = 1 << 20) throws(CKError) -> (digest: [UInt8], size: UInt64) {
         do {
             let handle = try FileHandle(forReadingFrom: url)
             defer { try? handle.close() }

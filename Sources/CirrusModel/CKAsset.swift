@@ -3,11 +3,11 @@ import Foundation
 
 /// A file attached to a record (`CKAsset`).
 ///
-/// To save one, create it from a local file URL; the file's content is read when the
-/// record is converted for sending (`CKRecord.wireRecord`). A fetched asset's content
-/// is written to a file in a directory the caller chooses and `fileURL` points at it.
-/// An asset fetched without its content (the server sent a download handle, or only
-/// metadata) has `fileURL == nil` and keeps the server's description in `wireAsset`.
+/// To save one, create it from a local file URL; CirrusKit's `CKModifyRecordsOperation`
+/// streams the file to the server in chunks (a small one goes inline with its record). A
+/// fetched asset's content is downloaded to a file named by its SHA-256 and `fileURL`
+/// points at it. An asset whose content is not here (a download handle or only metadata
+/// arrived) has `fileURL == nil` and keeps the server's description in `wireAsset`.
 ///
 /// For example:
 /// ```swift

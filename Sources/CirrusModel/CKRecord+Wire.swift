@@ -17,9 +17,13 @@ extension CKRecord {
     ///
     /// Inline asset content is written to files in `assetDirectory`
     /// (nil = `CKAsset.defaultContentDirectory`); see `CKAsset(wire:contentDirectory:)`.
+    /// An asset without inline content gets the file `localAssetFiles` names for its SHA-256
+    /// (the file it was uploaded from), or the one already downloaded into `assetDirectory`.
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
-    package convenience init(wire: Wire.Record, assetDirectory: URL? = nil) throws(CKError) {
+    package convenience init(
+        wire: Wire.Record, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+    ) throws(CKError) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
         }
@@ -36,7 +40,7 @@ extension CKRecord {
             }
             let value: FieldValue
             do {
-                value = try FieldValue(wire: kind, assetDirectory: assetDirectory)
+                value = try FieldValue(wire: kind, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
             } catch {
                 throw CKError(
                     error.code,

@@ -59,7 +59,7 @@ extension FieldValue {
     ///   `.assetFileModified` / `.internalError` for asset content (see `CKAsset(wire:)`).
     ///   Asset content goes to `assetDirectory`, nil = `CKAsset.defaultContentDirectory` (looked
     ///   up only for an asset: it costs a path lookup that most values never need).
-    init(wire kind: Wire.FieldValue.Kind, assetDirectory: URL?) throws(CKError) {
+    init(wire kind: Wire.FieldValue.Kind, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL] = [:]) throws(CKError) {
         switch kind {
         case .stringValue(let v): self = .string(v)
         case .int64Value(let v): self = .int64(v)
@@ -69,7 +69,10 @@ extension FieldValue {
         case .referenceValue(let v): self = .reference(try CKRecord.Reference(wire: v))
         case .locationValue(let v): self = .location(CKLocation(wire: v))
         case .assetValue(let v):
-            self = .asset(try CKAsset(wire: v, contentDirectory: assetDirectory ?? CKAsset.defaultContentDirectory))
+            self = .asset(
+                try CKAsset(
+                    wire: v, contentDirectory: assetDirectory ?? CKAsset.defaultContentDirectory,
+                    localFile: localAssetFiles[v.sha256]))
         case .stringList(let v): self = .stringList(v.values)
         case .int64List(let v): self = .int64List(v.values)
         case .doubleList(let v): self = .doubleList(v.values)
@@ -85,7 +88,9 @@ extension FieldValue {
             var assets: [CKAsset] = []
             assets.reserveCapacity(v.values.count)
             let directory = assetDirectory ?? CKAsset.defaultContentDirectory
-            for asset in v.values { assets.append(try CKAsset(wire: asset, contentDirectory: directory)) }
+            for asset in v.values {
+                assets.append(try CKAsset(wire: asset, contentDirectory: directory, localFile: localAssetFiles[asset.sha256]))
+            }
             self = .assetList(assets)
         }
     }

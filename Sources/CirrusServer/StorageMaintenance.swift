@@ -31,6 +31,8 @@ public struct StorageMaintenance: Sendable {
     let longLivedRetentionSeconds: Int64
     let notificationRetentionSeconds: Int64
     let clock: @Sendable () -> Wire.Timestamp
+    /// Expired uploads and content files nothing refers to are collected from it.
+    let assets: AssetStore?
     let logger: Logger
     /// Counts the passes and how long they took.
     let metrics: ServerMetrics?
@@ -43,6 +45,7 @@ public struct StorageMaintenance: Sendable {
         longLivedRetentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
         notificationRetentionSeconds: Int64 = Self.defaultNotificationRetentionSeconds,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
+        assets: AssetStore? = nil,
         logger: Logger = Logger(label: "cirrusd.maintenance"),
         metrics: ServerMetrics? = nil
     ) {
@@ -53,12 +56,14 @@ public struct StorageMaintenance: Sendable {
         self.longLivedRetentionSeconds = longLivedRetentionSeconds
         self.notificationRetentionSeconds = notificationRetentionSeconds
         self.clock = clock
+        self.assets = assets
         self.logger = logger
     }
 
     /// One pass: prunes what is past retention.
     ///
-    /// - returns: how many asset contents were dropped.
+    /// - returns: how many asset contents were dropped (rows kept in the storage and files of
+    ///   the asset store).
     /// - throws: the storage's error.
     @discardableResult
     public func runOnce() async throws -> Int {
@@ -73,7 +78,9 @@ public struct StorageMaintenance: Sendable {
         }
         try await self.storage.pruneNotifications(
             createdBefore: Wire.Timestamp(seconds: now.seconds - self.notificationRetentionSeconds, nanos: now.nanos))
-        return try await self.storage.pruneUnreferencedAssets()
+        let rows = try await self.storage.pruneUnreferencedAssets()
+        let files = try await self.assets?.collect().contents ?? 0
+        return rows + files
     }
 
     /// Passes every `interval` until the task is cancelled; a failed pass is logged and the

@@ -109,14 +109,19 @@ enum RecordCodec {
 
     // MARK: - Assets
 
-    /// Inline asset content taken out of a record to save.
+    /// Asset content arriving with a record to save: inline bytes, or content the
+    /// server's file store holds (`content == nil`).
     struct AssetContent: Sendable {
         var sha256: [UInt8]
-        var content: [UInt8]
+        var size: UInt64
+        /// The bytes, kept in SQLite; nil when the content is a file of the asset store.
+        var content: [UInt8]?
     }
 
     /// Moves inline asset content out of `record` (leaving checksum and size),
-    /// verifying size and SHA-256. Upload handles are refused (no upload store yet).
+    /// verifying size and SHA-256. An asset whose upload handle is `RecordModification.fileContentHandle`
+    /// names content the server's asset file store holds (its checksum and size are in the
+    /// asset); any other upload handle is one the server did not resolve, and is refused.
     static func extractAssets(_ record: inout Wire.Record) -> ItemResult<[AssetContent]> {
         var contents: [AssetContent] = []
         for i in record.fields.indices {
@@ -149,9 +154,15 @@ enum RecordCodec {
             } else if asset.sha256 != digest {
                 return error(.assetFileModified, "asset content does not match its SHA-256")
             }
-            contents.append(AssetContent(sha256: digest, content: bytes))
-        case .uploadHandle:
-            return error(.assetFileNotFound, "asset upload handles are not supported by this store yet")
+            contents.append(AssetContent(sha256: digest, size: UInt64(bytes.count), content: bytes))
+        case .uploadHandle(let handle):
+            guard handle == RecordModification.fileContentHandle else {
+                return error(.assetFileNotFound, "upload handle \(handle.prefix(16))… was not resolved by the server")
+            }
+            guard asset.sha256.count == 32 else {
+                return error(.invalidArguments, "asset with an upload handle needs its 32-byte SHA-256")
+            }
+            contents.append(AssetContent(sha256: asset.sha256, size: asset.size, content: nil))
         case .downloadHandle, nil:
             guard asset.sha256.count == 32 else {
                 return error(.invalidArguments, "asset without content needs its 32-byte SHA-256")

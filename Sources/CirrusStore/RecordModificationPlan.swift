@@ -53,8 +53,8 @@ struct RecordModificationPlan: Sendable {
             case .success(let name): zoneName = name
             }
             var problem = RecordCodec.checkName(recordID.recordName, of: "record")
-            if problem == nil, case .save(_, let record) = item {
-                problem = RecordCodec.checkRecordToSave(record)
+            if problem == nil, case .save(let index, let record) = item {
+                problem = request.refusals[index] ?? RecordCodec.checkRecordToSave(record)
                     ?? RecordCodec.checkLinksStayInZone(record, zoneName: zoneName, in: key)
             }
             if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {

@@ -107,6 +107,24 @@ public protocol RecordStorage: SubscriptionStorage, UserStorage, TokenStorage {
     @discardableResult
     func pruneUnreferencedAssets() async throws -> Int
 
+    /// Forgets the asset content `sha256` if no record refers to it, in one transaction:
+    /// true when it is now unknown (a save naming it after this fails with
+    /// `assetFileNotFound`), so its file may go; false when a record still refers to it.
+    ///
+    /// - throws: ``StoreError``.
+    func dropAssetIfUnreferenced(_ sha256: [UInt8]) async throws -> Bool
+
+    /// Whether any record refers to the asset content `sha256`.
+    ///
+    /// - throws: ``StoreError``.
+    func assetIsReferenced(_ sha256: [UInt8]) async throws -> Bool
+
+    /// Bytes of distinct asset content referred to by records `user` created (the
+    /// per-user quota counts these).
+    ///
+    /// - throws: ``StoreError``.
+    func assetBytes(createdBy user: String) async throws -> UInt64
+
     /// The first page of a query (CKQueryOperation) over one zone: at most
     /// `limit` matching records in the query's order, restricted to
     /// `desiredKeys` (nil = all fields, [] = system fields only), and a cursor
@@ -175,6 +193,9 @@ public struct RecordModification: Sendable, Hashable {
     public var isAtomic: Bool
     /// Remembered with every zone this request wrote to; empty = none.
     public var clientChangeToken: [UInt8]
+    /// Saves the server refused before they reached the store (an asset it could not take),
+    /// by index in `recordsToSave`: each fails with its failure, and fails its atomic zone.
+    public var refusals: [Int: ItemFailure] = [:]
 
     public init(
         saving recordsToSave: [Wire.Record] = [],
@@ -191,6 +212,13 @@ public struct RecordModification: Sendable, Hashable {
     }
 
     var itemCount: Int { recordsToSave.count + recordIDsToDelete.count }
+
+    /// The upload handle the server puts in an asset to save whose content its asset file
+    /// store holds (it resolved and checked the client's handle, or wrote the inline content
+    /// to a file), with the asset's SHA-256 and size: the empty string, which no handle the
+    /// server issues is. Any other upload handle reaching the store is refused
+    /// (`assetFileNotFound`).
+    public static let fileContentHandle = ""
 }
 
 /// What a ``RecordStorage/modifyRecords(_:in:by:)`` call did, in request order.

@@ -154,9 +154,11 @@ extension RecordWriter {
                 sql: "INSERT INTO asset_references (record_id, sha256) VALUES (?, ?)", arguments: [rowID, Data(checksum)])
         }
         for asset in prepared.assets {
+            // Content kept as a file of the asset store has an empty blob here: the row
+            // says the server has it (and its size), the file holds the bytes.
             try db.run(
                 sql: "INSERT OR IGNORE INTO assets (sha256, size, content) VALUES (?, ?, ?)",
-                arguments: [Data(asset.sha256), asset.content.count, Data(asset.content)])
+                arguments: [Data(asset.sha256), Int64(clamping: asset.size), Data(asset.content ?? [])])
         }
         touch(zone.id)
         if !subscriptions.isEmpty {

@@ -18,6 +18,7 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case unknownItem, zoneNotFound, serverRecordChanged, batchRequestFailed, invalidArguments
             case permissionFailure, assetFileNotFound, assetFileModified, limitExceeded, referenceViolation
+            case quotaExceeded, internalError
         }
 
         private let base: Base
@@ -43,6 +44,10 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
         public static let limitExceeded = Code(.limitExceeded)
         /// The target of a `deleteSelf` reference is neither stored nor saved by the same request.
         public static let referenceViolation = Code(.referenceViolation)
+        /// The item would take its user above their storage quota (asset bytes).
+        public static let quotaExceeded = Code(.quotaExceeded)
+        /// The server failed to handle the item (e.g. it could not write an asset file).
+        public static let internalError = Code(.internalError)
 
         public var description: String { "\(base)" }
     }

@@ -145,7 +145,10 @@ enum StoreRows {
         var result: [[UInt8]: [UInt8]] = [:]
         for checksum in RecordCodec.assetChecksums(in: record) {
             if let content = try db.data(
-                sql: "SELECT content FROM assets WHERE sha256 = ?", arguments: [Data(checksum)])
+                // A row whose blob is shorter than its size is a file of the asset store:
+                // the record goes out without inline content.
+                sql: "SELECT content FROM assets WHERE sha256 = ? AND length(content) = size",
+                arguments: [Data(checksum)])
             {
                 result[checksum] = [UInt8](content)
             }

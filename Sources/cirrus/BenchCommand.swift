@@ -39,6 +39,12 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Zones to spread the load over.") var zones = 1
     @Option(help: "Records written to each zone before reads.") var preload = 1_000
     @Option(help: "With --op stream: events (records) each operation streams (default 10000).") var events: Int?
+    @Option(name: .customLong("asset-bytes"), help: "With --op upload or download: bytes of the asset file (default 1048576).")
+    var assetBytes: Int?
+    @Option(
+        name: .customLong("server-pid"),
+        help: "Sample this local server process's resident memory during the run and report its growth (Linux).")
+    var serverPID: Int32?
     @Option(help: "Seed of every random choice.") var seed: UInt64 = 1
     @Option(help: "Open-loop target rate in operations per second (closed loop when absent).") var rate: Double?
     @Flag(help: "Measure new connections (TCP + TLS 1.3 + Hello) per second instead of operations.") var handshakes = false
@@ -75,7 +81,8 @@ struct Bench: AsyncParsableCommand {
                 configuration.workload = try BenchMix(parsing: "modify=20,fetch=70,query=10")
             } else {
                 guard let kind = BenchOperationKind(rawValue: self.op) else {
-                    throw CLIError.usage("--op '\(self.op)': one of modify, fetch, query, changes, ping, stream, mixed")
+                    throw CLIError.usage(
+                        "--op '\(self.op)': one of modify, fetch, query, changes, ping, stream, upload, download, mixed")
                 }
                 configuration.workload = BenchMix(single: kind)
             }
@@ -92,6 +99,12 @@ struct Bench: AsyncParsableCommand {
             }
             configuration.eventsPerStream = events
         }
+        if let assetBytes = self.assetBytes {
+            guard configuration.workload.movesAssets else {
+                throw CLIError.usage("--asset-bytes goes with --op upload or --op download")
+            }
+            configuration.assetBytes = assetBytes
+        }
         configuration.seed = self.seed
         configuration.rate = self.rate
         configuration.handshakes = self.handshakes
@@ -107,7 +120,20 @@ struct Bench: AsyncParsableCommand {
             }
         }
 
+        let sampler = self.serverPID.map { ProcessMemorySampler(pid: $0) }
+        if let sampler {
+            guard sampler.residentBytes() != nil else {
+                throw CLIError.usage("--server-pid \(sampler.pid): no such local process (or /proc cannot be read)")
+            }
+            sampler.start()
+        }
+        let measuring = Locked(false)
         let runner = BenchRunner(configuration: configuration) { progress in
+            if !progress.warmingUp, let sampler, !measuring.withLock({ $0 }) {
+                // Set-up (preloads, the asset a download fetches) is not what is measured.
+                measuring.withLock { $0 = true }
+                sampler.restartFromNow()
+            }
             Terminal.progress(
                 String(
                     format: "%@ %@  %@ ops  %.0f ops/s  %@ errors", progress.warmingUp ? "warm-up" : "elapsed",
@@ -126,6 +152,7 @@ struct Bench: AsyncParsableCommand {
             }
         }
         Terminal.endProgress()
+        let memory = sampler?.stop()
         if let json = self.json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -142,6 +169,11 @@ struct Bench: AsyncParsableCommand {
         }
         if self.json != "-" {
             print(BenchTable.render(result))
+            if let memory {
+                print(
+                    "server resident memory (pid \(self.serverPID ?? 0)): \(memory.baselineBytes >> 20) MiB at the start, "
+                        + "peak \(memory.peakBytes >> 20) MiB, growth \(memory.growthBytes >> 20) MiB")
+            }
         }
         if result.errorCount > 0 {
             throw ExitCode(CLIExitCode.failure.rawValue)

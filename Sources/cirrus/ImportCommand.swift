@@ -145,6 +145,11 @@ struct Export: AsyncParsableCommand {
     @OptionGroup var location: LocationOptions
     @Option(name: .customLong("record-type"), help: "Only records of this type (by query).") var recordType: String?
     @Option(name: [.short, .long], help: "Write to this file instead of stdout.") var output: String?
+    @Option(
+        help: ArgumentHelp(
+            "Write each asset's file into this directory (named by its content) and name those files in the lines.",
+            discussion: "Without it the lines name the files the assets were downloaded to (a cache the client may clear)."))
+    var assets: String?
     @Option(help: "auto (a line on a terminal), bar, json (a JSON line a second on stderr) or none.")
     var progress: ProgressStyle = .auto
 
@@ -164,7 +169,8 @@ struct Export: AsyncParsableCommand {
         }
         let count = try await Exporter.export(
             database: self.location.database(of: container), zoneID: self.location.zoneID, recordType: self.recordType,
-            writer: LineWriter(handle: handle), progress: { reporter.update(done: $0, total: nil) })
+            writer: LineWriter(handle: handle), assetDirectory: self.assets.map { URL(fileURLWithPath: $0, isDirectory: true) },
+            progress: { reporter.update(done: $0, total: nil) })
         reporter.finish(done: count, total: nil)
         if self.output != nil {
             Terminal.note("exported \(count) records")

@@ -164,6 +164,12 @@ struct Cirrusd: AsyncParsableCommand {
     @Option(help: "Bytes all connections together may leave waiting for slow readers before those over their share pause.")
     var maxOutboundBytes = OutboundBudget().limit
 
+    @Option(help: "The largest asset (CKAsset file) accepted, in bytes; larger uploads get limitExceeded.")
+    var maxAssetBytes: UInt64 = AssetStore.Limits().maxAssetBytes
+
+    @Option(help: "Bytes of asset content one user's records and unfinished uploads may hold (0 = no limit); beyond it uploads get quotaExceeded.")
+    var maxUserBytes: UInt64 = 0
+
     @Option(help: "Ping a peer that has sent nothing for this long (e.g. 30s).")
     var keepaliveInterval = DurationArgument(seconds: 30)
 
@@ -262,8 +268,11 @@ struct Cirrusd: AsyncParsableCommand {
         let users = UserDirectory(storage: storage, webAuthTokenLifetime: self.webAuthTokenLifetime.seconds, logger: logger)
         try await users.load()
         configuration.users = users
+        let assets = try AssetStore(
+            directory: (self.dataDir as NSString).appendingPathComponent("assets"), storage: storage, secret: secret,
+            limits: AssetStore.Limits(maxAssetBytes: self.maxAssetBytes, maxUserBytes: self.maxUserBytes == 0 ? nil : self.maxUserBytes))
         let executor = StorageExecutor(
-            storage: storage, tokens: ChangeTokenSealer(secret: secret), users: users, logger: logger)
+            storage: storage, tokens: ChangeTokenSealer(secret: secret), users: users, assets: assets, logger: logger)
         configuration.executor = executor
         let longLived = LongLivedOperations(
             journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds, logger: logger)
@@ -277,7 +286,8 @@ struct Cirrusd: AsyncParsableCommand {
             storage: storage, tombstoneRetentionSeconds: self.tombstoneRetention.seconds,
             queryCursorLifetimeSeconds: self.queryCursorLifetime.seconds,
             longLivedRetentionSeconds: self.longLivedRetention.seconds,
-            notificationRetentionSeconds: self.notificationRetention.seconds, logger: logger, metrics: metrics?.server)
+            notificationRetentionSeconds: self.notificationRetention.seconds, assets: assets, logger: logger,
+            metrics: metrics?.server)
         let server = CirrusServer(configuration: configuration, logger: logger)
         // New connections use the reloaded files; open ones keep theirs.
         let reload = SignalWatcher(signals: [SIGHUP]) {

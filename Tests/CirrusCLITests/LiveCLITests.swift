@@ -222,6 +222,29 @@ struct LiveCLITests {
         #expect((ann["home"] as? CKLocation)?.longitude == 2.35)
     }
 
+    /// An asset larger than a frame goes in by `import` (streamed) and out by `export --assets`,
+    /// whose lines name the files written beside them.
+    @Test func importAndExportCarryAssetsAsFiles() async throws {
+        let server = try CirrusdProcess()
+        let directory = try Paths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let bytes = Data((0..<(6 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) })
+        try bytes.write(to: URL(fileURLWithPath: directory + "/movie.bin"))
+        let file = directory + "/rows.jsonl"
+        try "{\"$recordName\": \"m1\", \"film\": {\"$asset\": \"movie.bin\"}}\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let imported = try CLI.run(["import", file, "--record-type", "Film", "--zone", "F"] + CLI.connection(server), in: directory)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let out = directory + "/out"
+        let exported = try CLI.run(["export", "--zone", "F", "--assets", out] + CLI.connection(server))
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: out)
+        #expect(files.count == 1)
+        let name = try #require(files.first)
+        #expect(exported.stdout.contains(out + "/" + name), "\(exported.stdout)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out + "/" + name)) == bytes)
+    }
+
     @Test func badRowsAreReportedWithTheirLineUnderBothModes() async throws {
         let server = try CirrusdProcess()
         let directory = try Paths.temporaryDirectory()

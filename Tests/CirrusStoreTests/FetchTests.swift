@@ -111,6 +111,27 @@ struct FetchTests {
         }
     }
 
+    /// Content the server's asset file store holds is saved by checksum and size with the
+    /// file-content handle; the record comes back without inline bytes, and the user's asset
+    /// bytes count it once.
+    @Test func fileContentIsSavedByChecksumAndCountedOnce() async throws {
+        try await withStore { storage, _ in
+            let digest = Wire.SHA256.hash(Array("in a file".utf8))
+            let file = Wire.Asset(sha256: digest, size: 5000, content: .uploadHandle(RecordModification.fileContentHandle))
+            try await storage.saveAll([note("a", [field("f", .assetValue(file))]), note("b", [field("f", .assetValue(file))])])
+            let fetched = try #require(try await storage.fetch(recordID("a")).record)
+            #expect(fetched.value("f") == .assetValue(Wire.Asset(sha256: digest, size: 5000)))
+            #expect(try await storage.assetIsReferenced(digest))
+            #expect(try await storage.assetBytes(createdBy: "_alice") == 5000)
+            #expect(try await storage.dropAssetIfUnreferenced(digest) == false)
+            _ = try await storage.modifyRecords(
+                RecordModification(deleting: [recordID("a"), recordID("b")]), in: alice, by: "_alice")
+            #expect(try await storage.assetIsReferenced(digest) == false)
+            #expect(try await storage.dropAssetIfUnreferenced(digest))
+            #expect(try await storage.count("assets") == 0)
+        }
+    }
+
     @Test func anAssetWithoutContentMustAlreadyBeStored() async throws {
         try await withStore { storage, _ in
             let content: [UInt8] = Array("shared bytes".utf8)

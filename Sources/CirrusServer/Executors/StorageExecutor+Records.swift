@@ -9,7 +9,7 @@ extension StorageExecutor {
         if let refused = Self.tooManyItems(request.recordsToSave.count + request.recordIDsToDelete.count) {
             return refused
         }
-        var modification = Self.modification(request)
+        var modification = await self.storingAssets(Self.modification(request), caller: context.caller)
         modification.recordsToSave = modification.recordsToSave.map(context.owners.inbound)
         modification.recordIDsToDelete = modification.recordIDsToDelete.map(context.owners.inbound)
         let result = try await self.storage.modifyRecords(
@@ -31,7 +31,7 @@ extension StorageExecutor {
     private func modifyRecords(
         _ request: Wire.ModifyRecordsRequest, _ context: Context, journaledBy run: LongLivedRun
     ) async throws -> OperationCompletion {
-        let modification = Self.modification(request)
+        let modification = await self.storingAssets(Self.modification(request), caller: context.caller)
         let saves = modification.recordsToSave.map(context.owners.inbound)
         let deletes = modification.recordIDsToDelete.map(context.owners.inbound)
         let total = saves.count + deletes.count
@@ -44,6 +44,10 @@ extension StorageExecutor {
             let end = min(done + Self.maximumItems, total)
             var chunk = modification
             chunk.recordsToSave = Array(saves[min(done, saves.count)..<min(end, saves.count)])
+            chunk.refusals = [:]
+            for (index, refusal) in modification.refusals where index >= done && index < end {
+                chunk.refusals[index - done] = refusal
+            }
             chunk.recordIDsToDelete = Array(deletes[max(done - saves.count, 0)..<max(end - saves.count, 0)])
             let events = try await run.modifyRecords(
                 chunk, in: context.database, events: { Self.modifyEvents($0, owners) },

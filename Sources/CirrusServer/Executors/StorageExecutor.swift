@@ -21,18 +21,25 @@ public struct StorageExecutor: OperationExecutor {
     public let notifications: NotificationHub
     /// The user directory the identity kinds read and write (in the same storage).
     public let users: UserDirectory
+    /// Where asset content lives as files (uploads, downloads, content of saved records); nil =
+    /// assets travel inline and are kept in the storage, and `UploadAsset`/`DownloadAsset`
+    /// are refused.
+    public let assets: AssetStore?
 
     /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
     ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.
     /// - parameter users: the directory over `storage` the server also refuses disabled users
     ///   with (``ServerConfiguration/users``); a fresh one when nil.
+    /// - parameter assets: the asset file store over the same `storage`.
     public init(
         storage: any RecordStorage,
         tokens: ChangeTokenSealer = .ephemeral(),
         users: UserDirectory? = nil,
+        assets: AssetStore? = nil,
         logger: Logger = Logger(label: "cirrusd.operations")
     ) {
         self.storage = storage
+        self.assets = assets
         self.tokens = tokens
         self.logger = logger
         self.notifications = NotificationHub(observing: storage)
@@ -83,7 +90,9 @@ public struct StorageExecutor: OperationExecutor {
         let context = Context(
             database: database,
             caller: caller,
-            owners: ZoneOwnerMapping(databaseOwner: database.owner),
+            owners: ZoneOwnerMapping(
+                databaseOwner: database.owner,
+                downloads: self.assets.map { AssetDownloadIssuer(assets: $0, user: caller.userRecordName) }),
             stream: stream,
             run: stream.run
         )
@@ -107,6 +116,10 @@ public struct StorageExecutor: OperationExecutor {
                 return try await self.modifySubscriptions(request, context)
             case .fetchSubscriptions(let request):
                 return try await self.fetchSubscriptions(request, context)
+            case .uploadAsset(let request):
+                return try await self.uploadAsset(request, context)
+            case .downloadAsset(let request):
+                return try await self.downloadAsset(request, context)
             default:
                 return Self.refusal(of: request)
             }
@@ -122,8 +135,10 @@ public struct StorageExecutor: OperationExecutor {
             .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
             .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge:
             return true
+        case .uploadAsset, .downloadAsset:
+            return self.assets != nil
         case .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
-            .uploadAsset, .downloadAsset, .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
+            .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
             return false
         }
     }

@@ -45,6 +45,7 @@ extension ItemFailure.Code {
         case .assetFileModified: .assetFileModified
         case .limitExceeded: .limitExceeded
         case .referenceViolation: .referenceViolation
+        case .quotaExceeded: .quotaExceeded
         default: .internalError
         }
     }

@@ -12,6 +12,9 @@ struct ZoneOwnerMapping: Sendable {
 
     /// The owner the store uses for this database.
     let databaseOwner: String
+    /// Gives outbound assets whose content is a file a download handle for the caller; nil =
+    /// assets go out as the store has them.
+    var downloads: AssetDownloadIssuer? = nil
 
     // MARK: Inbound
 
@@ -52,7 +55,9 @@ struct ZoneOwnerMapping: Sendable {
     }
 
     func outbound(_ record: Wire.Record) -> Wire.Record {
-        self.map(record, zone: self.outbound)
+        let mapped = self.map(record, zone: self.outbound)
+        guard let downloads else { return mapped }
+        return downloads.addingHandles(to: mapped)
     }
 
     func outbound(_ zone: Wire.RecordZone) -> Wire.RecordZone {

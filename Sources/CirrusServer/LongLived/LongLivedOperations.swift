@@ -371,7 +371,9 @@ public final class LongLivedOperations: Sendable {
         guard let request = open.request, executor.runs(request) else { return false }
         switch request {
         case .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
-            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge:
+            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge,
+            .uploadAsset, .downloadAsset:
+            // Asset transfers are never long-lived: each resumes by its upload ID or offset.
             return false
         default:
             return true

@@ -7,18 +7,22 @@ public import NIOCore
 
 extension Wire {
     public struct UploadAssetRequest: WireMessage {
-        /// Client-generated ID grouping the chunks of one file (e.g. a UUID).
-        /// Unfinished uploads are discarded 24 h after their last chunk.
+        /// Client-generated ID grouping the chunks of one file (e.g. a UUID), 1…256
+        /// bytes, per user (another user's upload_id is another upload). Unfinished
+        /// uploads are discarded 24 h after their last chunk.
         public var uploadID: String = ""
-        /// byte offset of `data` in the file; must equal the bytes received so far
+        /// Byte offset of `data` in the file; at most the bytes received so far (a
+        /// later one is INVALID_ARGUMENTS: a chunk out of order). Bytes before that
+        /// are skipped, so a client resuming may send again from an earlier chunk.
+        /// An empty, non-final chunk asks where to resume (answer: received_bytes).
         public var offset: UInt64 = 0
         /// chunk content; frame must stay within max_frame_bytes
         public var data: [UInt8] = []
-        /// whole file size in bytes (same in every chunk)
+        /// whole file size in bytes (same in every chunk); above the server's limit: LIMIT_EXCEEDED, above the user's quota: QUOTA_EXCEEDED
         public var totalSize: UInt64 = 0
         /// SHA-256 of the whole file, 32 bytes (same in every chunk)
         public var sha256: [UInt8] = []
-        /// last chunk: the server verifies size + sha256 (ASSET_FILE_MODIFIED if wrong)
+        /// last chunk: the server verifies size + sha256 (ASSET_FILE_MODIFIED if wrong: the upload is discarded); repeated after success it answers the same handle
         public var isFinal: Bool = false
 
         /// A value with every field at its default.
@@ -47,7 +51,8 @@ extension Wire {
         /// bytes stored so far; the next chunk's offset (resume point after a drop)
         public var receivedBytes: UInt64 = 0
         /// Set after the final chunk: put it in Asset.upload_handle. Valid 24 h, for
-        /// this user only; unused handles are then deleted (ASSET_FILE_NOT_FOUND).
+        /// this user only (another user's: PERMISSION_FAILURE); after that the
+        /// content is deleted unless a record holds it (ASSET_FILE_NOT_FOUND).
         public var uploadHandle: String = ""
 
         /// A value with every field at its default.
@@ -64,13 +69,13 @@ extension Wire {
     }
 
     public struct DownloadAssetRequest: WireMessage {
-        /// from Asset.download_handle
+        /// from Asset.download_handle; for the user it was sent to (else PERMISSION_FAILURE); ASSET_FILE_NOT_FOUND once expired or the asset's records are deleted
         public var downloadHandle: String = ""
         /// first byte wanted
         public var offset: UInt64 = 0
         /// bytes wanted; 0 = to the end
         public var length: UInt64 = 0
-        /// preferred bytes per event; 0 = server chooses (fits max_frame_bytes)
+        /// preferred bytes per event (4 KiB … 2 MiB); 0 = 1 MiB
         public var chunkBytes: UInt32 = 0
 
         /// A value with every field at its default.

@@ -109,7 +109,7 @@ extension Wire {
             /// negotiated max_frame_bytes; server→client when the record still fits.
             case inlineData([UInt8])
             /// Server→client: fetch the bytes with a DownloadAsset operation. Valid
-            /// for at least 1 hour after the frame was sent.
+            /// for 24 hours after the frame was sent, for the user it was sent to.
             case downloadHandle(String)
         }
 

@@ -48,6 +48,8 @@ struct StackInternals: Sendable {
     let maintenance: StorageMaintenance
     /// The server's user directory (what `cirrusd users` changes is in `storage`).
     let users: UserDirectory
+    /// The server's asset files.
+    let assets: AssetStore
     /// The server, once started.
     var server: CirrusServer?
 }
@@ -57,6 +59,7 @@ struct StackInternals: Sendable {
 func withStack(
     clock: ManualClock?,
     tombstoneRetentionSeconds: Int64 = 3600,
+    assetLimits: AssetStore.Limits = AssetStore.Limits(),
     _ body: (_ container: @escaping @Sendable (String) -> CKContainer, _ internals: StackInternals) async throws -> Void
 ) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-e2e-\(UUID().uuidString)").path
@@ -65,13 +68,18 @@ func withStack(
     let storage = try SQLiteStorage(directory: directory, clock: now)
     defer { try? storage.close() }
     let users = UserDirectory(storage: storage, clock: now)
-    let executor = StorageExecutor(storage: storage, users: users)
+    let assets = try AssetStore(
+        directory: directory + "/assets", storage: storage, secret: Array("stack secret".utf8), limits: assetLimits,
+        clock: now)
+    let executor = StorageExecutor(storage: storage, users: users, assets: assets)
     let longLived = LongLivedOperations(journal: storage, executor: executor, clock: now)
     var internals = StackInternals(
         storage: storage,
         longLived: longLived,
-        maintenance: StorageMaintenance(storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: now),
-        users: executor.users)
+        maintenance: StorageMaintenance(
+            storage: storage, tombstoneRetentionSeconds: tombstoneRetentionSeconds, clock: now, assets: assets),
+        users: executor.users,
+        assets: assets)
     try await withServer(configure: {
         $0.executor = executor
         $0.longLivedOperations = longLived

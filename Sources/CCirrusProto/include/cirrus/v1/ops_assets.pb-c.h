@@ -32,12 +32,16 @@ struct  Cirrus__V1__UploadAssetRequest
 {
   ProtobufCMessage base;
   /*
-   * Client-generated ID grouping the chunks of one file (e.g. a UUID).
-   * Unfinished uploads are discarded 24 h after their last chunk.
+   * Client-generated ID grouping the chunks of one file (e.g. a UUID), 1…256
+   * bytes, per user (another user's upload_id is another upload). Unfinished
+   * uploads are discarded 24 h after their last chunk.
    */
   char *upload_id;
   /*
-   * byte offset of `data` in the file; must equal the bytes received so far
+   * Byte offset of `data` in the file; at most the bytes received so far (a
+   * later one is INVALID_ARGUMENTS: a chunk out of order). Bytes before that
+   * are skipped, so a client resuming may send again from an earlier chunk.
+   * An empty, non-final chunk asks where to resume (answer: received_bytes).
    */
   uint64_t offset;
   /*
@@ -45,7 +49,7 @@ struct  Cirrus__V1__UploadAssetRequest
    */
   ProtobufCBinaryData data;
   /*
-   * whole file size in bytes (same in every chunk)
+   * whole file size in bytes (same in every chunk); above the server's limit: LIMIT_EXCEEDED, above the user's quota: QUOTA_EXCEEDED
    */
   uint64_t total_size;
   /*
@@ -53,7 +57,7 @@ struct  Cirrus__V1__UploadAssetRequest
    */
   ProtobufCBinaryData sha256;
   /*
-   * last chunk: the server verifies size + sha256 (ASSET_FILE_MODIFIED if wrong)
+   * last chunk: the server verifies size + sha256 (ASSET_FILE_MODIFIED if wrong: the upload is discarded); repeated after success it answers the same handle
    */
   protobuf_c_boolean is_final;
 };
@@ -74,7 +78,8 @@ struct  Cirrus__V1__UploadAssetResult
   uint64_t received_bytes;
   /*
    * Set after the final chunk: put it in Asset.upload_handle. Valid 24 h, for
-   * this user only; unused handles are then deleted (ASSET_FILE_NOT_FOUND).
+   * this user only (another user's: PERMISSION_FAILURE); after that the
+   * content is deleted unless a record holds it (ASSET_FILE_NOT_FOUND).
    */
   char *upload_handle;
 };
@@ -87,7 +92,7 @@ struct  Cirrus__V1__DownloadAssetRequest
 {
   ProtobufCMessage base;
   /*
-   * from Asset.download_handle
+   * from Asset.download_handle; for the user it was sent to (else PERMISSION_FAILURE); ASSET_FILE_NOT_FOUND once expired or the asset's records are deleted
    */
   char *download_handle;
   /*
@@ -99,7 +104,7 @@ struct  Cirrus__V1__DownloadAssetRequest
    */
   uint64_t length;
   /*
-   * preferred bytes per event; 0 = server chooses (fits max_frame_bytes)
+   * preferred bytes per event (4 KiB … 2 MiB); 0 = 1 MiB
    */
   uint32_t chunk_bytes;
 };

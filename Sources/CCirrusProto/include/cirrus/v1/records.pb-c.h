@@ -126,7 +126,7 @@ struct  Cirrus__V1__Asset
     ProtobufCBinaryData inline_data;
     /*
      * Server→client: fetch the bytes with a DownloadAsset operation. Valid
-     * for at least 1 hour after the frame was sent.
+     * for 24 hours after the frame was sent, for the user it was sent to.
      */
     char *download_handle;
   };
