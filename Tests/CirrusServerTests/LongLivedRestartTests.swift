@@ -12,7 +12,7 @@ struct LongLivedRestartTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let feedZone = Wire.RecordZoneID(zoneName: "Feed", ownerName: "__defaultOwner__")
         let feedRecords = (0..<1_000).map { note("f\($0)", title: "feed \($0)", zone: feedZone) }
-        let records = (0..<10_000).map { note("m\($0)", title: "modified \($0)") }
+        let records = (0..<30_000).map { note("m\($0)", title: "modified \($0)") }
 
         var modifyBefore = Followed()
         var feedBefore = Followed()
@@ -37,7 +37,8 @@ struct LongLivedRestartTests {
                 operationID: "feed", streamID: 1, window: 1_000)
             feedBefore = try await feeder.follow(streamID: 1, window: 1_000, stopAfter: 50)
             // The modify starts last and the kill follows its 50th event at once, so the crash
-            // lands inside it (25 chunks of 400) however fast or loaded the machine is.
+            // lands inside it (75 chunks of 400: 10,000 records once finished before a loaded
+            // machine's kill landed).
             let modifier = try await TestClient.connect(port: server.port)
             _ = try await modifier.handshake()
             try await modifier.openLongLived(
@@ -49,7 +50,7 @@ struct LongLivedRestartTests {
             await feeder.close()
         }
         #expect(modifyBefore.persisted && feedBefore.persisted)
-        // What the dead server left on disk: the 10,000-record modify was killed in the middle,
+        // What the dead server left on disk: the 30,000-record modify was killed in the middle,
         // so the restarted server must continue it, not replay a finished one.
         do {
             let storage = try SQLiteStorage(directory: directory)
@@ -57,7 +58,7 @@ struct LongLivedRestartTests {
             try storage.close()
             #expect(left?.isCompleted == false)
             #expect((left?.lastSeq ?? 0) >= UInt64(modifyBefore.events.count))
-            #expect((left?.lastSeq ?? .max) < 10_000)
+            #expect((left?.lastSeq ?? .max) < 30_000)
         }
 
         let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
@@ -71,7 +72,7 @@ struct LongLivedRestartTests {
         let modifyEvents = modifyBefore.events + modifyAfter.events
         expectContiguous(modifyEvents)
         #expect(modifyAfter.complete?.error == nil, "no record was saved twice (that would be a conflict)")
-        #expect(modifyAfter.complete?.lastSeq == 10_000)
+        #expect(modifyAfter.complete?.lastSeq == 30_000)
         let saved = modifyEvents.compactMap(savedRecordOf)
         #expect(saved.map { $0.recordID?.recordName } == records.map { $0.recordID?.recordName })
 

@@ -150,6 +150,9 @@ final class CirrusdProcess: @unchecked Sendable {
 
     /// SIGKILL, waited for on a thread of its own (see ``launch(arguments:standardErrorPath:)``).
     func killed() async {
+        // The signal goes at once, from the caller: sent after the hop, it let a loaded machine's
+        // process run on long enough to finish the work a test meant to interrupt.
+        self.process.signal(SIGKILL)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {
                 self.kill()
