@@ -16,6 +16,11 @@ struct ConvenienceScope: Sendable {
         if let configuration = scope.configuration { operation.configuration = configuration }
         if let group = scope.group { operation.group = group }
     }
+
+    /// Runs `body` with this scope as the task's.
+    func run<R>(_ body: () async throws -> R) async rethrows -> R {
+        try await Self.$current.withValue(self) { try await body() }
+    }
 }
 
 extension CKDatabase {
@@ -36,9 +41,7 @@ extension CKDatabase {
         group: CKOperationGroup? = nil,
         body: (CKDatabase) async throws -> R
     ) async rethrows -> R {
-        try await ConvenienceScope.$current.withValue(ConvenienceScope(configuration: configuration, group: group)) {
-            try await body(self)
-        }
+        try await ConvenienceScope(configuration: configuration, group: group).run { try await body(self) }
     }
 }
 
@@ -50,8 +53,6 @@ extension CKContainer {
         group: CKOperationGroup? = nil,
         body: (CKContainer) async throws -> R
     ) async rethrows -> R {
-        try await ConvenienceScope.$current.withValue(ConvenienceScope(configuration: configuration, group: group)) {
-            try await body(self)
-        }
+        try await ConvenienceScope(configuration: configuration, group: group).run { try await body(self) }
     }
 }

@@ -28,17 +28,7 @@ extension CKRecord {
     /// Unlike CloudKit's, a `CKRecord` here is not an `NSObject`: archive it with this method
     /// and ``init(coder:)`` (as above), not with `archivedData(withRootObject:)`.
     public func encodeSystemFields(with coder: NSCoder) {
-        let state = self.state.withLock { $0 }
-        let wire = Wire.Record(
-            recordID: recordID.wireRecordID,
-            recordType: recordType,
-            recordChangeTag: state.recordChangeTag ?? "",
-            creationDate: state.creationDate?.wireTimestamp,
-            modificationDate: state.modificationDate?.wireTimestamp,
-            creatorUserRecordID: state.creatorUserRecordID?.wireRecordID,
-            lastModifiedUserRecordID: state.lastModifiedUserRecordID?.wireRecordID,
-            parent: state.parent?.wireReference,
-            share: state.share?.wireReference)
+        let wire = self.wireSystemFields(self.state.withLock { $0 })
         coder.encode(Self.systemFieldsVersion, forKey: Self.systemFieldsVersionKey)
         coder.encode(Data(wire.serializedBytes()), forKey: Self.systemFieldsKey)
     }

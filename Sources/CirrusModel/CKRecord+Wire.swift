@@ -103,7 +103,16 @@ extension CKRecord {
                 fields.append(Wire.RecordField(key: key, value: Wire.FieldValue(kind: kind), isEncrypted: encrypted))
             }
         }
-        return Wire.Record(
+        var record = self.wireSystemFields(state)
+        record.fields = fields
+        record.changedKeys = state.changedKeys
+        return record
+    }
+
+    /// The record's ID, type and system fields (change tag, dates, creator, last modifier,
+    /// parent, share) as a wire message without fields.
+    func wireSystemFields(_ state: State) -> Wire.Record {
+        Wire.Record(
             recordID: recordID.wireRecordID,
             recordType: recordType,
             recordChangeTag: state.recordChangeTag ?? "",
@@ -111,9 +120,7 @@ extension CKRecord {
             modificationDate: state.modificationDate?.wireTimestamp,
             creatorUserRecordID: state.creatorUserRecordID?.wireRecordID,
             lastModifiedUserRecordID: state.lastModifiedUserRecordID?.wireRecordID,
-            fields: fields,
             parent: state.parent?.wireReference,
-            share: state.share?.wireReference,
-            changedKeys: state.changedKeys)
+            share: state.share?.wireReference)
     }
 }

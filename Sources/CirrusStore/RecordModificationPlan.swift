@@ -19,6 +19,9 @@ struct RecordModificationPlan: Sendable {
     struct Group: Sendable {
         var zoneName: String
         var items: [GroupItem] = []
+        /// The names the group saves (items without a problem): a `deleteSelf` reference may
+        /// name one of them before it is stored (CloudKit: save both in one operation).
+        var savedNames: Set<String> = []
     }
 
     let request: RecordModification
@@ -61,12 +64,16 @@ struct RecordModificationPlan: Sendable {
                 problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
             }
             let entry = GroupItem(item: item, problem: problem)
-            if let i = groupIndex[zoneName] {
-                groups[i].items.append(entry)
+            let i: Int
+            if let existing = groupIndex[zoneName] {
+                i = existing
             } else {
-                groupIndex[zoneName] = groups.count
-                groups.append(Group(zoneName: zoneName, items: [entry]))
+                i = groups.count
+                groupIndex[zoneName] = i
+                groups.append(Group(zoneName: zoneName))
             }
+            groups[i].items.append(entry)
+            if problem == nil, case .save = item { groups[i].savedNames.insert(recordID.recordName) }
         }
     }
 

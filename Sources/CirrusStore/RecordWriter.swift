@@ -20,8 +20,7 @@ struct RecordWriter {
     var changes: [RecordChange] = []
     /// The subscribers who got notifications, once ``modify(_:)`` returned.
     private(set) var notified: Set<String> = []
-    /// The names the request saves in the zone being written: a `deleteSelf` reference may
-    /// name one of them before it is stored (CloudKit: save both records in one operation).
+    /// The names the request saves in the zone being written (``RecordModificationPlan/Group/savedNames``).
     private(set) var savedInZone: Set<String> = []
     /// Database and zone rows, and the change sequences handed out, shared with the
     /// transaction's other record writes; it stores the touched zones' sequences before the
@@ -73,10 +72,7 @@ struct RecordWriter {
         }
 
         for group in plan.groups {
-            savedInZone = Set(group.items.compactMap { entry -> String? in
-                guard entry.problem == nil, case .save(_, let record) = entry.item else { return nil }
-                return record.recordID?.recordName
-            })
+            savedInZone = group.savedNames
             guard let zone = try transaction.liveZone(db, databaseID, group.zoneName) else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
