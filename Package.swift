@@ -52,6 +52,7 @@ let package = Package(
                 "CCirrusProto",
                 "COpenSSL",
                 "CProtobufC",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
@@ -204,6 +205,7 @@ let package = Package(
             name: "CirrusKitTests",
             dependencies: [
                 "CirrusTestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 "CirrusKit",
                 "CirrusModel",

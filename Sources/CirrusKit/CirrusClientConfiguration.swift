@@ -1,3 +1,4 @@
+public import CoreMetrics
 import Foundation
 import Logging
 
@@ -69,6 +70,14 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
         set { self.loggerBox = LoggerBox(logger: newValue) }
     }
     private var loggerBox = LoggerBox(logger: Logger(label: "CirrusKit", factory: { _ in SwiftLogNoOpLogHandler() }))
+    /// Where the connection's counters go (``CirrusClientMetrics``: connections, failures,
+    /// reconnects, resumes, retries, bytes); nil = the process's `MetricsSystem`, which counts
+    /// nothing until the app bootstraps a backend. Not part of the configuration's equality.
+    public var metricsFactory: (any MetricsFactory)? {
+        get { self.metricsBox.factory }
+        set { self.metricsBox = MetricsFactoryBox(factory: newValue) }
+    }
+    private var metricsBox = MetricsFactoryBox(factory: nil)
 
     /// The version of this library.
     public static let libraryVersion = "0.1.0"
@@ -149,5 +158,12 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
 private struct LoggerBox: Sendable, Hashable {
     let logger: Logger
     static func == (lhs: LoggerBox, rhs: LoggerBox) -> Bool { true }
+    func hash(into hasher: inout Hasher) {}
+}
+
+/// A metrics factory that every other one equals, like ``LoggerBox``.
+private struct MetricsFactoryBox: Sendable, Hashable {
+    let factory: (any MetricsFactory)?
+    static func == (lhs: MetricsFactoryBox, rhs: MetricsFactoryBox) -> Bool { true }
     func hash(into hasher: inout Hasher) {}
 }

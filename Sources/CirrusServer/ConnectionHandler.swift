@@ -441,42 +441,50 @@ final class ConnectionHandler: ChannelDuplexHandler {
         if self.isPaused { stream.pause() }
         self.configuration.metrics?.streamOpened(open.request)
         self.operations[streamID] = RunningOperation(stream: stream)
+        let fields = self.logger.handler.metadata.merging(
+            OperationLogContext.fields(of: open, user: caller.userRecordName, stream: streamID)) { _, new in new }
         let task: Task<Void, Never>
         if let registry = self.configuration.longLivedOperations, LongLivedOperations.answers(open) {
             task = Task {
-                stream.complete(await registry.answer(open, caller: caller))
+                await OperationLogContext.withFields(fields) {
+                    stream.complete(await registry.answer(open, caller: caller))
+                }
             }
         } else if let registry = self.configuration.longLivedOperations, open.configuration?.isLongLived == true,
             registry.canRunDetached(open)
         {
             task = Task {
-                switch await registry.register(open, caller: caller) {
-                case .failure(let refusal):
-                    stream.complete(OperationCompletion(error: refusal.error))
-                case .success(let run):
-                    // Persisted only once durable; a client gone by then never had the operation.
-                    guard let attachment = run.attach() else {
-                        // A run just registered has no follower yet.
-                        stream.complete(.failure(.internalError, "operation \(run.key.operationID) attached before it ran"))
-                        return
+                await OperationLogContext.withFields(fields) {
+                    switch await registry.register(open, caller: caller) {
+                    case .failure(let refusal):
+                        stream.complete(OperationCompletion(error: refusal.error))
+                    case .success(let run):
+                        // Persisted only once durable; a client gone by then never had the operation.
+                        guard let attachment = run.attach() else {
+                            // A run just registered has no follower yet.
+                            stream.complete(.failure(.internalError, "operation \(run.key.operationID) attached before it ran"))
+                            return
+                        }
+                        let release: @Sendable () -> Void = { run.release(attachment) }
+                        guard await stream.persisted(key: run.key, release: release, then: { registry.start(run) }) else {
+                            run.release(attachment)
+                            await registry.abandon(run)
+                            return
+                        }
+                        await LongLivedOperations.follow(run, attachment: attachment, after: 0, stream: stream)
                     }
-                    let release: @Sendable () -> Void = { run.release(attachment) }
-                    guard await stream.persisted(key: run.key, release: release, then: { registry.start(run) }) else {
-                        run.release(attachment)
-                        await registry.abandon(run)
-                        return
-                    }
-                    await LongLivedOperations.follow(run, attachment: attachment, after: 0, stream: stream)
                 }
             }
         } else {
             let executor = self.configuration.executor
             let metrics = self.configuration.metrics
             task = Task {
-                let started = ContinuousClock.now
-                let completion = await executor.run(open, caller: caller, stream: stream)
-                metrics?.operationFinished(open.request, duration: .now - started)
-                stream.complete(completion)
+                await OperationLogContext.withFields(fields) {
+                    let started = ContinuousClock.now
+                    let completion = await executor.run(open, caller: caller, stream: stream)
+                    metrics?.operationFinished(open.request, duration: .now - started)
+                    stream.complete(completion)
+                }
             }
         }
         self.operations[streamID]?.task = task

@@ -216,8 +216,16 @@ struct Cirrusd: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if self.logFormat == .json {
-            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+        // Every line written while an operation runs names it (OperationLogContext).
+        switch self.logFormat {
+        case .json:
+            LoggingSystem.bootstrap(
+                { label, provider in JSONLogHandler(label: label, metadataProvider: provider) },
+                metadataProvider: OperationLogContext.metadataProvider)
+        case .text:
+            LoggingSystem.bootstrap(
+                { label, provider in StreamLogHandler.standardError(label: label, metadataProvider: provider) },
+                metadataProvider: OperationLogContext.metadataProvider)
         }
         let logger = {
             var logger = Logger(label: "cirrusd")

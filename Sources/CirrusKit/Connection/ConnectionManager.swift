@@ -27,17 +27,21 @@ final class ConnectionManager: Sendable {
     /// Keepalive, handshake and idle timers of each connection.
     let machineConfiguration: ConnectionStateMachine.Configuration
     let timerInterval: TimeAmount
-    /// Bytes and connections, for `CKContainer.transportStatistics`.
-    let counters = TransportCounters()
+    /// Bytes and connections, for `CKContainer.transportStatistics` and swift-metrics.
+    let counters: TransportCounters
     private let state = NIOLockedValueBox(State())
 
+    /// - parameter container: the container identifier the metrics carry as their `container`
+    ///   dimension.
     init(
         configuration: CirrusClientConfiguration,
+        container: String = "",
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         machineConfiguration: ConnectionStateMachine.Configuration = .init(),
         timerInterval: TimeAmount = .seconds(1)
     ) {
         self.configuration = configuration
+        self.counters = TransportCounters(metrics: ClientMetrics(container: container, factory: configuration.metricsFactory))
         self.group = group
         var machine = machineConfiguration
         machine.handshakeTimeout = .nanoseconds(Int64(configuration.connectTimeout * 1e9))
@@ -71,6 +75,7 @@ final class ConnectionManager: Sendable {
                     case .success(true):
                         break
                     case .success(false), .failure:
+                        self.counters.metrics.retries.increment()
                         self.retire(connection)
                         self.open(stream)
                     }
@@ -102,6 +107,7 @@ final class ConnectionManager: Sendable {
                 base: self.configuration.reconnectBaseDelay,
                 maximum: self.configuration.reconnectMaximumDelay
             )
+            self.counters.metrics.resumes.increment()
             self.logger.info(
                 "resuming long-lived operation after its connection was lost",
                 metadata: [
@@ -172,6 +178,7 @@ final class ConnectionManager: Sendable {
             case .success:
                 self.logger.debug("connected", metadata: ["server": "\(self.serverDescription)"])
             case .failure(let error):
+                self.counters.metrics.connectionFailures.increment()
                 self.logger.warning(
                     "connection attempt failed",
                     metadata: [
@@ -261,6 +268,7 @@ final class ConnectionManager: Sendable {
                     return
                 }
                 if !streams.isEmpty {
+                    self.counters.metrics.retries.increment(by: streams.count)
                     self.logger.info(
                         "opening again on a new connection the streams the server never ran",
                         metadata: ["server": "\(server)", "streams": "\(streams.count)"])

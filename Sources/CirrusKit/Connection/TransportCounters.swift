@@ -1,23 +1,37 @@
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Byte and connection counters of one container's connections (`CKContainer.transportStatistics`).
+/// Byte and connection counters of one container's connections (`CKContainer.transportStatistics`),
+/// also reported through swift-metrics (``CirrusClientMetrics``).
 /// Thread-safe; the counting handler updates it from the event loop.
 final class TransportCounters: Sendable {
     private let totals = NIOLockedValueBox(CKContainer.TransportStatistics())
+    let metrics: ClientMetrics
+
+    init(metrics: ClientMetrics) {
+        self.metrics = metrics
+    }
 
     var snapshot: CKContainer.TransportStatistics { self.totals.withLockedValue { $0 } }
 
     func received(_ bytes: Int) {
         self.totals.withLockedValue { $0.bytesReceived += UInt64(bytes) }
+        self.metrics.bytesReceived.increment(by: bytes)
     }
 
     func sent(_ bytes: Int) {
         self.totals.withLockedValue { $0.bytesSent += UInt64(bytes) }
+        self.metrics.bytesSent.increment(by: bytes)
     }
 
+    /// A connection completed `Hello`; counted as a reconnect when the container had one before.
     func connected() {
-        self.totals.withLockedValue { $0.connectionsEstablished += 1 }
+        let earlier = self.totals.withLockedValue { totals -> UInt64 in
+            defer { totals.connectionsEstablished += 1 }
+            return totals.connectionsEstablished
+        }
+        self.metrics.connections.increment()
+        if earlier > 0 { self.metrics.reconnects.increment() }
     }
 }
 

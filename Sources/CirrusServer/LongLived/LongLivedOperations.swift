@@ -177,8 +177,11 @@ public final class LongLivedOperations: Sendable {
             state.runs[run.key] = Entry(run: run)
             // Created under the lock so `finish` (which removes the entry) cannot come first.
             state.runs[run.key]?.task = Task {
-                let completion = await self.executor.run(run.open, caller: run.caller, stream: OperationStream(run: run))
-                await self.finish(run, completion)
+                let fields = OperationLogContext.fields(of: run.open, user: run.caller.userRecordName)
+                await OperationLogContext.withFields(fields) {
+                    let completion = await self.executor.run(run.open, caller: run.caller, stream: OperationStream(run: run))
+                    await self.finish(run, completion)
+                }
             }
         }
     }
