@@ -2,6 +2,11 @@ public import CoreMetrics
 import CirrusTLS
 import CirrusWire
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What the server counts, through swift-metrics: connections, TLS failures, streams, events,
 /// bytes, errors and storage commits. A process exports them by handing a factory (such as
@@ -38,6 +43,7 @@ public final class ServerMetrics: Sendable {
         public static let operationSeconds = "cirrus_operation_seconds"
         public static let maintenanceRuns = "cirrus_maintenance_runs_total"
         public static let maintenanceSeconds = "cirrus_maintenance_seconds"
+        public static let notificationDeliverySeconds = "cirrus_notification_delivery_seconds"
     }
 
     private let factory: any MetricsFactory
@@ -61,6 +67,7 @@ public final class ServerMetrics: Sendable {
     private let maintenanceSucceeded: Counter
     private let maintenanceFailed: Counter
     private let maintenanceLatency: CoreMetrics.Timer
+    private let notificationDelivery: CoreMetrics.Timer
 
     private struct LabelledKey: Hashable {
         var name: String
@@ -87,6 +94,17 @@ public final class ServerMetrics: Sendable {
         self.maintenanceSucceeded = Counter(label: Name.maintenanceRuns, dimensions: [("result", "ok")], factory: factory)
         self.maintenanceFailed = Counter(label: Name.maintenanceRuns, dimensions: [("result", "failed")], factory: factory)
         self.maintenanceLatency = CoreMetrics.Timer(label: Name.maintenanceSeconds, factory: factory)
+        self.notificationDelivery = CoreMetrics.Timer(label: Name.notificationDeliverySeconds, factory: factory)
+    }
+
+    /// Records the lag of one push: from the notification's creation, in the transaction of the
+    /// change that caused it, to its frame being queued on a live watch stream. Catch-up reads
+    /// of a watch that (re)started behind its feed are not push and are not recorded.
+    func notificationDelivered(createdAt: Wire.Timestamp) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let lag = (Int64(now.tv_sec) - createdAt.seconds) * 1_000_000_000 + Int64(now.tv_nsec) - Int64(createdAt.nanos)
+        self.notificationDelivery.recordNanoseconds(max(0, lag))
     }
 
     /// Counts one maintenance pass (pruning tombstones, cursors, operations, notifications, assets).

@@ -22,6 +22,7 @@ struct DashboardTests {
             ServerMetrics.Name.writeCommits, ServerMetrics.Name.writeCommitJobs, ServerMetrics.Name.writeCommitRecords,
             ServerMetrics.Name.writeCommitSeconds, ServerMetrics.Name.longLivedRunning, ServerMetrics.Name.watchesOpen,
             ServerMetrics.Name.operationSeconds, ServerMetrics.Name.maintenanceRuns, ServerMetrics.Name.maintenanceSeconds,
+            ServerMetrics.Name.notificationDeliverySeconds,
         ]
         let pattern = try NSRegularExpression(pattern: "cirrus_[a-z_]+")
         var used: Set<String> = []

@@ -176,6 +176,9 @@ extension StorageExecutor {
                 let watched = Wire.WatchedNotification(
                     notification: Self.outbound(stored, caller: caller), changeToken: self.token(stored.seq, tokenKey))
                 try await stream.emit(.watchNotifications(Wire.WatchNotificationsEvent(callback: .notification(watched))))
+                if isLive, let metrics = self.metrics, let created = stored.notification.creationDate {
+                    metrics.notificationDelivered(createdAt: created)
+                }
             }
             after = batch.lastSeq
             if batch.moreComing { continue }

@@ -25,21 +25,26 @@ public struct StorageExecutor: OperationExecutor {
     /// assets travel inline and are kept in the storage, and `UploadAsset`/`DownloadAsset`
     /// are refused.
     public let assets: AssetStore?
+    /// Where push delivery lag is recorded; nil = not recorded.
+    let metrics: ServerMetrics?
 
     /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
     ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.
     /// - parameter users: the directory over `storage` the server also refuses disabled users
     ///   with (``ServerConfiguration/users``); a fresh one when nil.
     /// - parameter assets: the asset file store over the same `storage`.
+    /// - parameter metrics: records push delivery lag (`cirrus_notification_delivery_seconds`).
     public init(
         storage: any RecordStorage,
         tokens: ChangeTokenSealer = .ephemeral(),
         users: UserDirectory? = nil,
         assets: AssetStore? = nil,
+        metrics: ServerMetrics? = nil,
         logger: Logger = Logger(label: "cirrusd.operations")
     ) {
         self.storage = storage
         self.assets = assets
+        self.metrics = metrics
         self.tokens = tokens
         self.logger = logger
         self.notifications = NotificationHub(observing: storage)

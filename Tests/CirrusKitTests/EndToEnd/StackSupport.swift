@@ -60,6 +60,7 @@ func withStack(
     clock: ManualClock?,
     tombstoneRetentionSeconds: Int64 = 3600,
     assetLimits: AssetStore.Limits = AssetStore.Limits(),
+    metrics: ServerMetrics? = nil,
     _ body: (_ container: @escaping @Sendable (String) -> CKContainer, _ internals: StackInternals) async throws -> Void
 ) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-e2e-\(UUID().uuidString)").path
@@ -71,7 +72,7 @@ func withStack(
     let assets = try AssetStore(
         directory: directory + "/assets", storage: storage, secret: Array("stack secret".utf8), limits: assetLimits,
         clock: now)
-    let executor = StorageExecutor(storage: storage, users: users, assets: assets)
+    let executor = StorageExecutor(storage: storage, users: users, assets: assets, metrics: metrics)
     let longLived = LongLivedOperations(journal: storage, executor: executor, clock: now)
     var internals = StackInternals(
         storage: storage,

@@ -1,6 +1,8 @@
 import CirrusKit
 import CirrusModel
+import CirrusServer
 import Foundation
+import MetricsTestKit
 import NIOConcurrencyHelpers
 import Testing
 
@@ -115,6 +117,33 @@ struct SubscriptionsEndToEndTests {
             watch.cancel()
             let ending = await watch.value
             #expect(ending == nil || ending is CancellationError || (ending as? CKError)?.code == .operationCancelled)
+        }
+    }
+
+    @Test func eachLivePushRecordsItsDeliveryLag() async throws {
+        let testMetrics = TestMetrics()
+        try await withStack(clock: nil, metrics: ServerMetrics(factory: testMetrics)) { container, _ in
+            let deviceA = container("alice")
+            let deviceB = container("alice")
+            _ = try await deviceA.privateCloudDatabase.save(CKRecordZone(zoneID: Self.notes))
+            let subscription = CKRecordZoneSubscription(zoneID: Self.notes, subscriptionID: "notes-zone")
+            subscription.notificationInfo = CKSubscription.NotificationInfo()
+            _ = try await deviceB.privateCloudDatabase.save(subscription)
+            // One notification before the watch starts: read as catch-up, not timed as a push.
+            let start = try await currentNotificationToken(deviceB)
+            _ = try await deviceA.privateCloudDatabase.save(Self.note("before"))
+            let pushed = PushLog()
+            let watch = collectNotifications(of: deviceB, since: start, into: pushed)
+            try await eventually { pushed.count == 1 }
+            for round in 1...2 {
+                _ = try await deviceA.privateCloudDatabase.save(Self.note("n\(round)"))
+                try await eventually { pushed.count == round + 1 }
+            }
+            watch.cancel()
+            _ = await watch.value
+            let timer = try testMetrics.expectTimer(ServerMetrics.Name.notificationDeliverySeconds)
+            #expect(timer.values.count == 2)
+            #expect(timer.values.allSatisfy { $0 >= 0 && $0 < 600 * 1_000_000_000 })
         }
     }
 
