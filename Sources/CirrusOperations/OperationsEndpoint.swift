@@ -5,9 +5,9 @@ public import Prometheus
 import Synchronization
 
 /// The HTTP endpoint `cirrusd --metrics-address` serves, plain HTTP/1.1 meant for loopback or
-/// a private network: `/metrics` (Prometheus text format), `/healthz` (the process answers)
-/// and `/readyz` (the storage is reachable and the server accepts connections; otherwise 503
-/// with the reasons, one a line).
+/// a private network: `/metrics` (Prometheus text format), `/healthz` (the process answers),
+/// `/readyz` (the storage is reachable and the server accepts connections; otherwise 503
+/// with the reasons, one a line) and, when given an ``OnlineBackup``, `POST /backup`.
 ///
 /// For example:
 /// ```swift
@@ -23,18 +23,23 @@ public final class OperationsEndpoint: Sendable {
     let registry: PrometheusCollectorRegistry
     let beforeScrape: @Sendable () -> Void
     let readiness: Readiness
+    /// Answers `POST /backup`; nil = backups are off (404).
+    let backup: OnlineBackup?
     private let group: any EventLoopGroup
     private let channel = Mutex<(any Channel)?>(nil)
 
     /// - parameter beforeScrape: called before each `/metrics` answer, to set sampled gauges.
     /// - parameter readiness: asked on each `/readyz`.
+    /// - parameter backup: takes the backups `POST /backup` asks for; nil turns that path off.
     public init(
         registry: PrometheusCollectorRegistry,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         beforeScrape: @escaping @Sendable () -> Void = {},
-        readiness: @escaping Readiness
+        readiness: @escaping Readiness,
+        backup: OnlineBackup? = nil
     ) {
         self.registry = registry
+        self.backup = backup
         self.group = group
         self.beforeScrape = beforeScrape
         self.readiness = readiness

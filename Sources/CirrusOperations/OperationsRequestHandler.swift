@@ -2,7 +2,8 @@ import NIOCore
 import NIOHTTP1
 
 /// Answers one HTTP/1.1 connection of the ``OperationsEndpoint``: `GET` (or `HEAD`)
-/// `/metrics`, `/healthz` and `/readyz`; 404 for other paths, 405 for other methods.
+/// `/metrics`, `/healthz` and `/readyz`, and `POST /backup`; 404 for other paths, 405 for
+/// other methods.
 final class OperationsRequestHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -28,11 +29,19 @@ final class OperationsRequestHandler: ChannelInboundHandler {
     }
 
     private func answer(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        if path == "/backup" {
+            guard head.method == .POST else {
+                self.respond(head, status: .methodNotAllowed, body: "only POST\n", context: context)
+                return
+            }
+            self.backup(head, context: context)
+            return
+        }
         guard head.method == .GET || head.method == .HEAD else {
             self.respond(head, status: .methodNotAllowed, body: "only GET and HEAD\n", context: context)
             return
         }
-        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
         switch path {
         case "/metrics":
             self.endpoint.beforeScrape()
@@ -44,22 +53,49 @@ final class OperationsRequestHandler: ChannelInboundHandler {
             self.respond(head, status: .ok, body: "ok\n", context: context)
         case "/readyz":
             let readiness = self.endpoint.readiness
-            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let eventLoop = context.eventLoop
-            Task {
+            self.answerLater(head, context: context) {
                 let problems = await readiness()
-                eventLoop.execute {
-                    let (handler, context) = loopBound.value
-                    if problems.isEmpty {
-                        handler.respond(head, status: .ok, body: "ready\n", context: context)
-                    } else {
-                        let body = problems.map { $0 + "\n" }.joined()
-                        handler.respond(head, status: .serviceUnavailable, body: body, context: context)
-                    }
-                }
+                return problems.isEmpty
+                    ? (.ok, "text/plain; charset=utf-8", "ready\n")
+                    : (.serviceUnavailable, "text/plain; charset=utf-8", problems.map { $0 + "\n" }.joined())
             }
         default:
             self.respond(head, status: .notFound, body: "not found; try /metrics, /healthz or /readyz\n", context: context)
+        }
+    }
+
+    /// `POST /backup`: a backup of the data directory into the configured backup directory;
+    /// answers with the file as JSON, 409 while another runs, 404 when backups are off.
+    private func backup(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard let backup = self.endpoint.backup else {
+            self.respond(
+                head, status: .notFound, body: "backups are off: start cirrusd with --backup-dir DIRECTORY\n", context: context)
+            return
+        }
+        self.answerLater(head, context: context) {
+            do throws(OnlineBackup.Refusal) {
+                let taken = try await backup.run()
+                return (.ok, "application/json", taken.json)
+            } catch {
+                let status: HTTPResponseStatus = error == .busy ? .conflict : .internalServerError
+                return (status, "text/plain; charset=utf-8", error.description + "\n")
+            }
+        }
+    }
+
+    /// Answers `head` with what `body` returns, once it has run on a task of its own.
+    private func answerLater(
+        _ head: HTTPRequestHead, context: ChannelHandlerContext,
+        _ body: @escaping @Sendable () async -> (HTTPResponseStatus, String, String)
+    ) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        Task {
+            let (status, contentType, text) = await body()
+            eventLoop.execute {
+                let (handler, context) = loopBound.value
+                handler.respond(head, status: status, contentType: contentType, body: Array(text.utf8), context: context)
+            }
         }
     }
 

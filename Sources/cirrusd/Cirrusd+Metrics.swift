@@ -12,6 +12,14 @@ extension Cirrusd {
         executor: StorageExecutor, logger: Logger
     ) async throws -> (endpoint: OperationsEndpoint, address: EndpointAddress)? {
         guard let address = self.metricsAddress, let metrics else { return nil }
+        var backup: OnlineBackup?
+        if let backupDir = self.backupDir {
+            do {
+                backup = try OnlineBackup(dataDirectory: self.dataDir, backupDirectory: backupDir)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
         let endpoint = OperationsEndpoint(
             registry: metrics.registry,
             beforeScrape: {
@@ -30,10 +38,11 @@ extension Cirrusd {
                     problems.append("storage: \(error)")
                 }
                 return problems
-            })
+            },
+            backup: backup)
         let bound = try await endpoint.start(host: address.host, port: address.port)
         let shown = EndpointAddress(host: bound.ipAddress ?? address.host, port: bound.port ?? address.port)
-        logger.notice("serving /metrics, /healthz and /readyz on \(shown)")
+        logger.notice("serving /metrics, /healthz and /readyz\(backup == nil ? "" : " and POST /backup") on \(shown)")
         return (endpoint, shown)
     }
 }

@@ -189,6 +189,13 @@ struct Cirrusd: AsyncParsableCommand {
             valueName: "host:port"))
     var metricsAddress: EndpointAddress?
 
+    @Option(
+        help: ArgumentHelp(
+            "Let POST /backup on the --metrics-address endpoint write a backup of the data directory into this directory.",
+            discussion: "Off when not given. Each backup is a new file named by the time (cirrus-YYYYMMDDTHHMMSSZ.backup); one runs at a time.",
+            valueName: "directory"))
+    var backupDir: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -209,6 +216,9 @@ struct Cirrusd: AsyncParsableCommand {
             ("--abandoned-streams-per-user", self.abandonedStreamsPerUser),
         ] where value < 0 {
             throw ValidationError("\(flag) must be 0 (no limit) or more, not \(value)")
+        }
+        if self.backupDir != nil, self.metricsAddress == nil {
+            throw ValidationError("--backup-dir needs --metrics-address: backups are asked for with POST /backup there")
         }
         guard self.maxOutboundBytes >= 1 << 20 else {
             throw ValidationError("--max-outbound-bytes must be at least 1048576 (1 MiB), not \(self.maxOutboundBytes)")

@@ -1,5 +1,7 @@
 import CirrusServer
 import CirrusStore
+import CirrusWire
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -83,4 +85,112 @@ private final class ScrapeCounter: Sendable {
     private let value = Mutex(0)
     func add() { self.value.withLock { $0 += 1 } }
     var count: Int { self.value.withLock { $0 } }
+}
+
+@Suite("Online backups: POST /backup on the operations endpoint")
+struct OnlineBackupEndpointTests {
+    private static func endpoint(backup: OnlineBackup?) async throws -> (OperationsEndpoint, URL) {
+        let endpoint = OperationsEndpoint(registry: CirrusMetrics().registry, readiness: { [] }, backup: backup)
+        let address = try await endpoint.start(host: "127.0.0.1", port: 0)
+        let port = try #require(address.port)
+        let url = try #require(URL(string: "http://127.0.0.1:\(port)/backup"))
+        return (endpoint, url)
+    }
+
+    @Test func aBackupIsWrittenIntoTheBackupDirectoryAndRestores() async throws {
+        let root = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let storage = try SQLiteStorage(directory: root + "/data")
+        _ = try ServerSecret.loadOrCreate(inDirectory: root + "/data")
+        let key = DatabaseKey.private(container: "iCloud.com.example.tests", user: "_alice")
+        let zone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: key.owner)
+        let records = (0..<25).map { Wire.Record(recordID: Wire.RecordID(recordName: "r\($0)", zoneID: zone), recordType: "Note") }
+        _ = try await storage.modifyRecords(RecordModification(saving: records), in: key, by: "_alice")
+
+        let backups = try OnlineBackup(dataDirectory: root + "/data", backupDirectory: root + "/backups")
+        let (endpoint, url) = try await Self.endpoint(backup: backups)
+        let first = try await request(url, method: "POST")
+        let second = try await request(url, method: "POST")
+        #expect(try await request(url).status == 405)
+        await endpoint.shutdown()
+        try storage.close()
+
+        #expect(first.status == 200, "\(first.body)")
+        #expect(second.status == 200, "\(second.body)")
+        let answer = try #require(
+            try JSONSerialization.jsonObject(with: Data(first.body.utf8)) as? [String: Any], "\(first.body)")
+        let file = try #require(answer["file"] as? String)
+        #expect(file.hasPrefix(root + "/backups/cirrus-") && file.hasSuffix(".backup"))
+        #expect((answer["bytes"] as? Int ?? 0) > 0)
+        #expect(answer["includesServerSecret"] as? Bool == true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/backups").count == 2, "a new file each time")
+
+        _ = try DataDirectoryBackup.restore(from: file, into: root + "/restored")
+        let restored = try SQLiteStorage(directory: root + "/restored")
+        defer { try? restored.close() }
+        let fetched = try await restored.fetchRecords(records.compactMap(\.recordID), desiredKeys: nil, in: key)
+        #expect(fetched.compactMap(\.value).count == 25)
+    }
+
+    @Test func aSecondBackupWhileOneRunsIsRefusedWith409() async throws {
+        let root = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let storage = try SQLiteStorage(directory: root + "/data")
+        defer { try? storage.close() }
+        let gate = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        let backups = try OnlineBackup(
+            dataDirectory: root + "/data", backupDirectory: root + "/backups",
+            beforeCopy: {
+                started.signal()
+                gate.wait()
+            })
+        let (endpoint, url) = try await Self.endpoint(backup: backups)
+        let first = Task { try await request(url, method: "POST") }
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                started.wait()
+                continuation.resume()
+            }
+        }
+        let refused = try await request(url, method: "POST")
+        gate.signal()
+        let done = try await first.value
+        await endpoint.shutdown()
+        #expect(refused.status == 409)
+        #expect(refused.body.contains("already running"), "\(refused.body)")
+        #expect(done.status == 200, "\(done.body)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/backups").count == 1)
+    }
+
+    @Test func withoutABackupDirectoryThePathIsOffAndSaysHowToTurnItOn() async throws {
+        let (endpoint, url) = try await Self.endpoint(backup: nil)
+        let answer = try await request(url, method: "POST")
+        await endpoint.shutdown()
+        #expect(answer.status == 404)
+        #expect(answer.body.contains("--backup-dir"), "\(answer.body)")
+    }
+
+    @Test func aFailedBackupLeavesNothingAndSaysWhy() async throws {
+        let root = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // No storage in the data directory.
+        let backups = try OnlineBackup(dataDirectory: root + "/nothing", backupDirectory: root + "/backups")
+        let (endpoint, url) = try await Self.endpoint(backup: backups)
+        let answer = try await request(url, method: "POST")
+        await endpoint.shutdown()
+        #expect(answer.status == 500)
+        #expect(answer.body.contains("holds no Cirrus storage"), "\(answer.body)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/backups").isEmpty)
+    }
+
+    @Test func aBackupDirectoryThatCannotBeMadeIsRefused() throws {
+        let root = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: root + "/file", contents: Data())
+        #expect(throws: DataDirectoryBackup.Failure.self) {
+            try OnlineBackup(dataDirectory: root, backupDirectory: root + "/file/backups")
+        }
+    }
 }

@@ -3,20 +3,43 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How a test asks for a backup of a running server.
+enum BackupRoute: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// `cirrusd backup --data-dir D --to FILE`, a process of its own beside the server.
+    case command
+    /// `POST /backup` on the server's `--metrics-address` endpoint (`--backup-dir`).
+    case endpoint
+
+    var testDescription: String { self.rawValue }
+}
+
 @Suite("cirrusd backup and restore, the real processes", .serialized)
 struct CirrusdBackupTests {
     /// Saves batches of records without pause while `cirrusd backup` runs beside them, then
     /// serves the restored copy: every save acknowledged before the backup began is there, and
     /// every batch is there whole or not at all.
-    @Test func backupUnderWriteLoadRestoresEveryAcknowledgedRecord() async throws {
+    @Test(arguments: BackupRoute.allCases)
+    func backupUnderWriteLoadRestoresEveryAcknowledgedRecord(route: BackupRoute) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-backup-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let dataDirectory = root + "/data"
-        let backupFile = root + "/cirrus.backup"
+        var backupFile = root + "/cirrus.backup"
         let restoredDirectory = root + "/restored"
         let batchSize = 20
 
-        let server = try await CirrusdProcess.launch(arguments: ["--data-dir", dataDirectory])
+        var arguments = ["--data-dir", dataDirectory]
+        if route == .endpoint {
+            arguments += ["--metrics-address", "127.0.0.1:0", "--backup-dir", root + "/backups"]
+        }
+        let server = try await CirrusdProcess.launch(arguments: arguments)
+        // "metrics on http://127.0.0.1:PORT/metrics"
+        let backupURL = route == .endpoint
+            ? URL(string: try server.nextOutputLine().replacingOccurrences(of: "metrics on ", with: "")
+                .replacingOccurrences(of: "/metrics", with: "/backup")) : nil
         let acknowledged = Mutex<[Int]>([])  // batch numbers, in acknowledgement order
         let stop = Atomic<Bool>(false)
         let writer = Task {
@@ -41,7 +64,22 @@ struct CirrusdBackupTests {
         }
         let acknowledgedBeforeBackup = acknowledged.withLock { $0 }
         #expect(acknowledgedBeforeBackup.count >= 10)
-        let (status, output) = try await runCirrusd(["backup", "--data-dir", dataDirectory, "--to", backupFile])
+        let status: Int32
+        let output: String
+        switch route {
+        case .command:
+            (status, output) = try await runCirrusd(["backup", "--data-dir", dataDirectory, "--to", backupFile])
+        case .endpoint:
+            var request = URLRequest(url: try #require(backupURL))
+            request.httpMethod = "POST"
+            request.timeoutInterval = 120
+            let (data, response) = try await URLSession.shared.data(for: request)
+            status = (response as? HTTPURLResponse)?.statusCode == 200 ? 0 : 1
+            output = String(decoding: data, as: UTF8.self)
+            let answer = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+            backupFile = try #require(answer?["file"] as? String, "\(output)")
+            #expect(answer?["includesServerSecret"] as? Bool == true, "\(output)")
+        }
         // The backup did not hold up the writer: saves go on being acknowledged.
         let acknowledgedAtBackupEnd = acknowledged.withLock { $0.count }
         let writing = ContinuousClock.now + .seconds(60)
@@ -53,7 +91,9 @@ struct CirrusdBackupTests {
         try await writer.value
         server.stop()
         #expect(status == 0, "\(output)")
-        #expect(output.contains("with the server secret"), "\(output)")
+        if route == .command {
+            #expect(output.contains("with the server secret"), "\(output)")
+        }
         #expect(acknowledgedAfterBackup >= acknowledgedAtBackupEnd + 3)
 
         let restore = try await runCirrusd(["restore", "--from", backupFile, "--data-dir", restoredDirectory])
@@ -103,3 +143,12 @@ struct CirrusdBackupTests {
 }
 
 struct BackupTestFailure: Error { var message: String }
+
+@Suite("cirrusd --backup-dir")
+struct CirrusdBackupDirectoryFlagTests {
+    @Test func itNeedsTheEndpointItIsAskedThrough() async throws {
+        let (status, output) = try await runCirrusd(["--backup-dir", "/tmp/never-made-\(UUID().uuidString)", "--port", "0"])
+        #expect(status != 0)
+        #expect(output.contains("--backup-dir needs --metrics-address"), "\(output)")
+    }
+}
