@@ -5,6 +5,10 @@ import CirrusModel
 import Foundation
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Every record of `zone`, through CirrusKit's change feed (what the server stored).
 func storedRecords(
     _ server: CirrusdProcess, zone: String, container identifier: String = CKContainer.defaultContainerIdentifier
@@ -48,6 +52,38 @@ struct LiveCLITests {
             stored += try await storedRecords(server, zone: zone, container: "iCloud.cirrus.bench").filter { $0.recordID.recordName.hasPrefix(result.runID) }.count
         }
         #expect(stored == 450)
+    }
+
+    @Test func theServersMetricsScrapedAfterABenchRunMatchWhatTheBenchReported() async throws {
+        let server = try CirrusdProcess(extraArguments: ["--metrics-address", "127.0.0.1:0"])
+        let metricsURL = try #require(server.metricsURL)
+        let run = try CLI.run(
+            ["bench"] + CLI.connection(server) + [
+                "--operations", "120", "--concurrency", "4", "--records-per-op", "5", "--json", "-",
+            ])
+        #expect(run.status == 0, "\(run.stderr)")
+        let result = try JSONDecoder().decode(BenchResult.self, from: Data(run.stdout.utf8))
+        #expect(result.counts.operations == 120)
+        #expect(result.counts.failedOperations == 0)
+
+        let (data, response) = try await URLSession.shared.data(from: metricsURL)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let scrape = String(decoding: data, as: UTF8.self)
+        func sample(_ name: String, _ labels: String? = nil) -> Double? {
+            let key = labels.map { "\(name){\($0)}" } ?? name
+            for line in scrape.split(separator: "\n") where line.hasPrefix(key + " ") {
+                return Double(line.dropFirst(key.count + 1))
+            }
+            return nil
+        }
+        // Every measured save is one modify_records stream and one timed operation on the server.
+        #expect(sample("cirrus_streams_opened_total", #"kind="modify_records""#) == Double(result.counts.operations), "\(scrape)")
+        #expect(sample("cirrus_operation_seconds_count", #"kind="modify_records""#) == Double(result.counts.operations))
+        #expect((sample("cirrus_write_commit_records_sum") ?? 0) >= Double(result.counts.recordsWritten))
+        #expect(sample("cirrus_errors_total", #"code="partialFailure",level="stream""#) == nil)
+        // What the bench's sockets moved, the server's moved too (the bench also made its zone).
+        #expect((sample("cirrus_bytes_received_total") ?? 0) >= Double(result.bytesOut))
+        #expect((sample("cirrus_bytes_sent_total") ?? 0) >= Double(result.bytesIn))
     }
 
     @Test func benchReadsOpenLoopAndHandshakesReportTheirCounts() throws {

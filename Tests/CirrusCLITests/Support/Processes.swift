@@ -34,28 +34,40 @@ final class CirrusdProcess {
     let port: Int
     private let output = Pipe()
     let dataDirectory: String
+    /// `http://HOST:PORT/metrics` when started with `--metrics-address`.
+    private(set) var metricsURL: URL?
 
-    init() throws {
+    /// - parameter extraArguments: more flags for `cirrusd` (e.g. `--metrics-address 127.0.0.1:0`).
+    init(extraArguments: [String] = []) throws {
         self.dataDirectory = try Paths.temporaryDirectory()
         self.process.executableURL = Paths.binary("cirrusd")
         self.process.arguments = [
             "--host", "127.0.0.1", "--port", "0", "--data-dir", self.dataDirectory,
             "--cert", Paths.certificate("server.pem"), "--key", Paths.certificate("server-key.pem"),
             "--client-ca", Paths.certificate("ca.pem"), "--log-level", "error",
-        ]
+        ] + extraArguments
         self.process.standardOutput = self.output
         self.process.standardError = FileHandle.nullDevice
         try self.process.run()
-        var bytes: [UInt8] = []
-        while let byte = try self.output.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") {
-            bytes.append(byte)
-        }
-        let line = String(decoding: bytes, as: UTF8.self)
+        let line = try Self.nextLine(of: self.output)
         guard line.hasPrefix("listening on "), let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
             self.process.terminate()
             throw CirrusdDidNotStart(firstLine: line)
         }
         self.port = port
+        if extraArguments.contains("--metrics-address") {
+            // "metrics on http://127.0.0.1:PORT/metrics"
+            let announced = try Self.nextLine(of: self.output)
+            self.metricsURL = URL(string: String(announced.dropFirst("metrics on ".count)))
+        }
+    }
+
+    private static func nextLine(of output: Pipe) throws -> String {
+        var bytes: [UInt8] = []
+        while let byte = try output.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") {
+            bytes.append(byte)
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     func stop() {
