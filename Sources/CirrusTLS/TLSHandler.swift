@@ -292,16 +292,25 @@ public final class TLSHandler: ChannelDuplexHandler {
         var failure: TLSError?
 
         func encrypt(_ buffer: ByteBuffer) {
-            guard failure == nil else {
-                return
+            // Hands big bursts downstream as they go, a slice of a large buffer at a time,
+            // so the memory BIO stays small and is reused through the burst (letting it
+            // grow to a multi-megabyte buffer's size cost a realloc and a zeroing free of
+            // each size it passed through); the last piece always waits for the final
+            // write, which carries the promises.
+            buffer.withUnsafeReadableBytes { bytes in
+                var offset = 0
+                repeat {
+                    guard failure == nil else {
+                        return
+                    }
+                    if connection.pendingNetworkBytes >= Self.outputChunk {
+                        self.writeNetworkOutput(context: context, flush: .never)
+                    }
+                    let end = min(bytes.count, offset + Self.outputChunk)
+                    failure = connection.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]))
+                    offset = end
+                } while offset < bytes.count
             }
-            // Hands big bursts downstream as they go so the memory BIO stays
-            // small; the last piece always waits for the final write, which
-            // carries the promises.
-            if connection.pendingNetworkBytes >= Self.outputChunk {
-                self.writeNetworkOutput(context: context, flush: .never)
-            }
-            failure = buffer.withUnsafeReadableBytes { connection.write($0) }
         }
 
         while let (buffer, promise) = self.pendingWrites.popFlushed() {
@@ -374,7 +383,10 @@ public final class TLSHandler: ChannelDuplexHandler {
         }
         var output = self.ciphertextBuffers.take(capacity: connection.pendingNetworkBytes, allocator: context.channel.allocator)
         connection.readNetworkOutput(into: &output)
-        connection.releaseIdleBIOs()
+        if flush != .never {
+            // Mid-burst the BIO is about to fill again: keep it until the burst ends.
+            connection.releaseIdleBIOs()
+        }
         let promise: EventLoopPromise<Void>?
         switch promises.count {
         case 0:

@@ -85,6 +85,27 @@ import Testing
         #expect(pair.clientRecorder.received == payload.reversed())
     }
 
+    @Test func oneLargeWriteLeavesInSlicesAndArrivesWhole() throws {
+        let pair = try InMemoryPair()
+        try pair.handshake()
+        let payload = pattern(3 << 20)
+        let written = pair.client.eventLoop.makePromise(of: Void.self)
+        pair.client.writeAndFlush(ByteBuffer(bytes: payload), promise: written)
+        var pieces: [ByteBuffer] = []
+        while let piece = try pair.client.readOutbound(as: ByteBuffer.self) {
+            pieces.append(piece)
+        }
+        try written.futureResult.wait()
+        // The memory BIO is drained every 256 KiB of ciphertext, so the write leaves in
+        // pieces of about that size, never as one buffer the size of the whole write.
+        #expect(pieces.count >= 10, "\(pieces.count) pieces")
+        #expect(pieces.allSatisfy { $0.readableBytes < 600 * 1_024 }, "\(pieces.map(\.readableBytes).max() ?? 0) bytes")
+        for piece in pieces {
+            try pair.server.writeInbound(piece)
+        }
+        #expect(pair.serverRecorder.received == payload)
+    }
+
     @Test func writePromisesCompleteWhenTheCiphertextIsWritten() throws {
         let pair = try InMemoryPair()
         try pair.handshake()
