@@ -98,7 +98,7 @@ extension CKContainer {
     /// needed. A Cirrus addition used by tests and tools.
     public func authenticatedUserRecordName() async throws -> String {
         do {
-            return try await self.connectionManager.connection().get().helloAck.userRecordName
+            return try await self.connectionManager.connectionFailingOver().get().helloAck.userRecordName
         } catch {
             throw CKError.wrapping(error)
         }

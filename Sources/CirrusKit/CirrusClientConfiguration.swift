@@ -17,10 +17,44 @@ import Logging
 /// let container = CKContainer(identifier: "iCloud.com.example.notes", configuration: configuration)
 /// ```
 public struct CirrusClientConfiguration: Sendable, Hashable {
-    /// The server's host name or IP address.
+    /// One server a container may connect to.
+    public struct Server: Sendable, Hashable, CustomStringConvertible {
+        /// The host name or IP address.
+        public var host: String
+        /// The TCP port.
+        public var port: Int
+
+        public init(host: String, port: Int = CirrusClientConfiguration.defaultPort) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `host:port`, or `[v6]:port`.
+        public var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
+    }
+
+    /// The server's host name or IP address (the first of ``servers``).
     public var host: String
-    /// The server's TCP port.
+    /// The server's TCP port (the first of ``servers``).
     public var port: Int
+    /// Servers to fail over to, in order, after ``host``:``port`` (see ``servers``).
+    public var failoverServers: [Server] = []
+
+    /// Every server the container may connect to: ``host``:``port`` first, then
+    /// ``failoverServers``. Nodes of one deployment serving the same storage: a connection
+    /// attempt that fails moves on to the next server at once (the reconnect backoff starts
+    /// only once every server failed in a row, and grows from there), and the streams and
+    /// long-lived operations of a lost connection are opened and resumed on whichever server
+    /// answers. Setting it sets all three; it must not be empty.
+    public var servers: [Server] {
+        get { [Server(host: self.host, port: self.port)] + self.failoverServers }
+        set {
+            guard let first = newValue.first else { return }
+            self.host = first.host
+            self.port = first.port
+            self.failoverServers = Array(newValue.dropFirst())
+        }
+    }
     /// PEM bundle of the CAs trusted to sign the server certificate; nil = the system's roots.
     public var trustRootsPath: String?
     /// PEM file with the client certificate (its subject names the user).
@@ -104,8 +138,9 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
     }
 
     /// The configuration the environment describes: `CIRRUS_SERVER=host:port` (default
-    /// `127.0.0.1:7443`; `[v6]:port` for IPv6), `CIRRUS_CA`, `CIRRUS_CERT`, `CIRRUS_KEY`,
-    /// `CIRRUS_TOKEN` and `CIRRUS_SERVER_NAME`. Empty variables count as unset.
+    /// `127.0.0.1:7443`; `[v6]:port` for IPv6; several separated by commas, the first tried
+    /// first: ``servers``), `CIRRUS_CA`, `CIRRUS_CERT`, `CIRRUS_KEY`, `CIRRUS_TOKEN` and
+    /// `CIRRUS_SERVER_NAME`. Empty variables count as unset.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> CirrusClientConfiguration {
@@ -120,9 +155,13 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
             bearerToken: value("CIRRUS_TOKEN"),
             serverName: value("CIRRUS_SERVER_NAME")
         )
-        if let server = value("CIRRUS_SERVER"), let (host, port) = Self.parse(server: server) {
-            configuration.host = host
-            configuration.port = port ?? Self.defaultPort
+        if let list = value("CIRRUS_SERVER") {
+            let servers = list.split(separator: ",").compactMap { entry -> Server? in
+                let entry = entry.trimmingCharacters(in: .whitespaces)
+                guard !entry.isEmpty, let (host, port) = Self.parse(server: entry) else { return nil }
+                return Server(host: host, port: port ?? Self.defaultPort)
+            }
+            if !servers.isEmpty { configuration.servers = servers }
         }
         return configuration
     }
@@ -149,8 +188,8 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
         }
     }
 
-    /// The name checked against the server certificate.
-    var verifiedServerName: String { self.serverName ?? self.host }
+    /// The name checked against `server`'s certificate.
+    func verifiedServerName(for server: Server) -> String { self.serverName ?? server.host }
 }
 
 /// A `Logger` that every other one equals, so a configuration's equality and hash are those of

@@ -6,7 +6,9 @@ import Foundation
 
 /// Where the server is and who we are; shared by every command.
 struct ConnectionOptions: ParsableArguments {
-    @Option(name: .long, help: "The server as host:port (default: CIRRUS_SERVER, else 127.0.0.1:7443).")
+    @Option(
+        name: .long,
+        help: "The server as host:port, or several as host:port,host:port to fail over between (default: CIRRUS_SERVER, else 127.0.0.1:7443).")
     var server: String?
 
     @Option(name: .long, help: "PEM file of the CA that signs the server certificate (default: CIRRUS_CA, else Certs/ca.pem).")
@@ -30,12 +32,15 @@ struct ConnectionOptions: ParsableArguments {
     func clientConfiguration() throws(CLIError) -> CirrusClientConfiguration {
         let environment = ProcessInfo.processInfo.environment
         var configuration = CirrusClientConfiguration.fromEnvironment(environment)
-        if let server = self.server {
-            guard let (host, port) = Self.parse(server: server) else {
-                throw CLIError.usage("--server '\(server)': expected host:port")
+        if let list = self.server {
+            var servers: [CirrusClientConfiguration.Server] = []
+            for server in list.split(separator: ",", omittingEmptySubsequences: false).map(String.init) {
+                guard let (host, port) = Self.parse(server: server) else {
+                    throw CLIError.usage("--server '\(server)': expected host:port")
+                }
+                servers.append(CirrusClientConfiguration.Server(host: host, port: port))
             }
-            configuration.host = host
-            configuration.port = port
+            configuration.servers = servers
         }
         func development(_ name: String) -> String? {
             let path = "Certs/" + name

@@ -323,6 +323,7 @@ struct LiveCLITests {
             (["zones", "list", "--ca", "/nonexistent/ca.pem"], 2, "--ca /nonexistent/ca.pem: no such file"),
             (["zones", "list", "--cert", Paths.certificate("alice.pem")], 2, "--cert and --key go together"),
             (["zones", "list", "--server", "nohost"], 2, "expected host:port"),
+            (["zones", "list", "--server", "127.0.0.1:\(server.port),"], 2, "--server '': expected host:port"),
             (["records"], 2, ""),
         ]
         for (arguments, status, message) in cases {
@@ -338,6 +339,10 @@ struct LiveCLITests {
         #expect(unreachable.status == 3)
         #expect(unreachable.stderr.hasPrefix("cirrus: error: list zones: network failure"), "\(unreachable.stderr)")
         #expect(unreachable.stderr.split(separator: "\n").count == 1)
+        // The same unreachable server first in a list: the next one answers.
+        let failover = try CLI.run(
+            ["zones", "list", "--server", "127.0.0.1:1,127.0.0.1:\(server.port)"] + Array(CLI.connection(server).dropFirst(2)))
+        #expect(failover.status == 0, "\(failover.stderr)")
         // A server certificate from a CA we do not trust.
         let untrusted = try CLI.run([
             "zones", "list", "--server", "127.0.0.1:\(server.port)", "--ca", Paths.certificate("other-ca.pem"),

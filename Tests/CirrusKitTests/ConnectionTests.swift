@@ -200,5 +200,21 @@ struct ClientConfigurationTests {
         let configuration = CirrusClientConfiguration.fromEnvironment(["CIRRUS_SERVER": value])
         #expect(configuration.host == host)
         #expect(configuration.port == port)
+        #expect(configuration.failoverServers.isEmpty)
+    }
+
+    @Test("Several servers, separated by commas: the first is host and port, the rest fail-over servers")
+    func serverList() {
+        let configuration = CirrusClientConfiguration.fromEnvironment(["CIRRUS_SERVER": "a.example:7443, [::1]:9000,b.example,,"])
+        #expect(configuration.host == "a.example")
+        #expect(configuration.port == 7443)
+        #expect(configuration.servers.map(\.description) == ["a.example:7443", "[::1]:9000", "b.example:7443"])
+        #expect(CirrusClientConfiguration.fromEnvironment(["CIRRUS_SERVER": " , "]).servers.map(\.description) == ["127.0.0.1:7443"])
+
+        var changed = configuration
+        changed.servers = [CirrusClientConfiguration.Server(host: "c.example", port: 1)]
+        #expect(changed.host == "c.example" && changed.port == 1 && changed.failoverServers.isEmpty)
+        changed.servers = []
+        #expect(changed.servers.count == 1, "an empty list changes nothing")
     }
 }

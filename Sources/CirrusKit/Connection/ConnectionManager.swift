@@ -9,7 +9,9 @@ import NIOPosix
 /// Keeps a container's one multiplexed connection: connects lazily when an operation needs it,
 /// reconnects after it dropped or drained with jittered exponential backoff, re-opens streams
 /// the server never saw (GoAway) on the next connection, and resumes long-lived operations
-/// whose connection was lost.
+/// whose connection was lost. With several servers (``CirrusClientConfiguration/servers``) a
+/// failed attempt moves on to the next one, round robin, and the backoff starts only once
+/// each has failed in a row.
 final class ConnectionManager: Sendable {
     private struct State {
         var tlsContext: TLSContext?
@@ -19,10 +21,14 @@ final class ConnectionManager: Sendable {
         var attempt: EventLoopFuture<ClientConnection>?
         var consecutiveFailures = 0
         var lastFailure: NIODeadline?
+        /// The index in `servers` of the server connected to, or tried next.
+        var serverIndex = 0
         var isShutDown = false
     }
 
     let configuration: CirrusClientConfiguration
+    /// ``CirrusClientConfiguration/servers``, never empty.
+    let servers: [CirrusClientConfiguration.Server]
     private let group: any EventLoopGroup
     /// Keepalive, handshake and idle timers of each connection.
     let machineConfiguration: ConnectionStateMachine.Configuration
@@ -41,6 +47,7 @@ final class ConnectionManager: Sendable {
         timerInterval: TimeAmount = .seconds(1)
     ) {
         self.configuration = configuration
+        self.servers = configuration.servers
         self.counters = TransportCounters(metrics: ClientMetrics(container: container, factory: configuration.metricsFactory))
         self.group = group
         var machine = machineConfiguration
@@ -51,10 +58,13 @@ final class ConnectionManager: Sendable {
 
     private var logger: Logger { self.configuration.logger }
 
-    var serverDescription: String {
-        self.configuration.host.contains(":")
-            ? "[\(self.configuration.host)]:\(self.configuration.port)" : "\(self.configuration.host):\(self.configuration.port)"
+    /// The server connected to, or tried next.
+    var server: CirrusClientConfiguration.Server {
+        let index = self.state.withLockedValue { $0.serverIndex }
+        return self.servers[index % self.servers.count]
     }
+
+    var serverDescription: String { self.server.description }
 
     // MARK: - Streams
 
@@ -65,7 +75,7 @@ final class ConnectionManager: Sendable {
             stream.fail(.network("\(self.serverDescription) kept refusing new streams"))
             return
         }
-        self.connection().whenComplete { result in
+        self.connectionFailingOver().whenComplete { result in
             switch result {
             case .failure(let error):
                 self.lost(stream, ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription))
@@ -140,6 +150,19 @@ final class ConnectionManager: Sendable {
         return future
     }
 
+    /// ``connection()``, tried on the next server when an attempt fails while some server has
+    /// not been tried since the last connection (those attempts wait no backoff).
+    func connectionFailingOver() -> EventLoopFuture<ClientConnection> {
+        let attempt = self.connection()
+        return attempt.flatMapError { error in
+            let failuresInARow = self.state.withLockedValue { $0.consecutiveFailures }
+            guard failuresInARow < self.servers.count else {
+                return attempt.eventLoop.makeFailedFuture(error)
+            }
+            return self.connectionFailingOver()
+        }
+    }
+
     /// The delay before the next attempt after `failures` failures in a row: exponential,
     /// capped, with full jitter in its upper half.
     static func backoff(failures: Int, base: TimeInterval, maximum: TimeInterval) -> TimeInterval {
@@ -149,9 +172,13 @@ final class ConnectionManager: Sendable {
     }
 
     private func startAttempt(_ promise: EventLoopPromise<ClientConnection>) {
-        let (failures, lastFailure) = self.state.withLockedValue { ($0.consecutiveFailures, $0.lastFailure) }
+        let (failures, lastFailure, serverIndex) = self.state.withLockedValue {
+            ($0.consecutiveFailures, $0.lastFailure, $0.serverIndex % self.servers.count)
+        }
+        let target = self.servers[serverIndex]
+        // Each other server gets one attempt at once before the backoff begins.
         let delay = Self.backoff(
-            failures: failures,
+            failures: max(0, failures - (self.servers.count - 1)),
             base: self.configuration.reconnectBaseDelay,
             maximum: self.configuration.reconnectMaximumDelay
         )
@@ -171,44 +198,45 @@ final class ConnectionManager: Sendable {
                 case .failure:
                     state.consecutiveFailures += 1
                     state.lastFailure = .now()
+                    state.serverIndex = (serverIndex + 1) % self.servers.count
                 }
                 return state.consecutiveFailures
             }
             switch result {
             case .success:
-                self.logger.debug("connected", metadata: ["server": "\(self.serverDescription)"])
+                self.logger.debug("connected", metadata: ["server": "\(target)"])
             case .failure(let error):
                 self.counters.metrics.connectionFailures.increment()
                 self.logger.warning(
                     "connection attempt failed",
                     metadata: [
-                        "server": "\(self.serverDescription)", "failuresInARow": "\(failures)",
-                        "error": "\(ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription).message)",
+                        "server": "\(target)", "failuresInARow": "\(failures)",
+                        "error": "\(ConnectionFailure.from(error, beforeHelloAck: true, server: target.description).message)",
                     ])
             }
         }
         if wait > .zero {
             self.logger.debug(
                 "waiting before connecting again",
-                metadata: ["server": "\(self.serverDescription)", "delay": "\(wait.nanoseconds / 1_000_000)ms"])
+                metadata: ["server": "\(target)", "delay": "\(wait.nanoseconds / 1_000_000)ms"])
         }
         if wait > .zero {
-            loop.scheduleTask(in: wait) { self.connect(on: loop, promise: promise) }
+            loop.scheduleTask(in: wait) { self.connect(to: target, on: loop, promise: promise) }
         } else {
-            loop.execute { self.connect(on: loop, promise: promise) }
+            loop.execute { self.connect(to: target, on: loop, promise: promise) }
         }
     }
 
-    /// TLS sessions of every container in this process, by ``tlsSessionKey``.
+    /// TLS sessions of every container in this process, by ``tlsSessionKey(for:)``.
     private static let tlsSessions = TLSSessionCache(maximumKeys: 64)
 
     /// Where this container's TLS sessions are kept: by server, and by the trust and identity
     /// that checked it, so a session is only offered with the certificates that made it. Nil
     /// when the configuration turns resumption off.
-    private var tlsSessionKey: String? {
+    private func tlsSessionKey(for server: CirrusClientConfiguration.Server) -> String? {
         let configuration = self.configuration
         guard configuration.resumesTLSSessions else { return nil }
-        return "\(configuration.verifiedServerName)@\(configuration.host):\(configuration.port)"
+        return "\(configuration.verifiedServerName(for: server))@\(server)"
             + " trust=\(configuration.trustRootsPath ?? "system") identity=\(configuration.certificateChainPath ?? "none")"
     }
 
@@ -228,7 +256,9 @@ final class ConnectionManager: Sendable {
         }
     }
 
-    private func connect(on loop: any EventLoop, promise: EventLoopPromise<ClientConnection>) {
+    private func connect(
+        to target: CirrusClientConfiguration.Server, on loop: any EventLoop, promise: EventLoopPromise<ClientConnection>
+    ) {
         if self.state.withLockedValue({ $0.isShutDown }) {
             promise.fail(ConnectionFailure.network("the container's connection was shut down"))
             return
@@ -237,7 +267,7 @@ final class ConnectionManager: Sendable {
         do {
             tls = try self.tlsContext()
         } catch {
-            promise.fail(ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription))
+            promise.fail(ConnectionFailure.from(error, beforeHelloAck: true, server: target.description))
             return
         }
         let hello = Wire.Hello(
@@ -248,9 +278,9 @@ final class ConnectionManager: Sendable {
             limits: Wire.Limits(maxFrameBytes: UInt32(FrameDecoder.defaultMaximumFrameBytes))
         )
         let ready = loop.makePromise(of: Wire.HelloAck.self)
-        let server = self.serverDescription
-        let serverName = self.configuration.verifiedServerName
-        let sessionCacheKey = self.tlsSessionKey
+        let server = target.description
+        let serverName = self.configuration.verifiedServerName(for: target)
+        let sessionCacheKey = self.tlsSessionKey(for: target)
         let machine = self.machineConfiguration
         let timerInterval = self.timerInterval
         let counters = self.counters
@@ -308,7 +338,7 @@ final class ConnectionManager: Sendable {
                     try sync.addHandler(handler)
                 }
             }
-            .connect(host: self.configuration.host, port: self.configuration.port)
+            .connect(host: target.host, port: target.port)
             .whenComplete { result in
                 switch result {
                 case .failure(let error):
@@ -357,7 +387,7 @@ final class ConnectionManager: Sendable {
 
     /// Runs a `Ping` round trip on the connection (connecting first if needed).
     func ping() -> EventLoopFuture<Void> {
-        self.connection().flatMap { $0.ping() }
+        self.connectionFailingOver().flatMap { $0.ping() }
     }
 
     /// Closes the connection gracefully; later operations fail.
