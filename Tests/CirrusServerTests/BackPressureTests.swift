@@ -142,7 +142,7 @@ struct BackPressureTests {
 }
 
 /// Reads what arrives on `raw` until `streams` streams have completed (bounded), decoded.
-private func framesUntilCompleted(_ raw: RawTLSClient, streams: Int, timeout: Duration = .seconds(120)) async throws
+private func framesUntilCompleted(_ raw: RawTLSClient, streams: Int, timeout: Duration = .seconds(300)) async throws
     -> [Wire.Frame]
 {
     let clock = ContinuousClock()

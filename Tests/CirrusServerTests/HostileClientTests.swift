@@ -10,8 +10,10 @@ import Testing
 /// each test prints are what README's security table reports.
 @Suite("Hostile clients against a real cirrusd", .serialized)
 struct HostileClientTests {
-    /// No bystander save may take longer than this while an attack runs.
-    static let bystanderBound: Duration = .seconds(5)
+    /// No bystander save may take longer than this while an attack runs: a liveness bound
+    /// (an attack that starved other users would hold a save for the whole attack), not a
+    /// speed figure; the whole suite under a parallel build once took 5.3 s.
+    static let bystanderBound: Duration = .seconds(20)
 
     @Test func nonReadingClientsWithHugeWindowsHoldBoundedMemory() async throws {
         let server = try await CirrusdProcess.launch()

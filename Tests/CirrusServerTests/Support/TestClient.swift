@@ -110,7 +110,7 @@ struct TestClient {
     }
 
     /// The next frame; fails the test on an error or close.
-    func nextFrame(timeout: Duration = .seconds(20)) async throws -> Wire.Frame {
+    func nextFrame(timeout: Duration = .seconds(60)) async throws -> Wire.Frame {
         switch try await self.next(timeout: timeout) {
         case .frame(let frame): return frame
         case .error(let error): throw error
