@@ -226,6 +226,9 @@ struct Cirrusd: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A file-size limit (ulimit -f) or a full disk must fail the one write, with EFBIG or
+        // ENOSPC, not kill the server: SIGXFSZ's default action is to end the process.
+        signal(SIGXFSZ, SIG_IGN)
         // Every line written while an operation runs names it (OperationLogContext).
         switch self.logFormat {
         case .json:

@@ -40,9 +40,10 @@ final class AssetFile: @unchecked Sendable {
 
     /// Writes all of `bytes` at `offset`.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(AssetStoreError) {
+        guard let base = bytes.baseAddress else { return }
         var done = 0
         while done < bytes.count {
-            let n = pwrite(self.fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            let n = pwrite(self.fd, base + done, bytes.count - done, off_t(offset) + off_t(done))
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw AssetStoreError.system("cannot write", self.path) }
             done += n

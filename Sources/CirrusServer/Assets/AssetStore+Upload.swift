@@ -23,6 +23,10 @@ final class OpenUpload {
     var received: UInt64 = 0
     /// When the last chunk came (by the store's clock): the upload expires a lifetime later.
     var lastChunk: Int64
+    /// Why the last write failed (a full disk): chunks waiting for their turn fail with it at
+    /// once instead of waiting out the reorder window. Cleared by the next write that succeeds
+    /// (the client resumes once there is room).
+    var writeFailure: AssetStoreError?
 
     init(file: AssetFile, declaration: UploadDeclaration, now: Int64) {
         self.file = file
@@ -109,7 +113,11 @@ extension AssetStore {
                 upload.digest.update(buffer: fresh)
                 return nil
             }
-            if let failure { throw failure }
+            if let failure {
+                upload.writeFailure = failure
+                throw failure
+            }
+            upload.writeFailure = nil
             upload.received = end
         }
         guard chunk.isFinal else {
@@ -170,6 +178,8 @@ extension AssetStore {
         let deadline = ContinuousClock.now + .milliseconds(Int64(self.limits.reorderWaitSeconds * 1000))
         var current = upload
         while chunk.offset > current.received {
+            // The chunk before this one could not be written: this one never gets its turn.
+            if let failure = current.writeFailure { throw failure }
             guard ContinuousClock.now < deadline else {
                 throw AssetStoreError.invalid(
                     "chunk out of order: it starts at \(chunk.offset) but the server has \(current.received) bytes; send from \(current.received)")

@@ -38,14 +38,22 @@ final class CirrusdProcess {
     private(set) var metricsURL: URL?
 
     /// - parameter extraArguments: more flags for `cirrusd` (e.g. `--metrics-address 127.0.0.1:0`).
-    init(extraArguments: [String] = []) throws {
+    /// - parameter fileSizeLimitKiB: started under `ulimit -f` with this limit: every file it
+    ///   writes fails with EFBIG past it, as on a disk that filled up.
+    init(extraArguments: [String] = [], fileSizeLimitKiB: Int? = nil) throws {
         self.dataDirectory = try Paths.temporaryDirectory()
-        self.process.executableURL = Paths.binary("cirrusd")
-        self.process.arguments = [
+        let arguments = [
             "--host", "127.0.0.1", "--port", "0", "--data-dir", self.dataDirectory,
             "--cert", Paths.certificate("server.pem"), "--key", Paths.certificate("server-key.pem"),
             "--client-ca", Paths.certificate("ca.pem"), "--log-level", "error",
         ] + extraArguments
+        if let fileSizeLimitKiB {
+            self.process.executableURL = URL(fileURLWithPath: "/bin/bash")
+            self.process.arguments = ["-c", "ulimit -f \(fileSizeLimitKiB) && exec \"$0\" \"$@\"", Paths.binary("cirrusd").path] + arguments
+        } else {
+            self.process.executableURL = Paths.binary("cirrusd")
+            self.process.arguments = arguments
+        }
         self.process.standardOutput = self.output
         self.process.standardError = FileHandle.nullDevice
         try self.process.run()
