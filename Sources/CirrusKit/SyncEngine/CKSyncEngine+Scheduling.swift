@@ -80,13 +80,19 @@ extension CKSyncEngine {
     }
 
     /// Runs what is requested, fetches first, until nothing is; a failure that may pass is
-    /// retried after the server's `retryAfterSeconds` or a growing backoff.
+    /// retried after the server's `retryAfterSeconds` or a growing backoff. After such a fetch
+    /// failure a requested send goes first, so the two alternate while fetches keep failing.
     private func runScheduled() async {
         // Let the code that added a change add the rest of its changes first.
         await Task.yield()
         while true {
             enum Work { case fetch, send }
             let work = self.running.withLockedValue { running -> Work? in
+                if running.sendFirst, running.sendRequested {
+                    running.sendFirst = false
+                    running.sendRequested = false
+                    return .send
+                }
                 if running.fetchRequested {
                     running.fetchRequested = false
                     return .fetch
@@ -117,7 +123,9 @@ extension CKSyncEngine {
                 let failures = self.running.withLockedValue { running -> Int in
                     running.failures += 1
                     switch work {
-                    case .fetch: running.fetchRequested = true
+                    case .fetch:
+                        running.fetchRequested = true
+                        running.sendFirst = true
                     case .send: running.sendRequested = true
                     }
                     return running.failures

@@ -82,6 +82,9 @@ public final class CKSyncEngine: Sendable, CustomStringConvertible {
         var loopRunning = false
         var stateUpdateScheduled = false
         var failures = 0
+        /// A fetch failed in a way that may pass: a requested send goes first next time, so
+        /// fetches that keep failing do not hold back the device's own changes.
+        var sendFirst = false
         var watch: Task<Void, Never>?
     }
 

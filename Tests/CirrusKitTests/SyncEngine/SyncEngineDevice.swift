@@ -51,10 +51,12 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
     /// Starts the device's engine on `database` from `serialization`.
     @discardableResult
     func start(
-        database: CKDatabase, serialization: CKSyncEngine.State.Serialization? = nil, automaticallySync: Bool = true
+        database: CKDatabase, serialization: CKSyncEngine.State.Serialization? = nil, automaticallySync: Bool = true,
+        subscriptionID: String? = nil
     ) -> CKSyncEngine {
         var configuration = CKSyncEngine.Configuration(database: database, stateSerialization: serialization, delegate: self)
         configuration.automaticallySync = automaticallySync
+        configuration.subscriptionID = subscriptionID
         let engine = CKSyncEngine(configuration)
         self.engineBox.withLockedValue { $0 = engine }
         return engine

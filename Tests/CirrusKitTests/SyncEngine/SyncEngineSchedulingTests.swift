@@ -1,0 +1,54 @@
+import CirrusKit
+import CirrusWire
+import Foundation
+import Testing
+
+/// The engine's automatic sync against a scripted server whose database change feed keeps
+/// failing with an error that may pass (`serviceUnavailable`) while saves succeed.
+@Suite("CKSyncEngine scheduling")
+struct SyncEngineSchedulingTests {
+    @Test func fetchesThatKeepFailingDoNotHoldBackTheDevicesOwnChanges() async throws {
+        let peer = try await FakePeer.start { open, _ in
+            switch open.request {
+            case .fetchUserRecordID:
+                let user = Wire.RecordID(recordName: "_alice", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone"))
+                return FakeReply(result: .fetchUserRecordID(Wire.FetchUserRecordIDResult(userRecordID: user)))
+            case .watchNotifications:
+                return FakeReply(payloads: [NotificationWatchTests.live(0)], hang: true)
+            case .fetchDatabaseChanges:
+                return FakeReply(
+                    error: Wire.OperationError(code: .serviceUnavailable, message: "try again", retryAfterSeconds: 0.05))
+            case .modifyRecords(let request):
+                let saves = request.recordsToSave.map { record -> Wire.Event.Payload in
+                    var saved = record
+                    saved.recordChangeTag = "tag-1"
+                    return .modifyRecords(.init(callback: .perRecordSave(.init(recordID: record.recordID, outcome: .record(saved)))))
+                }
+                return FakeReply(payloads: saves, persisted: open.configuration?.isLongLived == true)
+            default:
+                return FakeReply(error: Wire.OperationError(code: .serverRejectedRequest, message: "not scripted"))
+            }
+        }
+        defer { Task { await peer.stop() } }
+        let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        let device = EngineDevice(name: "A")
+        // The app's own subscription: the engine saves none of its own.
+        device.start(database: container.privateCloudDatabase, subscriptionID: "app-subscription")
+        let id = CKRecord.ID(recordName: "item", zoneID: CKRecordZone.ID(zoneName: "Items"))
+        try device.edit(id, value: 1)
+
+        try await eventually(timeout: .seconds(60)) {
+            device.store.withLockedValue { $0.acknowledged[id] } == [1]
+        }
+        let kinds = peer.opens.compactMap(\.request).map { request -> String in
+            switch request {
+            case .fetchDatabaseChanges: "fetch"
+            case .modifyRecords: "send"
+            default: "other"
+            }
+        }
+        #expect(kinds.contains("fetch"), "\(kinds)")
+        #expect(kinds.firstIndex(of: "fetch").map { $0 < (kinds.firstIndex(of: "send") ?? 0) } == true, "\(kinds)")
+        await device.stop()
+    }
+}
