@@ -19,6 +19,11 @@ private let scratchArenaKey: pthread_key_t? = {
     return status == 0 ? key : nil
 }()
 
+/// A thread's scratch arena keeps one oversized block up to this size: a 3 MiB asset chunk
+/// and its frame fit, so a thread streaming assets reuses one block instead of mapping and
+/// unmapping megabytes per frame.
+let scratchSpareOversizedLimit = 4 << 20
+
 extension WireArena {
     /// Runs `body` with this thread's scratch arena, used by the convenience
     /// APIs that take no arena. The arena is reset afterwards. Nested use on
@@ -30,7 +35,7 @@ extension WireArena {
         if let key = scratchArenaKey, let existing = pthread_getspecific(key) {
             arena = Unmanaged<WireArena>.fromOpaque(existing).takeUnretainedValue()
         } else {
-            arena = WireArena()
+            arena = WireArena(spareOversizedLimit: scratchSpareOversizedLimit)
             if let key = scratchArenaKey {
                 let retained = Unmanaged.passRetained(arena)
                 if pthread_setspecific(key, retained.toOpaque()) != 0 { retained.release() }

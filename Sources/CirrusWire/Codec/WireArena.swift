@@ -30,12 +30,19 @@ public final class WireArena {
     /// The most memory one decode may take from the arena. A message whose
     /// unpacked form needs more is rejected as malformed.
     public var decodeByteLimit: Int
+    /// The largest allocation too big for a chunk that `reset()` keeps for the next one (an
+    /// asset chunk's bytes, encoded or decoded again and again on one thread); 0 = none kept.
+    /// Without it each such frame costs a fresh `malloc` of megabytes, which glibc serves
+    /// with `mmap` and gives back with `munmap`: page faults and zeroing on every frame.
+    public let spareOversizedLimit: Int
 
     // The arena is confined to one thread at a time (it is not Sendable), so
     // the runtime exclusivity checks on its hot state only cost time.
     @exclusivity(unchecked) private var chunks: [UnsafeMutableRawPointer] = []
-    /// Allocations too large for a chunk, freed by `reset()`.
-    @exclusivity(unchecked) private var oversized: [UnsafeMutableRawPointer] = []
+    /// Allocations too large for a chunk, with their sizes, freed by `reset()`.
+    @exclusivity(unchecked) private var oversized: [(block: UnsafeMutableRawPointer, capacity: Int)] = []
+    /// One oversized block kept by `reset()` for reuse (see `spareOversizedLimit`).
+    @exclusivity(unchecked) private var spare: (block: UnsafeMutableRawPointer, capacity: Int)?
     @exclusivity(unchecked) private var chunkIndex = 0
     @exclusivity(unchecked) private var offset = 0
     @exclusivity(unchecked) private var bytesInUse = 0
@@ -45,24 +52,39 @@ public final class WireArena {
     /// The largest number of chunks (regular and oversized) held at once.
     @exclusivity(unchecked) public private(set) var highWaterChunkCount = 0
 
-    /// Chunks held now (regular and oversized).
+    /// Chunks held now (regular and oversized; not the spare).
     public var chunkCount: Int { chunks.count + oversized.count }
 
+    /// Bytes of the oversized block kept for reuse; 0 when none is.
+    public var spareCapacity: Int { spare?.capacity ?? 0 }
+
     /// Creates an empty arena; memory is allocated on first use.
-    public init(chunkSize: Int = 16 * 1024, retainedChunkLimit: Int = 4, decodeByteLimit: Int = 64 << 20) {
+    public init(
+        chunkSize: Int = 16 * 1024, retainedChunkLimit: Int = 4, decodeByteLimit: Int = 64 << 20, spareOversizedLimit: Int = 0
+    ) {
         self.chunkSize = max(chunkSize, 256)
         self.retainedChunkLimit = max(retainedChunkLimit, 1)
         self.decodeByteLimit = decodeByteLimit
+        self.spareOversizedLimit = max(spareOversizedLimit, 0)
     }
 
     deinit {
         for chunk in chunks { free(chunk) }
-        for block in oversized { free(block) }
+        for entry in oversized { free(entry.block) }
+        if let spare { free(spare.block) }
     }
 
-    /// Forgets every allocation. Keeps up to `retainedChunkLimit` chunks for reuse.
+    /// Forgets every allocation. Keeps up to `retainedChunkLimit` chunks for reuse, and the
+    /// largest oversized block up to `spareOversizedLimit` bytes.
     public func reset() {
-        for block in oversized { free(block) }
+        for entry in oversized {
+            if entry.capacity <= spareOversizedLimit, entry.capacity > (spare?.capacity ?? 0) {
+                if let spare { free(spare.block) }
+                spare = entry
+            } else {
+                free(entry.block)
+            }
+        }
         oversized.removeAll(keepingCapacity: true)
         while chunks.count > retainedChunkLimit {
             free(chunks.removeLast())
@@ -78,8 +100,14 @@ public final class WireArena {
         let byteCount = max(byteCount, 1)
         bytesInUse += byteCount
         if byteCount > chunkSize / 4 {
+            if let reusable = spare, reusable.capacity >= byteCount {
+                spare = nil
+                oversized.append(reusable)
+                noteChunkCount()
+                return reusable.block
+            }
             guard let block = malloc(byteCount) else { return nil }
-            oversized.append(block)
+            oversized.append((block, byteCount))
             noteChunkCount()
             return block
         }
