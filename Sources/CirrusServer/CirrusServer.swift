@@ -71,7 +71,7 @@ public final class CirrusServer: Sendable {
     public func start() async throws -> SocketAddress {
         let tlsContext = try TLSContext(configuration: self.configuration.tls)
         self.state.withLockedValue { $0.tlsContext = tlsContext }
-        let configuration = self.configuration
+        let configuration = SharedServerConfiguration(self.configuration)
         let logger = self.logger
         let channel = try await ServerBootstrap(group: self.group)
             .serverChannelOption(.backlog, value: 256)
@@ -79,6 +79,9 @@ public final class CirrusServer: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 256 * 1024))
+            // An idle connection keeps its last receive buffer: start it small (NIO's default is
+            // 2 KiB); it grows while reads fill it.
+            .childChannelOption(.recvAllocator, value: Self.receiveAllocator)
             .childChannelInitializer { [weak self] channel in
                 guard let self, self.admit(channel) else {
                     return channel.close()
@@ -126,13 +129,18 @@ public final class CirrusServer: Sendable {
         self.state.withLockedValue { $0.tlsContext = fresh }
     }
 
+    /// How each connection sizes its receive buffers: 512 bytes at first, doubling while reads
+    /// fill them, up to 64 KiB.
+    static let receiveAllocator = AdaptiveRecvByteBufferAllocator(minimum: 256, initial: 512, maximum: 65_536)
+
     /// The handlers of one connection, in order: TLS, frame decoding and encoding, protocol.
     static func configurePipeline(
         _ pipeline: ChannelPipeline.SynchronousOperations,
         tlsContext: TLSContext,
-        configuration: ServerConfiguration,
+        configuration shared: SharedServerConfiguration,
         logger: Logger
     ) throws {
+        let configuration = shared.configuration
         if let metrics = configuration.metrics {
             try pipeline.addHandler(TrafficCountingHandler(metrics: metrics))
         }
@@ -140,13 +148,15 @@ public final class CirrusServer: Sendable {
         if let accounting {
             try pipeline.addHandler(accounting)
         }
-        try pipeline.addHandler(TLSHandler(context: tlsContext))
+        // The connection handler takes the client's certificate from the handshake event and
+        // drops it after Hello; the TLS handler need not keep it for the connection's life.
+        try pipeline.addHandler(TLSHandler(context: tlsContext, keepsPeerCertificate: false))
         try pipeline.addHandler(
             ByteToMessageHandler(FrameDecoder(maximumFrameBytes: configuration.maximumFrameBytes))
         )
         let encoder = ConnectionFrameEncoder(maximumFrameBytes: configuration.maximumFrameBytes)
         try pipeline.addHandler(encoder)
-        try pipeline.addHandler(ConnectionHandler(configuration: configuration, outbound: accounting, logger: logger, encoder: encoder))
+        try pipeline.addHandler(ConnectionHandler(configuration: shared, outbound: accounting, logger: logger, encoder: encoder))
     }
 
     private func admit(_ channel: any Channel) -> Bool {

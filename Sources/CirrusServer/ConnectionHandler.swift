@@ -44,7 +44,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     typealias OutboundIn = Wire.Frame
     typealias OutboundOut = OutboundFrame
 
-    private let configuration: ServerConfiguration
+    /// The server's configuration, shared by every connection instead of copied into each.
+    private let shared: SharedServerConfiguration
+    private var configuration: ServerConfiguration { self.shared.configuration }
     /// Carries the connection's metadata (`connection`, `peer`, and `user` once authenticated).
     private var logger: Logger
     /// Counts this connection's bytes against the server's outbound budget (below TLS).
@@ -54,7 +56,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var identity: ClientIdentity?
     /// Set once ``PeerLimits`` counted this connection for its user; given back at the end.
     private var admittedUser: String?
-    private var timer: RepeatedTask?
+    /// This connection's place on its event loop's ``ConnectionTicker``.
+    private var timer: ConnectionTicker.Registration?
     private var needsFlush = false
     private var inReadBurst = false
     private var pendingRead = false
@@ -101,14 +104,23 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let encoder: ConnectionFrameEncoder?
 
     init(
-        configuration: ServerConfiguration, outbound: OutboundAccountingHandler? = nil, logger: Logger,
+        configuration: SharedServerConfiguration, outbound: OutboundAccountingHandler? = nil, logger: Logger,
         encoder: ConnectionFrameEncoder? = nil
     ) {
-        self.configuration = configuration
+        self.shared = configuration
         self.outbound = outbound
         self.logger = logger
         self.encoder = encoder
-        self.machine = ConnectionStateMachine(role: .server, configuration: configuration.connection, now: .now())
+        self.machine = ConnectionStateMachine(role: .server, configuration: configuration.configuration.connection, now: .now())
+    }
+
+    /// A handler with a configuration of its own (tests).
+    convenience init(
+        configuration: ServerConfiguration, outbound: OutboundAccountingHandler? = nil, logger: Logger,
+        encoder: ConnectionFrameEncoder? = nil
+    ) {
+        self.init(
+            configuration: SharedServerConfiguration(configuration), outbound: outbound, logger: logger, encoder: encoder)
     }
 
     // MARK: - Life cycle
@@ -116,13 +128,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.machine = ConnectionStateMachine(role: .server, configuration: self.configuration.connection, now: .now())
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        self.timer = context.eventLoop.scheduleRepeatedTask(
-            initialDelay: self.configuration.timerInterval,
-            delay: self.configuration.timerInterval
-        ) { _ in
-            let (handler, context) = loopBound.value
-            handler.timerFired(context: context)
+        self.timer = ConnectionTicker.register(on: context.eventLoop, every: self.configuration.timerInterval) {
+            self.timerFired(context: context)
         }
     }
 

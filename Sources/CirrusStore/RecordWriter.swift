@@ -18,8 +18,8 @@ struct RecordWriter {
     let subscriptions: SubscriptionSet
     /// What was saved and deleted, for the subscriptions.
     var changes: [RecordChange] = []
-    /// The subscribers who got notifications, once ``modify(_:)`` returned.
-    private(set) var notified: Set<String> = []
+    /// The notifications written per subscriber, once ``modify(_:)`` returned.
+    private(set) var notified: [String: [StoredNotification]] = [:]
     /// The names the request saves in the zone being written (``RecordModificationPlan/Group/savedNames``).
     private(set) var savedInZone: Set<String> = []
     /// Database and zone rows, and the change sequences handed out, shared with the

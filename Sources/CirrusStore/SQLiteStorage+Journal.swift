@@ -44,7 +44,7 @@ extension SQLiteStorage: OperationJournal {
         let transaction = writer.transactionCache
         let (outcome, notified) = try await write(weight: modification.itemCount * 2, sharesCache: true) { db in
             var result = RecordModificationResult()
-            var notified: Set<String> = []
+            var notified: [String: [StoredNotification]] = [:]
             if modification.itemCount > 0 {
                 var writer = try RecordWriter(
                     db: db, key: key, user: user, now: now, subscriptions: cache, transaction: transaction)
@@ -55,7 +55,7 @@ extension SQLiteStorage: OperationJournal {
                 journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result), db)
             return Notified(JournaledModification(result: result, events: events), notified)
         }.pair
-        announceNotifications(in: key.container, for: notified)
+        announceNotifications(in: key.container, notified)
         return (outcome.result, outcome.events)
     }
 

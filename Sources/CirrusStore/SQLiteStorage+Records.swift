@@ -20,7 +20,7 @@ extension SQLiteStorage {
             let result = try writer.modify(plan)
             return Notified(result, writer.notified)
         }.pair
-        announceNotifications(in: key.container, for: notified)
+        announceNotifications(in: key.container, notified)
         return result
     }
 
@@ -74,15 +74,16 @@ extension SQLiteStorage {
     }
 }
 
-/// A write's result and the subscribers it notified, handed out of the transaction together.
+/// A write's result and the notifications it wrote (per subscriber), handed out of the
+/// transaction together.
 struct Notified<Value: Sendable>: Sendable {
     var value: Value
-    var users: Set<String>
+    var notifications: [String: [StoredNotification]]
 
-    init(_ value: Value, _ users: Set<String>) {
+    init(_ value: Value, _ notifications: [String: [StoredNotification]]) {
         self.value = value
-        self.users = users
+        self.notifications = notifications
     }
 
-    var pair: (Value, Set<String>) { (value, users) }
+    var pair: (Value, [String: [StoredNotification]]) { (value, notifications) }
 }

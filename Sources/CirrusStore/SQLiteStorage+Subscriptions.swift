@@ -199,17 +199,19 @@ extension SQLiteStorage {
         }
     }
 
-    public func observeNotifications(_ observer: @escaping @Sendable (NotificationFeedKey) -> Void) {
+    public func observeNotifications(
+        _ observer: @escaping @Sendable (NotificationFeedKey, [StoredNotification]) -> Void
+    ) {
         notificationObservers.withLock { $0.append(observer) }
     }
 
-    /// Tells the observers, after a commit, which feeds got notifications.
-    func announceNotifications(in container: String, for users: Set<String>) {
-        guard !users.isEmpty else { return }
+    /// Tells the observers, after a commit, which notifications it added to which feeds.
+    func announceNotifications(in container: String, _ notified: [String: [StoredNotification]]) {
+        guard !notified.isEmpty else { return }
         let observers = notificationObservers.withLock { $0 }
-        for user in users.sorted() {
+        for (user, notifications) in notified.sorted(by: { $0.key < $1.key }) {
             let feed = NotificationFeedKey(container: container, user: user)
-            for observer in observers { observer(feed) }
+            for observer in observers { observer(feed, notifications) }
         }
     }
 }

@@ -32,7 +32,7 @@ extension SQLiteStorage {
                 try cache.subscriptions(db, databaseID: databaseID), databaseID: databaseID, records: [], zones: changes)
             return Notified(result, notifications.notified)
         }.pair
-        announceNotifications(in: key.container, for: notified)
+        announceNotifications(in: key.container, notified)
         return result
     }
 

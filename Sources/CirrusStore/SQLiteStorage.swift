@@ -39,8 +39,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     let clock: @Sendable () -> Wire.Timestamp
     /// Compiled subscriptions per database, for the writes that fire them.
     let subscriptionCache = SubscriptionCache()
-    /// Told of the feeds each commit added notifications to (see `observeNotifications`).
-    let notificationObservers = Mutex<[@Sendable (NotificationFeedKey) -> Void]>([])
+    /// Told of the notifications each commit added to a feed (see `observeNotifications`).
+    let notificationObservers = Mutex<[@Sendable (NotificationFeedKey, [StoredNotification]) -> Void]>([])
     /// Told of every write transaction (see `observeCommits`). A reference, so the write
     /// queue's closure can hold it before `self` is initialized.
     let commitObservers = CommitObservers()

@@ -90,8 +90,9 @@ struct NotificationWriter {
     let db: Database
     let key: DatabaseKey
     let now: Wire.Timestamp
-    /// The subscribers who got a notification.
-    private(set) var notified: Set<String> = []
+    /// The notifications written, per subscriber, in feed order: handed to the observers once
+    /// the transaction commits, so a watch need not read back what was just written.
+    private(set) var notified: [String: [StoredNotification]] = [:]
 
     init(db: Database, key: DatabaseKey, now: Wire.Timestamp) {
         self.db = db
@@ -224,7 +225,7 @@ struct NotificationWriter {
                 """,
             arguments: [key.container, entry.owner, seq, key.scope.rawValue, RecordCodec.nanoseconds(now),
                         Data(notification.serializedBytes()), notification.notificationID])
-        notified.insert(entry.owner)
+        notified[entry.owner, default: []].append(StoredNotification(seq: seq, scope: key.scope, notification: notification))
     }
 
     /// The alert a subscription's notification info asks for, its localization arguments (field

@@ -65,9 +65,12 @@ public protocol SubscriptionStorage: Sendable {
     /// - throws: ``StoreError``.
     func setBadge(_ value: UInt32, for feed: NotificationFeedKey) async throws
 
-    /// Calls `observer` after every commit that added notifications to a feed, once per feed
-    /// (for pushing them). Observers run on the storage's queues: keep them short.
-    func observeNotifications(_ observer: @escaping @Sendable (NotificationFeedKey) -> Void)
+    /// Calls `observer` after every commit that added notifications to a feed, once per feed,
+    /// with the notifications the commit added to it in feed order (for pushing them without
+    /// reading them back). Commits of concurrent writes may be announced out of order: an
+    /// observer that needs every notification checks the seqs and reads the feed over a gap.
+    /// Observers run on the storage's queues: keep them short.
+    func observeNotifications(_ observer: @escaping @Sendable (NotificationFeedKey, [StoredNotification]) -> Void)
 }
 
 /// One user's notification feed in one container.

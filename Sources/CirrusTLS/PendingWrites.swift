@@ -3,7 +3,8 @@ import NIOCore
 /// Plaintext the application wrote and ``TLSHandler`` has not encrypted yet,
 /// in order, split into flushed (ready) and not yet flushed.
 struct PendingWrites {
-    private var writes = CircularBuffer<(ByteBuffer, EventLoopPromise<Void>?)>()
+    /// Room for a few writes at first (an idle connection holds this array): it doubles as needed.
+    private var writes = CircularBuffer<(ByteBuffer, EventLoopPromise<Void>?)>(initialCapacity: 4)
     private var flushedCount = 0
     /// Readable bytes of all pending writes.
     private(set) var bytes = 0

@@ -41,8 +41,11 @@ public final class TLSHandler: ChannelDuplexHandler {
     /// Ciphertext was written downstream and not flushed yet.
     private var hasUnflushedNetworkWrites = false
 
-    /// What the handshake settled; nil until it completes. Event loop only.
+    /// What the handshake settled; nil until it completes. Event loop only. Without the peer
+    /// certificate when the handler was made with `keepsPeerCertificate: false`.
     public private(set) var handshakeResult: TLSHandshakeCompleted?
+    /// Whether ``handshakeResult`` keeps the peer's certificate (the fired event always has it).
+    private let keepsPeerCertificate: Bool
 
     /// A handler playing the role of `context`'s configuration.
     ///
@@ -55,10 +58,17 @@ public final class TLSHandler: ChannelDuplexHandler {
     ///   context's ``TLSContext/sessionCache``, such as "host:port". A session
     ///   stored under it is offered, and the tickets this connection receives
     ///   are stored under it. Nil: every handshake is a full one.
-    public init(context: TLSContext, serverHostname: String? = nil, sessionCacheKey: String? = nil) {
+    /// - parameter keepsPeerCertificate: false: ``handshakeResult`` forgets the peer's certificate
+    ///   once the ``TLSHandshakeCompleted`` event carrying it was fired, so a long-lived idle
+    ///   connection does not hold it (a server that authenticates once, at the start).
+    public init(
+        context: TLSContext, serverHostname: String? = nil, sessionCacheKey: String? = nil,
+        keepsPeerCertificate: Bool = true
+    ) {
         self.tlsContext = context
         self.serverHostname = serverHostname
         self.sessionCacheKey = sessionCacheKey
+        self.keepsPeerCertificate = keepsPeerCertificate
     }
 
     // MARK: Lifecycle
@@ -141,6 +151,9 @@ public final class TLSHandler: ChannelDuplexHandler {
             }
             let result = connection.handshakeCompleted()
             self.handshakeResult = result
+            if !self.keepsPeerCertificate {
+                self.handshakeResult?.peerCertificate = nil
+            }
             context.fireUserInboundEventTriggered(result)
             context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: result.negotiatedProtocol))
             guard self.stateMachine.canSend else {

@@ -125,6 +125,32 @@ struct NotificationProtocolTests {
         }
     }
 
+    @Test func aWatchReadsItsFeedWhenMoreCommitThanItsMailboxHolds() async throws {
+        try await Self.withNotificationServer { port, _ in
+            var writer = try await OperationClient.connect(port: port, user: "alice")
+            _ = try await writer.run(.modifySubscriptions(Wire.ModifySubscriptionsRequest(subscriptionsToSave: [Self.everything])))
+            let watcher = try await TestClient.connect(port: port, user: "alice")
+            _ = try await watcher.handshake()
+            try await Self.openWatch(watcher, streamID: 1, window: 2)
+            guard case .live = try await Self.nextWatchEvent(watcher) else { return }
+            // One handed over directly, then more than a mailbox holds while the watch has no credit.
+            _ = try await writer.save([note("first", title: "0")])
+            #expect(Self.recordName(try await Self.nextWatchEvent(watcher)) == "first")
+            let count = NotificationHub.mailboxLimit + 44
+            _ = try await writer.save((0..<count).map { note("n\($0)", title: "\($0)") })
+            try await watcher.send(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: UInt32(count)))))
+            var names: [String?] = []
+            for _ in 0..<count { names.append(Self.recordName(try await Self.nextWatchEvent(watcher))) }
+            #expect(names == (0..<count).map { "n\($0)" })
+            // And straight from the commit again afterwards.
+            try await watcher.send(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 10))))
+            _ = try await writer.save([note("last", title: "1")])
+            #expect(Self.recordName(try await Self.nextWatchEvent(watcher)) == "last")
+            await watcher.close()
+            await writer.client.close()
+        }
+    }
+
     @Test func badTokensEndAWatchWithAClearError() async throws {
         try await Self.withNotificationServer { port, _ in
             let alice = try await TestClient.connect(port: port, user: "alice")

@@ -351,13 +351,17 @@ struct SubscriptionTests {
 
     @Test func observersHearOfEachCommitThatNotified() async throws {
         try await withStore { storage, _ in
-            let heard = Mutex<[NotificationFeedKey]>([])
-            storage.observeNotifications { feed in heard.withLock { $0.append(feed) } }
+            let heard = Mutex<[(NotificationFeedKey, [StoredNotification])]>([])
+            storage.observeNotifications { feed, notifications in heard.withLock { $0.append((feed, notifications)) } }
             try await storage.subscribe([S.query("all")])
             _ = try await storage.saveAll([note("a"), note("b")])
             _ = try await storage.saveAll([note("c", in: bob)], in: bob, by: "_bob")  // bob subscribes to nothing
             try await storage.createZone("Z")  // a query subscription ignores zone changes
-            #expect(heard.withLock { $0 } == [NotificationFeedKey(container: container, user: "_alice")])
+            let announced = heard.withLock { $0 }
+            #expect(announced.map(\.0) == [NotificationFeedKey(container: container, user: "_alice")])
+            // What the commit hands over is what the feed holds: the same notifications, in order.
+            #expect(announced.first?.1 == (try await storage.notifications()))
+            #expect(announced.first?.1.map(\.seq) == [1, 2])
         }
     }
 

@@ -28,6 +28,20 @@ import Testing
         #expect(pair.serverRecorder.errors.isEmpty)
     }
 
+    @Test func aServerThatDoesNotKeepThePeerCertificateStillFiresIt() throws {
+        let pair = try InMemoryPair(keepsPeerCertificate: false)
+        try pair.handshake()
+        let fired = try #require(pair.serverRecorder.handshake)
+        #expect(fired.peerCertificate?.subjectCommonName == "alice")
+        let kept = try #require(pair.serverTLS.handshakeResult)
+        #expect(kept.peerCertificate == nil)
+        #expect(kept.negotiatedProtocol == "cirrus/1")
+        // Data still flows once it is forgotten.
+        pair.clientWrite(Array("ping".utf8))
+        try interactInMemory(pair.client, pair.server)
+        #expect(pair.serverRecorder.received == Array("ping".utf8))
+    }
+
     @Test func dataFlowsBothWays() throws {
         let pair = try InMemoryPair()
         try pair.handshake()

@@ -98,12 +98,14 @@ final class InMemoryPair {
     convenience init(
         server serverConfiguration: TLSConfiguration = Certs.serverConfiguration(),
         client clientConfiguration: TLSConfiguration = Certs.clientConfiguration(),
-        serverHostname: String = "localhost"
+        serverHostname: String = "localhost",
+        keepsPeerCertificate: Bool = true
     ) throws {
         try self.init(
             serverContext: TLSContext(configuration: serverConfiguration),
             clientContext: TLSContext(configuration: clientConfiguration),
-            serverHostname: serverHostname
+            serverHostname: serverHostname,
+            keepsPeerCertificate: keepsPeerCertificate
         )
     }
 
@@ -114,9 +116,10 @@ final class InMemoryPair {
         serverContext: TLSContext,
         clientContext: TLSContext,
         serverHostname: String = "localhost",
-        sessionCacheKey: String? = nil
+        sessionCacheKey: String? = nil,
+        keepsPeerCertificate: Bool = true
     ) throws {
-        self.serverTLS = TLSHandler(context: serverContext)
+        self.serverTLS = TLSHandler(context: serverContext, keepsPeerCertificate: keepsPeerCertificate)
         self.clientTLS = TLSHandler(context: clientContext, serverHostname: serverHostname, sessionCacheKey: sessionCacheKey)
         self.server = EmbeddedChannel()
         self.client = EmbeddedChannel()

@@ -3,11 +3,15 @@ import CirrusModel
 import CirrusServer
 import CirrusStore
 import Foundation
+import NIOCore
+import NIOPosix
 
 /// CloudKit code → CirrusKit → TLS → cirrusd → SQLite (WAL, synchronous = FULL) in a
-/// temporary directory, all in this process.
+/// temporary directory, all in this process. The server runs on an event-loop group of its
+/// own, so it never shares a loop with the clients (which use the singleton group).
 final class EndToEndBench: Sendable {
     let server: CirrusServer
+    let serverGroup: MultiThreadedEventLoopGroup
     let storage: SQLiteStorage
     let container: CKContainer
     let directory: String
@@ -25,7 +29,8 @@ final class EndToEndBench: Sendable {
         )
         configuration.port = 0
         configuration.executor = StorageExecutor(storage: self.storage)
-        self.server = CirrusServer(configuration: configuration)
+        self.serverGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        self.server = CirrusServer(configuration: configuration, group: self.serverGroup)
         let address = try await self.server.start()
         self.container = CKContainer(
             identifier: "iCloud.bench",
@@ -113,6 +118,7 @@ final class EndToEndBench: Sendable {
 
     func close() async {
         await self.server.shutdownGracefully()
+        try? await self.serverGroup.shutdownGracefully()
         try? self.storage.close()
         try? FileManager.default.removeItem(atPath: self.directory)
     }

@@ -143,9 +143,10 @@ extension StorageExecutor {
 
     /// WatchNotifications: replays the notifications after `since` (none without it), says
     /// `live` with the position it reached, then sends each new notification of the caller as
-    /// its write commits, for as long as the stream stays open. `emit` waits for the client's
-    /// credit, so a watch that does not read holds nothing but its position: the notifications
-    /// stay in the feed until it reads on.
+    /// its write commits, for as long as the stream stays open: the hub hands over what the
+    /// commit wrote, and the feed is read only over a gap (see ``NotificationHub``). `emit` waits
+    /// for the client's credit, so a watch that does not read holds nothing but its position
+    /// and a bounded mailbox: the notifications stay in the feed until it reads on.
     func watchNotifications(
         _ request: Wire.WatchNotificationsRequest, _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream
     ) async throws -> OperationCompletion {
@@ -158,7 +159,7 @@ extension StorageExecutor {
         } catch {
             return OperationCompletion(error: error.error)
         }
-        // Registered before the starting position is read: a commit in between still wakes it.
+        // Registered before the starting position is read: a commit in between still reaches it.
         let watch = self.notifications.watch(feed)
         defer { self.notifications.stopWatching(watch) }
         var after: Int64
@@ -170,23 +171,45 @@ extension StorageExecutor {
         let scopes = Set(request.databaseScopes.map(\.rawValue))
         var signals = watch.signals.makeAsyncIterator()
         var isLive = false
+        var delivery = NotificationHub.Delivery.gap
         while true {
-            let batch = try await self.storage.notificationChanges(for: feed, after: after, limit: Self.watchBatchSize)
-            for stored in batch.notifications where scopes.isEmpty || scopes.contains(stored.scope.rawValue) {
-                let watched = Wire.WatchedNotification(
-                    notification: Self.outbound(stored, caller: caller), changeToken: self.token(stored.seq, tokenKey))
-                try await stream.emit(.watchNotifications(Wire.WatchNotificationsEvent(callback: .notification(watched))))
-                if isLive, let metrics = self.metrics, let created = stored.notification.creationDate {
+            let notifications: [StoredNotification]
+            var moreComing = false
+            switch delivery {
+            case .notifications(let delivered):
+                notifications = delivered
+                after = delivered.last?.seq ?? after
+            case .gap:
+                let batch = try await self.storage.notificationChanges(for: feed, after: after, limit: Self.watchBatchSize)
+                notifications = batch.notifications
+                after = batch.lastSeq
+                moreComing = batch.moreComing
+            }
+            let sent = notifications.filter { scopes.isEmpty || scopes.contains($0.scope.rawValue) }
+            let events = sent.lazy
+                .map { stored -> Wire.Event.Payload in
+                    let watched = Wire.WatchedNotification(
+                        notification: Self.outbound(stored, caller: caller), changeToken: self.token(stored.seq, tokenKey))
+                    return .watchNotifications(Wire.WatchNotificationsEvent(callback: .notification(watched)))
+                }
+            if !events.isEmpty {
+                try await stream.emit(contentsOf: Array(events))
+            }
+            if isLive, let metrics = self.metrics {
+                for created in sent.compactMap(\.notification.creationDate) {
                     metrics.notificationDelivered(createdAt: created)
                 }
             }
-            after = batch.lastSeq
-            if batch.moreComing { continue }
+            if moreComing {
+                delivery = .gap
+                continue
+            }
             if !isLive {
                 try await stream.emit(.watchNotifications(Wire.WatchNotificationsEvent(callback: .live(self.token(after, tokenKey)))))
                 isLive = true
             }
             guard await signals.next() != nil else { throw CancellationError() }
+            delivery = watch.take(after: after)
         }
     }
 

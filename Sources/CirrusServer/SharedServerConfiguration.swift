@@ -1,0 +1,9 @@
+/// The server's configuration, made once when the server starts and shared by every connection
+/// handler (a handler holding a copy cost each idle connection the whole struct).
+final class SharedServerConfiguration: Sendable {
+    let configuration: ServerConfiguration
+
+    init(_ configuration: ServerConfiguration) {
+        self.configuration = configuration
+    }
+}
