@@ -22,6 +22,8 @@ struct RecordWriter {
     private(set) var notified: Set<String> = []
     /// The names the request saves in the zone being written (``RecordModificationPlan/Group/savedNames``).
     private(set) var savedInZone: Set<String> = []
+    /// The roots the request saves for shares in the zone being written (``RecordModificationPlan/Group/shareRoots``).
+    private(set) var shareRootsInZone: [String: String] = [:]
     /// Database and zone rows, and the change sequences handed out, shared with the
     /// transaction's other record writes; it stores the touched zones' sequences before the
     /// commit. A rolled-back item leaves a gap in a sequence, which is harmless: a sequence
@@ -73,6 +75,7 @@ struct RecordWriter {
 
         for group in plan.groups {
             savedInZone = group.savedNames
+            shareRootsInZone = group.shareRoots
             guard let zone = try transaction.liveZone(db, databaseID, group.zoneName) else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
