@@ -272,7 +272,9 @@ struct Cirrusd: AsyncParsableCommand {
             directory: (self.dataDir as NSString).appendingPathComponent("assets"), storage: storage, secret: secret,
             limits: AssetStore.Limits(maxAssetBytes: self.maxAssetBytes, maxUserBytes: self.maxUserBytes == 0 ? nil : self.maxUserBytes))
         let executor = StorageExecutor(
-            storage: storage, tokens: ChangeTokenSealer(secret: secret), users: users, assets: assets, logger: logger)
+            storage: storage, tokens: ChangeTokenSealer(secret: secret), users: users, assets: assets,
+            shareURLBase: "https://\(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(configuration.port)",
+            logger: logger)
         configuration.executor = executor
         let longLived = LongLivedOperations(
             journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds, logger: logger)

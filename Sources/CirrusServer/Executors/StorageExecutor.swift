@@ -25,20 +25,26 @@ public struct StorageExecutor: OperationExecutor {
     /// assets travel inline and are kept in the storage, and `UploadAsset`/`DownloadAsset`
     /// are refused.
     public let assets: AssetStore?
+    /// What goes before the path of every share URL: the address clients reach the server at
+    /// (`https://host:port`).
+    public let shareURLBase: String
 
     /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
     ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.
     /// - parameter users: the directory over `storage` the server also refuses disabled users
     ///   with (``ServerConfiguration/users``); a fresh one when nil.
     /// - parameter assets: the asset file store over the same `storage`.
+    /// - parameter shareURLBase: the server's address in share URLs (`https://host:port`).
     public init(
         storage: any RecordStorage,
         tokens: ChangeTokenSealer = .ephemeral(),
         users: UserDirectory? = nil,
         assets: AssetStore? = nil,
+        shareURLBase: String = "https://localhost:7443",
         logger: Logger = Logger(label: "cirrusd.operations")
     ) {
         self.storage = storage
+        self.shareURLBase = shareURLBase
         self.assets = assets
         self.tokens = tokens
         self.logger = logger
@@ -78,6 +84,10 @@ public struct StorageExecutor: OperationExecutor {
             return await self.completion(of: open) {
                 try await self.runIdentityKind(request, open, caller: caller, stream: stream)
             }
+        case .fetchShareMetadata, .fetchShareParticipants, .acceptShares:
+            return await self.completion(of: open) {
+                try await self.runSharingKind(request, open, caller: caller, stream: stream)
+            }
         default:
             break
         }
@@ -92,7 +102,8 @@ public struct StorageExecutor: OperationExecutor {
             caller: caller,
             owners: ZoneOwnerMapping(
                 databaseOwner: database.owner,
-                downloads: self.assets.map { AssetDownloadIssuer(assets: $0, user: caller.userRecordName) }),
+                downloads: self.assets.map { AssetDownloadIssuer(assets: $0, user: caller.userRecordName) },
+                caller: caller.userRecordName, shareURLBase: self.shareURLBase),
             stream: stream,
             run: stream.run
         )
@@ -133,12 +144,12 @@ public struct StorageExecutor: OperationExecutor {
         case .modifyRecords, .fetchRecords, .query, .modifyRecordZones, .fetchRecordZones, .fetchRecordZoneChanges,
             .fetchDatabaseChanges, .modifySubscriptions, .fetchSubscriptions, .fetchNotificationChanges,
             .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
-            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge:
+            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge,
+            .fetchShareMetadata, .fetchShareParticipants, .acceptShares:
             return true
         case .uploadAsset, .downloadAsset:
             return self.assets != nil
-        case .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
-            .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
+        case .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
             return false
         }
     }
