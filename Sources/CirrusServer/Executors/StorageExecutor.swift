@@ -107,6 +107,9 @@ public struct StorageExecutor: OperationExecutor {
             stream: stream,
             run: stream.run
         )
+        if database.scope == .shared && Self.runsInSharedDatabase(request) {
+            return await self.completion(of: open) { try await self.runShared(request, context) }
+        }
         return await self.completion(of: open) {
             switch request {
             case .modifyRecords(let request):
@@ -182,6 +185,9 @@ public struct StorageExecutor: OperationExecutor {
         let stream: OperationStream
         /// Set when the operation is long-lived: its events go to its journal.
         let run: LongLivedRun?
+        /// Set for a zone of the shared database: the records of the zone shared with the caller
+        /// (the change feed leaves out the others).
+        var sharedRecords: SharedRecords? = nil
 
         /// Where a long-lived operation continues after a restart; nil when it starts afresh.
         var checkpoint: LongLivedCheckpoint? { run?.checkpoint }
