@@ -96,6 +96,14 @@ struct SharedDatabaseEndToEndTests {
                 _ = try await carol.sharedCloudDatabase.recordZoneChanges(inZoneWith: zoneID, since: nil)
             } == .zoneNotFound)
 
+            // A query cursor bob holds before his removal.
+            let second = CKRecord(recordType: "Day", recordID: CKRecord.ID(recordName: "day3", zoneID: zoneID))
+            _ = try await bob.sharedCloudDatabase.save(second)
+            let (firstPage, cursor) = try await bob.sharedCloudDatabase.records(
+                matching: CKQuery(recordType: "Day", predicate: CKPredicate(value: true)), inZoneWith: zoneID, resultsLimit: 1)
+            #expect(firstPage.count == 1)
+            let heldCursor = try #require(cursor)
+
             // Alice removes bob: on the same open connection, his zone is deleted from his
             // database changes and everything else answers as for a zone of nobody, his change
             // token included.
@@ -114,6 +122,7 @@ struct SharedDatabaseEndToEndTests {
                 _ = try await bob.sharedCloudDatabase.recordZoneChanges(inZoneWith: zoneID, since: changes.changeToken)
             } == .zoneNotFound)
             #expect(try await bob.sharedCloudDatabase.allRecordZones().isEmpty)
+            #expect(await code { _ = try await bob.sharedCloudDatabase.records(continuingMatchFrom: heldCursor) } == .invalidArguments)
             // Dave keeps his access.
             #expect(try await dave.sharedCloudDatabase.record(for: planID).recordID == planID)
         }
