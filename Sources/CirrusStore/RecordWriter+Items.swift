@@ -178,7 +178,7 @@ extension RecordWriter {
             try applyShare(share, name: name, in: zone)
         }
         touch(zone.id)
-        if !subscriptions.isEmpty {
+        if try !subscriptions.isEmpty || isShared(zone.id) {
             changes.append(RecordChange(
                 zoneName: zone.name, recordType: record.recordType, recordName: name,
                 old: prepared.serverRecord, new: record))
@@ -236,7 +236,7 @@ extension RecordWriter {
             arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now)])
         try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [row.id])
         touch(zoneID)
-        if !subscriptions.isEmpty {
+        if try !subscriptions.isEmpty || isShared(zoneID) {
             let old = subscriptions.needsPreviousState(of: row.recordType) ? try row.record() : nil
             changes.append(RecordChange(
                 zoneName: zoneName, recordType: row.recordType, recordName: name, old: old, new: nil))

@@ -250,6 +250,49 @@ extension RecordWriter {
     }
 }
 
+extension RecordWriter {
+    /// Whether the zone `zoneID` has a share (asked once per zone and write).
+    mutating func isShared(_ zoneID: Int64) throws -> Bool {
+        if let known = sharedZones[zoneID] { return known }
+        let shared = try db.int64(sql: "SELECT 1 FROM shares WHERE zone_id = ? LIMIT 1", arguments: [zoneID]) != nil
+        sharedZones[zoneID] = shared
+        return shared
+    }
+
+    /// Fires the subscriptions of the shared databases of the accepted participants of every
+    /// shared zone this write changed (a database subscription there fires for changes by
+    /// anyone in the share); the subscribers notified. Who takes part is read now, in the
+    /// write's transaction: a participant removed before it gets nothing.
+    mutating func fireSharedSubscriptions() throws -> Set<String> {
+        guard !changes.isEmpty else { return [] }
+        var changesByUser: [String: [RecordChange]] = [:]
+        for zoneID in touchedZones where try isShared(zoneID) {
+            let rows = try db.rows(
+                sql: """
+                    SELECT DISTINCT p.user, z.name FROM share_participants p
+                    JOIN shares s ON s.id = p.share_id JOIN zones z ON z.id = s.zone_id
+                    WHERE s.zone_id = ? AND p.status = ? AND p.role != ? AND p.user IS NOT NULL
+                    """,
+                arguments: [zoneID, ShareAcceptanceStatus.accepted.rawValue, ShareRole.owner.rawValue])
+            for row in rows {
+                let zoneName: String = row["name"]
+                changesByUser[row["user"], default: []] += changes.filter { $0.zoneName == zoneName }
+            }
+        }
+        var notified = Set<String>()
+        for (user, userChanges) in changesByUser.sorted(by: { $0.key < $1.key }) where !userChanges.isEmpty {
+            let sharedKey = DatabaseKey.shared(container: key.container, user: user)
+            guard let sharedID = try StoreRows.databaseID(db, sharedKey) else { continue }
+            let subscriptions = try subscriptionCache.subscriptions(db, databaseID: sharedID)
+            guard !subscriptions.isEmpty else { continue }
+            var notifications = NotificationWriter(db: db, key: sharedKey, now: now)
+            try notifications.fire(subscriptions, databaseID: sharedID, records: userChanges, zones: [])
+            notified.formUnion(notifications.notified)
+        }
+        return notified
+    }
+}
+
 /// The owner name clients use for themselves (`CKCurrentUserDefaultName`).
 enum ZoneOwnerNames {
     static let currentUser = "__defaultOwner__"

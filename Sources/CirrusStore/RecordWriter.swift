@@ -14,8 +14,13 @@ struct RecordWriter {
     var touchedZones: [Int64] = []
     /// Records deleted by deleteSelf cascades.
     var cascaded: [Wire.RecordID] = []
-    /// The database's subscriptions; when there are none, changes are not even collected.
+    /// The database's subscriptions; when there are none (and no zone written is shared),
+    /// changes are not even collected.
     let subscriptions: SubscriptionSet
+    /// Every database's subscriptions, for the shared databases of a shared zone's participants.
+    let subscriptionCache: SubscriptionCache
+    /// Whether each zone written so far has a share (its participants' subscriptions may fire).
+    var sharedZones: [Int64: Bool] = [:]
     /// What was saved and deleted, for the subscriptions.
     var changes: [RecordChange] = []
     /// The subscribers who got notifications, once ``modify(_:)`` returned.
@@ -41,6 +46,7 @@ struct RecordWriter {
         self.transaction = transaction
         self.databaseID = try transaction.ensureDatabase(db, key)
         self.subscriptions = try cache.subscriptions(db, databaseID: databaseID)
+        self.subscriptionCache = cache
     }
 
     /// Where an item's savepoint started, to forget what it did when it rolls back.
@@ -137,6 +143,7 @@ struct RecordWriter {
         var notifications = NotificationWriter(db: db, key: key, now: now)
         try notifications.fire(subscriptions, databaseID: databaseID, records: changes, zones: [])
         notified = notifications.notified
+        notified.formUnion(try fireSharedSubscriptions())
         return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
     }
 

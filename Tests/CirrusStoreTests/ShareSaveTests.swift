@@ -190,4 +190,31 @@ struct ShareSaveTests {
             #expect(try await storage.count("share_participants") == 0)
         }
     }
+
+    @Test func aDatabaseSubscriptionInAParticipantsSharedDatabaseFiresForTheOwnersChanges() async throws {
+        try await withUsers { storage in
+            // Alice's own subscription too: her changes are collected for it either way.
+            _ = try await storage.modifySubscriptions(
+                saving: [Wire.Subscription(subscriptionID: "mine", kind: .database(Wire.DatabaseSubscription()))],
+                deleting: [], in: alice, by: "_alice")
+            let bobsShared = DatabaseKey.shared(container: container, user: "_bob")
+            let carolsShared = DatabaseKey.shared(container: container, user: "_carol")
+            for (key, user) in [(bobsShared, "_bob"), (carolsShared, "_carol")] {
+                _ = try await storage.modifySubscriptions(
+                    saving: [Wire.Subscription(subscriptionID: "db", kind: .database(Wire.DatabaseSubscription()))],
+                    deleting: [], in: key, by: user)
+            }
+            let saved = try await storage.modifyRecords(
+                RecordModification(saving: [share("cloudkit.zoneshare", participants: [invite("_bob"), invite("_carol")])]),
+                in: alice, by: "_alice")
+            let token = try #require(ShareURL.token(in: "https://h" + (saved.saved(0)?.shareFields?.url ?? "")))
+            #expect(try await storage.acceptShare(withToken: token, in: container, by: "_bob") != nil)
+            let bobsFeed = NotificationFeedKey(container: container, user: "_bob")
+            let carolsFeed = NotificationFeedKey(container: container, user: "_carol")
+            let bobBefore = try await storage.notificationFeedHead(bobsFeed)
+            _ = try await storage.saveAll([note("n1", zone: "Albums")])
+            #expect(try await storage.notificationFeedHead(bobsFeed) == bobBefore + 1, "bob accepted: notified")
+            #expect(try await storage.notificationFeedHead(carolsFeed) == 0, "carol never accepted: not notified")
+        }
+    }
 }
