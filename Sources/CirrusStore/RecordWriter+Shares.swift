@@ -132,8 +132,9 @@ extension RecordWriter {
             identity.contactIdentifiers = []
             let permission: Wire.ShareParticipantPermission =
                 participant.permission == .readWrite ? .readWrite : .readOnly
-            let status: Wire.ShareParticipantAcceptanceStatus =
-                match.map { $0.status == .removed ? .pending : $0.status } ?? .pending
+            // One who left stays removed (the owner removes them from the list and adds them
+            // again to invite them again).
+            let status: Wire.ShareParticipantAcceptanceStatus = match?.status ?? .pending
             result.append(Participant(
                 id: match?.id ?? UUID().uuidString, user: user ?? match?.user,
                 role: match?.role == .publicUser ? .publicUser : .privateUser, permission: permission, status: status,

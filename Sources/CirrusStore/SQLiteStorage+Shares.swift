@@ -32,14 +32,7 @@ extension SQLiteStorage: ShareStorage {
                     arguments: [ShareAcceptanceStatus.accepted.rawValue, found.id, participantID])
             }
             // The share record lists its participants: it changes with the acceptance.
-            let key = DatabaseKey.private(container: container, user: found.entry.owner)
-            var writer = try RecordWriter(db: db, key: key, user: user, now: now, subscriptions: cache, transaction: transaction)
-            if let zone = try StoreRows.liveZone(db, writer.databaseID, found.entry.zoneName),
-                let row = try StoreRows.record(db, zoneID: zone.id, name: found.entry.recordName)
-            {
-                let stored = try row.record()
-                var record = stored
-                var fields = record.shareFields ?? Wire.ShareFields()
+            try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
                 if let index = fields.participants.firstIndex(where: { $0.participantID == participantID }) {
                     fields.participants[index].acceptanceStatus = .accepted
                 } else {
@@ -49,16 +42,59 @@ extension SQLiteStorage: ShareStorage {
                         role: .publicUser, acceptanceStatus: .accepted,
                         permission: Wire.ShareParticipantPermission(rawValue: standing.permission.rawValue)))
                 }
-                record.shareFields = fields
-                _ = try writer.apply(
-                    RecordWriter.PreparedSave(
-                        existing: row, serverRecord: stored, record: record, assets: [],
-                        checksums: RecordCodec.assetChecksums(in: record)),
-                    in: zone)
-                for zoneID in writer.touchedZones { transaction.touch(zoneID, of: writer.databaseID) }
             }
             return try Self.shareRow(db, where: "s.id = ?", [found.id]).first?.entry
         }
+    }
+
+    public func leaveShare(
+        _ shareRecordName: String, inZone zoneName: String, of owner: String, in container: String, by user: String
+    ) async throws -> Bool {
+        guard !user.isEmpty, user != owner else { return false }
+        let now = clock()
+        let cache = subscriptionCache
+        let transaction = writer.transactionCache
+        return try await write(weight: 1, sharesCache: true) { db -> Bool in
+            guard let found = try Self.shareRow(
+                db, where: "d.container = ? AND d.scope = ? AND d.owner = ? AND z.name = ? AND s.name = ?",
+                [container, Wire.DatabaseScope.private.rawValue, owner, zoneName, shareRecordName]
+            ).first, let participant = found.entry.participant(user), participant.status != .removed
+            else { return false }
+            try db.run(
+                sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
+                arguments: [ShareAcceptanceStatus.removed.rawValue, found.id, participant.participantID])
+            try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
+                for index in fields.participants.indices
+                where fields.participants[index].participantID == participant.participantID {
+                    fields.participants[index].acceptanceStatus = .removed
+                }
+            }
+            return true
+        }
+    }
+
+    /// Saves the share record of `share` again with `change` made to its share fields (a new
+    /// change tag, `user` its last modifier), in the caller's transaction.
+    private static func rewriteShareRecord(
+        _ share: ShareEntry, db: Database, now: Wire.Timestamp, by user: String, cache: SubscriptionCache,
+        transaction: WriteTransactionCache, _ change: (inout Wire.ShareFields) -> Void
+    ) throws {
+        let key = DatabaseKey.private(container: share.container, user: share.owner)
+        var writer = try RecordWriter(db: db, key: key, user: user, now: now, subscriptions: cache, transaction: transaction)
+        guard let zone = try StoreRows.liveZone(db, writer.databaseID, share.zoneName),
+            let row = try StoreRows.record(db, zoneID: zone.id, name: share.recordName)
+        else { return }
+        let stored = try row.record()
+        var record = stored
+        var fields = record.shareFields ?? Wire.ShareFields()
+        change(&fields)
+        record.shareFields = fields
+        _ = try writer.apply(
+            RecordWriter.PreparedSave(
+                existing: row, serverRecord: stored, record: record, assets: [],
+                checksums: RecordCodec.assetChecksums(in: record)),
+            in: zone)
+        for zoneID in writer.touchedZones { transaction.touch(zoneID, of: writer.databaseID) }
     }
 
     public func acceptedShares(of user: String, in container: String) async throws -> [ShareEntry] {

@@ -23,6 +23,15 @@ public protocol ShareStorage: Sendable {
     ///   tell the two apart.
     func acceptShare(withToken token: String, in container: String, by user: String) async throws -> ShareEntry?
 
+    /// Takes `user` out of the share `shareRecordName` in `zoneName` of `owner`'s private
+    /// database (a participant leaving: CloudKit's deleting the share from their shared
+    /// database). Their participant stays listed as removed; the share record changes with it.
+    ///
+    /// - returns: false when `user` is not a participant of such a share (or already left).
+    func leaveShare(
+        _ shareRecordName: String, inZone zoneName: String, of owner: String, in container: String, by user: String
+    ) async throws -> Bool
+
     /// Every share of `container` in which `user` is an accepted participant (not the owner).
     func acceptedShares(of user: String, in container: String) async throws -> [ShareEntry]
 

@@ -86,6 +86,8 @@ struct SharedRecords: Sendable {
             let name = current.recordID?.recordName ?? ""
             if roots.contains(name) || shareNames.contains(name) { return true }
             guard let parent = current.parent?.recordID?.recordName else { return false }
+            // A parent that is a root needs no read.
+            if roots.contains(parent) { return true }
             guard let stored = try await self.record(named: parent) else { return false }
             current = stored
         }
@@ -101,9 +103,18 @@ struct SharedRecords: Sendable {
 
     /// A record of the zone with its system fields only; nil when it does not exist.
     func record(named name: String) async throws -> Wire.Record? {
+        try await records(named: [name])[name]
+    }
+
+    /// The records of the zone named `names` that exist (system fields only), read at once.
+    func records(named names: [String]) async throws -> [String: Wire.Record] {
+        guard !names.isEmpty else { return [:] }
         let fetched = try await storage.fetchRecords(
-            [Wire.RecordID(recordName: name, zoneID: zoneID)], desiredKeys: [], in: database)
-        if case .success(let record)? = fetched.first?.result { return record }
-        return nil
+            names.map { Wire.RecordID(recordName: $0, zoneID: zoneID) }, desiredKeys: [], in: database)
+        var found: [String: Wire.Record] = [:]
+        for outcome in fetched {
+            if case .success(let record) = outcome.result, let name = record.recordID?.recordName { found[name] = record }
+        }
+        return found
     }
 }

@@ -101,23 +101,36 @@ extension StorageExecutor {
         _ request: Wire.FetchRecordsRequest, _ access: SharedAccess, _ context: Context
     ) async throws -> OperationCompletion {
         if let refused = Self.tooManyItems(request.recordIDs.count) { return refused }
-        var events: [Wire.Event.Payload] = []
-        for recordID in request.recordIDs {
-            var outcome = Wire.RecordOutcome(recordID: recordID)
-            if let zone = access.zone(of: recordID.zoneID), access.permission(in: zone) != nil {
-                let records = access.records(in: zone, storage: storage)
-                let fetched = try await storage.fetchRecords(
-                    [context.owners.inbound(recordID)], desiredKeys: request.desiredKeysSpecified ? request.desiredKeys : nil,
-                    in: access.database(of: zone))
-                if case .success(let record)? = fetched.first?.result, try await records.contains(record) {
-                    outcome.outcome = .record(context.owners.outbound(record))
-                } else {
-                    outcome.outcome = .error(Self.noRecord(recordID))
-                }
-            } else {
-                outcome.outcome = .error(Self.noZone(recordID.zoneID))
+        // One read per zone, not per record.
+        var outcomes = [Wire.RecordOutcome.Outcome?](repeating: nil, count: request.recordIDs.count)
+        var byZone: [SharedAccess.Zone: [Int]] = [:]
+        var zones: [SharedAccess.Zone] = []
+        for (index, recordID) in request.recordIDs.enumerated() {
+            guard let zone = access.zone(of: recordID.zoneID), access.permission(in: zone) != nil else {
+                outcomes[index] = .error(Self.noZone(recordID.zoneID))
+                continue
             }
-            events.append(.fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordResult(outcome))))
+            if byZone[zone] == nil { zones.append(zone) }
+            byZone[zone, default: []].append(index)
+        }
+        for zone in zones {
+            let indices = byZone[zone] ?? []
+            let records = access.records(in: zone, storage: storage)
+            let fetched = try await storage.fetchRecords(
+                indices.map { context.owners.inbound(request.recordIDs[$0]) },
+                desiredKeys: request.desiredKeysSpecified ? request.desiredKeys : nil, in: access.database(of: zone))
+            for (position, index) in indices.enumerated() {
+                if position < fetched.count, case .success(let record) = fetched[position].result,
+                    try await records.contains(record)
+                {
+                    outcomes[index] = .record(context.owners.outbound(record))
+                } else {
+                    outcomes[index] = .error(Self.noRecord(request.recordIDs[index]))
+                }
+            }
+        }
+        let events = zip(request.recordIDs, outcomes).map { recordID, outcome -> Wire.Event.Payload in
+            .fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordResult(Wire.RecordOutcome(recordID: recordID, outcome: outcome))))
         }
         try await context.emit(events, checkpoint: LongLivedCheckpoint(items: events.count, finished: true))
         return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")
@@ -132,6 +145,20 @@ extension StorageExecutor {
         var deleteEvents = [Wire.Event.Payload?](repeating: nil, count: request.recordIDsToDelete.count)
         var byOwner: [String: (saves: [Int], deletes: [Int], refusals: [Int: ItemFailure])] = [:]
         var owners: [String] = []
+        // The stored versions of the records to save, read once per zone (hierarchy checks).
+        var stored: [SharedAccess.Zone: [String: Wire.Record]] = [:]
+        var namesByZone: [SharedAccess.Zone: [String]] = [:]
+        for record in request.recordsToSave {
+            if let zone = access.zone(of: record.recordID?.zoneID), access.permission(in: zone) == .readWrite,
+                let name = record.recordID?.recordName
+            {
+                namesByZone[zone, default: []].append(name)
+            }
+        }
+        for (zone, names) in namesByZone {
+            let records = access.records(in: zone, storage: storage)
+            stored[zone] = records.isZoneWide ? [:] : try await records.records(named: names)
+        }
         for (index, record) in request.recordsToSave.enumerated() {
             guard let zone = access.zone(of: record.recordID?.zoneID), access.permission(in: zone) != nil else {
                 saveEvents[index] = .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(
@@ -140,7 +167,8 @@ extension StorageExecutor {
             }
             if byOwner[zone.owner] == nil { owners.append(zone.owner) }
             byOwner[zone.owner, default: ([], [], [:])].saves.append(index)
-            if let refusal = try await sharedWriteRefusal(saving: record, zone, access) {
+            let existing = stored[zone]?[record.recordID?.recordName ?? ""]
+            if let refusal = try await sharedWriteRefusal(saving: record, zone, access, existing: existing) {
                 byOwner[zone.owner]?.refusals[index] = refusal
             }
         }
@@ -151,9 +179,16 @@ extension StorageExecutor {
                 continue
             }
             let records = access.records(in: zone, storage: storage)
-            let isShare = records.shareNames.contains(recordID.recordName)
-            guard permission == .readWrite, !isShare, try await records.contains(name: recordID.recordName) else {
-                let message = isShare ? "only the owner deletes a share" : Self.notYours(recordID.recordName)
+            if records.shareNames.contains(recordID.recordName) {
+                // A participant deleting the share from their shared database leaves it.
+                let left = try await storage.leaveShare(
+                    recordID.recordName, inZone: zone.name, of: zone.owner, in: access.container, by: access.caller)
+                deleteEvents[index] = .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(
+                    Wire.ModifyRecordsPerRecordDelete(recordID: recordID, error: left ? nil : Self.noRecord(recordID)))))
+                continue
+            }
+            guard permission == .readWrite, try await records.contains(name: recordID.recordName) else {
+                let message = Self.notYours(recordID.recordName)
                 deleteEvents[index] = .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(
                     Wire.ModifyRecordsPerRecordDelete(
                         recordID: recordID, error: Wire.OperationError(code: .permissionFailure, message: message)))))
@@ -194,7 +229,7 @@ extension StorageExecutor {
     /// share (an existing shared record, or a new one whose parent is shared, or any in a zone
     /// shared whole).
     private func sharedWriteRefusal(
-        saving record: Wire.Record, _ zone: SharedAccess.Zone, _ access: SharedAccess
+        saving record: Wire.Record, _ zone: SharedAccess.Zone, _ access: SharedAccess, existing: Wire.Record?
     ) async throws -> ItemFailure? {
         let name = record.recordID?.recordName ?? ""
         guard access.permission(in: zone) == .readWrite else {
@@ -205,8 +240,8 @@ extension StorageExecutor {
             return ItemFailure(.permissionFailure, "only the owner changes a share")
         }
         if records.isZoneWide || records.roots.contains(name) { return nil }
-        if let stored = try await records.record(named: name) {
-            return try await records.contains(stored) ? nil : ItemFailure(.permissionFailure, Self.notYours(name))
+        if let existing {
+            return try await records.contains(existing) ? nil : ItemFailure(.permissionFailure, Self.notYours(name))
         }
         guard let parent = record.parent?.recordID?.recordName, try await records.contains(name: parent) else {
             return ItemFailure(.permissionFailure, Self.notYours(name))

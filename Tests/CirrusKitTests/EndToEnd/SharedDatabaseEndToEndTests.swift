@@ -123,8 +123,21 @@ struct SharedDatabaseEndToEndTests {
             } == .zoneNotFound)
             #expect(try await bob.sharedCloudDatabase.allRecordZones().isEmpty)
             #expect(await code { _ = try await bob.sharedCloudDatabase.records(continuingMatchFrom: heldCursor) } == .invalidArguments)
-            // Dave keeps his access.
+            // Dave keeps his access, until he leaves by deleting the share from his shared
+            // database: then it is gone for him, and the owner sees him removed.
             #expect(try await dave.sharedCloudDatabase.record(for: planID).recordID == planID)
+            let shareID = CKRecord.ID(recordName: CKRecordNameZoneWideShare, zoneID: zoneID)
+            #expect(try await dave.sharedCloudDatabase.deleteRecord(withID: shareID) == shareID)
+            #expect(await code { _ = try await dave.sharedCloudDatabase.record(for: planID) } == .zoneNotFound)
+            #expect(await code { _ = try await dave.sharedCloudDatabase.deleteRecord(withID: shareID) } == .zoneNotFound)
+            let afterLeaving = try #require(
+                try await alice.privateCloudDatabase.record(
+                    for: CKRecord.ID(recordName: CKRecordNameZoneWideShare, zoneID: ownZone)) as? CKShare)
+            #expect(afterLeaving.participants.first { $0.userIdentity.userRecordID?.recordName == "_dave" }?.acceptanceStatus == .removed)
+            // The owner saving the share again does not invite him back.
+            let resaved = try #require(try await alice.privateCloudDatabase.save(afterLeaving) as? CKShare)
+            #expect(resaved.participants.first { $0.userIdentity.userRecordID?.recordName == "_dave" }?.acceptanceStatus == .removed)
+            #expect(await code { _ = try await dave.sharedCloudDatabase.record(for: planID) } == .zoneNotFound)
         }
     }
 
