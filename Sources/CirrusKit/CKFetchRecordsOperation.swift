@@ -98,7 +98,7 @@ enum RecordOutcomeDecoder {
                 id,
                 Result { () throws(CKError) in
                     try downloader?.downloadAssets(of: record)
-                    return try CKRecord(wire: record)
+                    return try CKRecord.decoded(wire: record)
                 }.mapError { $0 }
             )
         case .error(let error):

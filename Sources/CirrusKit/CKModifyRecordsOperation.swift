@@ -158,7 +158,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             switch save.outcome {
             case .record(let record):
                 let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
-                result = Result { () throws(CKError) in try CKRecord(wire: record, localAssetFiles: files) }.mapError { $0 }
+                result = Result { () throws(CKError) in try CKRecord.decoded(wire: record, localAssetFiles: files) }.mapError { $0 }
             case .error(let error):
                 result = .failure(CKError(wire: error))
             case nil:

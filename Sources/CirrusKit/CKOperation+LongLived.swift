@@ -99,7 +99,7 @@ extension CKModifyRecordsOperation {
     convenience init(wire request: Wire.ModifyRecordsRequest) throws {
         self.init(
             recordsToSave: try request.recordsToSave.map { (wire) throws(CKError) in
-                let record = try CKRecord(wire: wire)
+                let record = try CKRecord.decoded(wire: wire)
                 // Setting a key marks it changed (what the `changedKeys` save policy sends).
                 let encrypted = Set(wire.fields.filter(\.isEncrypted).map(\.key))
                 for key in wire.changedKeys {

@@ -69,7 +69,7 @@ extension CKError {
         func record(_ record: Wire.Record?) -> CKRecord? {
             guard let record else { return nil }
             do {
-                return try CKRecord(wire: record, assetDirectory: assetDirectory)
+                return try CKRecord.decoded(wire: record, assetDirectory: assetDirectory)
             } catch {
                 conversionFailures.append(error.message ?? "\(error)")
                 return nil

@@ -13,7 +13,8 @@ extension CKRecord {
     ///   decoder cannot tell the two apart), is absent from the record, as the protocol
     ///   says; a field with an empty key is skipped; when a key repeats, the last wins;
     /// - lists are typed on the wire, so a list never mixes types;
-    /// - `changed_keys` and share fields (`CKShare`, later work) are ignored.
+    /// - `changed_keys` are ignored, and so are share fields (``decoded(wire:assetDirectory:localAssetFiles:)``
+    ///   makes a `CKShare` of a share).
     ///
     /// Inline asset content is written to files in `assetDirectory`
     /// (nil = `CKAsset.defaultContentDirectory`); see `CKAsset(wire:contentDirectory:)`.
@@ -24,6 +25,28 @@ extension CKRecord {
     package convenience init(
         wire: Wire.Record, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
+        let parts = try Self.decodedParts(of: wire, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+        self.init(recordType: parts.recordType, recordID: parts.recordID, state: parts.state)
+    }
+
+    /// The record a wire message carries: a ``CKShare`` when it is a share (record type
+    /// `cloudkit.share`), otherwise a plain record, as ``init(wire:assetDirectory:localAssetFiles:)``
+    /// decodes it.
+    ///
+    /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
+    package static func decoded(
+        wire: Wire.Record, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+    ) throws(CKError) -> CKRecord {
+        if wire.recordType == SystemType.share {
+            return try CKShare(shareRecord: wire, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+        }
+        return try CKRecord(wire: wire, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+    }
+
+    /// The type, ID and state a wire message carries (see ``init(wire:assetDirectory:localAssetFiles:)``).
+    static func decodedParts(
+        of wire: Wire.Record, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
+    ) throws(CKError) -> (recordType: RecordType, recordID: ID, state: State) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
         }
@@ -63,7 +86,7 @@ extension CKRecord {
             Reference(recordID: try Reference(wire: parent).recordID, action: .none)
         }
         state.share = try wire.share.map { (share) throws(CKError) in try Reference(wire: share) }
-        self.init(recordType: wire.recordType, recordID: recordID, state: state)
+        return (wire.recordType, recordID, state)
     }
 
     /// The record as a wire message with every field, its changed keys, and asset
@@ -121,6 +144,7 @@ extension CKRecord {
             creatorUserRecordID: state.creatorUserRecordID?.wireRecordID,
             lastModifiedUserRecordID: state.lastModifiedUserRecordID?.wireRecordID,
             parent: state.parent?.wireReference,
-            share: state.share?.wireReference)
+            share: state.share?.wireReference,
+            shareFields: self.wireShareFields())
     }
 }

@@ -1,10 +1,13 @@
+import CirrusWire
 import Foundation
 
 /// A collection of typed fields stored in a database (`CKRecord`).
 ///
-/// A class with reference semantics, like Apple's. Fields are read and written by
-/// subscript with `CKRecordValue` types; system fields (change tag, dates, creator)
-/// are filled by the server and read-only here.
+/// An `NSObject` subclass with reference semantics, like Apple's: two records are equal only
+/// when they are the same object. Fields are read and written by subscript with
+/// `CKRecordValue` types; system fields (change tag, dates, creator) are filled by the server
+/// and read-only here. `CKShare` is a subclass. A record archives with `NSSecureCoding`
+/// (every field) or ``encodeSystemFields(with:)`` (system fields only).
 ///
 /// For example:
 /// ```swift
@@ -16,7 +19,7 @@ import Foundation
 ///
 /// `@unchecked Sendable` is safe: every mutable property lives in `state`, a `Locked`
 /// box that is only read or written while its lock is held; the rest is `let`.
-public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Hashable, CustomStringConvertible {
+open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueSetting {
     /// Everything about a record that can change, guarded by one lock.
     struct State {
         var fields: [FieldKey: FieldValue] = [:]
@@ -47,6 +50,7 @@ public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Hasha
         self.recordType = recordType
         self.recordID = recordID
         self.state = Locked(State())
+        super.init()
     }
 
     /// A new record with a unique name (a UUID string) in the given zone.
@@ -63,6 +67,20 @@ public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Hasha
         self.recordType = recordType
         self.recordID = recordID
         self.state = Locked(state)
+        super.init()
+    }
+
+    /// A record rebuilt from what ``encodeSystemFields(with:)`` wrote (its system fields, no
+    /// fields of its own, nothing changed) or what `encode(with:)` wrote (the whole record).
+    /// nil when `coder` holds no record, a later format, or bytes that do not decode. A share
+    /// decodes as a share only through `CKShare(coder:)`.
+    public required convenience init?(coder: NSCoder) {
+        guard let wire = CKRecord.decodedWire(from: coder) else { return nil }
+        do {
+            try self.init(wire: wire.record, localAssetFiles: wire.assetFiles)
+        } catch {
+            return nil
+        }
     }
 
     // MARK: System fields
@@ -95,6 +113,9 @@ public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Hasha
     public func setParent(_ parentID: ID?) {
         parent = parentID.map { Reference(recordID: $0, action: .none) }
     }
+
+    /// The share-specific part of the record on the wire: nil for every record but a share.
+    func wireShareFields() -> Wire.ShareFields? { nil }
 
     // MARK: Fields
 
@@ -155,19 +176,15 @@ public final class CKRecord: @unchecked Sendable, CKRecordKeyValueSetting, Hasha
         }
     }
 
-    /// A new record with the same ID, type, system fields, fields and changed keys.
-    public func copy() -> CKRecord {
+    /// A new record with the same ID, type, system fields, fields and changed keys (`NSCopying`;
+    /// `record.copy() as? CKRecord`). A share's copy is a `CKShare`.
+    open func copy(with zone: NSZone? = nil) -> Any {
         CKRecord(recordType: recordType, recordID: recordID, state: state.withLock { $0 })
     }
 
-    /// Records are equal only to themselves (identity), as `NSObject`s are.
-    public static func == (lhs: CKRecord, rhs: CKRecord) -> Bool { lhs === rhs }
-
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-
-    public var description: String {
+    open override var description: String {
         let (tag, keys) = state.withLock { ($0.recordChangeTag, $0.fields.keys.sorted()) }
-        return "<CKRecord: recordType=\(recordType), recordID=\(recordID), recordChangeTag=\(tag ?? "nil"), keys=\(keys)>"
+        return "<\(type(of: self)): recordType=\(recordType), recordID=\(recordID), recordChangeTag=\(tag ?? "nil"), keys=\(keys)>"
     }
 }
 

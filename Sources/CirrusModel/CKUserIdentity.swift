@@ -146,3 +146,20 @@ extension CKUserIdentity {
         return components
     }
 }
+
+extension CKUserIdentity {
+    /// The identity as a wire message (the name goes only where the server sent one).
+    package var wireIdentity: Wire.UserIdentity {
+        Wire.UserIdentity(
+            userRecordID: userRecordID?.wireRecordID,
+            lookupInfo: lookupInfo?.wireLookupInfo,
+            nameComponents: nameComponents.map { components in
+                Wire.UserNameComponents(
+                    namePrefix: components.namePrefix ?? "", givenName: components.givenName ?? "",
+                    middleName: components.middleName ?? "", familyName: components.familyName ?? "",
+                    nameSuffix: components.nameSuffix ?? "", nickname: components.nickname ?? "")
+            },
+            hasIcloudAccount: hasiCloudAccount,
+            contactIdentifiers: contactIdentifiers)
+    }
+}

@@ -46,10 +46,11 @@ enum RecordCodec {
         guard !record.recordType.isEmpty, record.recordType.utf8.count <= maxNameLength else {
             return error(.invalidArguments, "record \(recordID.recordName) has an invalid record type")
         }
-        for field in record.fields {
+        let isShare = record.recordType == ShareRules.shareType
+        for field in record.fields where !(isShare && ShareRules.systemFieldKeys.contains(field.key)) {
             if let failure = checkFieldKey(field.key) { return failure }
         }
-        for key in record.changedKeys {
+        for key in record.changedKeys where !(isShare && ShareRules.systemFieldKeys.contains(key)) {
             if let failure = checkFieldKey(key) { return failure }
         }
         return nil

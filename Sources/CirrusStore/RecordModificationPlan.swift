@@ -22,6 +22,10 @@ struct RecordModificationPlan: Sendable {
         /// The names the group saves (items without a problem): a `deleteSelf` reference may
         /// name one of them before it is stored (CloudKit: save both in one operation).
         var savedNames: Set<String> = []
+        /// The roots the group saves for shares, by share name: a record saved with its
+        /// `share` naming a share record the group also saves (CloudKit: a new share is saved
+        /// with its root in one operation).
+        var shareRoots: [String: String] = [:]
     }
 
     let request: RecordModification
@@ -41,6 +45,8 @@ struct RecordModificationPlan: Sendable {
         deletes = request.recordIDsToDelete.map { RecordDeletion(id: $0) }
         var groupIndex: [String: Int] = [:]
         var seen = Set<[String]>()
+        // The shares each group saves: a root names one of them, or its share is not new.
+        var savedShares: [Set<String>] = []
         let items = request.recordsToSave.enumerated().map { Item.save($0.offset, $0.element) }
             + request.recordIDsToDelete.enumerated().map { Item.delete($0.offset, $0.element) }
         for item in items {
@@ -59,6 +65,7 @@ struct RecordModificationPlan: Sendable {
             if problem == nil, case .save(let index, let record) = item {
                 problem = request.refusals[index] ?? RecordCodec.checkRecordToSave(record)
                     ?? RecordCodec.checkLinksStayInZone(record, zoneName: zoneName, in: key)
+                    ?? ShareRules.checkPlacement(of: record, zoneName: zoneName, in: key)
             }
             if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {
                 problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
@@ -71,9 +78,20 @@ struct RecordModificationPlan: Sendable {
                 i = groups.count
                 groupIndex[zoneName] = i
                 groups.append(Group(zoneName: zoneName))
+                savedShares.append([])
             }
             groups[i].items.append(entry)
             if problem == nil, case .save = item { groups[i].savedNames.insert(recordID.recordName) }
+            if problem == nil, case .save(_, let record) = item {
+                if record.recordType == ShareRules.shareType {
+                    savedShares[i].insert(recordID.recordName)
+                } else if let shareName = record.share?.recordID?.recordName {
+                    groups[i].shareRoots[shareName] = recordID.recordName
+                }
+            }
+        }
+        for i in groups.indices {
+            groups[i].shareRoots = groups[i].shareRoots.filter { savedShares[i].contains($0.key) }
         }
     }
 

@@ -27,7 +27,7 @@ public import CirrusWire
 /// let result = try await storage.modifyRecords(
 ///     RecordModification(saving: [note]), in: .private(container: "c", user: "_alice"), by: "_alice")
 /// ```
-public protocol RecordStorage: SubscriptionStorage, UserStorage, TokenStorage {
+public protocol RecordStorage: SubscriptionStorage, UserStorage, TokenStorage, ShareStorage {
     /// Saves and deletes records (CKModifyRecordsOperation).
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the

@@ -12,6 +12,8 @@ extension RecordWriter {
         var record: Wire.Record
         var assets: [RecordCodec.AssetContent]
         var checksums: Set<[UInt8]>
+        /// Set when the record is a share: its row and participants.
+        var share: PreparedShare? = nil
     }
 
     /// Saves one record under `policy`; the record as stored, or its error.
@@ -77,7 +79,18 @@ extension RecordWriter {
             record.parent = client.parent
             record.shareFields = client.shareFields
         }
-        record.share = serverRecord?.share
+        var preparedShare: PreparedShare?
+        if record.recordType == ShareRules.shareType {
+            switch try prepareShare(&record, in: zone) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let share): preparedShare = share
+            }
+        } else {
+            switch try shareReference(for: client, server: serverRecord, in: zone) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let share): record.share = share
+            }
+        }
         let assets: [RecordCodec.AssetContent]
         switch RecordCodec.extractAssets(&record) {
         case .failure(let failure): return .failure(failure)
@@ -99,7 +112,8 @@ extension RecordWriter {
             }
         }
         return .success(PreparedSave(
-            existing: existing, serverRecord: serverRecord, record: record, assets: assets, checksums: checksums))
+            existing: existing, serverRecord: serverRecord, record: record, assets: assets, checksums: checksums,
+            share: preparedShare))
     }
 
     /// Writes a prepared save; the record as stored. Throws only when SQLite does.
@@ -160,8 +174,11 @@ extension RecordWriter {
                 sql: "INSERT OR IGNORE INTO assets (sha256, size, content) VALUES (?, ?, ?)",
                 arguments: [Data(asset.sha256), Int64(clamping: asset.size), Data(asset.content ?? [])])
         }
+        if let share = prepared.share {
+            try applyShare(share, name: name, in: zone)
+        }
         touch(zone.id)
-        if !subscriptions.isEmpty {
+        if try !subscriptions.isEmpty || isShared(zone.id) {
             changes.append(RecordChange(
                 zoneName: zone.name, recordType: record.recordType, recordName: name,
                 old: prepared.serverRecord, new: record))
@@ -180,6 +197,11 @@ extension RecordWriter {
             return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
         }
         try deleteRow(existing, zoneID: zone.id, zoneName: zone.name, name: name)
+        if existing.recordType == ShareRules.shareType {
+            try forgetShare(name, in: zone)
+        } else {
+            try deleteShare(ofRoot: existing, named: name, in: zone)
+        }
         var pending: [(zone: String, name: String)] = [(zone.name, name)]
         while let target = pending.popLast() {
             let sources = try db.rows(
@@ -207,14 +229,14 @@ extension RecordWriter {
         return nil
     }
 
-    private mutating func deleteRow(_ row: RecordRow, zoneID: Int64, zoneName: String, name: String) throws {
+    mutating func deleteRow(_ row: RecordRow, zoneID: Int64, zoneName: String, name: String) throws {
         let seq = try nextSeq(zoneID)
         try db.run(
             sql: "INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at) VALUES (?, ?, ?, ?, ?)",
             arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now)])
         try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [row.id])
         touch(zoneID)
-        if !subscriptions.isEmpty {
+        if try !subscriptions.isEmpty || isShared(zoneID) {
             let old = subscriptions.needsPreviousState(of: row.recordType) ? try row.record() : nil
             changes.append(RecordChange(
                 zoneName: zoneName, recordType: row.recordType, recordName: name, old: old, new: nil))

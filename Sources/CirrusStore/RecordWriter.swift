@@ -14,14 +14,21 @@ struct RecordWriter {
     var touchedZones: [Int64] = []
     /// Records deleted by deleteSelf cascades.
     var cascaded: [Wire.RecordID] = []
-    /// The database's subscriptions; when there are none, changes are not even collected.
+    /// The database's subscriptions; when there are none (and no zone written is shared),
+    /// changes are not even collected.
     let subscriptions: SubscriptionSet
+    /// Every database's subscriptions, for the shared databases of a shared zone's participants.
+    let subscriptionCache: SubscriptionCache
+    /// Whether each zone written so far has a share (its participants' subscriptions may fire).
+    var sharedZones: [Int64: Bool] = [:]
     /// What was saved and deleted, for the subscriptions.
     var changes: [RecordChange] = []
     /// The notifications written per subscriber, once ``modify(_:)`` returned.
     private(set) var notified: [String: [StoredNotification]] = [:]
     /// The names the request saves in the zone being written (``RecordModificationPlan/Group/savedNames``).
     private(set) var savedInZone: Set<String> = []
+    /// The roots the request saves for shares in the zone being written (``RecordModificationPlan/Group/shareRoots``).
+    private(set) var shareRootsInZone: [String: String] = [:]
     /// Database and zone rows, and the change sequences handed out, shared with the
     /// transaction's other record writes; it stores the touched zones' sequences before the
     /// commit. A rolled-back item leaves a gap in a sequence, which is harmless: a sequence
@@ -39,6 +46,7 @@ struct RecordWriter {
         self.transaction = transaction
         self.databaseID = try transaction.ensureDatabase(db, key)
         self.subscriptions = try cache.subscriptions(db, databaseID: databaseID)
+        self.subscriptionCache = cache
     }
 
     /// Where an item's savepoint started, to forget what it did when it rolls back.
@@ -73,6 +81,7 @@ struct RecordWriter {
 
         for group in plan.groups {
             savedInZone = group.savedNames
+            shareRootsInZone = group.shareRoots
             guard let zone = try transaction.liveZone(db, databaseID, group.zoneName) else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
@@ -134,6 +143,9 @@ struct RecordWriter {
         var notifications = NotificationWriter(db: db, key: key, now: now)
         try notifications.fire(subscriptions, databaseID: databaseID, records: changes, zones: [])
         notified = notifications.notified
+        // Each user's notifications in feed order (a user's private and shared subscriptions
+        // write to one feed).
+        notified.merge(try fireSharedSubscriptions()) { ($0 + $1).sorted { $0.seq < $1.seq } }
         return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
     }
 

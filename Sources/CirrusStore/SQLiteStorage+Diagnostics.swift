@@ -7,7 +7,7 @@ extension SQLiteStorage {
     func rowCount(of table: String) async throws -> Int {
         let known = [
             "databases", "zones", "records", "tombstones", "record_values", "cascade_references", "assets",
-            "asset_references", "record_text", "query_preimages", "store_secrets",
+            "asset_references", "record_text", "query_preimages", "store_secrets", "shares", "share_participants",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         return try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0 }

@@ -137,6 +137,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v7-typed-values", migrate: migrateToV7)
         migrator.registerMigration("v8-users", migrate: migrateToV8)
         migrator.registerMigration("v9-notification-reads", migrate: migrateToV9)
+        migrator.registerMigration("v10-shares", migrate: migrateToV10)
         return migrator
     }
 }

@@ -4,7 +4,7 @@ import GRDB
 
 extension SQLiteStorage: UserStorage {
     /// Kinds of `user_lookup` rows.
-    private enum LookupKind: Int {
+    enum LookupKind: Int {
         case email = 1
         case phone = 2
     }
@@ -171,7 +171,7 @@ extension SQLiteStorage: UserStorage {
 
     // MARK: - Rows
 
-    private static func directoryUser(_ name: String, _ db: Database) throws -> DirectoryUser? {
+    static func directoryUser(_ name: String, _ db: Database) throws -> DirectoryUser? {
         guard let row = try db.row(sql: "SELECT * FROM users WHERE name = ?", arguments: [name]) else { return nil }
         var user = DirectoryUser(name: name, createdAt: timestamp(seconds: row["created_at"] as Double? ?? 0))
         user.lastSeenAt = (row["last_seen_at"] as Double?).map { timestamp(seconds: $0) }
@@ -206,7 +206,7 @@ extension SQLiteStorage: UserStorage {
         return Wire.Timestamp(seconds: Int64(whole), nanos: Int32(min(999_999_999, (seconds - whole) * 1_000_000_000)))
     }
 
-    private static func lookupOwner(_ kind: LookupKind, _ value: String, _ db: Database) throws -> String? {
+    static func lookupOwner(_ kind: LookupKind, _ value: String, _ db: Database) throws -> String? {
         try String.fetchOne(
             db, sql: "SELECT user FROM user_lookup WHERE kind = ? AND value = ?", arguments: [kind.rawValue, value])
     }

@@ -85,8 +85,10 @@ extension SQLiteStorage {
         guard let zone = try StoreRows.liveZone(db, databaseID, name) else {
             return RecordCodec.error(.zoneNotFound, "zone \(name) does not exist")
         }
-        // Fields and references go with their records (ON DELETE CASCADE).
+        // Fields and references go with their records (ON DELETE CASCADE), participants with
+        // their shares.
         try db.run(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+        try db.run(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
         try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ?", arguments: [zone.id])
         let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
         try db.run(

@@ -18,7 +18,7 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case unknownItem, zoneNotFound, serverRecordChanged, batchRequestFailed, invalidArguments
             case permissionFailure, assetFileNotFound, assetFileModified, limitExceeded, referenceViolation
-            case quotaExceeded, internalError
+            case quotaExceeded, internalError, serverRejectedRequest, alreadyShared, tooManyParticipants
         }
 
         private let base: Base
@@ -48,6 +48,13 @@ public struct ItemFailure: Error, Hashable, Sendable, CustomStringConvertible {
         public static let quotaExceeded = Code(.quotaExceeded)
         /// The server failed to handle the item (e.g. it could not write an asset file).
         public static let internalError = Code(.internalError)
+        /// The server refuses the item where it is (a share in the public database or in a
+        /// default zone).
+        public static let serverRejectedRequest = Code(.serverRejectedRequest)
+        /// The record is already the root of another share.
+        public static let alreadyShared = Code(.alreadyShared)
+        /// The share would have more participants than a share may have.
+        public static let tooManyParticipants = Code(.tooManyParticipants)
 
         public var description: String { "\(base)" }
     }

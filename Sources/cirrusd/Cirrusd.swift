@@ -294,7 +294,9 @@ struct Cirrusd: AsyncParsableCommand {
             limits: AssetStore.Limits(maxAssetBytes: self.maxAssetBytes, maxUserBytes: self.maxUserBytes == 0 ? nil : self.maxUserBytes))
         let executor = StorageExecutor(
             storage: storage, tokens: ChangeTokenSealer(secret: secret), users: users, assets: assets,
-            metrics: metrics?.server, logger: logger)
+            metrics: metrics?.server,
+            shareURLBase: "https://\(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(configuration.port)",
+            logger: logger)
         configuration.executor = executor
         let longLived = LongLivedOperations(
             journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds, logger: logger)

@@ -157,10 +157,10 @@ import Testing
         #expect(record["legacy"] as? String == "legacy spelling")
     }
 
-    @Test func copyIsIndependent() {
+    @Test func copyIsIndependent() throws {
         let record = CKRecord(recordType: "Note")
         record["a"] = 1
-        let copy = record.copy()
+        let copy = try #require(record.copy() as? CKRecord)
         copy["a"] = 2
         #expect(record["a"] as? Int == 1)
         #expect(copy["a"] as? Int == 2)

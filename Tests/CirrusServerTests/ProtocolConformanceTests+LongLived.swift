@@ -157,7 +157,8 @@ struct LongLivedConformanceTests {
             let complete = try await client.untilComplete(streamID: 1).complete
             switch request {
             case .fetchNotificationChanges, .fetchLongLivedOperationIDs, .fetchUserRecordID, .accountStatus,
-                .discoverUserIdentities, .discoverAllUserIdentities, .markNotificationsRead, .modifyBadge:
+                .discoverUserIdentities, .discoverAllUserIdentities, .markNotificationsRead, .modifyBadge,
+                .fetchShareMetadata, .fetchShareParticipants, .acceptShares:
                 #expect(complete.error == nil, "\(complete)")
             case .applicationPermission:
                 // It names no permission.

@@ -245,9 +245,10 @@ struct StorageExecutorTests {
     @Test func kindsNotRunYetAreRefusedByName() async throws {
         try await withStorageServer { port in
             var alice = try await OperationClient.connect(port: port, user: "alice")
-            let (_, complete) = try await alice.run(.acceptShares(Wire.AcceptSharesRequest()))
+            // Without an asset store, the asset kinds are not run.
+            let (_, complete) = try await alice.run(.uploadAsset(Wire.UploadAssetRequest()))
             #expect(complete.error?.code == .serverRejectedRequest)
-            #expect(complete.error?.message.contains("acceptShares") == true)
+            #expect(complete.error?.message.contains("uploadAsset") == true)
             await alice.client.close()
         }
     }

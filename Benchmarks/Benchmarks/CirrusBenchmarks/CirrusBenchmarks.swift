@@ -328,6 +328,40 @@ let benchmarks: @Sendable () -> Void = {
         await bench.close()
     }
 
+    // The shared database's access checks: the same fetch and save by the owner in their
+    // private database and by a participant in their shared database (a zone shared whole, and
+    // a hierarchy), one after the other in one run. Compare the wall-clock figures.
+    for place in [SharedDatabaseBench.Place.ownersPrivateDatabase, .participantsZoneSharedWhole, .participantsHierarchy] {
+        Benchmark(
+            "Sharing: fetch 100 records in one operation — \(place)",
+            configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+        ) { benchmark in
+            let bench = try await SharedDatabaseBench(certificates: certificates)
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                let count = try await bench.fetch(place)
+                precondition(count == SharedDatabaseBench.recordCount, "the bench should fetch every record")
+            }
+            benchmark.stopMeasurement()
+            await bench.close()
+        }
+
+        Benchmark(
+            "Sharing: save 100 new records in one operation — \(place)",
+            configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))
+        ) { benchmark in
+            let bench = try await SharedDatabaseBench(certificates: certificates)
+            var round = 0
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                try await bench.save(place, round: round)
+                round += 1
+            }
+            benchmark.stopMeasurement()
+            await bench.close()
+        }
+    }
+
     Benchmark(
         "End to end: fetch all changes of a 10,000-record zone from the beginning",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))

@@ -185,7 +185,7 @@ final class BenchDevice: CKSyncEngineDelegate {
     ) async -> CKSyncEngine.RecordZoneChangeBatch? {
         await CKSyncEngine.RecordZoneChangeBatch(pendingChanges: syncEngine.state.pendingRecordZoneChanges) { id in
             guard let value = self.local.withLockedValue({ $0[id] }) else { return nil }
-            let record = self.records.withLockedValue { $0[id]?.copy() } ?? CKRecord(recordType: "Item", recordID: id)
+            let record = self.records.withLockedValue { $0[id]?.copy() as? CKRecord } ?? CKRecord(recordType: "Item", recordID: id)
             record["v"] = value
             return record
         }

@@ -50,7 +50,7 @@ public struct ChangeTokenSealer: Sendable {
     static let length = 2 + 8 + 8 + 8 + tagLength
     static let secretLength = 32
 
-    private let key: [UInt8]
+    let key: [UInt8]
 
     /// A sealer keyed by `secret` (any length; hashed down when longer than a block).
     public init(secret: [UInt8]) {

@@ -59,7 +59,7 @@ extension StorageExecutor {
         let error: Wire.OperationError
     }
 
-    private func fetchChanges(
+    func fetchChanges(
         of zoneID: Wire.RecordZoneID,
         inbound: Wire.RecordZoneID,
         _ configuration: Wire.ZoneChangesConfiguration,
@@ -114,6 +114,7 @@ extension StorageExecutor {
             var events: [Wire.Event.Payload] = []
             events.reserveCapacity(batch.changed.count + batch.deleted.count + 1)
             for record in batch.changed {
+                if let shared = context.sharedRecords, !(try await shared.contains(record)) { continue }
                 let record = context.owners.outbound(record)
                 let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
                 events.append(

@@ -27,6 +27,9 @@ public struct StorageExecutor: OperationExecutor {
     public let assets: AssetStore?
     /// Where push delivery lag is recorded; nil = not recorded.
     let metrics: ServerMetrics?
+    /// What goes before the path of every share URL: the address clients reach the server at
+    /// (`https://host:port`).
+    public let shareURLBase: String
 
     /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
     ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.
@@ -34,15 +37,18 @@ public struct StorageExecutor: OperationExecutor {
     ///   with (``ServerConfiguration/users``); a fresh one when nil.
     /// - parameter assets: the asset file store over the same `storage`.
     /// - parameter metrics: records push delivery lag (`cirrus_notification_delivery_seconds`).
+    /// - parameter shareURLBase: the server's address in share URLs (`https://host:port`).
     public init(
         storage: any RecordStorage,
         tokens: ChangeTokenSealer = .ephemeral(),
         users: UserDirectory? = nil,
         assets: AssetStore? = nil,
         metrics: ServerMetrics? = nil,
+        shareURLBase: String = "https://localhost:7443",
         logger: Logger = Logger(label: "cirrusd.operations")
     ) {
         self.storage = storage
+        self.shareURLBase = shareURLBase
         self.assets = assets
         self.metrics = metrics
         self.tokens = tokens
@@ -83,6 +89,10 @@ public struct StorageExecutor: OperationExecutor {
             return await self.completion(of: open) {
                 try await self.runIdentityKind(request, open, caller: caller, stream: stream)
             }
+        case .fetchShareMetadata, .fetchShareParticipants, .acceptShares:
+            return await self.completion(of: open) {
+                try await self.runSharingKind(request, open, caller: caller, stream: stream)
+            }
         default:
             break
         }
@@ -97,10 +107,14 @@ public struct StorageExecutor: OperationExecutor {
             caller: caller,
             owners: ZoneOwnerMapping(
                 databaseOwner: database.owner,
-                downloads: self.assets.map { AssetDownloadIssuer(assets: $0, user: caller.userRecordName) }),
+                downloads: self.assets.map { AssetDownloadIssuer(assets: $0, user: caller.userRecordName) },
+                caller: caller.userRecordName, shareURLBase: self.shareURLBase),
             stream: stream,
             run: stream.run
         )
+        if database.scope == .shared && Self.runsInSharedDatabase(request) {
+            return await self.completion(of: open) { try await self.runShared(request, context) }
+        }
         return await self.completion(of: open) {
             switch request {
             case .modifyRecords(let request):
@@ -138,12 +152,12 @@ public struct StorageExecutor: OperationExecutor {
         case .modifyRecords, .fetchRecords, .query, .modifyRecordZones, .fetchRecordZones, .fetchRecordZoneChanges,
             .fetchDatabaseChanges, .modifySubscriptions, .fetchSubscriptions, .fetchNotificationChanges,
             .watchNotifications, .fetchUserRecordID, .accountStatus, .applicationPermission, .discoverUserIdentities,
-            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge:
+            .discoverAllUserIdentities, .fetchWebAuthToken, .markNotificationsRead, .modifyBadge,
+            .fetchShareMetadata, .fetchShareParticipants, .acceptShares:
             return true
         case .uploadAsset, .downloadAsset:
             return self.assets != nil
-        case .fetchShareMetadata, .fetchShareParticipants, .acceptShares,
-            .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
+        case .fetchLongLivedOperationIDs, .fetchLongLivedOperation:
             return false
         }
     }
@@ -176,6 +190,9 @@ public struct StorageExecutor: OperationExecutor {
         let stream: OperationStream
         /// Set when the operation is long-lived: its events go to its journal.
         let run: LongLivedRun?
+        /// Set for a zone of the shared database: the records of the zone shared with the caller
+        /// (the change feed leaves out the others).
+        var sharedRecords: SharedRecords? = nil
 
         /// Where a long-lived operation continues after a restart; nil when it starts afresh.
         var checkpoint: LongLivedCheckpoint? { run?.checkpoint }

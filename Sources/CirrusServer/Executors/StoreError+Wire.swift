@@ -46,6 +46,9 @@ extension ItemFailure.Code {
         case .limitExceeded: .limitExceeded
         case .referenceViolation: .referenceViolation
         case .quotaExceeded: .quotaExceeded
+        case .serverRejectedRequest: .serverRejectedRequest
+        case .alreadyShared: .alreadyShared
+        case .tooManyParticipants: .tooManyParticipants
         default: .internalError
         }
     }

@@ -15,6 +15,11 @@ struct ZoneOwnerMapping: Sendable {
     /// Gives outbound assets whose content is a file a download handle for the caller; nil =
     /// assets go out as the store has them.
     var downloads: AssetDownloadIssuer? = nil
+    /// The caller's user record name: a share they see names their own participant as
+    /// `current_user_participant`.
+    var caller: String = ""
+    /// What goes before the path of a share's URL (`https://host:port`).
+    var shareURLBase: String = ""
 
     // MARK: Inbound
 
@@ -55,7 +60,14 @@ struct ZoneOwnerMapping: Sendable {
     }
 
     func outbound(_ record: Wire.Record) -> Wire.Record {
-        let mapped = self.map(record, zone: self.outbound)
+        var mapped = self.map(record, zone: self.outbound)
+        if var share = mapped.shareFields {
+            if share.url.hasPrefix("/") { share.url = self.shareURLBase + share.url }
+            share.currentUserParticipant = share.participants.first { participant in
+                !self.caller.isEmpty && participant.userIdentity?.userRecordID?.recordName == self.caller
+            }
+            mapped.shareFields = share
+        }
         guard let downloads else { return mapped }
         return downloads.addingHandles(to: mapped)
     }
@@ -84,6 +96,7 @@ struct ZoneOwnerMapping: Sendable {
         var record = record
         record.recordID = record.recordID.map { self.map($0, zone: zone) }
         record.parent = record.parent.map { self.map($0, zone: zone) }
+        record.share = record.share.map { self.map($0, zone: zone) }
         record.fields = record.fields.map { field in
             var field = field
             switch field.value?.kind {

@@ -178,7 +178,7 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
         return await CKSyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
             self.store.withLockedValue { store -> CKRecord? in
                 guard let value = store.local[id] else { return nil }
-                let record = store.server[id]?.copy() ?? CKRecord(recordType: "Item", recordID: id)
+                let record = store.server[id]?.copy() as? CKRecord ?? CKRecord(recordType: "Item", recordID: id)
                 record["v"] = value
                 return record
             }

@@ -1,0 +1,174 @@
+import CirrusWire
+import Foundation
+import GRDB
+
+extension SQLiteStorage: ShareStorage {
+    public func share(withToken token: String, in container: String) async throws -> ShareEntry? {
+        try await read { db in try Self.shareRow(db, where: "s.token = ? AND d.container = ?", [token, container]).first?.entry }
+    }
+
+    public func acceptShare(withToken token: String, in container: String, by user: String) async throws -> ShareEntry? {
+        guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
+        let now = clock()
+        let cache = subscriptionCache
+        let transaction = writer.transactionCache
+        return try await write(weight: 1, sharesCache: true) { db -> ShareEntry? in
+            guard let found = try Self.shareRow(db, where: "s.token = ? AND d.container = ?", [token, container]).first,
+                let standing = found.entry.standing(of: user)
+            else { return nil }
+            if standing.role == .owner || standing.status == .accepted { return found.entry }
+            let participantID = standing.participantID.isEmpty ? UUID().uuidString : standing.participantID
+            if standing.participantID.isEmpty {
+                try db.run(
+                    sql: """
+                        INSERT INTO share_participants (share_id, participant_id, user, role, permission, status)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [found.id, participantID, user, ShareRole.publicUser.rawValue,
+                                standing.permission.rawValue, ShareAcceptanceStatus.accepted.rawValue])
+            } else {
+                try db.run(
+                    sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
+                    arguments: [ShareAcceptanceStatus.accepted.rawValue, found.id, participantID])
+            }
+            // The share record lists its participants: it changes with the acceptance.
+            try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
+                if let index = fields.participants.firstIndex(where: { $0.participantID == participantID }) {
+                    fields.participants[index].acceptanceStatus = .accepted
+                } else {
+                    fields.participants.append(Wire.ShareParticipant(
+                        participantID: participantID,
+                        userIdentity: Wire.UserIdentity(userRecordID: ZoneResolution.userRecordID(user), hasIcloudAccount: true),
+                        role: .publicUser, acceptanceStatus: .accepted,
+                        permission: Wire.ShareParticipantPermission(rawValue: standing.permission.rawValue)))
+                }
+            }
+            return try Self.shareRow(db, where: "s.id = ?", [found.id]).first?.entry
+        }
+    }
+
+    public func leaveShare(
+        _ shareRecordName: String, inZone zoneName: String, of owner: String, in container: String, by user: String
+    ) async throws -> Bool {
+        guard !user.isEmpty, user != owner else { return false }
+        let now = clock()
+        let cache = subscriptionCache
+        let transaction = writer.transactionCache
+        return try await write(weight: 1, sharesCache: true) { db -> Bool in
+            guard let found = try Self.shareRow(
+                db, where: "d.container = ? AND d.scope = ? AND d.owner = ? AND z.name = ? AND s.name = ?",
+                [container, Wire.DatabaseScope.private.rawValue, owner, zoneName, shareRecordName]
+            ).first, let participant = found.entry.participant(user), participant.status != .removed
+            else { return false }
+            try db.run(
+                sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
+                arguments: [ShareAcceptanceStatus.removed.rawValue, found.id, participant.participantID])
+            try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
+                for index in fields.participants.indices
+                where fields.participants[index].participantID == participant.participantID {
+                    fields.participants[index].acceptanceStatus = .removed
+                }
+            }
+            return true
+        }
+    }
+
+    /// Saves the share record of `share` again with `change` made to its share fields (a new
+    /// change tag, `user` its last modifier), in the caller's transaction.
+    private static func rewriteShareRecord(
+        _ share: ShareEntry, db: Database, now: Wire.Timestamp, by user: String, cache: SubscriptionCache,
+        transaction: WriteTransactionCache, _ change: (inout Wire.ShareFields) -> Void
+    ) throws {
+        let key = DatabaseKey.private(container: share.container, user: share.owner)
+        var writer = try RecordWriter(db: db, key: key, user: user, now: now, subscriptions: cache, transaction: transaction)
+        guard let zone = try StoreRows.liveZone(db, writer.databaseID, share.zoneName),
+            let row = try StoreRows.record(db, zoneID: zone.id, name: share.recordName)
+        else { return }
+        let stored = try row.record()
+        var record = stored
+        var fields = record.shareFields ?? Wire.ShareFields()
+        change(&fields)
+        record.shareFields = fields
+        _ = try writer.apply(
+            RecordWriter.PreparedSave(
+                existing: row, serverRecord: stored, record: record, assets: [],
+                checksums: RecordCodec.assetChecksums(in: record)),
+            in: zone)
+        for zoneID in writer.touchedZones { transaction.touch(zoneID, of: writer.databaseID) }
+    }
+
+    public func acceptedShares(of user: String, in container: String) async throws -> [ShareEntry] {
+        try await read { db in
+            try Self.shareRow(
+                db,
+                where: """
+                    d.container = ? AND s.id IN (SELECT share_id FROM share_participants
+                        WHERE user = ? AND status = ? AND role != ?)
+                    """,
+                [container, user, ShareAcceptanceStatus.accepted.rawValue, ShareRole.owner.rawValue]
+            ).map(\.entry)
+        }
+    }
+
+    public func shares(inZone zoneName: String, of owner: String, in container: String) async throws -> [ShareEntry] {
+        try await read { db in
+            try Self.shareRow(
+                db, where: "d.container = ? AND d.scope = ? AND d.owner = ? AND z.name = ?",
+                [container, Wire.DatabaseScope.private.rawValue, owner, zoneName]
+            ).map(\.entry)
+        }
+    }
+
+    public func shareableUsers(matching lookups: [UserLookup]) async throws -> [String?] {
+        try checkItemCount(lookups.count)
+        return try await read { db in
+            try lookups.map { lookup -> String? in
+                let name: String?
+                switch lookup {
+                case .userRecordName(let user): name = user
+                case .email(let text): name = try UserLookup.normalizedEmail(text).flatMap { try Self.lookupOwner(.email, $0, db) }
+                case .phone(let text): name = try UserLookup.normalizedPhone(text).flatMap { try Self.lookupOwner(.phone, $0, db) }
+                }
+                guard let name, let user = try Self.directoryUser(name, db), !user.isDisabled else { return nil }
+                return user.name
+            }
+        }
+    }
+
+    /// The shares of live zones matching `condition` (over `shares s`, `zones z`, `databases d`),
+    /// each with its row ID and participants.
+    private static func shareRow(
+        _ db: Database, where condition: String, _ arguments: StatementArguments
+    ) throws -> [(id: Int64, entry: ShareEntry)] {
+        let rows = try db.rows(
+            sql: """
+                SELECT s.id, s.name, s.root_name, s.public_permission, z.name AS zone_name, d.owner, d.container
+                FROM shares s JOIN zones z ON z.id = s.zone_id JOIN databases d ON d.id = z.database_id
+                WHERE z.deleted_at IS NULL AND \(condition)
+                ORDER BY s.id
+                """,
+            arguments: arguments)
+        return try rows.map { row in
+            let id: Int64 = row["id"]
+            let participants = try db.rows(
+                sql: """
+                    SELECT participant_id, user, role, permission, status FROM share_participants
+                    WHERE share_id = ? ORDER BY role != \(ShareRole.owner.rawValue), participant_id
+                    """,
+                arguments: [id]
+            ).map { participant in
+                ShareParticipantEntry(
+                    participantID: participant["participant_id"], user: participant["user"],
+                    role: ShareRole(rawValue: participant["role"]) ?? .privateUser,
+                    permission: SharePermission(rawValue: participant["permission"]) ?? .readOnly,
+                    status: ShareAcceptanceStatus(rawValue: participant["status"]) ?? .pending)
+            }
+            let entry = ShareEntry(
+                container: row["container"], owner: row["owner"], zoneName: row["zone_name"], recordName: row["name"],
+                rootRecordName: row["root_name"],
+                publicPermission: SharePermission(rawValue: row["public_permission"]) ?? .none,
+                participants: participants)
+            return (id, entry)
+        }
+    }
+}
