@@ -125,6 +125,21 @@ struct PredicateParserTests {
         #expect(try tree("%@ IN %K", "red", "tags") == Tree.cmp("tags", .contains, Tree.string("red")))
     }
 
+    @Test("ANY and SOME with == on a list field are the CONTAINS comparison (CloudKit's documented list forms)")
+    func anyAndSome() throws {
+        let red = Tree.cmp("favoriteColors", .contains, Tree.string("red"))
+        #expect(try tree("ANY favoriteColors = 'red'") == red)
+        #expect(try tree("any favoriteColors == 'red'") == red)
+        #expect(try tree("SOME favoriteColors == %@", "red") == red)
+        #expect(try tree("ANY %K == %@", "favoriteColors", "red") == red)
+        #expect(try tree("favoriteColors CONTAINS 'red'") == red)
+        #expect(try tree("'red' IN favoriteColors") == red)
+        #expect(try tree("%K CONTAINS %@", "favoriteColors", "red") == red)
+        #expect(
+            try tree("ANY tags == 'a' AND NOT (SOME tags == 'b')")
+                == Tree.and(Tree.cmp("tags", .contains, Tree.string("a")), Tree.not(Tree.cmp("tags", .contains, Tree.string("b")))))
+    }
+
     @Test("BETWEEN with an aggregate or a two-element array")
     func between() throws {
         #expect(try tree("n BETWEEN {1, 10}") == Tree.cmp("n", .between, .int64List(Wire.Int64List(values: [1, 10]))))

@@ -8,7 +8,7 @@ import Foundation
 /// predicate  := and END
 /// and        := unary ((AND | &&) unary)*
 /// unary      := (NOT | !) unary | primary
-/// primary    := "(" and ")" | TRUEPREDICATE | FALSEPREDICATE | comparison
+/// primary    := "(" and ")" | TRUEPREDICATE | FALSEPREDICATE | (ANY | SOME) key (== | =) value | comparison
 /// comparison := operand operator operand
 /// operand    := key | %K | SELF | value | distanceToLocation:fromLocation:(key, %@)
 /// value      := string | number | TRUE | FALSE | YES | NO | %@ | %d | %f | "{" value ("," value)* "}"
@@ -135,8 +135,10 @@ struct PredicateParser {
         case "FALSEPREDICATE":
             advance()
             return Wire.QueryPredicate(node: .falsePredicate(Wire.FalsePredicate()))
-        case let word? where ["ANY", "ALL", "SOME", "NONE"].contains(word):
-            throw fail(token, "\(word) is not supported by CloudKit; use \"key CONTAINS value\" for list fields")
+        case let word? where ["ANY", "SOME"].contains(word):
+            return try parseAnyComparison(token)
+        case let word? where ["ALL", "NONE"].contains(word):
+            throw fail(token, "\(word) is not supported by CloudKit; use \"ANY key == value\" or \"key CONTAINS value\" for list fields")
         default:
             break
         }
@@ -158,6 +160,27 @@ struct PredicateParser {
         let comparison = try parseOperator()
         let rhs = try parseOperand()
         return try PredicateComparison(format: format, comparisonOperator: comparison).predicate(lhs, rhs)
+    }
+
+    /// `ANY key == value` (or `SOME`, `=`): the list field `key` holds `value`, the same
+    /// comparison as `key CONTAINS value`. CloudKit documents only equality after `ANY`.
+    private mutating func parseAnyComparison(_ quantifier: PredicateToken) throws(CKPredicate.ParseError) -> Wire.QueryPredicate {
+        let word = quantifier.text.uppercased()
+        advance()
+        let lhs = try parseOperand()
+        guard case .key = lhs else {
+            throw fail(at: lhs.position, "\(word) must be followed by a list field, as in \(word) colors == 'red'")
+        }
+        let comparison = try parseOperator()
+        guard comparison.wire == .equals else {
+            throw fail(comparison.token, "\(word) key \(comparison.text) is not supported by CloudKit; only \(word) key == value is")
+        }
+        let rhs = try parseOperand()
+        guard case .value = rhs else {
+            throw fail(at: rhs.position, "expected a value after \(word) key ==")
+        }
+        let membership = PredicateComparison.Operator(wire: .contains, token: comparison.token)
+        return try PredicateComparison(format: format, comparisonOperator: membership).predicate(lhs, rhs)
     }
 
     // MARK: - Operators
