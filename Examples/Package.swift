@@ -23,6 +23,13 @@ let package = Package(
             dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
             path: "ReadmeSyncEngine"
         ),
+        // Seed 002 ("CloudKit Operations"): its 22 samples with only the import added, one file
+        // per section (Scripts/check-examples.sh checks each is there as written).
+        .executableTarget(
+            name: "SeedSamples",
+            dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
+            path: "SeedSamples"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
