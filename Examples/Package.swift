@@ -30,6 +30,13 @@ let package = Package(
             dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
             path: "SeedSamples"
         ),
+        // A notes app on two devices that syncs through push and change feeds; CI runs it
+        // against a cirrusd (Scripts/check-examples.sh).
+        .executableTarget(
+            name: "NotesSync",
+            dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
+            path: "NotesSync"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -18,6 +18,10 @@
 #   Scripts/check-examples.sh           check, then build Examples/
 #   Scripts/check-examples.sh --update  write the README blocks into the examples' main.swift
 #
+# Then it runs Examples/NotesSync (two devices syncing through push and change feeds) against a
+# cirrusd on a free loopback port with a fresh data directory: the debug cirrusd the tests
+# built, or one it builds.
+#
 # Needs: python3 (standard library only) and the Swift toolchain.
 set -euo pipefail
 
@@ -100,8 +104,31 @@ trap 'rm -f "$fresh" "$log"' EXIT
 swift build --package-path "$root/Examples" 2>&1 | tee "$log"
 # No Swift warnings in the examples, nor in Cirrus's own sources they compile (on a fresh
 # clone, as in CI, that is every target the library product needs).
-if grep -E "(Examples|Sources)/[^:]+\.swift:[0-9]+:[0-9]+: warning:" "$log" | grep -vE "Examples/SeedSamples/[^:]+: warning: .*\[#no-usage\]$"; then
+if grep -E "(Examples|Sources)/[^:]+\.swift:[0-9]+:[0-9]+: warning:" "$log" | grep -vE "Examples/SeedSamples/[^:]+\.swift:[0-9]+:[0-9]+: warning: .*\[#no-usage\]$"; then
     echo "check-examples: Swift warnings (above)" >&2
     exit 1
 fi
 echo "check-examples: Examples/ builds with import CirrusKit alone"
+
+# NotesSync against a live server.
+swift build --package-path "$root" --product cirrusd >/dev/null
+server_dir="$(mktemp -d)"
+"$root/.build/debug/cirrusd" --port 0 --data-dir "$server_dir/data" \
+    --cert "$root/Certs/server.pem" --key "$root/Certs/server-key.pem" --client-ca "$root/Certs/ca.pem" \
+    >"$server_dir/log" 2>&1 &
+server_pid=$!
+trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; rm -rf "$server_dir"; rm -f "$fresh" "$log"' EXIT
+address=""
+for _ in $(seq 1 600); do   # up to 60 s on a loaded machine
+    address="$(sed -n 's/^listening on \([0-9.]*:[0-9]*\)$/\1/p' "$server_dir/log" | head -n 1)"
+    if [ -n "$address" ] || ! kill -0 "$server_pid" 2>/dev/null; then break; fi
+    sleep 0.1
+done
+if [ -z "$address" ]; then
+    cat "$server_dir/log" >&2
+    echo "check-examples: cirrusd did not start" >&2
+    exit 1
+fi
+CIRRUS_SERVER="$address" CIRRUS_CA="$root/Certs/ca.pem" CIRRUS_CERT="$root/Certs/alice.pem" \
+    CIRRUS_KEY="$root/Certs/alice-key.pem" "$root/Examples/.build/debug/NotesSync"
+echo "check-examples: NotesSync kept two devices in sync against cirrusd at $address"
