@@ -185,6 +185,9 @@ struct PredicateParserTests {
     @Test("Tokenized full-text search: self CONTAINS")
     func textSearch() throws {
         #expect(try tree("self CONTAINS 'bob smith'") == Tree.text("bob smith"))
+        // CloudKit's documented "all tokens" form is the same search.
+        #expect(try tree("ALL tokenize(%@, 'Cdl') IN allTokens", "bob smith") == Tree.text("bob smith"))
+        #expect(try tree("all TOKENIZE('bob smith', 'dC') in allTokens AND n == 1") == Tree.and(Tree.text("bob smith"), Tree.cmp("n", .equals, Tree.int(1))))
         #expect(try tree("SELF contains %@", "café") == Tree.text("café"))
         #expect(try tree("self CONTAINS 'x' AND n == 1") == Tree.and(Tree.text("x"), Tree.cmp("n", .equals, Tree.int(1))))
     }
