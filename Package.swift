@@ -26,6 +26,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
+        // `swift package generate-documentation --target CirrusKit` (the DocC catalogs); a
+        // command plugin only, nothing of it is linked into a product.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // C libraries and the shims for what Swift cannot import from them.
@@ -194,6 +197,7 @@ let package = Package(
         .testTarget(
             name: "CirrusTLSTests",
             dependencies: [
+                "CirrusTestSupport",
                 "CirrusTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -23,6 +23,20 @@ let package = Package(
             dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
             path: "ReadmeSyncEngine"
         ),
+        // Seed 002 ("CloudKit Operations"): its 22 samples with only the import added, one file
+        // per section (Scripts/check-examples.sh checks each is there as written).
+        .executableTarget(
+            name: "SeedSamples",
+            dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
+            path: "SeedSamples"
+        ),
+        // A notes app on two devices that syncs through push and change feeds; CI runs it
+        // against a cirrusd (Scripts/check-examples.sh).
+        .executableTarget(
+            name: "NotesSync",
+            dependencies: [.product(name: "CirrusKit", package: "Cirrus")],
+            path: "NotesSync"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

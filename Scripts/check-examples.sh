@@ -7,8 +7,20 @@
 #   "## A client"     → Examples/ReadmeClient/main.swift
 #   "## Sync engine"  → Examples/ReadmeSyncEngine/main.swift
 #
+# Examples/SeedSamples holds the 22 Swift samples of seed 002 ("CloudKit Operations", the
+# reference the project was specified from), each between "// BEGIN seed sample" and
+# "// END seed sample" inside a function that supplies the values it uses. When the seed file
+# is at hand ($CIRRUS_SEED_002, else ../shared/seeds/002_*.txt beside the repository), every
+# sample must be there line for line (indentation aside; one documented line differs, see
+# Examples/SeedSamples/Configuration.swift). Its only allowed warnings are the seed's own
+# unused values ([#no-usage] in Examples/SeedSamples).
+#
 #   Scripts/check-examples.sh           check, then build Examples/
 #   Scripts/check-examples.sh --update  write the README blocks into the examples' main.swift
+#
+# Then it runs Examples/NotesSync (two devices syncing through push and change feeds) against a
+# cirrusd on a free loopback port with a fresh data directory: the debug cirrusd the tests
+# built, or one it builds.
 #
 # Needs: python3 (standard library only) and the Swift toolchain.
 set -euo pipefail
@@ -51,18 +63,72 @@ PY
     echo "check-examples: README's '$title' example is ${example#$root/}"
 }
 
+# check_seed_samples: every ```swift block of the seed is one BEGIN/END region of SeedSamples.
+check_seed_samples() {
+    local seed="${CIRRUS_SEED_002:-}"
+    if [ -z "$seed" ]; then seed="$(ls "$root"/../shared/seeds/002_*.txt 2>/dev/null | head -n 1 || true)"; fi
+    if [ -z "$seed" ] || [ ! -f "$seed" ]; then
+        echo "check-examples: seed 002 not found (set CIRRUS_SEED_002); Examples/SeedSamples is built but not compared"
+        return
+    fi
+    python3 - "$seed" "$root/Examples/SeedSamples" <<'PY'
+import glob, re, sys
+seed = open(sys.argv[1], encoding="utf-8").read()
+blocks = re.findall(r"```swift\n(.*?)```", seed, re.S)
+# The one line the examples change, and why: see Configuration.swift.
+changed = {"operation.configuration.longLivedOperationWasPersistedBlock = {": "operation.longLivedOperationWasPersistedBlock = {"}
+def lines(text):
+    return [changed.get(l.strip(), l.strip()) for l in text.splitlines() if l.strip()]
+regions = []
+for path in sorted(glob.glob(sys.argv[2] + "/*.swift")):
+    text = open(path, encoding="utf-8").read()
+    for body in re.findall(r"// BEGIN seed sample\n(.*?)\n\s*// END seed sample", text, re.S):
+        regions.append([l for l in lines(body) if not l.startswith("// The seed sets") and not l.startswith("// the operation. The one line")])
+missing = [i for i, b in enumerate(blocks) if lines(b) not in regions]
+if missing or len(regions) != len(blocks):
+    for i in missing:
+        print("check-examples: seed sample %d is not in Examples/SeedSamples as written:\n%s" % (i + 1, blocks[i]), file=sys.stderr)
+    sys.exit("check-examples: %d seed samples, %d in Examples/SeedSamples, %d missing" % (len(blocks), len(regions), len(missing)))
+print("check-examples: all %d seed 002 samples are in Examples/SeedSamples as written" % len(blocks))
+PY
+}
+
 update=0
 if [ "${1:-}" = "--update" ]; then update=1; fi
 check "A client" ReadmeClient
 check "Sync engine" ReadmeSyncEngine
 if [ "$update" = 1 ]; then exit 0; fi
+check_seed_samples
 log="$(mktemp)"
 trap 'rm -f "$fresh" "$log"' EXIT
 swift build --package-path "$root/Examples" 2>&1 | tee "$log"
 # No Swift warnings in the examples, nor in Cirrus's own sources they compile (on a fresh
 # clone, as in CI, that is every target the library product needs).
-if grep -E "(Examples|Sources)/[^:]+\.swift:[0-9]+:[0-9]+: warning:" "$log"; then
+if grep -E "(Examples|Sources)/[^:]+\.swift:[0-9]+:[0-9]+: warning:" "$log" | grep -vE "Examples/SeedSamples/[^:]+\.swift:[0-9]+:[0-9]+: warning: .*\[#no-usage\]$"; then
     echo "check-examples: Swift warnings (above)" >&2
     exit 1
 fi
 echo "check-examples: Examples/ builds with import CirrusKit alone"
+
+# NotesSync against a live server.
+swift build --package-path "$root" --product cirrusd >/dev/null
+server_dir="$(mktemp -d)"
+"$root/.build/debug/cirrusd" --port 0 --data-dir "$server_dir/data" \
+    --cert "$root/Certs/server.pem" --key "$root/Certs/server-key.pem" --client-ca "$root/Certs/ca.pem" \
+    >"$server_dir/log" 2>&1 &
+server_pid=$!
+trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; rm -rf "$server_dir"; rm -f "$fresh" "$log"' EXIT
+address=""
+for _ in $(seq 1 600); do   # up to 60 s on a loaded machine
+    address="$(sed -n 's/^listening on \([0-9.]*:[0-9]*\)$/\1/p' "$server_dir/log" | head -n 1)"
+    if [ -n "$address" ] || ! kill -0 "$server_pid" 2>/dev/null; then break; fi
+    sleep 0.1
+done
+if [ -z "$address" ]; then
+    cat "$server_dir/log" >&2
+    echo "check-examples: cirrusd did not start" >&2
+    exit 1
+fi
+CIRRUS_SERVER="$address" CIRRUS_CA="$root/Certs/ca.pem" CIRRUS_CERT="$root/Certs/alice.pem" \
+    CIRRUS_KEY="$root/Certs/alice-key.pem" "$root/Examples/.build/debug/NotesSync"
+echo "check-examples: NotesSync kept two devices in sync against cirrusd at $address"

@@ -17,9 +17,9 @@ operation.perRecordSaveBlock = { id, result in print(id.recordName, result) }
 operation.modifyRecordsResultBlock = { result in print("done:", result) }
 database.add(operation)
 
-// Queries: NSPredicate(format:) does not exist on Linux; CKPredicate takes the same strings.
-let query = CKQuery(recordType: "Note", predicate: CKPredicate(format: "title BEGINSWITH %@", "Groc"))
-query.sortDescriptors = [CKSortDescriptor(key: "due", ascending: false)]
+// Queries, as CloudKit writes them (CirrusModel supplies both initializers on Linux).
+let query = CKQuery(recordType: "Note", predicate: NSPredicate(format: "title BEGINSWITH %@", "Groc"))
+query.sortDescriptors = [NSSortDescriptor(key: "due", ascending: false)]
 let (matches, cursor) = try await database.records(matching: query, resultsLimit: 50)
 
 // Incremental sync: what changed in a zone since the token saved last time (nil = everything).

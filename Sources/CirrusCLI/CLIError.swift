@@ -2,7 +2,7 @@ import CirrusKit
 import CirrusModel
 
 /// The exit codes of `cirrus`, which scripts can rely on.
-public enum CLIExitCode: Int32, Sendable, CaseIterable {
+package enum CLIExitCode: Int32, Sendable, CaseIterable {
     /// Everything asked for was done.
     case success = 0
     /// The command ran but not everything succeeded: the server refused the operation or some
@@ -22,22 +22,22 @@ public enum CLIExitCode: Int32, Sendable, CaseIterable {
 }
 
 /// An error `cirrus` reports as one line on stderr and turns into an exit code.
-public struct CLIError: Error, Sendable, CustomStringConvertible {
-    public let exitCode: CLIExitCode
-    public let message: String
+package struct CLIError: Error, Sendable, CustomStringConvertible {
+    package let exitCode: CLIExitCode
+    package let message: String
 
-    public init(_ exitCode: CLIExitCode, _ message: String) {
+    package init(_ exitCode: CLIExitCode, _ message: String) {
         self.exitCode = exitCode
         self.message = message
     }
 
-    public static func usage(_ message: String) -> CLIError { CLIError(.usage, message) }
+    package static func usage(_ message: String) -> CLIError { CLIError(.usage, message) }
 
-    public var description: String { self.message }
+    package var description: String { self.message }
 
     /// `error` as the CLI reports it: a `CKError` by its code (connection problems → 3,
     /// missing things → 5, anything else → 1), prefixed with `context`.
-    public static func from(_ error: any Error, context: String? = nil) -> CLIError {
+    package static func from(_ error: any Error, context: String? = nil) -> CLIError {
         if let error = error as? CLIError {
             return context.map { CLIError(error.exitCode, "\($0): \(error.message)") } ?? error
         }
@@ -49,7 +49,7 @@ public struct CLIError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The exit code of a `CKError` code.
-    public static func exitCode(for code: CKError.Code) -> CLIExitCode {
+    package static func exitCode(for code: CKError.Code) -> CLIExitCode {
         switch code {
         case .networkFailure, .networkUnavailable, .notAuthenticated, .serviceUnavailable, .incompatibleVersion,
             .badContainer, .missingEntitlement, .accountTemporarilyUnavailable, .serverResponseLost:
@@ -62,7 +62,7 @@ public struct CLIError: Error, Sendable, CustomStringConvertible {
     }
 
     /// `code name: message` in one line.
-    public static func describe(_ error: CKError) -> String {
+    package static func describe(_ error: CKError) -> String {
         let message = (error.message ?? "").split(whereSeparator: \.isNewline).joined(separator: " ")
         return message.isEmpty ? error.code.description : "\(error.code.description): \(message)"
     }

@@ -1,6 +1,6 @@
 /// One CSV record: its cells and the line it starts on (1-based; a quoted cell may span lines).
 public struct CSVRow: Sendable, Hashable {
-    public var line: Int
+    package var line: Int
     public var cells: [String]
 }
 

@@ -3,17 +3,17 @@ import CirrusModel
 import Foundation
 
 /// Writes lines to a file handle in blocks.
-public final class LineWriter: @unchecked Sendable {
+package final class LineWriter: @unchecked Sendable {
     // @unchecked Sendable: `buffer` is only touched under `lock`.
     private let handle: FileHandle
     private let lock = NSLock()
     private var buffer = Data()
 
-    public init(handle: FileHandle) {
+    package init(handle: FileHandle) {
         self.handle = handle
     }
 
-    public func write(_ line: String) {
+    package func write(_ line: String) {
         self.lock.lock()
         defer { self.lock.unlock() }
         self.buffer.append(contentsOf: Array(line.utf8))
@@ -24,7 +24,7 @@ public final class LineWriter: @unchecked Sendable {
         }
     }
 
-    public func flush() {
+    package func flush() {
         self.lock.lock()
         defer { self.lock.unlock() }
         if !self.buffer.isEmpty {
@@ -36,17 +36,17 @@ public final class LineWriter: @unchecked Sendable {
 
 /// `cirrus export`: a zone's records as JSON Lines (`RecordJSON`), which `cirrus import`
 /// reads back.
-public enum Exporter {
+package enum Exporter {
     /// Writes every record of `zoneID` (of `recordType` only, when given) to `writer`; returns
     /// how many. Without a record type it reads the zone's change feed (private database);
-    /// with one it runs a query, which works in the public database too.
+    /// with one it runs a query, which works in the package database too.
     ///
     /// - parameter assetDirectory: where each asset's file goes (named by its content, so a
     ///   file shared by records is written once); the lines name those files. Nil = the lines
     ///   name the files the fetch downloaded to.
     /// - parameter progress: told how many records were written so far, after each one.
     /// - throws: `CLIError`.
-    public static func export(
+    package static func export(
         database: CKDatabase, zoneID: CKRecordZone.ID, recordType: String?, writer: LineWriter,
         assetDirectory: URL? = nil, progress: (@Sendable (Int) -> Void)? = nil
     ) async throws(CLIError) -> Int {

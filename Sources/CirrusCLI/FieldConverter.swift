@@ -3,15 +3,15 @@ import CirrusModel
 import Foundation
 
 /// A cell or JSON value that cannot become the field value asked for.
-public struct FieldConversionError: Error, Sendable, Hashable, CustomStringConvertible {
-    public let field: String
-    public let message: String
-    public var description: String { "field '\(self.field)': \(self.message)" }
+package struct FieldConversionError: Error, Sendable, Hashable, CustomStringConvertible {
+    package let field: String
+    package let message: String
+    package var description: String { "field '\(self.field)': \(self.message)" }
 }
 
 /// Turns CSV cells and JSON values into record field values, by declared or inferred type.
 /// Not thread-safe (it keeps date formatters); one per import.
-public final class FieldConverter {
+package final class FieldConverter {
     private let iso = ISO8601DateFormatter()
     private let isoFractional: ISO8601DateFormatter = {
         let formatter = ISO8601DateFormatter()
@@ -27,7 +27,7 @@ public final class FieldConverter {
     let zoneID: CKRecordZone.ID
     let baseDirectory: URL
 
-    public init(zoneID: CKRecordZone.ID, baseDirectory: URL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)) {
+    package init(zoneID: CKRecordZone.ID, baseDirectory: URL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)) {
         self.zoneID = zoneID
         self.baseDirectory = baseDirectory
     }
@@ -35,18 +35,18 @@ public final class FieldConverter {
     // MARK: - Text
 
     /// A date in ISO 8601 (date only, seconds, or fractions), or nil.
-    public func date(from text: String) -> Date? {
+    package func date(from text: String) -> Date? {
         self.isoFractional.date(from: text) ?? self.iso.date(from: text) ?? self.isoDate.date(from: text)
     }
 
     /// A date as export writes it (UTC, milliseconds).
-    public func text(of date: Date) -> String {
+    package func text(of date: Date) -> String {
         self.isoFractional.string(from: date)
     }
 
     /// The type a whole CSV column suggests: int, double, bool, date, or string. Empty cells
     /// are ignored; a column of only empty cells is string.
-    public func inferType(ofColumn cells: some Sequence<String>) -> FieldType {
+    package func inferType(ofColumn cells: some Sequence<String>) -> FieldType {
         var candidates: Set<FieldType> = [.int, .double, .bool, .date]
         var sawValue = false
         for cell in cells where !cell.isEmpty {
@@ -67,7 +67,7 @@ public final class FieldConverter {
     }
 
     /// The value of CSV cell `cell` as `type`; nil for an empty cell (the field is left unset).
-    public func value(cell: String, as type: FieldType, field: String) throws(FieldConversionError) -> (any CKRecordValue)? {
+    package func value(cell: String, as type: FieldType, field: String) throws(FieldConversionError) -> (any CKRecordValue)? {
         if cell.isEmpty { return nil }
         if case .list(let element) = type {
             let parts = cell.split(separator: ";", omittingEmptySubsequences: false).map {
@@ -83,7 +83,7 @@ public final class FieldConverter {
     /// The value of JSON `value`, as `type` when given, else as its JSON type suggests
     /// (integers → int, other numbers → double, booleans → bool, strings → string, arrays →
     /// lists, `{"$date": …}`-style tagged objects → their type). nil for JSON null.
-    public func value(json value: JSONValue, as declaredType: FieldType?, field: String) throws(FieldConversionError) -> (any CKRecordValue)? {
+    package func value(json value: JSONValue, as declaredType: FieldType?, field: String) throws(FieldConversionError) -> (any CKRecordValue)? {
         if case .null = value { return nil }
         let type: FieldType
         if let declared = declaredType {

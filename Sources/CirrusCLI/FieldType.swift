@@ -24,10 +24,10 @@ public indirect enum FieldType: Sendable, Hashable, CustomStringConvertible {
     case list(FieldType)
 
     /// The names `--field` accepts.
-    public static let names = "string, int, double, bool, date, bytes, location, reference, asset, or a list such as [string]"
+    package static let names = "string, int, double, bool, date, bytes, location, reference, asset, or a list such as [string]"
 
     /// Parses `string`, `int` … or `[type]`.
-    public init?(name: String) {
+    package init?(name: String) {
         let name = name.trimmingCharacters(in: .whitespaces).lowercased()
         if name.hasPrefix("["), name.hasSuffix("]") {
             guard let element = FieldType(name: String(name.dropFirst().dropLast())), !element.isList else { return nil }
@@ -77,7 +77,7 @@ public struct FieldSpecification: Sendable, Hashable, Codable {
     /// Parses `name:type`.
     ///
     /// - throws: `CLIError` (usage) naming what is wrong.
-    public init(parsing text: String) throws(CLIError) {
+    package init(parsing text: String) throws(CLIError) {
         guard let colon = text.lastIndex(of: ":") else {
             throw CLIError.usage("--field '\(text)': expected name:type (type: \(FieldType.names))")
         }

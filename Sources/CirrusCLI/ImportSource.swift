@@ -10,7 +10,7 @@ public enum ImportFormat: String, Sendable, Codable, CaseIterable {
     case csv
 
     /// The format a file name suggests, or nil.
-    public init?(path: String) {
+    package init?(path: String) {
         switch URL(fileURLWithPath: path).pathExtension.lowercased() {
         case "jsonl", "ndjson", "json": self = .jsonl
         case "csv": self = .csv
@@ -23,32 +23,32 @@ public enum ImportFormat: String, Sendable, Codable, CaseIterable {
 public struct ImportOptions: Sendable, Codable, Hashable {
     /// Used for rows without `$recordType`.
     public var recordType: String?
-    public var zoneName: String = CKRecordZone.ID.defaultZoneName
+    package var zoneName: String = CKRecordZone.ID.defaultZoneName
     /// `private` or `public`.
-    public var database: String = "private"
+    package var database: String = "private"
     public var format: ImportFormat = .jsonl
     public var fields: [FieldSpecification] = []
     /// The field whose value names each record; nil = `$recordName` or import ID + line.
     public var idField: String?
     /// Records per `CKModifyRecordsOperation` (1…400).
-    public var batchSize = 400
+    package var batchSize = 400
     /// `skip` or `fail`.
-    public var onError = "fail"
+    package var onError = "fail"
 
     public init() {}
 }
 
 /// A row that cannot become a record.
-public struct BadRow: Sendable, Hashable, Codable, CustomStringConvertible {
-    public var line: Int
-    public var message: String
-    public var description: String { "line \(self.line): \(self.message)" }
+package struct BadRow: Sendable, Hashable, Codable, CustomStringConvertible {
+    package var line: Int
+    package var message: String
+    package var description: String { "line \(self.line): \(self.message)" }
 }
 
 /// One good row of the input: where it is and what it holds, converted when its batch is sent.
 public struct SourceRow: Sendable {
-    public var line: Int
-    public var recordName: String
+    package var line: Int
+    package var recordName: String
     enum Content: Sendable {
         case json([(String, JSONValue)])
         case csv([String])
@@ -59,7 +59,7 @@ public struct SourceRow: Sendable {
 /// The input file read into rows: the good ones in file order, the bad ones with their line.
 public struct ImportSource {
     public let rows: [SourceRow]
-    public let badRows: [BadRow]
+    package let badRows: [BadRow]
     let options: ImportOptions
     let header: [String]
     let columnTypes: [String: FieldType]

@@ -3,36 +3,36 @@ import Foundation
 /// What an import has done so far, kept in a JSON file so `cirrus import --resume` can finish
 /// it after the client was killed. Rewritten atomically (temporary file + rename) on every
 /// change.
-public struct ImportState: Sendable, Codable {
+package struct ImportState: Sendable, Codable {
     /// One batch of up to `batchSize` good rows, in file order.
-    public struct Batch: Sendable, Codable {
-        public var index: Int
+    package struct Batch: Sendable, Codable {
+        package var index: Int
         /// Every long-lived operation ID this batch was sent as, written before it was sent;
         /// only the last can still exist on the server.
-        public var operationIDs: [String] = []
+        package var operationIDs: [String] = []
         /// The server said the last operation is durable (`longLivedOperationWasPersistedBlock`).
-        public var persisted = false
+        package var persisted = false
         /// Its result arrived; nothing more to do.
-        public var done = false
-        public var saved = 0
-        public var failed: [BadRow] = []
+        package var done = false
+        package var saved = 0
+        package var failed: [BadRow] = []
     }
 
-    public var version = 1
+    package var version = 1
     /// Part of every record name an import makes up (`<importID>-<line>`).
-    public var importID: String
-    public var inputPath: String
-    public var inputSize: UInt64
-    public var inputModified: Double
-    public var options: ImportOptions
-    public var batches: [Int: Batch] = [:]
+    package var importID: String
+    package var inputPath: String
+    package var inputSize: UInt64
+    package var inputModified: Double
+    package var options: ImportOptions
+    package var batches: [Int: Batch] = [:]
 
     /// The default state file of `inputPath`: next to it, `.cirrus-import` appended.
-    public static func defaultPath(for inputPath: String) -> String {
+    package static func defaultPath(for inputPath: String) -> String {
         inputPath + ".cirrus-import"
     }
 
-    public static func load(from path: String) throws(CLIError) -> ImportState {
+    package static func load(from path: String) throws(CLIError) -> ImportState {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -46,7 +46,7 @@ public struct ImportState: Sendable, Codable {
         }
     }
 
-    public func save(to path: String) throws(CLIError) {
+    package func save(to path: String) throws(CLIError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         do {

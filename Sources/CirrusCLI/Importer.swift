@@ -3,33 +3,33 @@ import CirrusModel
 import Foundation
 
 /// How an import is going.
-public struct ImportProgress: Sendable {
-    public var rowsDone: Int
-    public var rowsTotal: Int
-    public var elapsed: Double
+package struct ImportProgress: Sendable {
+    package var rowsDone: Int
+    package var rowsTotal: Int
+    package var elapsed: Double
     /// Rows per second in this run (rows done before a resume not counted).
-    public var rowsPerSecond: Double
+    package var rowsPerSecond: Double
 }
 
 /// What an import did.
-public struct ImportSummary: Sendable {
+package struct ImportSummary: Sendable {
     /// Good rows in the file.
-    public var rows: Int
+    package var rows: Int
     /// Records the server saved (over this run and the runs it resumed).
-    public var saved: Int
+    package var saved: Int
     /// Rows the server refused, with its error.
-    public var failed: [BadRow]
+    package var failed: [BadRow]
     /// Rows that could not be read (`--on-error skip`).
-    public var skipped: [BadRow]
-    public var batches: Int
+    package var skipped: [BadRow]
+    package var batches: Int
     /// Batches finished by re-attaching to their long-lived operation after a restart.
-    public var reattached: Int
+    package var reattached: Int
     /// Batches sent again (their operation never reached the server or had been acknowledged).
-    public var resent: Int
-    public var elapsed: Double
+    package var resent: Int
+    package var elapsed: Double
     /// Rows saved per second by this run.
-    public var rowsPerSecond: Double
-    public var importID: String
+    package var rowsPerSecond: Double
+    package var importID: String
 }
 
 /// `cirrus import`: sends the rows of a file as long-lived `CKModifyRecordsOperation`s of up
@@ -45,7 +45,7 @@ public struct ImportSummary: Sendable {
 /// without running it again); when the server does not know that ID (`unknownItem`: it never
 /// arrived, or its result was delivered and acknowledged just before the kill, or it expired)
 /// the batch is sent again under a new ID, which is harmless for the reason above.
-public final class Importer: Sendable {
+package final class Importer: Sendable {
     let container: CKContainer
     let database: CKDatabase
     /// Batches in flight.
@@ -53,7 +53,7 @@ public final class Importer: Sendable {
     /// Whole-operation attempts per batch when the error is transient.
     let maximumAttempts = 5
 
-    public init(container: CKContainer, database: CKDatabase, parallel: Int) {
+    package init(container: CKContainer, database: CKDatabase, parallel: Int) {
         self.container = container
         self.database = database
         self.parallel = max(1, parallel)
@@ -67,7 +67,7 @@ public final class Importer: Sendable {
     ///   - resume: finish the import the state file describes.
     ///   - restart: forget an unfinished import of this file and start again.
     /// - throws: `CLIError` with its exit code.
-    public func run(
+    package func run(
         inputPath: String,
         options requested: ImportOptions?,
         statePath: String?,

@@ -13,8 +13,8 @@ import Foundation
 /// `$reason`, `$recordName` and `fields` (the subscription's desired keys) come with query
 /// notifications, `$zone` with query and zone ones, `$alert` and `$badge` when the subscription
 /// asks for them; `$token` is the feed position right after the notification (`--since`).
-public enum NotificationJSON {
-    public static func object(_ notification: CKNotification, converter: FieldConverter) -> JSONValue {
+package enum NotificationJSON {
+    package static func object(_ notification: CKNotification, converter: FieldConverter) -> JSONValue {
         var members: [(String, JSONValue)] = []
         if let id = notification.notificationID { members.append(("$notificationID", .string(id.rawValue))) }
         members.append(("$type", .string(Self.name(of: notification.notificationType))))
@@ -52,7 +52,7 @@ public enum NotificationJSON {
     }
 
     /// A feed token as `cirrus` prints it and reads it back (`--since`): base64.
-    public static func text(of token: CKServerChangeToken) -> String {
+    package static func text(of token: CKServerChangeToken) -> String {
         Data(token.opaqueBytes).base64EncodedString()
     }
 

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// How `cirrus import` and `cirrus export` show their progress (`--progress`).
-public enum ProgressStyle: String, Sendable, CaseIterable {
+package enum ProgressStyle: String, Sendable, CaseIterable {
     /// A bar on a terminal, nothing otherwise.
     case auto
     /// A line rewritten in place: done/total, per second and the time left.
@@ -23,7 +23,7 @@ public enum ProgressStyle: String, Sendable, CaseIterable {
 /// reporter.update(done: 400, total: 10_000)
 /// reporter.finish(done: 10_000, total: 10_000)
 /// ```
-public final class ProgressReporter: Sendable {
+package final class ProgressReporter: Sendable {
     fileprivate struct State {
         var started: ContinuousClock.Instant?
         /// Done when the first update came (rows finished before a resume), not counted in the rate.
@@ -31,9 +31,9 @@ public final class ProgressReporter: Sendable {
         var lastShown: ContinuousClock.Instant?
     }
 
-    public let style: ProgressStyle
+    package let style: ProgressStyle
     /// What is counted, plural: "rows", "records".
-    public let unit: String
+    package let unit: String
     private let interval: Duration
     private let write: @Sendable (String) -> Void
     private let now: @Sendable () -> ContinuousClock.Instant
@@ -42,7 +42,7 @@ public final class ProgressReporter: Sendable {
     /// - parameter style: `.auto` is resolved with `isTerminal`.
     /// - parameter write: receives each piece of output (standard error, normally).
     /// - parameter now: the clock; injected by tests.
-    public init(
+    package init(
         style: ProgressStyle, unit: String, isTerminal: Bool = false, interval: Duration = .seconds(1),
         now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }, write: @escaping @Sendable (String) -> Void
     ) {
@@ -54,7 +54,7 @@ public final class ProgressReporter: Sendable {
     }
 
     /// Reports `done` of `total` (nil when the total is not known).
-    public func update(done: Int, total: Int?) {
+    package func update(done: Int, total: Int?) {
         guard self.style != .none else { return }
         let now = self.now()
         let figures: Figures? = self.state.withLock { state in
@@ -72,7 +72,7 @@ public final class ProgressReporter: Sendable {
     }
 
     /// Ends the display: a bar is cleared, a JSON reporter writes its last line.
-    public func finish(done: Int, total: Int?) {
+    package func finish(done: Int, total: Int?) {
         let now = self.now()
         let figures = self.state.withLock { state in
             if state.started == nil {

@@ -8,9 +8,9 @@ import Foundation
 /// and lists are plain JSON; other types are tagged: `{"$date": "2024-05-01T10:00:00.000Z"}`,
 /// `{"$bytes": "base64"}`, `{"$location": {"latitude": …, "longitude": …}}`,
 /// `{"$reference": "name", "action": "deleteSelf"}`, `{"$asset": "path"}`.
-public enum RecordJSON {
+package enum RecordJSON {
     /// The JSON object of `record`; with `system` also its zone, change tag and dates.
-    public static func object(_ record: CKRecord, converter: FieldConverter, system: Bool = false) -> JSONValue {
+    package static func object(_ record: CKRecord, converter: FieldConverter, system: Bool = false) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("$recordName", .string(record.recordID.recordName)),
             ("$recordType", .string(record.recordType)),

@@ -4,7 +4,7 @@ import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
 
-/// Long-lived operations (DESIGN.md §4): list the caller's, and rebuild one to resume it.
+/// Long-lived operations (Docs/ARCHITECTURE.md §4): list the caller's, and rebuild one to resume it.
 ///
 /// For example, the life cycle CloudKit documents:
 /// ```swift

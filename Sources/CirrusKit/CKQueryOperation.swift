@@ -106,33 +106,6 @@ open class CKQueryOperation: CKDatabaseOperation, @unchecked Sendable {
 
 extension CKQueryOperation {
     /// Where a query stopped, to continue it with `CKQueryOperation(cursor:)`
-    /// (CloudKit's `CKQueryOperation.Cursor`).
-    ///
-    /// Opaque bytes from the server that pin the query, zone and desired keys. `Codable`, so
-    /// an app can keep it between launches.
-    public final class Cursor: Sendable, Hashable, Codable, CustomStringConvertible {
-        /// The server's opaque bytes.
-        public let data: Data
-
-        /// A cursor from the server's bytes.
-        public init(data: Data) {
-            self.data = data
-        }
-
-        /// The cursor a wire message carries.
-        package convenience init(wire: Wire.QueryCursor) {
-            self.init(data: Data(wire.opaque))
-        }
-
-        /// The cursor as a wire message.
-        package var wireCursor: Wire.QueryCursor {
-            Wire.QueryCursor(opaque: [UInt8](self.data))
-        }
-
-        public static func == (lhs: Cursor, rhs: Cursor) -> Bool { lhs.data == rhs.data }
-
-        public func hash(into hasher: inout Hasher) { hasher.combine(self.data) }
-
-        public var description: String { "<CKQueryCursor \(self.data.count) bytes>" }
-    }
+    /// (``CKQueryCursor``).
+    public typealias Cursor = CKQueryCursor
 }

@@ -1,4 +1,4 @@
-// CirrusKit: the client library (see DESIGN.md §1–3).
+// CirrusKit: the client library (see Docs/ARCHITECTURE.md §1–3 and Docs/WIRE-PROTOCOL.md).
 //
 // How it is put together:
 //

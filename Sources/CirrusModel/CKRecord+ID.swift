@@ -6,37 +6,8 @@ extension CKRecord {
     /// The name of a record field, such as `"title"`.
     public typealias FieldKey = String
 
-    /// A record's identity: its name and its zone (`CKRecord.ID`).
-    ///
-    /// A value type here (Apple's is a class); equality and hashing compare
-    /// `recordName` and `zoneID`, as Apple's `isEqual:` does.
-    ///
-    /// For example:
-    /// ```swift
-    /// let id = CKRecord.ID(recordName: "note-1", zoneID: CKRecordZone.ID(zoneName: "Notes"))
-    /// ```
-    public struct ID: Hashable, Sendable, Codable, CustomStringConvertible {
-        /// The record's name, unique within its zone (1 … 255 ASCII characters; the
-        /// server checks).
-        public let recordName: String
-        /// The zone that holds the record.
-        public let zoneID: CKRecordZone.ID
-
-        /// A record ID in the given zone, by default the current user's default zone.
-        public init(recordName: String, zoneID: CKRecordZone.ID = .default) {
-            self.recordName = recordName
-            self.zoneID = zoneID
-        }
-
-        /// A record ID with a new unique name (a UUID string) in the given zone.
-        init(zoneID: CKRecordZone.ID) {
-            self.init(recordName: UUID().uuidString, zoneID: zoneID)
-        }
-
-        public var description: String {
-            "<CKRecordID: recordName=\(recordName), zoneID=\(zoneID.zoneName):\(zoneID.ownerName)>"
-        }
-    }
+    /// A record's identity: its name and its zone (``CKRecordID``).
+    public typealias ID = CKRecordID
 
     /// Record types the system defines (`CKRecord.SystemType`).
     public enum SystemType {

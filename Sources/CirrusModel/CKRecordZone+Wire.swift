@@ -5,7 +5,7 @@ extension CKRecordZone.ID {
     /// The zone ID a wire message names. An empty owner means the current user.
     ///
     /// - throws: `CKError` `.invalidArguments` if the zone name is empty.
-    package init(wire: Wire.RecordZoneID) throws(CKError) {
+    package convenience init(wire: Wire.RecordZoneID) throws(CKError) {
         guard !wire.zoneName.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid zone ID from the wire: empty zone name")
         }
@@ -22,7 +22,7 @@ extension CKRecord.ID {
     /// The record ID a wire message names; an absent zone is the current user's default zone.
     ///
     /// - throws: `CKError` `.invalidArguments` if the record name or zone name is empty.
-    package init(wire: Wire.RecordID) throws(CKError) {
+    package convenience init(wire: Wire.RecordID) throws(CKError) {
         guard !wire.recordName.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid record ID from the wire: empty record name")
         }

@@ -20,31 +20,8 @@ public let CKCurrentUserDefaultName = "__defaultOwner__"
 /// let zone = CKRecordZone(zoneName: "Notes")
 /// ```
 public final class CKRecordZone: Sendable, Hashable, CustomStringConvertible {
-    /// The zone's identity: its name and owner.
-    ///
-    /// A value type here (Apple's `CKRecordZone.ID` is a class); equality and hashing
-    /// compare `zoneName` and `ownerName`, as Apple's `isEqual:` does.
-    public struct ID: Hashable, Sendable, Codable, CustomStringConvertible {
-        /// The name of the default zone of every database.
-        public static let defaultZoneName = "_defaultZone"
-        /// The default zone of the current user.
-        public static let `default` = ID()
-
-        /// The zone's name, unique within its owner's database.
-        public let zoneName: String
-        /// The record name of the zone's owner; `CKCurrentUserDefaultName` for the current user.
-        public let ownerName: String
-
-        /// A zone ID; both arguments default to the current user's default zone.
-        public init(zoneName: String = ID.defaultZoneName, ownerName: String = CKCurrentUserDefaultName) {
-            self.zoneName = zoneName
-            self.ownerName = ownerName
-        }
-
-        public var description: String {
-            "<CKRecordZoneID: zoneName=\(zoneName), ownerName=\(ownerName)>"
-        }
-    }
+    /// The zone's identity: its name and owner (``CKRecordZoneID``).
+    public typealias ID = CKRecordZoneID
 
     /// What a zone supports (`CKRecordZone.Capabilities`).
     public struct Capabilities: OptionSet, Hashable, Sendable {

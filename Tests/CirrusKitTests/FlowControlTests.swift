@@ -1,5 +1,6 @@
 @testable import CirrusKit
 import CirrusModel
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers

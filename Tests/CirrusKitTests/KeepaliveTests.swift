@@ -1,4 +1,5 @@
 import CirrusModel
+import CirrusTestSupport
 import CirrusWire
 import NIOCore
 import Testing

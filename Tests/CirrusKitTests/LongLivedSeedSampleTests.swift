@@ -1,5 +1,6 @@
 import CirrusKit
 import CirrusModel
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing

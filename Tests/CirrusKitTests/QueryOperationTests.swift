@@ -1,5 +1,6 @@
 import CirrusKit
 import CirrusModel
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing
@@ -144,7 +145,11 @@ struct QueryOperationTests {
         #expect(cursor.data == Data([1, 2, 3]))
         #expect(deprecatedCursor.values.first == cursor)
 
-        let second = CKQueryOperation(cursor: cursor)
+        // Kept between launches as CloudKit apps keep it: archived with secure coding.
+        let archived = try NSKeyedArchiver.archivedData(withRootObject: cursor, requiringSecureCoding: true)
+        let kept = try #require(try NSKeyedUnarchiver.unarchivedObject(ofClass: CKQueryOperation.Cursor.self, from: archived))
+        #expect(kept == cursor)
+        let second = CKQueryOperation(cursor: kept)
         second.resultsLimit = 10
         let matched = Recorder<String>()
         let secondResult = Recorder<Result<CKQueryOperation.Cursor?, any Error>>()

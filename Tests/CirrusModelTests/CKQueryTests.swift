@@ -25,11 +25,13 @@ struct CKQueryTests {
         #expect(
             try nearest.wireSortDescriptor
                 == Wire.QuerySortDescriptor(key: "location", ascending: true, relativeLocation: Self.here.wireLocation))
-        let farthest = nearest.reversedSortDescriptor
-        #expect(farthest is CKLocationSortDescriptor)
+        // reversedSortDescriptor is `Any`, as NSSortDescriptor's is.
+        let farthest = try #require(nearest.reversedSortDescriptor as? CKLocationSortDescriptor)
         #expect(!farthest.ascending)
         #expect(try farthest.wireSortDescriptor.relativeLocation == Self.here.wireLocation)
-        #expect(CKSortDescriptor(key: "a", ascending: true).reversedSortDescriptor == CKSortDescriptor(key: "a", ascending: false))
+        #expect(
+            CKSortDescriptor(key: "a", ascending: true).reversedSortDescriptor as? CKSortDescriptor
+                == CKSortDescriptor(key: "a", ascending: false))
         #expect(CKSortDescriptor(key: "a", ascending: true) != nearest)
         #expect(Set([CKSortDescriptor(key: "a", ascending: true), CKSortDescriptor(key: "a", ascending: true)]).count == 1)
     }
@@ -37,9 +39,9 @@ struct CKQueryTests {
     @Test(
         "Invalid sort keys are refused with invalidArguments",
         arguments: [
-            (nil, "a sort descriptor has no key"),
+            (nil, "a sort descriptor has no field key (make it with NSSortDescriptor(key:ascending:))"),
             ("a.b", "invalid sort key: key paths (a.b) are not supported by CloudKit; use a field name"),
-            ("", "invalid sort key: a key cannot be empty"),
+            ("", "a sort descriptor has no field key (make it with NSSortDescriptor(key:ascending:))"),
             ("recordID", "cannot sort by recordID; sort by a field, creationDate or modificationDate"),
         ] as [(String?, String)])
     func invalidSortKeys(key: String?, message: String) {

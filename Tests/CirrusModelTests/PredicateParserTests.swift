@@ -125,6 +125,21 @@ struct PredicateParserTests {
         #expect(try tree("%@ IN %K", "red", "tags") == Tree.cmp("tags", .contains, Tree.string("red")))
     }
 
+    @Test("ANY and SOME with == on a list field are the CONTAINS comparison (CloudKit's documented list forms)")
+    func anyAndSome() throws {
+        let red = Tree.cmp("favoriteColors", .contains, Tree.string("red"))
+        #expect(try tree("ANY favoriteColors = 'red'") == red)
+        #expect(try tree("any favoriteColors == 'red'") == red)
+        #expect(try tree("SOME favoriteColors == %@", "red") == red)
+        #expect(try tree("ANY %K == %@", "favoriteColors", "red") == red)
+        #expect(try tree("favoriteColors CONTAINS 'red'") == red)
+        #expect(try tree("'red' IN favoriteColors") == red)
+        #expect(try tree("%K CONTAINS %@", "favoriteColors", "red") == red)
+        #expect(
+            try tree("ANY tags == 'a' AND NOT (SOME tags == 'b')")
+                == Tree.and(Tree.cmp("tags", .contains, Tree.string("a")), Tree.not(Tree.cmp("tags", .contains, Tree.string("b")))))
+    }
+
     @Test("BETWEEN with an aggregate or a two-element array")
     func between() throws {
         #expect(try tree("n BETWEEN {1, 10}") == Tree.cmp("n", .between, .int64List(Wire.Int64List(values: [1, 10]))))
@@ -170,6 +185,9 @@ struct PredicateParserTests {
     @Test("Tokenized full-text search: self CONTAINS")
     func textSearch() throws {
         #expect(try tree("self CONTAINS 'bob smith'") == Tree.text("bob smith"))
+        // CloudKit's documented "all tokens" form is the same search.
+        #expect(try tree("ALL tokenize(%@, 'Cdl') IN allTokens", "bob smith") == Tree.text("bob smith"))
+        #expect(try tree("all TOKENIZE('bob smith', 'dC') in allTokens AND n == 1") == Tree.and(Tree.text("bob smith"), Tree.cmp("n", .equals, Tree.int(1))))
         #expect(try tree("SELF contains %@", "café") == Tree.text("café"))
         #expect(try tree("self CONTAINS 'x' AND n == 1") == Tree.and(Tree.text("x"), Tree.cmp("n", .equals, Tree.int(1))))
     }

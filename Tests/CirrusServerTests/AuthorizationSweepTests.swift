@@ -1,4 +1,5 @@
 import CirrusServer
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing

@@ -1,3 +1,4 @@
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers

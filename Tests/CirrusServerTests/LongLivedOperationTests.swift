@@ -1,5 +1,6 @@
 @testable import CirrusServer
 import CirrusStore
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import CirrusServer
 import CirrusStore
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import CirrusServer
+import CirrusTestSupport
 import CirrusWire
 import NIOConcurrencyHelpers
 import NIOCore
@@ -165,7 +166,7 @@ struct OperationStreamTests {
             let cancelled = Wire.Complete(lastSeq: 2, error: Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled"))
             #expect(try await client.nextFrame() == Wire.Frame(streamID: 1, kind: .complete(cancelled)))
             #expect(try await client.nextFrame().kind == .pong(Wire.Pong(nonce: 2)))
-            try await waitUntil { executor.cancelled.withLockedValue { $0 } }
+            try await eventually(timeout: .seconds(20)) { executor.cancelled.withLockedValue { $0 } }
             #expect(executor.emitted.withLockedValue { $0 } == 2)
             await client.close()
         }
@@ -179,7 +180,7 @@ struct OperationStreamTests {
             try await client.send(open(1, window: 1))
             expectEvent(try await client.nextFrame(), streamID: 1, seq: 1)
             await client.close()
-            try await waitUntil { executor.cancelled.withLockedValue { $0 } }
+            try await eventually(timeout: .seconds(20)) { executor.cancelled.withLockedValue { $0 } }
         }
     }
 
@@ -211,12 +212,3 @@ struct OperationStreamTests {
     }
 }
 
-/// Polls `condition` until it holds; fails after `timeout` (a hang guard).
-func waitUntil(timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while !condition() {
-        guard clock.now < deadline else { throw TestTimeout() }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-}

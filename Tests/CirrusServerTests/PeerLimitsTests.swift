@@ -1,4 +1,5 @@
 import CirrusServer
+import CirrusTestSupport
 import CirrusWire
 import NIOConcurrencyHelpers
 import NIOCore
@@ -98,7 +99,7 @@ struct PeerLimitsServerTests {
 
             // A closed connection gives its place back.
             await first.close()
-            try await waitUntil { server.configuration.peerLimits.connectionCount(user: "_alice") == 1 }
+            try await eventually(timeout: .seconds(20)) { server.configuration.peerLimits.connectionCount(user: "_alice") == 1 }
             let fourth = try await TestClient.connect(port: port)
             _ = try await fourth.handshake()
             for client in [second, bob, fourth] { await client.close() }

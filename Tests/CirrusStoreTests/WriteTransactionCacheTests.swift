@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import CirrusStore
+import CirrusTestSupport
 
 /// Record writes of one group-commit transaction share database and zone rows and change
 /// sequences (``WriteTransactionCache``): what other jobs of the transaction change, and what
@@ -24,11 +25,11 @@ struct WriteTransactionCacheTests {
         // Never leave the writer held (a failed wait would hang the store's close).
         var released = false
         defer { if !released { gate.signal() } }
-        try await waitUntil { holding.load(ordering: .sequentiallyConsistent) }
+        try await eventually(timeout: .seconds(60)) { holding.load(ordering: .sequentiallyConsistent) }
         var tasks: [Task<Void, any Error>] = []
         for (i, job) in jobs.enumerated() {
             tasks.append(Task { try await job() })
-            try await waitUntil { storage.writer.pendingCount == i + 1 }
+            try await eventually(timeout: .seconds(60)) { storage.writer.pendingCount == i + 1 }
         }
         gate.signal()
         released = true
@@ -36,15 +37,6 @@ struct WriteTransactionCacheTests {
         var outcomes: [Result<Void, any Error>] = []
         for task in tasks { outcomes.append(await task.result) }
         return outcomes
-    }
-
-    /// Polls `condition` every 5 ms for up to a minute (a loaded machine is slow, never this slow).
-    private func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw Boom() }
-            try await Task.sleep(for: .milliseconds(5))
-        }
     }
 
     @Test func aZoneDeletedAndCreatedAgainBetweenTwoSavesIsTheNewZone() async throws {

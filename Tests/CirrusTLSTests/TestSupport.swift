@@ -1,19 +1,15 @@
 import CirrusTLS
+import CirrusTestSupport
 import NIOCore
 import NIOEmbedded
 import NIOTLS
 
-/// The development certificates: …/Tests/CirrusTLSTests/X.swift → ../../Certs.
+/// The development certificates (CirrusTestSupport's `TestCertificates`) as TLS configurations,
+/// with the defaults these tests want.
 enum Certs {
-    static let directory: String = {
-        var components = String(#filePath).split(separator: "/", omittingEmptySubsequences: false)
-        components.removeLast(3)
-        return components.joined(separator: "/") + "/Certs"
-    }()
+    static var directory: String { TestCertificates.directory }
 
-    static func path(_ name: String) -> String {
-        "\(directory)/\(name)"
-    }
+    static func path(_ name: String) -> String { TestCertificates.path(name) }
 
     static func serverConfiguration(
         verification: ClientCertificateVerification = .required,

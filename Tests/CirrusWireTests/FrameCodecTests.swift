@@ -118,7 +118,7 @@ struct FrameCodecTests {
             var decoder = FrameDecoder(maximumFrameBytes: 1 << 16)
             var buffer = ByteBuffer(bytes: bytes)
             do {
-                while let _ = try decoder.decode(buffer: &buffer) {
+                while try decoder.decode(buffer: &buffer) != nil {
                     decoded += 1
                 }
             } catch is WireError {

@@ -25,10 +25,6 @@ struct EventSequence: Sendable, Hashable {
     /// The seq of the last event handed to the callbacks; 0 = none.
     private(set) var delivered: UInt64 = 0
 
-    init(delivered: UInt64 = 0) {
-        self.delivered = delivered
-    }
-
     /// Whether the event `seq` goes to the callbacks; records it when it does.
     mutating func admit(_ seq: UInt64) -> Admission {
         if seq <= self.delivered {

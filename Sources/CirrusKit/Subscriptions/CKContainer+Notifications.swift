@@ -37,6 +37,8 @@ extension CKContainer {
     /// }
     /// ```
     ///
+    /// - parameter changeToken: where to start: after this notification-feed token; nil = from
+    ///   the moment the server starts the watch.
     /// - parameter databaseScopes: only notifications about these databases; empty = all.
     public func notifications(since changeToken: CKServerChangeToken? = nil, databaseScopes: [CKDatabase.Scope] = []) -> Notifications {
         Notifications(container: self, since: changeToken, databaseScopes: databaseScopes)
@@ -84,7 +86,11 @@ extension CKContainer {
     /// watch.cancel()
     /// ```
     ///
+    /// - parameter changeToken: where to start: after this notification-feed token; nil = from
+    ///   the moment the server starts the watch.
+    /// - parameter databaseScopes: only notifications about these databases; empty = all.
     /// - parameter queue: where `handler` and `completion` run; nil = a private serial queue.
+    /// - parameter handler: runs once per notification, in feed order.
     /// - parameter completion: runs once, last: nil after `cancel()`, else the `CKError` that
     ///   ended the watch.
     /// - returns: the watch; keep it to cancel it (it runs until cancelled even if you do not).

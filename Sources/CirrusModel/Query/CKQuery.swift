@@ -11,7 +11,7 @@ import Foundation
 /// ```swift
 /// let predicate = CKPredicate(format: "category == %@", "work")
 /// let query = CKQuery(recordType: "Note", predicate: predicate)
-/// query.sortDescriptors = [CKSortDescriptor(key: "createdAt", ascending: false)]
+/// query.sortDescriptors = [NSSortDescriptor(key: "createdAt", ascending: false)]
 /// let operation = CKQueryOperation(query: query)
 /// ```
 public final class CKQuery: Sendable, CustomStringConvertible {
@@ -36,9 +36,14 @@ public final class CKQuery: Sendable, CustomStringConvertible {
     }
 
     /// The order of the results, first key first; nil or empty = the server's order.
-    public var sortDescriptors: [CKSortDescriptor]? {
+    ///
+    /// Each is an `NSSortDescriptor(key:ascending:)`, a ``CKSortDescriptor`` or a
+    /// ``CKLocationSortDescriptor``; the query keeps them as `CKSortDescriptor`s. A descriptor
+    /// made from a Swift key path names no record field: the operation then fails with
+    /// `CKError(.invalidArguments)`.
+    public var sortDescriptors: [NSSortDescriptor]? {
         get { sorting.withLock { $0 } }
-        set { sorting.withLock { $0 = newValue } }
+        set { sorting.withLock { $0 = newValue?.map(CKSortDescriptor.forQuery) } }
     }
 
     /// The query as a wire message.
@@ -59,13 +64,13 @@ public final class CKQuery: Sendable, CustomStringConvertible {
                 throw error.ckError
             }
             var sorts: [Wire.QuerySortDescriptor] = []
-            for descriptor in sortDescriptors ?? [] { sorts.append(try descriptor.wireSortDescriptor) }
+            for descriptor in sorting.withLock({ $0 }) ?? [] { sorts.append(try descriptor.wireSortDescriptor) }
             return Wire.Query(recordType: recordType, predicate: wirePredicate, sortDescriptors: sorts)
         }
     }
 
     public var description: String {
-        let sorts = (sortDescriptors ?? []).map(\.description).joined(separator: ", ")
+        let sorts = (sorting.withLock { $0 } ?? []).map(\.description).joined(separator: ", ")
         return "<CKQuery recordType=\(recordType) predicate=\(predicate.predicateFormat) sortDescriptors=[\(sorts)]>"
     }
 }

@@ -1,43 +1,69 @@
 import CirrusWire
 import Foundation
 
-/// One sort key of a query, standing in for `NSSortDescriptor(key:ascending:)` (unavailable on
-/// Linux, where key-value coding does not exist).
+/// One sort key of a query: an `NSSortDescriptor` that names a record field, as CloudKit's
+/// `CKQuery.sortDescriptors` expects.
 ///
-/// The key is a field name or `creationDate` / `modificationDate`.
+/// Code written for CloudKit compiles unchanged: `NSSortDescriptor(key:ascending:)` (which
+/// swift-corelibs-foundation lacks, having no key-value coding) is provided for Linux and makes
+/// a descriptor a query can read; this class is what `CKQuery.sortDescriptors` holds. The key
+/// is a field name or `creationDate` / `modificationDate`.
 ///
 /// For example:
 /// ```swift
-/// query.sortDescriptors = [CKSortDescriptor(key: "createdAt", ascending: false)]
+/// query.sortDescriptors = [NSSortDescriptor(key: "createdAt", ascending: false)]
+/// query.sortDescriptors = [CKSortDescriptor(key: "createdAt", ascending: false)]  // the same
 /// ```
-public class CKSortDescriptor: @unchecked Sendable, Hashable, CustomStringConvertible {
-    // @unchecked Sendable: every stored property is an immutable `let` of a Sendable type,
-    // and the class is `public`, not `open`: its only subclass (CKLocationSortDescriptor,
-    // below) is immutable too. The class is not final only so that subclass can exist.
+public class CKSortDescriptor: NSSortDescriptor, NSSecureCoding {
+    // Not Sendable: Foundation makes NSSortDescriptor's Sendable conformance unavailable.
+    // CKQuery keeps its descriptors behind a lock and never hands them across tasks itself.
+    // The class is not final only so that CKLocationSortDescriptor can exist.
 
-    /// The field to sort by.
-    public let key: String?
-    /// Smallest first when true; largest (or, for a location sort, farthest) first when false.
-    public let ascending: Bool
     /// Set for a location sort: the point distances are measured from.
     let location: CKLocation?
 
-    /// Sorts by `key`, in ascending or descending order.
-    public init(key: String?, ascending: Bool) {
-        self.key = key
-        self.ascending = ascending
-        self.location = nil
+    /// Sorts by `key`, in ascending or descending order; with a `location`, by the distance of
+    /// the location field `key` from it (as ``CKLocationSortDescriptor`` does).
+    public init(key: String?, ascending: Bool, location: CKLocation? = nil) {
+        self.location = location
+        super.init(keyPath: SortFieldKey.keyPath(key), ascending: ascending)
     }
 
-    init(key: String?, ascending: Bool, location: CKLocation?) {
-        self.key = key
-        self.ascending = ascending
-        self.location = location
+    /// The descriptor a query uses for `descriptor`: itself when it is one, else one with the
+    /// field key an `NSSortDescriptor(key:ascending:)` carries (nil for a Swift key path
+    /// descriptor, which names no record field; the query then fails with
+    /// `CKError(.invalidArguments)`).
+    static func forQuery(_ descriptor: NSSortDescriptor) -> CKSortDescriptor {
+        if let descriptor = descriptor as? CKSortDescriptor { return descriptor }
+        return CKSortDescriptor(key: descriptor.recordFieldKey, ascending: descriptor.ascending, location: nil)
+    }
+
+    // MARK: NSSecureCoding
+
+    public class var supportsSecureCoding: Bool { true }
+
+    public func encode(with coder: NSCoder) {
+        if let key = recordFieldKey { coder.encode(key as NSString, forKey: "key") }
+        coder.encode(self.ascending, forKey: "ascending")
+        if let location { coder.encode(Data(location.wireLocation.serializedBytes()) as NSData, forKey: "location") }
+    }
+
+    /// The descriptor `encode(with:)` wrote; nil when a location is there but does not decode.
+    public required convenience init?(coder: NSCoder) {
+        let key = coder.containsValue(forKey: "key") ? coder.decodeObject(of: NSString.self, forKey: "key").map { $0 as String } : nil
+        let ascending = coder.decodeBool(forKey: "ascending")
+        var location: CKLocation?
+        if coder.containsValue(forKey: "location") {
+            guard let data = coder.decodeObject(of: NSData.self, forKey: "location") else { return nil }
+            guard let wire = try? Wire.Location(serializedBytes: [UInt8](data as Data)) else { return nil }
+            location = CKLocation(wire: wire)
+        }
+        self.init(key: key, ascending: ascending, location: location)
     }
 
     /// The same sort in the opposite order.
-    public var reversedSortDescriptor: CKSortDescriptor {
-        CKSortDescriptor.make(key: key, ascending: !ascending, location: location)
+    public override var reversedSortDescriptor: Any {
+        CKSortDescriptor.make(key: recordFieldKey, ascending: !ascending, location: location)
     }
 
     /// A sort descriptor of the right class for its fields.
@@ -58,7 +84,9 @@ public class CKSortDescriptor: @unchecked Sendable, Hashable, CustomStringConver
     /// - throws: `CKError` `.invalidArguments` when the key is missing or not a sortable key.
     package var wireSortDescriptor: Wire.QuerySortDescriptor {
         get throws(CKError) {
-            guard let key else { throw CKError(.invalidArguments, message: "a sort descriptor has no key") }
+            guard let key = recordFieldKey, !key.isEmpty else {
+                throw CKError(.invalidArguments, message: "a sort descriptor has no field key (make it with NSSortDescriptor(key:ascending:))")
+            }
             let canonical: String
             switch PredicateKey.canonical(key) {
             case .success(let name): canonical = name
@@ -76,20 +104,23 @@ public class CKSortDescriptor: @unchecked Sendable, Hashable, CustomStringConver
         }
     }
 
-    public var description: String {
+    public override var description: String {
         let order = ascending ? "ascending" : "descending"
-        guard let location else { return "(\(key ?? "nil"), \(order))" }
-        return "(\(key ?? "nil"), \(order) from \(location))"
+        guard let location else { return "(\(recordFieldKey ?? "nil"), \(order))" }
+        return "(\(recordFieldKey ?? "nil"), \(order) from \(location))"
     }
 
-    public static func == (lhs: CKSortDescriptor, rhs: CKSortDescriptor) -> Bool {
-        lhs.key == rhs.key && lhs.ascending == rhs.ascending && lhs.location == rhs.location
+    public override func isEqual(_ object: Any?) -> Bool {
+        guard let other = object as? CKSortDescriptor else { return false }
+        return recordFieldKey == other.recordFieldKey && ascending == other.ascending && location == other.location
     }
 
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(key)
+    public override var hash: Int {
+        var hasher = Hasher()
+        hasher.combine(recordFieldKey)
         hasher.combine(ascending)
         hasher.combine(location)
+        return hasher.finalize()
     }
 }
 
@@ -100,21 +131,58 @@ public class CKSortDescriptor: @unchecked Sendable, Hashable, CustomStringConver
 /// ```swift
 /// query.sortDescriptors = [CKLocationSortDescriptor(key: "location", relativeLocation: here)]
 /// ```
-public final class CKLocationSortDescriptor: CKSortDescriptor, @unchecked Sendable {
-    // @unchecked Sendable: restates the superclass's reasoning; this class adds one immutable,
-    // Sendable `let`.
+public final class CKLocationSortDescriptor: CKSortDescriptor {
 
     /// The point distances are measured from.
-    public let relativeLocation: CKLocation
+    public var relativeLocation: CKLocation { self.location ?? CKLocation(latitude: 0, longitude: 0) }
 
     /// Sorts by the distance of the location field `key` from `relativeLocation`, nearest first.
-    public init(key: String, relativeLocation: CKLocation) {
-        self.relativeLocation = relativeLocation
-        super.init(key: key, ascending: true, location: relativeLocation)
+    public convenience init(key: String, relativeLocation: CKLocation) {
+        self.init(key: key, relativeLocation: relativeLocation, ascending: true)
     }
 
     init(key: String, relativeLocation: CKLocation, ascending: Bool) {
-        self.relativeLocation = relativeLocation
         super.init(key: key, ascending: ascending, location: relativeLocation)
+    }
+
+    /// Always made with a location; `CKSortDescriptor.make` picks this class for one.
+    override init(key: String?, ascending: Bool, location: CKLocation? = nil) {
+        super.init(key: key, ascending: ascending, location: location)
+    }
+}
+
+/// The root of the key paths that carry a record field key in an `NSSortDescriptor` (on Linux,
+/// swift-corelibs-foundation stores only Swift key paths): the key path's subscript argument is
+/// the field key, and reading through it gives the key back.
+struct SortFieldKey: Sendable {
+    subscript(fieldKey key: String) -> String { key }
+
+    /// The key path for `key`; nil is stored as the empty string, which no field has.
+    static func keyPath(_ key: String?) -> KeyPath<SortFieldKey, String> { \SortFieldKey.[fieldKey: key ?? ""] }
+}
+
+#if !canImport(Darwin)
+extension NSSortDescriptor {
+    /// A descriptor that sorts query results by the record field `key` (CloudKit's use of
+    /// `NSSortDescriptor(key:ascending:)`, which swift-corelibs-foundation does not have).
+    ///
+    /// For example:
+    /// ```swift
+    /// query.sortDescriptors = [NSSortDescriptor(key: "createdAt", ascending: false)]
+    /// ```
+    public convenience init(key: String?, ascending: Bool) {
+        self.init(keyPath: SortFieldKey.keyPath(key), ascending: ascending)
+    }
+}
+#endif
+
+extension NSSortDescriptor {
+    /// The record field key of a descriptor made with `init(key:ascending:)`; nil for one made
+    /// from another Swift key path. (Foundation's `key` is unavailable on Linux, and a property
+    /// of that name here trips the compiler's module deserialization; hence the other name.)
+    public var recordFieldKey: String? {
+        guard let path = self.keyPath as? KeyPath<SortFieldKey, String> else { return nil }
+        let key = SortFieldKey()[keyPath: path]
+        return key.isEmpty ? nil : key
     }
 }

@@ -8,7 +8,8 @@ import Foundation
 /// predicate  := and END
 /// and        := unary ((AND | &&) unary)*
 /// unary      := (NOT | !) unary | primary
-/// primary    := "(" and ")" | TRUEPREDICATE | FALSEPREDICATE | comparison
+/// primary    := "(" and ")" | TRUEPREDICATE | FALSEPREDICATE | (ANY | SOME) key (== | =) value
+///             | ALL tokenize(value, 'Cdl') IN allTokens | comparison
 /// comparison := operand operator operand
 /// operand    := key | %K | SELF | value | distanceToLocation:fromLocation:(key, %@)
 /// value      := string | number | TRUE | FALSE | YES | NO | %@ | %d | %f | "{" value ("," value)* "}"
@@ -135,8 +136,12 @@ struct PredicateParser {
         case "FALSEPREDICATE":
             advance()
             return Wire.QueryPredicate(node: .falsePredicate(Wire.FalsePredicate()))
-        case let word? where ["ANY", "ALL", "SOME", "NONE"].contains(word):
-            throw fail(token, "\(word) is not supported by CloudKit; use \"key CONTAINS value\" for list fields")
+        case let word? where ["ANY", "SOME"].contains(word):
+            return try parseAnyComparison(token)
+        case "ALL":
+            return try parseAllTokens(token)
+        case "NONE":
+            throw fail(token, "NONE is not supported by CloudKit; use \"ANY key == value\" or \"key CONTAINS value\" for list fields")
         default:
             break
         }
@@ -158,6 +163,68 @@ struct PredicateParser {
         let comparison = try parseOperator()
         let rhs = try parseOperand()
         return try PredicateComparison(format: format, comparisonOperator: comparison).predicate(lhs, rhs)
+    }
+
+    /// `ANY key == value` (or `SOME`, `=`): the list field `key` holds `value`, the same
+    /// comparison as `key CONTAINS value`. CloudKit documents only equality after `ANY`.
+    private mutating func parseAnyComparison(_ quantifier: PredicateToken) throws(CKPredicate.ParseError) -> Wire.QueryPredicate {
+        let word = quantifier.text.uppercased()
+        advance()
+        let lhs = try parseOperand()
+        guard case .key = lhs else {
+            throw fail(at: lhs.position, "\(word) must be followed by a list field, as in \(word) colors == 'red'")
+        }
+        let comparison = try parseOperator()
+        guard comparison.wire == .equals else {
+            throw fail(comparison.token, "\(word) key \(comparison.text) is not supported by CloudKit; only \(word) key == value is")
+        }
+        let rhs = try parseOperand()
+        guard case .value = rhs else {
+            throw fail(at: rhs.position, "expected a value after \(word) key ==")
+        }
+        let membership = PredicateComparison.Operator(wire: .contains, token: comparison.token)
+        return try PredicateComparison(format: format, comparisonOperator: membership).predicate(lhs, rhs)
+    }
+
+    /// `ALL tokenize(text, 'Cdl') IN allTokens`, CloudKit's documented spelling of a tokenized
+    /// search: the same node as `self CONTAINS text` (every word of `text` in some string field).
+    /// Cirrus's text index always ignores case and diacritics, so the options must say so
+    /// (`C` and `d`; `l`, locale-aware, changes nothing).
+    private mutating func parseAllTokens(_ all: PredicateToken) throws(CKPredicate.ParseError) -> Wire.QueryPredicate {
+        advance()
+        guard case .word(let function) = current.kind, function.lowercased() == "tokenize", following.kind == .symbol("(") else {
+            throw fail(
+                all,
+                "ALL is not supported by CloudKit except in ALL tokenize(%@, 'Cdl') IN allTokens; "
+                    + "use \"ANY key == value\" or \"key CONTAINS value\" for list fields")
+        }
+        advance()
+        advance()
+        let textToken = current
+        let text = try parseValue()
+        guard current.kind == .symbol(",") else {
+            throw fail(current, "expected \",\" and the options after the text of tokenize(, found \(current.quoted)")
+        }
+        advance()
+        let optionsToken = current
+        guard case .string(let options) = optionsToken.kind, options.contains("C"), options.contains("d"),
+            options.allSatisfy({ "Cdl".contains($0) })
+        else {
+            throw fail(optionsToken, "tokenize options must be 'Cdl' or 'Cd': Cirrus's text search ignores case and diacritics")
+        }
+        advance()
+        guard current.kind == .symbol(")") else { throw fail(current, "expected \")\" to close tokenize(, found \(current.quoted)") }
+        advance()
+        let inToken = current
+        guard Self.isKeyword(inToken, "IN") else { throw fail(inToken, "expected IN allTokens after tokenize(...), found \(inToken.quoted)") }
+        advance()
+        guard case .word("allTokens") = current.kind else {
+            throw fail(current, "expected allTokens after ALL tokenize(...) IN, found \(current.quoted)")
+        }
+        advance()
+        let search = PredicateComparison.Operator(wire: .contains, token: inToken)
+        return try PredicateComparison(format: format, comparisonOperator: search)
+            .predicate(.selfKeyword(all.position), .value(text, textToken.position))
     }
 
     // MARK: - Operators

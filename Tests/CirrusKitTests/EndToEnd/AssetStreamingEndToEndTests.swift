@@ -1,6 +1,7 @@
 @testable import CirrusKit
 import CirrusModel
 import CirrusServer
+import CirrusTestSupport
 import CirrusWire
 import NIOConcurrencyHelpers
 import Foundation

@@ -1,5 +1,6 @@
 import CirrusKit
 import CirrusModel
+import CirrusTestSupport
 import Foundation
 import NIOConcurrencyHelpers
 import Testing

@@ -1,6 +1,7 @@
 import CirrusKit
 import CirrusServer
 import CirrusStore
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers

@@ -14,19 +14,6 @@ private struct ModifyLog: Sendable {
     var result: Result<Void, CKError>?
 }
 
-/// Waits until the async `condition` holds (a hang guard, not a speed assertion).
-func eventuallyAsync(timeout: Duration = .seconds(30), _ condition: () async -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while !(await condition()) {
-        guard clock.now < deadline else {
-            Issue.record("timed out waiting for a condition")
-            return
-        }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-}
-
 @Suite("Long-lived operations end to end", .serialized)
 struct LongLivedEndToEndTests {
     static func notes(_ count: Int, prefix: String) -> [CKRecord] {
@@ -101,7 +88,7 @@ struct LongLivedEndToEndTests {
             // Acknowledged after the result: no longer listed.
             let container = CKContainer(
                 identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: internals.port, user: "alice"))
-            try await eventuallyAsync { (try? await container.allLongLivedOperationIDs().isEmpty) == true }
+            try await eventually(timeout: .seconds(30)) { (try? await container.allLongLivedOperationIDs().isEmpty) == true }
             await proxy.stop()
         }
     }
@@ -229,7 +216,7 @@ struct LongLivedEndToEndTests {
             let stored = try await Self.storedTags(internals.storage)
             #expect(stored.count == 4_000)
             // Received and acknowledged: no longer listed.
-            try await eventuallyAsync { (try? await container.allLongLivedOperationIDs().isEmpty) == true }
+            try await eventually(timeout: .seconds(30)) { (try? await container.allLongLivedOperationIDs().isEmpty) == true }
         }
     }
 }

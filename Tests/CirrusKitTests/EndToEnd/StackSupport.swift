@@ -2,6 +2,7 @@ import CirrusKit
 import CirrusModel
 import CirrusServer
 import CirrusStore
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers

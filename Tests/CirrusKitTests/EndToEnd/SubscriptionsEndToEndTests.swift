@@ -1,6 +1,7 @@
 import CirrusKit
 import CirrusModel
 import CirrusServer
+import CirrusTestSupport
 import Foundation
 import MetricsTestKit
 import NIOConcurrencyHelpers

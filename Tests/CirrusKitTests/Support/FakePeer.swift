@@ -1,4 +1,5 @@
 import CirrusTLS
+import CirrusTestSupport
 import CirrusWire
 import NIOConcurrencyHelpers
 import NIOCore

@@ -2,21 +2,14 @@ import CirrusKit
 import CirrusModel
 import CirrusServer
 import CirrusTLS
+import CirrusTestSupport
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
-/// The development certificates in Certs/, found from this file's path.
-enum TestCertificates {
-    static let directory: String = {
-        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(4)  // Support/TestSupport.swift, CirrusKitTests, Tests
-        return parts.joined(separator: "/") + "/Certs"
-    }()
-
-    static func path(_ name: String) -> String { directory + "/" + name }
-
+/// The development certificates (CirrusTestSupport) as CirrusKit and its test servers use them.
+extension TestCertificates {
     /// A client of the server on `port`, as `user` (nil = no client certificate).
     static func client(port: Int, user: String? = "alice", trust: String = "ca.pem") -> CirrusClientConfiguration {
         var configuration = CirrusClientConfiguration(
@@ -97,18 +90,6 @@ func runToCompletion(_ operation: CKOperation, on database: CKDatabase? = nil) a
         }
     }
 }
-
-/// Polls `condition` until it holds (a hang guard, not a speed assertion).
-func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while !condition() {
-        guard clock.now < deadline else { throw TestTimeout() }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-}
-
-struct TestTimeout: Error {}
 
 extension Result {
     var failureCode: CKError.Code? {

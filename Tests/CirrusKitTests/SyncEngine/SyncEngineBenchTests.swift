@@ -1,4 +1,5 @@
 import CirrusKit
+import CirrusTestSupport
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -18,7 +19,7 @@ struct SyncEngineBenchTests {
             let engineA = a.start(database: container("alice").privateCloudDatabase)
             b.start(database: container("alice").privateCloudDatabase)
             var arrivals = b.fetched.makeAsyncIterator()
-            try await waitFor("both first fetches") {
+            try await eventually(timeout: .seconds(90), "both first fetches", every: .milliseconds(20)) {
                 [a, b].allSatisfy { $0.store.withLockedValue { $0.events.contains("didFetchChanges") } }
             }
             engineA.state.add(pendingDatabaseChanges: [.saveZone(CKRecordZone(zoneID: SyncEngineEndToEndTests.zone))])

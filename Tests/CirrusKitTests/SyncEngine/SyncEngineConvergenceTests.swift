@@ -47,7 +47,7 @@ struct SyncEngineConvergenceTests {
             }
 
             // Settle: every device has sent everything and sees the server's records.
-            try await waitFor("the devices to converge", timeout: .seconds(180)) {
+            try await eventually(timeout: .seconds(180), "the devices to converge", every: .milliseconds(20)) {
                 let server = try await SyncEngineEndToEndTests.serverRecords(internals.storage)
                 for device in devices {
                     let engine = try device.engine

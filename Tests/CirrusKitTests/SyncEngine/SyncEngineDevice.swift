@@ -186,15 +186,4 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
     }
 }
 
-/// Waits until `condition` holds, re-checking every 20 ms (a hang guard, not a speed assertion).
-func waitFor(_ what: String, timeout: Duration = .seconds(90), _ condition: () async throws -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while !(try await condition()) {
-        guard clock.now < deadline else {
-            Issue.record("timed out waiting for \(what)")
-            throw TestTimeout()
-        }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-}
+

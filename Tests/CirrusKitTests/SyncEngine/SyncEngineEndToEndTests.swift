@@ -1,6 +1,7 @@
 import CirrusKit
 import CirrusModel
 import CirrusStore
+import CirrusTestSupport
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -58,7 +59,7 @@ struct SyncEngineEndToEndTests {
             try a.edit(Self.id("r1"), value: 1_001)
             try await engineA.sendChanges()
             #expect(listed.withLockedValue { $0 } == [1])
-            try await eventuallyAsync { (try? await alice.allLongLivedOperationIDs().isEmpty) == true }
+            try await eventually(timeout: .seconds(30)) { (try? await alice.allLongLivedOperationIDs().isEmpty) == true }
             a.whileHandlingSent.withLockedValue { $0 = nil }
 
             // A delete travels too; a fetch with nothing new reports no changes.
@@ -115,15 +116,15 @@ struct SyncEngineEndToEndTests {
             let engineA = a.start(database: container("alice").privateCloudDatabase)
             b.start(database: container("alice").privateCloudDatabase)
             // Let B's engine save its subscription and open its watch before A writes.
-            try await waitFor("B's first fetch") { b.store.withLockedValue { $0.events.contains("didFetchChanges") } }
+            try await eventually(timeout: .seconds(90), "B's first fetch", every: .milliseconds(20)) { b.store.withLockedValue { $0.events.contains("didFetchChanges") } }
             engineA.state.add(pendingDatabaseChanges: [.saveZone(CKRecordZone(zoneID: Self.zone))])
             for i in 0..<5 { try a.edit(Self.id("p\(i)"), value: i) }
-            try await waitFor("B to receive A's records") { b.values.count == 5 }
+            try await eventually(timeout: .seconds(90), "B to receive A's records", every: .milliseconds(20)) { b.values.count == 5 }
             #expect(b.values == ["p0": 0, "p1": 1, "p2": 2, "p3": 3, "p4": 4])
             try a.edit(Self.id("p0"), value: 100)
-            try await waitFor("B to receive the edit") { b.values["p0"] == 100 }
+            try await eventually(timeout: .seconds(90), "B to receive the edit", every: .milliseconds(20)) { b.values["p0"] == 100 }
             // B may have it before A handled the server's answer.
-            try await waitFor("A's send to end") { engineA.state.pendingRecordZoneChanges.isEmpty }
+            try await eventually(timeout: .seconds(90), "A's send to end", every: .milliseconds(20)) { engineA.state.pendingRecordZoneChanges.isEmpty }
             await a.stop()
             await b.stop()
         }
@@ -141,7 +142,7 @@ struct SyncEngineEndToEndTests {
             // state soon after the change is added.
             let updates = a.store.withLockedValue { $0.events.filter { $0 == "stateUpdate" }.count }
             try a.edit(Self.id("late"), value: 99)
-            try await waitFor("the state update") {
+            try await eventually(timeout: .seconds(90), "the state update", every: .milliseconds(20)) {
                 a.store.withLockedValue { $0.events.filter { $0 == "stateUpdate" }.count } > updates
             }
             let saved = try #require(a.store.withLockedValue { $0.serialization })
@@ -225,7 +226,7 @@ struct SyncEngineEndToEndTests {
                 database: CKContainer(
                     identifier: "iCloud.com.example.notes", configuration: TestCertificates.client(port: proxy.port, user: "alice")
                 ).privateCloudDatabase)
-            try await waitFor("the first fetch") { a.store.withLockedValue { $0.events.contains("didFetchChanges") } }
+            try await eventually(timeout: .seconds(90), "the first fetch", every: .milliseconds(20)) { a.store.withLockedValue { $0.events.contains("didFetchChanges") } }
             proxy.refuseConnections(true)
             proxy.cutAll()
             engine.state.add(pendingDatabaseChanges: [.saveZone(CKRecordZone(zoneID: Self.zone))])
@@ -233,10 +234,10 @@ struct SyncEngineEndToEndTests {
             // Attempts fail while the network is down (a fetch the cut asked for may come first
             // and keep failing, so the send itself need not have started), and the change stays
             // pending.
-            try await waitFor("a failed attempt") { proxy.acceptedCount >= 1 }
+            try await eventually(timeout: .seconds(90), "a failed attempt", every: .milliseconds(20)) { proxy.acceptedCount >= 1 }
             #expect(engine.state.pendingRecordZoneChanges == [.saveRecord(Self.id("offline"))])
             proxy.refuseConnections(false)
-            try await waitFor("the retried send") { engine.state.pendingRecordZoneChanges.isEmpty }
+            try await eventually(timeout: .seconds(90), "the retried send", every: .milliseconds(20)) { engine.state.pendingRecordZoneChanges.isEmpty }
             #expect(a.store.withLockedValue { $0.acknowledged[Self.id("offline")] } == [5])
             let server = try await Self.serverRecords(internals.storage)
             #expect(server["offline"]?.hasSuffix(" 5") == true)

@@ -33,21 +33,6 @@ final class Gate: Sendable {
     }
 }
 
-/// Waits until `condition` holds (a hang guard after `timeout`, not a speed assertion).
-func eventually(
-    timeout: Duration = .seconds(30), _ what: String = "condition", _ condition: () async throws -> Bool
-) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while try await !condition() {
-        guard clock.now < deadline else {
-            Issue.record("timed out waiting for \(what)")
-            throw TestTimeout()
-        }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-}
-
 /// An executor whose operations emit `count` fetch-records events named e1, e2 …, waiting at
 /// `gate` after event `pauseAfter`: a long-lived operation the test holds in the middle.
 struct SteppedExecutor: OperationExecutor {

@@ -1,20 +1,13 @@
 import CirrusTLS
+import CirrusTestSupport
 import CirrusWire
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
 
-/// The development certificates, found from this file's path.
-enum TestCertificates {
-    static let directory: String = {
-        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(4)  // Support/TestClient.swift, CirrusServerTests, Tests
-        return parts.joined(separator: "/") + "/Certs"
-    }()
-
-    static func path(_ name: String) -> String { directory + "/" + name }
-
+/// The development certificates (CirrusTestSupport) as a TLS client uses them.
+extension TestCertificates {
     static func client(_ user: String?) -> TLSConfiguration {
         TLSConfiguration.client(
             trustRootsPath: path("ca.pem"),
@@ -154,6 +147,5 @@ struct TestClient {
     }
 }
 
-struct TestTimeout: Error {}
 struct ConnectionClosed: Error {}
 struct UnexpectedFrame: Error { var frame: Wire.Frame }

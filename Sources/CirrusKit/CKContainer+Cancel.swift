@@ -1,0 +1,18 @@
+import CirrusModel
+import Foundation
+
+extension CKContainer {
+    /// Cancels every operation added to the container or one of its databases with `add(_:)`
+    /// that has not finished: a running one sends `Cancel` to the server, and each one's
+    /// result block gets `CKError.operationCancelled`. Operations the async and
+    /// completion-handler conveniences start for themselves are not in that queue; cancel
+    /// their tasks instead.
+    ///
+    /// For example:
+    /// ```swift
+    /// container.cancelAllOperations()
+    /// ```
+    public func cancelAllOperations() {
+        self.operationQueue.cancelAllOperations()
+    }
+}
