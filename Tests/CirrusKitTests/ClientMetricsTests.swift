@@ -1,4 +1,5 @@
 import CirrusKit
+import CirrusTestSupport
 import CirrusModel
 import CirrusWire
 import Foundation

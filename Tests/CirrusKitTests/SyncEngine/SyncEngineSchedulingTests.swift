@@ -1,4 +1,5 @@
 import CirrusKit
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import Testing
