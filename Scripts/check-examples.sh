@@ -18,9 +18,10 @@
 #   Scripts/check-examples.sh           check, then build Examples/
 #   Scripts/check-examples.sh --update  write the README blocks into the examples' main.swift
 #
-# Then it runs Examples/NotesSync (two devices syncing through push and change feeds) against a
-# cirrusd on a free loopback port with a fresh data directory: the debug cirrusd the tests
-# built, or one it builds.
+# Then it runs Examples/NotesSync (two devices syncing through push and change feeds) and the
+# README client example against a cirrusd on a free loopback port with a fresh data directory
+# (the debug cirrusd the tests built, or one it builds), and builds and runs that example again
+# in a package that depends on Cirrus by `.package(url:from:)` (a tagged clone of HEAD).
 #
 # Needs: python3 (standard library only) and the Swift toolchain.
 set -euo pipefail
@@ -132,3 +133,40 @@ fi
 CIRRUS_SERVER="$address" CIRRUS_CA="$root/Certs/ca.pem" CIRRUS_CERT="$root/Certs/alice.pem" \
     CIRRUS_KEY="$root/Certs/alice-key.pem" "$root/Examples/.build/debug/NotesSync"
 echo "check-examples: NotesSync kept two devices in sync against cirrusd at $address"
+
+# The README's client example, run against the same server: it must finish without error.
+readme_out="$server_dir/readme-client.out"
+if ! CIRRUS_SERVER="$address" CIRRUS_CA="$root/Certs/ca.pem" CIRRUS_CERT="$root/Certs/alice.pem" \
+    CIRRUS_KEY="$root/Certs/alice-key.pem" "$root/Examples/.build/debug/ReadmeClient" >"$readme_out" 2>&1 \
+    || ! grep -qx "Groceries" "$readme_out"; then
+    cat "$readme_out" >&2
+    echo "check-examples: the README's client example failed against cirrusd" >&2
+    exit 1
+fi
+echo "check-examples: the README's client example ran against cirrusd at $address"
+
+# The same example in a package that depends on Cirrus as a library user's would by URL:
+# `.package(url:from:)` naming a tagged clone of this repository's HEAD.
+by_url="$server_dir/by-url"
+mkdir -p "$by_url/app/Sources/ReadmeClient"
+git clone -q "$root" "$by_url/cirrus"
+git -C "$by_url/cirrus" tag -f 0.1.0 >/dev/null
+cp "$root/Examples/ReadmeClient/main.swift" "$by_url/app/Sources/ReadmeClient/main.swift"
+cat >"$by_url/app/Package.swift" <<SWIFT
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "UsesCirrusByURL",
+    platforms: [.macOS(.v15)],
+    dependencies: [.package(url: "file://$by_url/cirrus", from: "0.1.0")],
+    targets: [
+        .executableTarget(name: "ReadmeClient", dependencies: [.product(name: "CirrusKit", package: "cirrus")])
+    ]
+)
+SWIFT
+swift build --package-path "$by_url/app" 2>&1 | tail -n 3
+CIRRUS_SERVER="$address" CIRRUS_CA="$root/Certs/ca.pem" CIRRUS_CERT="$root/Certs/alice.pem" \
+    CIRRUS_KEY="$root/Certs/alice-key.pem" "$by_url/app/.build/debug/ReadmeClient" >"$readme_out" 2>&1 \
+    || { cat "$readme_out" >&2; echo "check-examples: the example built by URL failed" >&2; exit 1; }
+echo "check-examples: a package depending on Cirrus by .package(url:from:) builds and runs the README example"

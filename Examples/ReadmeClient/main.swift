@@ -22,7 +22,8 @@ let query = CKQuery(recordType: "Note", predicate: NSPredicate(format: "title BE
 query.sortDescriptors = [NSSortDescriptor(key: "due", ascending: false)]
 let (matches, cursor) = try await database.records(matching: query, resultsLimit: 50)
 
-// Incremental sync: what changed in a zone since the token saved last time (nil = everything).
+// Incremental sync, in a custom zone: what changed since the token saved last time (nil = everything).
+let zone = try await database.save(CKRecordZone(zoneName: "Notes"))
 var savedToken: CKServerChangeToken? = nil
-let changes = try await database.recordZoneChanges(inZoneWith: CKRecordZone.ID(zoneName: "Notes"), since: savedToken)
+let changes = try await database.recordZoneChanges(inZoneWith: zone.zoneID, since: savedToken)
 savedToken = changes.changeToken   // persist it after applying changes.modificationResultsByID / .deletions
