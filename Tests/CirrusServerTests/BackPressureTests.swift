@@ -82,6 +82,10 @@ struct BackPressureTests {
         try await withServer(configure: {
             $0.executor = executor
             $0.outboundBudget = budget
+            // The raw peer never answers a Ping: on a loaded machine the stall and the 16 MiB
+            // read can outlast the keepalive (30 s + 20 s), and the server would rightly close
+            // the connection with events unsent (seen in CI).
+            $0.connection.keepaliveInterval = .seconds(3_600)
         }) { _, port in
             let raw = try await stalledPeer(port: port, streams: 8, window: 1_000_000)
             let produced = try await settled { executor.emitted.withLockedValue { $0 } }
@@ -120,6 +124,7 @@ struct BackPressureTests {
             $0.executor = executor
             $0.outboundBudget = budget
             // No timer tick comes to resume a paused connection: the reader must never pause.
+            // (No tick also means no keepalive Ping the raw stalled peer would leave unanswered.)
             $0.timerInterval = .seconds(3_600)
         }) { _, port in
             let stalled = try await stalledPeer(port: port, streams: 4, window: 1_000_000)
