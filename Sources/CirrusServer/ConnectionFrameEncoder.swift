@@ -8,6 +8,9 @@ enum OutboundFrame: Sendable {
     /// `Frame{stream_id, event}` whose event is already in wire format (a journaled callback
     /// replayed as stored).
     case event(streamID: UInt64, Wire.EncodedEvent)
+    /// `Frame{stream_id, event{seq, download_asset{chunk{offset, data}}}}`, its data sent from
+    /// the buffer it was read into.
+    case assetChunk(streamID: UInt64, seq: UInt64, offset: UInt64, data: ByteBuffer)
 
     /// The frame, decoded where it is already encoded (tests, diagnostics).
     func decoded() throws(WireError) -> Wire.Frame {
@@ -16,6 +19,10 @@ enum OutboundFrame: Sendable {
             return frame
         case .event(let streamID, let event):
             return Wire.Frame(streamID: streamID, kind: .event(try event.decoded()))
+        case .assetChunk(let streamID, let seq, let offset, let data):
+            let chunk = Wire.AssetChunk(offset: offset, data: Array(data.readableBytesView))
+            let event = Wire.Event(seq: seq, payload: .downloadAsset(Wire.DownloadAssetEvent(callback: .chunk(chunk))))
+            return Wire.Frame(streamID: streamID, kind: .event(event))
         }
     }
 }
@@ -61,12 +68,33 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
                     self.refusedSize = FrameEncoder.frameBodySize(streamID: streamID, event: event)
                     throw error
                 }
+            case .assetChunk(let streamID, let seq, let offset, let data):
+                do {
+                    try FrameEncoder.encodeAssetChunkHeader(
+                        streamID: streamID, seq: seq, offset: offset, dataBytes: data.readableBytes, into: &buffer,
+                        maximumFrameBytes: self.maximumFrameBytes)
+                } catch {
+                    self.refusedSize = FrameEncoder.assetChunkFrameBodySize(
+                        streamID: streamID, seq: seq, offset: offset, dataBytes: data.readableBytes)
+                    throw error
+                }
+                // The header, then the content as it was read: the TLS handler encrypts both
+                // in one flush without the content being copied into a frame buffer first.
+                context.write(self.wrapOutboundOut(buffer), promise: nil)
+                context.write(self.wrapOutboundOut(data), promise: promise)
+                self.retain(buffer)
+                return
             }
         } catch {
             promise?.fail(error)
             return
         }
         context.write(self.wrapOutboundOut(buffer), promise: promise)
+        self.retain(buffer)
+    }
+
+    /// Keeps `buffer` for the next frame while it is small.
+    private func retain(_ buffer: ByteBuffer) {
         if buffer.capacity <= Self.maximumRetainedCapacity {
             self.buffer = buffer
         }

@@ -576,6 +576,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 frame = .frame(Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: operation.nextSeq, payload: payload))))
             case .encoded(let event) where event.seq == operation.nextSeq:
                 frame = .event(streamID: streamID, event)
+            case .assetChunk(let offset, let data):
+                frame = .assetChunk(streamID: streamID, seq: operation.nextSeq, offset: offset, data: data)
             case .encoded(let event):
                 // Journal seqs are the operation's seqs, so this does not happen; if it did, the
                 // client must not see a gap or a repeat.
@@ -770,7 +772,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Counts an event or an error going out (see ``ServerMetrics``).
     private func count(_ frame: OutboundFrame, metrics: ServerMetrics) {
         guard case .frame(let frame) = frame else {
-            self.eventsSinceFlush += 1  // An event already in wire format (a replay).
+            self.eventsSinceFlush += 1  // An event already in wire format (a replay, an asset chunk).
             return
         }
         switch frame.kind {

@@ -51,6 +51,8 @@ public final class OperationStream: Sendable {
     enum QueuedEvent: Sendable {
         case payload(Wire.Event.Payload)
         case encoded(Wire.EncodedEvent)
+        /// A `DownloadAsset` chunk whose content goes out of `data` as it is.
+        case assetChunk(offset: UInt64, data: ByteBuffer)
     }
 
     private struct State {
@@ -202,6 +204,20 @@ public final class OperationStream: Sendable {
                 }
             }
         }
+    }
+
+    /// Sends one `DownloadAsset` chunk event (`AssetChunk{offset, data}`), as ``emit(_:)``
+    /// would, but with the content written to the socket from `data` itself: a file chunk
+    /// read into a buffer is not copied again to be encoded.
+    ///
+    /// - throws: as ``emit(_:)``.
+    public func emitAssetChunk(offset: UInt64, data: ByteBuffer) async throws {
+        guard self.connection != nil else {
+            let chunk = Wire.AssetChunk(offset: offset, data: Array(data.readableBytesView))
+            try await self.emit(.downloadAsset(Wire.DownloadAssetEvent(callback: .chunk(chunk))))
+            return
+        }
+        try await self.queue([.assetChunk(offset: offset, data: data)])
     }
 
     // MARK: - Called by the connection handler, on its event loop

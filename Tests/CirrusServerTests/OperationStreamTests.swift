@@ -51,6 +51,34 @@ private struct BatchExecutor: OperationExecutor {
     }
 }
 
+/// Emits an ordinary event, then one `DownloadAsset` chunk of each size in `chunks` sent from
+/// its buffer (`emitAssetChunk`), then another ordinary event; content byte `i` of chunk `c`
+/// is `UInt8(truncatingIfNeeded: c &+ i)`.
+private struct ChunkExecutor: OperationExecutor {
+    let chunks: [Int]
+
+    static func content(chunk: Int, bytes: Int) -> [UInt8] {
+        (0..<bytes).map { UInt8(truncatingIfNeeded: chunk &+ $0) }
+    }
+
+    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        let progress = Wire.FetchRecordsEvent(
+            callback: .perRecordProgress(Wire.RecordProgress(recordID: Wire.RecordID(recordName: "r"), progress: 1)))
+        do {
+            try await stream.emit(.fetchRecords(progress))
+            var offset: UInt64 = 0
+            for (index, bytes) in self.chunks.enumerated() {
+                try await stream.emitAssetChunk(offset: offset, data: ByteBuffer(bytes: Self.content(chunk: index, bytes: bytes)))
+                offset += UInt64(bytes)
+            }
+            try await stream.emit(.fetchRecords(progress))
+        } catch {
+            return .failure(.operationCancelled, "cancelled")
+        }
+        return .success()
+    }
+}
+
 private func open(_ streamID: UInt64, window: UInt32) -> Wire.Frame {
     Wire.Frame(
         streamID: streamID,
@@ -207,6 +235,49 @@ struct OperationStreamTests {
                 }
             }
             #expect(nextSeq == [1: 51, 3: 51])
+            await client.close()
+        }
+    }
+
+    @Test func assetChunksSentFromTheirBuffersArriveAsEventsInOrder() async throws {
+        let chunks = [1, 16_384, 1 << 20, 300_000, 7]
+        try await withServer(configure: { $0.executor = ChunkExecutor(chunks: chunks) }) { _, port in
+            let (client, _) = try await TestClient.conformant(port: port)
+            try await client.send(open(1, window: 3))
+            var received: [Wire.Event] = []
+            while received.count < chunks.count + 2 {
+                let frame = try await client.nextFrame()
+                guard case .event(let event) = frame.kind else {
+                    Issue.record("expected an event, got \(frame)")
+                    return
+                }
+                received.append(event)
+                // One credit at a time after the first window: chunks wait for credit too.
+                try await client.send(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 1))))
+            }
+            #expect(received.map(\.seq) == Array(1...UInt64(chunks.count + 2)))
+            var offset: UInt64 = 0
+            for (index, bytes) in chunks.enumerated() {
+                let chunk = Wire.AssetChunk(offset: offset, data: ChunkExecutor.content(chunk: index, bytes: bytes))
+                #expect(received[index + 1].payload == .downloadAsset(Wire.DownloadAssetEvent(callback: .chunk(chunk))))
+                offset += UInt64(bytes)
+            }
+            #expect(try await client.nextFrame().kind == .complete(Wire.Complete(lastSeq: UInt64(chunks.count + 2))))
+            await client.close()
+        }
+    }
+
+    @Test func anAssetChunkAboveTheClientsMaxFrameBytesEndsItsStreamWithLimitExceeded() async throws {
+        try await withServer(configure: { $0.executor = ChunkExecutor(chunks: [100, 20_000]) }) { _, port in
+            // The client's decoder refuses any frame above 16 KiB: an oversize one would fail here.
+            let (client, _) = try await TestClient.conformant(port: port, maxFrameBytes: 16_384)
+            try await client.send(open(1, window: 10))
+            let (events, complete) = try await client.untilComplete(streamID: 1)
+            #expect(events.map(\.seq) == [1, 2], "the progress event and the small chunk arrive")
+            #expect(complete.error?.code == .limitExceeded)
+            #expect(complete.error?.message.contains("16384") == true, "\(complete)")
+            #expect(complete.lastSeq == 2)
+            try await client.expectNothingPending()
             await client.close()
         }
     }

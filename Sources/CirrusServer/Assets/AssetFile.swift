@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// An open file of the asset store: the few POSIX calls it needs, each failure an
 /// ``AssetStoreError`` naming the path and the system's reason (a full disk says so).
@@ -67,9 +68,11 @@ final class AssetFile: @unchecked Sendable {
     func read(at offset: UInt64, count: Int) throws(AssetStoreError) -> [UInt8] {
         var failed = false
         let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            initialized = 0
+            guard let base = buffer.baseAddress else { return }
             var done = 0
             while done < count {
-                let n = pread(self.fd, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                let n = pread(self.fd, base + done, count - done, off_t(offset) + off_t(done))
                 if n < 0 && errno == EINTR { continue }
                 if n < 0 { failed = true }
                 if n <= 0 { break }
@@ -79,6 +82,24 @@ final class AssetFile: @unchecked Sendable {
         }
         if failed { throw AssetStoreError.system("cannot read", self.path) }
         return bytes
+    }
+
+    /// Appends up to `count` bytes at `offset` to `buffer`; fewer only at the end of the file.
+    func read(at offset: UInt64, count: Int, into buffer: inout ByteBuffer) throws(AssetStoreError) {
+        var failed = false
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { target in
+            guard let base = target.baseAddress else { return 0 }
+            var done = 0
+            while done < count {
+                let n = pread(self.fd, base + done, count - done, off_t(offset) + off_t(done))
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 { failed = true }
+                if n <= 0 { break }
+                done += n
+            }
+            return done
+        }
+        if failed { throw AssetStoreError.system("cannot read", self.path) }
     }
 
     /// Drops everything after `length`.

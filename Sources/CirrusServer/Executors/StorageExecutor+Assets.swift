@@ -1,5 +1,6 @@
 import CirrusStore
 import CirrusWire
+import NIOCore
 
 extension StorageExecutor {
     /// The largest chunk a download event carries: well inside the default 4 MiB frame.
@@ -35,20 +36,23 @@ extension StorageExecutor {
         let chunk = request.chunkBytes == 0
             ? AssetStore.defaultChunkBytes : min(max(Int(request.chunkBytes), 4096), Self.maximumDownloadChunk)
         var offset = request.offset
+        let allocator = ByteBufferAllocator()
         while offset < end {
             try Task.checkCancellation()
-            let bytes: [UInt8]
+            let count = Int(min(UInt64(chunk), end - offset))
+            // Read into the buffer the socket writes from: the content is not copied again.
+            var bytes = allocator.buffer(capacity: count)
             do {
-                bytes = try file.read(at: offset, count: Int(min(UInt64(chunk), end - offset)))
+                try file.read(at: offset, count: count, into: &bytes)
             } catch {
                 return OperationCompletion(error: error.operationError)
             }
-            guard !bytes.isEmpty else {
+            guard bytes.readableBytes > 0 else {
                 return .failure(.assetFileModified, "the stored asset is shorter than its \(claim.size) bytes")
             }
-            try await context.stream.emit(
-                .downloadAsset(Wire.DownloadAssetEvent(callback: .chunk(Wire.AssetChunk(offset: offset, data: bytes)))))
-            offset += UInt64(bytes.count)
+            let read = bytes.readableBytes
+            try await context.stream.emitAssetChunk(offset: offset, data: bytes)
+            offset += UInt64(read)
         }
         return .success(.downloadAsset(Wire.DownloadAssetResult(size: claim.size, sha256: claim.sha256)))
     }
