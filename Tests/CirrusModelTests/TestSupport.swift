@@ -4,10 +4,18 @@ import Testing
 
 @testable import CirrusModel
 
-/// A fresh directory under the temporary directory, for asset files.
-func makeTemporaryDirectory() throws -> URL {
+/// The directory this test process keeps its temporary asset directories in, removed when the
+/// process exits (so a run leaves nothing behind in the system's temporary directory).
+private let temporaryRoot: URL = {
     let url = FileManager.default.temporaryDirectory
         .appendingPathComponent("CirrusModelTests-\(UUID().uuidString)", isDirectory: true)
+    atexit { try? FileManager.default.removeItem(at: temporaryRoot) }
+    return url
+}()
+
+/// A fresh directory under the temporary directory, for asset files.
+func makeTemporaryDirectory() throws -> URL {
+    let url = temporaryRoot.appendingPathComponent(UUID().uuidString, isDirectory: true)
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
