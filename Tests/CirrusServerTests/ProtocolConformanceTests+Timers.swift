@@ -17,9 +17,25 @@ struct TimedConformanceTests {
             $0.connection.keepaliveTimeout = .milliseconds(300)
             $0.timerInterval = .milliseconds(100)
         }) { _, port in
-            let (client, _) = try await TestClient.conformant(port: port)
+            let (client, _) = try await TestClient.conformant(port: port, answersPings: false)
             // Never answer the server's Ping.
             #expect(try await client.waitForClose(timeout: .seconds(30))?.code == .idleTimeout)
+        }
+    }
+
+    @Test func answeredPingsKeepAQuietConnectionOpen() async throws {
+        try await withServer(configure: {
+            $0.connection.keepaliveInterval = .milliseconds(300)
+            $0.connection.keepaliveTimeout = .milliseconds(300)
+            $0.timerInterval = .milliseconds(100)
+        }) { _, port in
+            // The test client answers the server's Pings as a client does (and as every other
+            // test relies on when a loaded machine makes it wait longer than the interval).
+            let (client, _) = try await TestClient.conformant(port: port)
+            try await Task.sleep(for: .seconds(2))
+            // Still open, with nothing else for it: its own Ping is answered by the next frame.
+            try await client.expectNothingPending()
+            await client.close()
         }
     }
 

@@ -196,12 +196,8 @@ struct SweepClient {
         try await self.client.send(Wire.Frame(streamID: streamID, kind: kind))
         var answer = SweepAnswer()
         while true {
+            // (The server's keepalive Pings are answered by the client's collector.)
             let frame = try await self.client.nextFrame()
-            if frame.streamID == 0, case .ping(let ping) = frame.kind {
-                // The server's keepalive: a sweep on a loaded machine outlasts its interval.
-                try await self.client.send(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: ping.nonce))))
-                continue
-            }
             guard frame.streamID == streamID else {
                 Issue.record("a frame of another stream: \(frame)")
                 continue

@@ -27,12 +27,26 @@ enum ClientEvent: Sendable {
 /// Collects everything that arrives on a test connection, in order.
 final class EventCollector: ChannelInboundHandler, Sendable {
     typealias InboundIn = Wire.Frame
+    typealias OutboundOut = Wire.Frame
 
     private let events = NIOLockedValueBox<[ClientEvent]>([])
     private let isFinished = NIOLockedValueBox(false)
+    /// Whether the server's keepalive `Ping`s are answered here, as a client does, instead of
+    /// being collected: on a loaded machine a test may wait longer than the keepalive interval
+    /// between its own frames, and a `Ping` it did not expect would fail it.
+    let answersPings: Bool
+
+    init(answersPings: Bool = true) {
+        self.answersPings = answersPings
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
+        if self.answersPings, frame.streamID == 0, case .ping(let ping) = frame.kind {
+            let pong = Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: ping.nonce)))
+            context.writeAndFlush(self.wrapOutboundOut(pong), promise: nil)
+            return
+        }
         self.events.withLockedValue { $0.append(.frame(frame)) }
     }
 
@@ -66,10 +80,11 @@ struct TestClient {
         user: String? = "alice",
         tls: TLSConfiguration? = nil,
         serverHostname: String? = "localhost",
-        maximumFrameBytes: Int = FrameDecoder.defaultMaximumFrameBytes
+        maximumFrameBytes: Int = FrameDecoder.defaultMaximumFrameBytes,
+        answersPings: Bool = true
     ) async throws -> TestClient {
         let context = try TLSContext(configuration: tls ?? TestCertificates.client(user))
-        let collector = EventCollector()
+        let collector = EventCollector(answersPings: answersPings)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
