@@ -44,6 +44,18 @@ struct PostgresSchemaTests {
         }
     }
 
+    @Test func aUnixSocketDirectoryIsAHost() async throws {
+        let server = try TemporaryPostgres.shared()
+        let tcp = try newDatabase()
+        let url = try PostgresURL(
+            "postgres://\(TemporaryPostgres.user)@localhost:\(server.port)/\(tcp.database)?host=\(server.directory)")
+        #expect(url.host == server.directory)
+        let storage = try await PostgresStorage(url: url)
+        _ = try await storage.modifyZones(saving: [.init(zoneID: zoneID("OverTheSocket"))], deleting: [], in: alice)
+        #expect(try await storage.fetchAllZones(in: alice).count == 2)
+        await storage.close()
+    }
+
     @Test func aWrongPasswordIsAClearErrorThatDoesNotQuoteIt() async throws {
         var url = try newDatabase()
         url.password = "not-the-password"
