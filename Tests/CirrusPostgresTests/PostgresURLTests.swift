@@ -28,7 +28,7 @@ struct PostgresURLTests {
         #expect(url.password == "p@ss/w0rd")
         #expect(url.description == "postgres://cirrus:***@db:5432/cirrus")
         #expect(!"\(url)".contains("w0rd"))
-        #expect(!String(reflecting: url).contains("w0rd") || String(reflecting: url) == url.description)
+        #expect(!String(reflecting: url).contains("w0rd"))
     }
 
     @Test func badURLsSayWhatIsWrong() {
