@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "CirrusModel", targets: ["CirrusModel"]),
         .library(name: "CirrusKit", targets: ["CirrusKit"]),
         .library(name: "CirrusStore", targets: ["CirrusStore"]),
+        .library(name: "CirrusPostgres", targets: ["CirrusPostgres"]),
         .library(name: "CirrusServer", targets: ["CirrusServer"]),
         .library(name: "CirrusBench", targets: ["CirrusBench"]),
         .library(name: "CirrusCLI", targets: ["CirrusCLI"]),
@@ -22,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
@@ -93,6 +95,18 @@ let package = Package(
             dependencies: [
                 "CirrusWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // The PostgreSQL storage engine (in progress: see README → PostgreSQL).
+        .target(
+            name: "CirrusPostgres",
+            dependencies: [
+                "CirrusStore",
+                "CirrusWire",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // Connection handling and the listener.
@@ -193,6 +207,17 @@ let package = Package(
         .testTarget(
             name: "CirrusStoreTests",
             dependencies: ["CirrusStore", "CirrusTestSupport", "CirrusWire"]
+        ),
+        .testTarget(
+            name: "CirrusPostgresTests",
+            dependencies: [
+                "CirrusPostgres",
+                "CirrusStore",
+                "CirrusTestSupport",
+                "CirrusWire",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "CirrusTLSTests",

@@ -1,6 +1,7 @@
 # Sourced by the Scripts: installs the Debian packages Cirrus builds and tests with, if any
-# is missing. Needs root or sudo the first time only.
-CIRRUS_DEBIAN_PACKAGES=(libssl-dev openssl libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev pkg-config python3)
+# is missing. Needs root or sudo the first time only. postgresql: the PostgreSQL engine's tests
+# start a server of their own from its binaries (Tests/CirrusTestSupport/TemporaryPostgres.swift).
+CIRRUS_DEBIAN_PACKAGES=(libssl-dev openssl libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev pkg-config python3 postgresql)
 
 ensure_packages() {
     local missing=()

@@ -40,7 +40,7 @@ public struct DatabaseKey: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(container)/\(scope)/\(owner)" }
 
     /// Throws unless the key names a database a record operation can run against.
-    func validated() throws(StoreError) -> DatabaseKey {
+    package func validated() throws(StoreError) -> DatabaseKey {
         switch scope {
         case .public:
             guard owner.isEmpty else {

@@ -170,7 +170,7 @@ extension RecordCodec {
     }
 
     /// Seconds since the epoch as a Double, for tombstone ages.
-    static func seconds(_ timestamp: Wire.Timestamp) -> Double {
+    package static func seconds(_ timestamp: Wire.Timestamp) -> Double {
         Double(timestamp.seconds) + Double(timestamp.nanos) / 1_000_000_000
     }
 }

@@ -2,11 +2,11 @@ import CirrusWire
 import Foundation
 
 /// Pure transformations of `Wire.Record` values between the wire and the store.
-enum RecordCodec {
-    static let defaultZoneName = "_defaultZone"
+package enum RecordCodec {
+    package static let defaultZoneName = "_defaultZone"
     static let maxNameLength = 255
 
-    static func error(_ code: ItemFailure.Code, _ message: String) -> ItemFailure {
+    package static func error(_ code: ItemFailure.Code, _ message: String) -> ItemFailure {
         ItemFailure(code, message)
     }
 
@@ -28,7 +28,7 @@ enum RecordCodec {
 
     /// Nil when `name` may name a record (1 ... 255 printable ASCII characters)
     /// or a zone (1 ... 255 UTF-8 bytes, no control characters).
-    static func checkName(_ name: String, of what: String) -> ItemFailure? {
+    package static func checkName(_ name: String, of what: String) -> ItemFailure? {
         let bytes = name.utf8
         let allowed: (UInt8) -> Bool = what == "zone" ? { $0 >= 0x20 && $0 != 0x7F } : { $0 >= 0x20 && $0 < 0x7F }
         guard !bytes.isEmpty, bytes.count <= maxNameLength, bytes.allSatisfy(allowed) else {
@@ -261,4 +261,4 @@ enum RecordCodec {
 }
 
 /// The outcome of one item: a value, or why it failed.
-typealias ItemResult<Value> = Result<Value, ItemFailure>
+package typealias ItemResult<Value> = Result<Value, ItemFailure>

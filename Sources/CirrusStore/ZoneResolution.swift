@@ -1,10 +1,10 @@
 import CirrusWire
 
 /// Maps zone IDs a request names onto the zones of one database.
-enum ZoneResolution {
+package enum ZoneResolution {
     /// The zone name `zoneID` names inside `key`'s database (absent = the
     /// default zone); `zoneNotFound` for a zone owned by anyone else.
-    static func zoneName(of zoneID: Wire.RecordZoneID?, in key: DatabaseKey) -> ItemResult<String> {
+    package static func zoneName(of zoneID: Wire.RecordZoneID?, in key: DatabaseKey) -> ItemResult<String> {
         guard let zoneID else { return .success(RecordCodec.defaultZoneName) }
         guard zoneID.ownerName == key.owner else {
             return .failure(RecordCodec.error(.zoneNotFound, "zone \(zoneID.zoneName) does not exist"))
@@ -13,7 +13,7 @@ enum ZoneResolution {
         return .success(zoneID.zoneName)
     }
 
-    static func zoneID(_ name: String, in key: DatabaseKey) -> Wire.RecordZoneID {
+    package static func zoneID(_ name: String, in key: DatabaseKey) -> Wire.RecordZoneID {
         Wire.RecordZoneID(zoneName: name, ownerName: key.owner)
     }
 
@@ -25,14 +25,19 @@ enum ZoneResolution {
     }
 
     static func zone(_ row: ZoneRow, in key: DatabaseKey) -> Wire.RecordZone {
+        zone(named: row.name, encryptionScope: row.encryptionScope, in: key)
+    }
+
+    /// The zone `name` of `key`'s database as a client sees it.
+    package static func zone(named name: String, encryptionScope: Int32, in key: DatabaseKey) -> Wire.RecordZone {
         Wire.RecordZone(
-            zoneID: zoneID(row.name, in: key),
+            zoneID: zoneID(name, in: key),
             capabilities: Wire.ZoneCapabilities(fetchChanges: true, atomic: true),
-            encryptionScope: Wire.ZoneEncryptionScope(rawValue: row.encryptionScope))
+            encryptionScope: Wire.ZoneEncryptionScope(rawValue: encryptionScope))
     }
 
     /// The default zone of a database that has no row yet.
-    static func defaultZone(in key: DatabaseKey) -> Wire.RecordZone {
+    package static func defaultZone(in key: DatabaseKey) -> Wire.RecordZone {
         Wire.RecordZone(
             zoneID: zoneID(RecordCodec.defaultZoneName, in: key),
             capabilities: Wire.ZoneCapabilities(fetchChanges: true, atomic: true))

@@ -1,0 +1,108 @@
+import CirrusStore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A stored zone row (live or a tombstone).
+struct PostgresZoneRow: Sendable {
+    var id: Int64
+    var name: String
+    var encryptionScope: Int32
+    var changeSeq: Int64
+    var prunedSeq: Int64
+    var clientChangeToken: [UInt8]
+
+    static let columns = "id, name, encryption_scope, change_seq, pruned_seq, client_change_token"
+    typealias Columns = (Int64, String, Int32, Int64, Int64, Data?)
+
+    init(_ columns: Columns) {
+        (id, name, encryptionScope, changeSeq, prunedSeq) = (columns.0, columns.1, columns.2, columns.3, columns.4)
+        clientChangeToken = columns.5.map { [UInt8]($0) } ?? []
+    }
+}
+
+/// The reads and writes of the rows every part of the engine shares, each inside one
+/// database (container, owner, scope).
+enum PostgresRows {
+    /// Creates the database with its default zone if it does not exist yet, then locks its
+    /// row until the transaction ends: writers of one database take turns, so every change
+    /// sequence they bump is gap-free and in commit order.
+    static func lockDatabase(_ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger) async throws {
+        let scope = key.scope.rawValue
+        let inserted = try await connection.query(
+            """
+            INSERT INTO databases (container, owner, scope) VALUES (\(key.container), \(key.owner), \(scope))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """, logger: logger)
+        var created = false
+        for try await _ in inserted.decode(Int32.self) { created = true }
+        if created {
+            try await connection.query(
+                """
+                INSERT INTO zones (container, owner, scope, name, db_seq)
+                VALUES (\(key.container), \(key.owner), \(scope), \(RecordCodec.defaultZoneName), 0)
+                """, logger: logger)
+        }
+        try await connection.query(
+            """
+            SELECT 1 FROM databases WHERE container = \(key.container) AND owner = \(key.owner) AND scope = \(scope)
+            FOR UPDATE
+            """, logger: logger)
+    }
+
+    /// Increments and returns the database change sequence (its row is locked already).
+    static func bumpDatabaseSeq(_ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger) async throws
+        -> Int64
+    {
+        let rows = try await connection.query(
+            """
+            UPDATE databases SET change_seq = change_seq + 1
+            WHERE container = \(key.container) AND owner = \(key.owner) AND scope = \(key.scope.rawValue)
+            RETURNING change_seq
+            """, logger: logger)
+        for try await seq in rows.decode(Int64.self) { return seq }
+        throw StoreError(.storageFailure, "database \(key) has no row to count its changes in")
+    }
+
+    // MARK: Zones
+
+    static func liveZone(
+        _ connection: PostgresConnection, _ key: DatabaseKey, _ name: String, _ logger: Logger
+    ) async throws -> PostgresZoneRow? {
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(PostgresZoneRow.columns) FROM zones
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND name = $4 AND deleted_at IS NULL
+                    """,
+                binds: binds(key, name)), logger: logger)
+        for try await columns in rows.decode(PostgresZoneRow.Columns.self) { return PostgresZoneRow(columns) }
+        return nil
+    }
+
+    /// The live zones of a database, by name.
+    static func liveZones(
+        _ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger
+    ) async throws -> [PostgresZoneRow] {
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(PostgresZoneRow.columns) FROM zones
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND deleted_at IS NULL ORDER BY name
+                    """,
+                binds: binds(key)), logger: logger)
+        var zones: [PostgresZoneRow] = []
+        for try await columns in rows.decode(PostgresZoneRow.Columns.self) { zones.append(PostgresZoneRow(columns)) }
+        return zones
+    }
+
+    /// The bindings $1, $2, $3 of a database key, then `more` as text.
+    static func binds(_ key: DatabaseKey, _ more: String...) -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 3 + more.count)
+        bindings.append(key.container)
+        bindings.append(key.owner)
+        bindings.append(key.scope.rawValue)
+        for value in more { bindings.append(value) }
+        return bindings
+    }
+}

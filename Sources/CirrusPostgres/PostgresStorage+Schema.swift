@@ -1,0 +1,90 @@
+import CirrusStore
+import Logging
+import PostgresNIO
+
+extension PostgresStorage {
+    /// The schema version this build creates and understands.
+    public static var schemaVersion: Int { migrations.count }
+
+    /// The advisory lock key every node takes while it migrates ("cirrus" in ASCII).
+    static let migrationLockKey: Int64 = 0x63_69_72_72_75_73
+
+    /// One list of statements per version, applied in order; never edit a shipped one.
+    ///
+    /// Every table's key starts with (container, owner, scope), so the data can be
+    /// distributed by (container, owner) later without a redesign. Names compare and sort
+    /// byte-wise (`COLLATE "C"`), as SQLite does, whatever the database's locale.
+    static let migrations: [[String]] = [
+        // v1: databases and zones.
+        [
+            // One row per (container, scope, owner). change_seq is the database change
+            // sequence over its zones; zone tombstones at or below pruned_seq are gone. A
+            // writer locks its database's row first, so change sequences are gap-free and
+            // follow commit order.
+            """
+            CREATE TABLE databases (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                change_seq bigint NOT NULL DEFAULT 0,
+                pruned_seq bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (container, owner, scope)
+            )
+            """,
+            // A zone; a deleted zone stays as a tombstone (deleted_at set) for the database
+            // change feed. id is never reused, so it also names the zone's incarnation.
+            """
+            CREATE TABLE zones (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                id bigint GENERATED ALWAYS AS IDENTITY,
+                name text COLLATE "C" NOT NULL,
+                encryption_scope integer NOT NULL DEFAULT 0,
+                change_seq bigint NOT NULL DEFAULT 0,
+                pruned_seq bigint NOT NULL DEFAULT 0,
+                client_change_token bytea,
+                db_seq bigint NOT NULL,
+                deleted_at double precision,
+                PRIMARY KEY (container, owner, scope, id),
+                FOREIGN KEY (container, owner, scope) REFERENCES databases
+            )
+            """,
+            "CREATE UNIQUE INDEX zones_by_name ON zones (container, owner, scope, name) WHERE deleted_at IS NULL",
+            "CREATE INDEX zones_by_db_seq ON zones (container, owner, scope, db_seq)",
+        ]
+    ]
+
+    /// Brings the schema to ``schemaVersion`` in one transaction that holds the migration
+    /// advisory lock: a node starting while another migrates waits, then finds the work done.
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+        let applied = try await connection.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS cirrus_schema (
+                    version integer PRIMARY KEY,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+            let rows = try await connection.query("SELECT coalesce(max(version), 0) FROM cirrus_schema", logger: logger)
+            var current = 0
+            for try await version in rows.decode(Int.self) { current = version }
+            guard current <= Self.schemaVersion else {
+                throw StoreError(
+                    .storageFailure,
+                    "the database's schema is version \(current), newer than this cirrusd's \(Self.schemaVersion)")
+            }
+            for version in stride(from: current + 1, through: Self.schemaVersion, by: 1) {
+                for statement in Self.migrations[version - 1] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query("INSERT INTO cirrus_schema (version) VALUES (\(version))", logger: logger)
+            }
+            return Self.schemaVersion - current
+        }
+        if applied > 0 {
+            logger.info("PostgreSQL schema migrated", metadata: ["to": "\(Self.schemaVersion)", "steps": "\(applied)"])
+        }
+    }
+}

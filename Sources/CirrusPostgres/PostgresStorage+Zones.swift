@@ -1,0 +1,140 @@
+public import CirrusStore
+public import CirrusWire
+import Logging
+import PostgresNIO
+
+extension PostgresStorage {
+    /// Saves and deletes zones (CKModifyRecordZonesOperation), as ``RecordStorage``
+    /// describes: saving an existing zone returns it as it is; the default zone cannot be
+    /// deleted; only private databases have custom zones.
+    ///
+    /// - throws: ``StoreError`` `.limitExceeded` with nothing written; `.badDatabase`;
+    ///   `.storageFailure`.
+    public func modifyZones(
+        saving zones: [Wire.RecordZone], deleting zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey
+    ) async throws -> ZoneModificationResult {
+        let key = try database.validated()
+        try checkItemCount(zones.count + zoneIDs.count)
+        if zones.isEmpty && zoneIDs.isEmpty { return ZoneModificationResult() }
+        let now = RecordCodec.seconds(clock())
+        let logger = self.logger
+        return try await transaction { connection in
+            try await PostgresRows.lockDatabase(connection, key, logger)
+            var result = ZoneModificationResult()
+            for zone in zones {
+                let saved = try await Self.saveZone(zone, connection, key, logger)
+                result.saves.append(ZoneSaveOutcome(id: zone.zoneID, result: saved))
+            }
+            for zoneID in zoneIDs {
+                let failure = try await Self.deleteZone(zoneID, connection, key, now: now, logger)
+                result.deletes.append(ZoneDeletion(id: zoneID, failure: failure))
+            }
+            return result
+        }
+    }
+
+    private static func customZoneRefusal(_ name: String, _ key: DatabaseKey) -> ItemFailure? {
+        guard key.scope != .private else { return nil }
+        return RecordCodec.error(.invalidArguments, "custom zone \(name): only private databases have custom zones")
+    }
+
+    private static func saveZone(
+        _ zone: Wire.RecordZone, _ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger
+    ) async throws -> ItemResult<Wire.RecordZone> {
+        guard let zoneID = zone.zoneID else {
+            return .failure(RecordCodec.error(.invalidArguments, "zone without a zone ID"))
+        }
+        let name: String
+        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let resolved): name = resolved
+        }
+        if let existing = try await PostgresRows.liveZone(connection, key, name, logger) {
+            return .success(ZoneResolution.zone(named: existing.name, encryptionScope: existing.encryptionScope, in: key))
+        }
+        if let refusal = customZoneRefusal(name, key) { return .failure(refusal) }
+        // A tombstone of an earlier zone with this name stays until pruned: the database feed
+        // reports that zone deleted, then this one created, so a device drops the old records.
+        let seq = try await PostgresRows.bumpDatabaseSeq(connection, key, logger)
+        let scope: Wire.ZoneEncryptionScope = zone.encryptionScope == .perZone ? .perZone : .perRecord
+        try await connection.query(
+            """
+            INSERT INTO zones (container, owner, scope, name, encryption_scope, db_seq)
+            VALUES (\(key.container), \(key.owner), \(key.scope.rawValue), \(name), \(scope.rawValue), \(seq))
+            """, logger: logger)
+        return .success(ZoneResolution.zone(named: name, encryptionScope: scope.rawValue, in: key))
+    }
+
+    private static func deleteZone(
+        _ zoneID: Wire.RecordZoneID, _ connection: PostgresConnection, _ key: DatabaseKey, now: Double,
+        _ logger: Logger
+    ) async throws -> ItemFailure? {
+        let name: String
+        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        case .failure(let failure): return failure
+        case .success(let resolved): name = resolved
+        }
+        if name == RecordCodec.defaultZoneName {
+            return RecordCodec.error(.invalidArguments, "the default zone cannot be deleted")
+        }
+        if let refusal = customZoneRefusal(name, key) { return refusal }
+        guard let zone = try await PostgresRows.liveZone(connection, key, name, logger) else {
+            return RecordCodec.error(.zoneNotFound, "zone \(name) does not exist")
+        }
+        let seq = try await PostgresRows.bumpDatabaseSeq(connection, key, logger)
+        try await connection.query(
+            """
+            UPDATE zones SET deleted_at = \(now), db_seq = \(seq), client_change_token = NULL
+            WHERE container = \(key.container) AND owner = \(key.owner) AND scope = \(key.scope.rawValue)
+                AND id = \(zone.id)
+            """, logger: logger)
+        return nil
+    }
+
+    /// Fetches zones by ID (CKFetchRecordZonesOperation); `zoneNotFound` per missing one.
+    /// A database nothing was written to yet has its default zone.
+    ///
+    /// - throws: ``StoreError``.
+    public func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [ZoneFetchOutcome] {
+        let key = try database.validated()
+        try checkItemCount(zoneIDs.count)
+        let logger = self.logger
+        return try await connection { connection in
+            var outcomes: [ZoneFetchOutcome] = []
+            for zoneID in zoneIDs {
+                let result: ItemResult<Wire.RecordZone>
+                switch ZoneResolution.zoneName(of: zoneID, in: key) {
+                case .failure(let failure):
+                    result = .failure(failure)
+                case .success(let name):
+                    if let zone = try await PostgresRows.liveZone(connection, key, name, logger) {
+                        result = .success(ZoneResolution.zone(named: zone.name, encryptionScope: zone.encryptionScope, in: key))
+                    } else if name == RecordCodec.defaultZoneName {
+                        result = .success(ZoneResolution.defaultZone(in: key))
+                    } else {
+                        result = .failure(RecordCodec.error(.zoneNotFound, "zone \(name) does not exist"))
+                    }
+                }
+                outcomes.append(ZoneFetchOutcome(id: zoneID, result: result))
+            }
+            return outcomes
+        }
+    }
+
+    /// Every zone of the database, the default zone first (fetchAllRecordZonesOperation()).
+    ///
+    /// - throws: ``StoreError``.
+    public func fetchAllZones(in database: DatabaseKey) async throws -> [Wire.RecordZone] {
+        let key = try database.validated()
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await PostgresRows.liveZones(connection, key, logger)
+            guard !rows.isEmpty else { return [ZoneResolution.defaultZone(in: key)] }
+            let defaults = rows.filter { $0.name == RecordCodec.defaultZoneName }
+            let custom = rows.filter { $0.name != RecordCodec.defaultZoneName }
+            return (defaults + custom).map {
+                ZoneResolution.zone(named: $0.name, encryptionScope: $0.encryptionScope, in: key)
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+public import CirrusStore
+public import CirrusWire
+import Foundation
+public import Logging
+import PostgresNIO
+
+/// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
+/// database (in progress: zones so far, see README → PostgreSQL).
+///
+/// Opening it connects a pool to the server and brings the schema to this version's
+/// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together
+/// migrate once. Every table is keyed by (container, owner, scope) first, so the data can be
+/// distributed by that key later. Sessions run with `synchronous_commit=on`: a call returns
+/// after its transaction is durable on the server.
+///
+/// For example:
+/// ```swift
+/// let storage = try await PostgresStorage(url: PostgresURL("postgres://cirrus@db/cirrus"))
+/// let zones = try await storage.fetchAllZones(in: .private(container: "c", user: "_alice"))
+/// await storage.close()
+/// ```
+public final class PostgresStorage: Sendable {
+    /// At most this many items (records, zones) in one request.
+    public let maxItemsPerOperation: Int
+    /// The server, password masked.
+    public let url: PostgresURL
+
+    let client: PostgresClient
+    let logger: Logger
+    let clock: @Sendable () -> Wire.Timestamp
+    private let running: Task<Void, Never>
+
+    /// Connects to `url` and migrates the schema.
+    ///
+    /// - parameter maximumConnections: the pool's size on this node.
+    /// - parameter clock: the source of deletion dates; the wall clock unless a test injects one.
+    /// - throws: ``StoreError`` `.storageFailure` when the server cannot be reached, refuses
+    ///   the sign-in, or holds a schema newer than this version.
+    public init(
+        url: PostgresURL,
+        maximumConnections: Int = 20,
+        maxItemsPerOperation: Int = SQLiteStorage.defaultMaxItemsPerOperation,
+        logger: Logger = Logger(label: "cirrus.postgres"),
+        clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
+    ) async throws {
+        // The migration runs on a connection of its own before the pool starts: a server that
+        // cannot be reached or refuses the sign-in fails the open at once, with its reason,
+        // rather than after the pool's retries.
+        let startupParameters = [("synchronous_commit", "on"), ("application_name", "cirrusd")]
+        do {
+            var single = try url.connectionConfiguration()
+            single.options.connectTimeout = .seconds(30)
+            single.options.additionalStartupParameters = startupParameters
+            let connection = try await PostgresConnection.connect(
+                on: PostgresClient.defaultEventLoopGroup.any(), configuration: single, id: 0, logger: logger)
+            do {
+                try await Self.migrate(connection, logger: logger)
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            try? await connection.close()
+        } catch {
+            throw Self.storeError(error)
+        }
+        var configuration = url.clientConfiguration
+        configuration.options.maximumConnections = max(1, maximumConnections)
+        configuration.options.connectTimeout = .seconds(30)
+        configuration.options.additionalStartupParameters = startupParameters
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        self.url = url
+        self.logger = logger
+        self.clock = clock
+        self.maxItemsPerOperation = maxItemsPerOperation
+        // The pool leases only while run() runs: the open returns once the task that runs it
+        // has started (it goes straight on into run()).
+        let (started, starting) = AsyncStream<Void>.makeStream()
+        self.running = Task {
+            starting.finish()
+            await client.run()
+        }
+        for await _ in started {}
+        logger.info("PostgreSQL storage open", metadata: ["url": "\(url)", "schema": "\(Self.schemaVersion)"])
+    }
+
+    /// Closes every connection; the storage is not used afterwards.
+    public func close() async {
+        running.cancel()
+        await running.value
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in one transaction on a pooled connection; commits when it returns.
+    func transaction<Result: Sendable>(
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws(StoreError) -> Result {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    /// Runs `body` in a read-only transaction that sees one snapshot of the database
+    /// throughout (REPEATABLE READ), as a reader on SQLite does.
+    func snapshot<Result: Sendable>(
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws(StoreError) -> Result {
+        let logger = self.logger
+        return try await connection { connection in
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            let result: Result
+            do {
+                result = try await body(connection)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+            try await connection.query("COMMIT", logger: logger)
+            return result
+        }
+    }
+
+    /// Runs `body` on a pooled connection outside a transaction (one statement, or reads that
+    /// need no common snapshot).
+    func connection<Result: Sendable>(
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws(StoreError) -> Result {
+        do {
+            return try await client.withConnection { connection in try await body(connection) }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    /// A ``StoreError`` for what the server or the pool threw (the server's message, never
+    /// the connection's password: the server does not send it back).
+    static func storeError(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        if let transaction = error as? PostgresTransactionError,
+            let cause = transaction.closureError ?? transaction.commitError ?? transaction.beginError
+        {
+            return storeError(cause)
+        }
+        if let error = error as? PSQLError {
+            let message = error.serverInfo?[.message] ?? "\(error.code)"
+            let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+            return StoreError(.storageFailure, "PostgreSQL: \(message)\(state)")
+        }
+        return StoreError(.storageFailure, "PostgreSQL: \(error)")
+    }
+
+    func checkItemCount(_ count: Int) throws(StoreError) {
+        guard count <= maxItemsPerOperation else {
+            throw StoreError(.limitExceeded, "\(count) items in one request; at most \(maxItemsPerOperation) allowed")
+        }
+    }
+}
