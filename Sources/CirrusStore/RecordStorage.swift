@@ -266,11 +266,15 @@ public struct RecordTombstone: Sendable, Hashable {
     public var recordType: String
     /// The zone change sequence of the deletion.
     public var seq: Int64
+    /// The record names of the shares the record was in when it was deleted (empty when none):
+    /// a participant's change feed lists the deletion only when they reach one of them.
+    public var sharedBy: [String]
 
-    public init(recordID: Wire.RecordID, recordType: String, seq: Int64) {
+    public init(recordID: Wire.RecordID, recordType: String, seq: Int64, sharedBy: [String] = []) {
         self.recordID = recordID
         self.recordType = recordType
         self.seq = seq
+        self.sharedBy = sharedBy
     }
 }
 

@@ -176,6 +176,7 @@ extension RecordWriter {
         }
         if let share = prepared.share {
             try applyShare(share, name: name, in: zone)
+            forgetSharesRead(of: zone.id)
         }
         touch(zone.id)
         if try !subscriptions.isEmpty || isShared(zone.id) {
@@ -231,9 +232,14 @@ extension RecordWriter {
 
     mutating func deleteRow(_ row: RecordRow, zoneID: Int64, zoneName: String, name: String) throws {
         let seq = try nextSeq(zoneID)
+        let sharedBy = try sharesHolding(row, named: name, zoneID: zoneID)
         try db.run(
-            sql: "INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now)])
+            sql: """
+                INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at, shared_by)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now),
+                        sharedBy.isEmpty ? nil : sharedBy.joined(separator: "\n")])
         try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [row.id])
         touch(zoneID)
         if try !subscriptions.isEmpty || isShared(zoneID) {

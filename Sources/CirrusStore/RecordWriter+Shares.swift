@@ -224,6 +224,7 @@ extension RecordWriter {
         guard let row = try db.row(sql: "SELECT id, root_name FROM shares WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
         else { return }
         try db.run(sql: "DELETE FROM shares WHERE id = ?", arguments: [row["id"] as Int64])
+        forgetSharesRead(of: zone.id)
         guard let rootName: String = row["root_name"], let rootRow = try StoreRows.record(db, zoneID: zone.id, name: rootName)
         else { return }
         let root = try rootRow.record()
@@ -245,6 +246,7 @@ extension RecordWriter {
                 db, sql: "SELECT name FROM shares WHERE zone_id = ? AND root_name = ?", arguments: [zone.id, name])
         else { return }
         try db.run(sql: "DELETE FROM shares WHERE zone_id = ? AND name = ?", arguments: [zone.id, shareName])
+        forgetSharesRead(of: zone.id)
         if let shareRow = try StoreRows.record(db, zoneID: zone.id, name: shareName) {
             try deleteRow(shareRow, zoneID: zone.id, zoneName: zone.name, name: shareName)
         }

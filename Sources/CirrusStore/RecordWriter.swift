@@ -21,6 +21,11 @@ struct RecordWriter {
     let subscriptionCache: SubscriptionCache
     /// Whether each zone written so far has a share (its participants' subscriptions may fire).
     var sharedZones: [Int64: Bool] = [:]
+    /// The shares of each shared zone written so far, read once per zone and write.
+    var zoneShares: [Int64: ZoneShares] = [:]
+    /// The shares each record this write deleted was in, by zone and name (a record deleted
+    /// after its parent in the same write was in the parent's shares).
+    var deletedFromShares: [Int64: [String: [String]]] = [:]
     /// What was saved and deleted, for the subscriptions.
     var changes: [RecordChange] = []
     /// The notifications written per subscriber, once ``modify(_:)`` returned.

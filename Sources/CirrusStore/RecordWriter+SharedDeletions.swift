@@ -1,0 +1,74 @@
+import CirrusWire
+import GRDB
+
+/// The shares of one zone, as a write reads them (``RecordWriter/zoneShares(_:)``).
+struct ZoneShares {
+    /// The name of the zone-wide share; nil when the zone is shared by hierarchy (or not at all).
+    var zoneWide: String?
+    /// The share of each root of a hierarchy share, by the root's name.
+    var byRoot: [String: String] = [:]
+
+    var isEmpty: Bool { zoneWide == nil && byRoot.isEmpty }
+}
+
+extension RecordWriter {
+    /// How far up a parent chain a deletion looks for the roots of shares.
+    static let maximumShareDepth = 64
+
+    /// The shares of the zone `zoneID`, read once per write.
+    mutating func zoneShares(_ zoneID: Int64) throws -> ZoneShares {
+        if let known = zoneShares[zoneID] { return known }
+        var shares = ZoneShares()
+        if try isShared(zoneID) {
+            for row in try db.rows(sql: "SELECT name, root_name FROM shares WHERE zone_id = ?", arguments: [zoneID]) {
+                let name: String = row["name"]
+                if let root: String = row["root_name"] {
+                    shares.byRoot[root] = name
+                } else {
+                    shares.zoneWide = name
+                }
+            }
+        }
+        zoneShares[zoneID] = shares
+        return shares
+    }
+
+    /// After a share of `zoneID` was saved or deleted: its shares are read again when next asked.
+    mutating func forgetSharesRead(of zoneID: Int64) {
+        zoneShares[zoneID] = nil
+        sharedZones[zoneID] = nil
+    }
+
+    /// The shares the record `row` (named `name`) is in as it is deleted, for its tombstone:
+    /// the zone-wide share; or the share of every root its parent chain reaches (a parent
+    /// deleted earlier in this write counts with the shares it was in); a share record is in
+    /// its own share. Remembered for records deleted after it in the same write.
+    mutating func sharesHolding(_ row: RecordRow, named name: String, zoneID: Int64) throws -> [String] {
+        // A share record is seen by its own participants (its row may be gone already).
+        if row.recordType == ShareRules.shareType { return [name] }
+        let shares = try zoneShares(zoneID)
+        guard !shares.isEmpty else { return [] }
+        var holding: [String] = []
+        if let zoneWide = shares.zoneWide {
+            holding = [zoneWide]
+        } else {
+            var current = try row.record()
+            var currentName = name
+            for _ in 0..<Self.maximumShareDepth {
+                if let share = shares.byRoot[currentName], !holding.contains(share) { holding.append(share) }
+                guard let parent = current.parent?.recordID?.recordName else { break }
+                if let stored = try StoreRows.record(db, zoneID: zoneID, name: parent) {
+                    current = try stored.record()
+                    currentName = parent
+                } else {
+                    for share in deletedFromShares[zoneID]?[parent] ?? [] where !holding.contains(share) {
+                        holding.append(share)
+                    }
+                    break
+                }
+            }
+        }
+        deletedFromShares[zoneID, default: [:]][name] = holding
+        return holding
+    }
+}
