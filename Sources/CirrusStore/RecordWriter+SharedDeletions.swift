@@ -39,36 +39,48 @@ extension RecordWriter {
         sharedZones[zoneID] = nil
     }
 
-    /// The shares the record `row` (named `name`) is in as it is deleted, for its tombstone:
-    /// the zone-wide share; or the share of every root its parent chain reaches (a parent
-    /// deleted earlier in this write counts with the shares it was in); a share record is in
-    /// its own share. Remembered for records deleted after it in the same write.
+    /// The shares the record `row` (named `name`) is in as it is deleted, for its tombstone
+    /// (see ``sharesReached(from:named:zoneID:)``). Remembered for records deleted after it in
+    /// the same write, and for the subscriptions of the participants.
     mutating func sharesHolding(_ row: RecordRow, named name: String, zoneID: Int64) throws -> [String] {
-        // A share record is seen by its own participants (its row may be gone already).
-        if row.recordType == ShareRules.shareType { return [name] }
         let shares = try zoneShares(zoneID)
-        guard !shares.isEmpty else { return [] }
         var holding: [String] = []
-        if let zoneWide = shares.zoneWide {
+        if row.recordType == ShareRules.shareType {
+            holding = [name]
+        } else if let zoneWide = shares.zoneWide {
             holding = [zoneWide]
-        } else {
-            var current = try row.record()
-            var currentName = name
-            for _ in 0..<Self.maximumShareDepth {
-                if let share = shares.byRoot[currentName], !holding.contains(share) { holding.append(share) }
-                guard let parent = current.parent?.recordID?.recordName else { break }
-                if let stored = try StoreRows.record(db, zoneID: zoneID, name: parent) {
-                    current = try stored.record()
-                    currentName = parent
-                } else {
-                    for share in deletedFromShares[zoneID]?[parent] ?? [] where !holding.contains(share) {
-                        holding.append(share)
-                    }
-                    break
-                }
-            }
+        } else if !shares.byRoot.isEmpty {
+            holding = try sharesReached(from: row.record(), named: name, zoneID: zoneID)
         }
         deletedFromShares[zoneID, default: [:]][name] = holding
+        return holding
+    }
+
+    /// The shares `record` (named `name`, in the zone `zoneID` as this write left it) is in:
+    /// the zone-wide share; or the share of every root its parent chain reaches (a parent
+    /// deleted earlier in this write counts with the shares it was in); a share record is in
+    /// its own share.
+    mutating func sharesReached(from record: Wire.Record, named name: String, zoneID: Int64) throws -> [String] {
+        if record.recordType == ShareRules.shareType { return [name] }
+        let shares = try zoneShares(zoneID)
+        if let zoneWide = shares.zoneWide { return [zoneWide] }
+        guard !shares.byRoot.isEmpty else { return [] }
+        var holding: [String] = []
+        var current = record
+        var currentName = name
+        for _ in 0..<Self.maximumShareDepth {
+            if let share = shares.byRoot[currentName], !holding.contains(share) { holding.append(share) }
+            guard let parent = current.parent?.recordID?.recordName else { break }
+            if let stored = try StoreRows.record(db, zoneID: zoneID, name: parent) {
+                current = try stored.record()
+                currentName = parent
+            } else {
+                for share in deletedFromShares[zoneID]?[parent] ?? [] where !holding.contains(share) {
+                    holding.append(share)
+                }
+                break
+            }
+        }
         return holding
     }
 }

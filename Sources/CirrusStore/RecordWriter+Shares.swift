@@ -263,23 +263,43 @@ extension RecordWriter {
     }
 
     /// Fires the subscriptions of the shared databases of the accepted participants of every
-    /// shared zone this write changed (a database subscription there fires for changes by
-    /// anyone in the share); what each subscriber was notified of. Who takes part is read now, in the
-    /// write's transaction: a participant removed before it gets nothing.
+    /// shared zone this write changed, each for the changes to records in the shares they
+    /// take part in (all of a zone shared whole; in a hierarchy, the records whose parent chain
+    /// reaches their share's root, and the records deleted from it); what each subscriber was
+    /// notified of. Who takes part is read now, in the write's transaction: a participant
+    /// removed before it gets nothing.
     mutating func fireSharedSubscriptions() throws -> [String: [StoredNotification]] {
         guard !changes.isEmpty else { return [:] }
         var changesByUser: [String: [RecordChange]] = [:]
         for zoneID in touchedZones where try isShared(zoneID) {
             let rows = try db.rows(
                 sql: """
-                    SELECT DISTINCT p.user, z.name FROM share_participants p
+                    SELECT p.user, s.name AS share_name, z.name AS zone_name FROM share_participants p
                     JOIN shares s ON s.id = p.share_id JOIN zones z ON z.id = s.zone_id
                     WHERE s.zone_id = ? AND p.status = ? AND p.role != ? AND p.user IS NOT NULL
                     """,
                 arguments: [zoneID, ShareAcceptanceStatus.accepted.rawValue, ShareRole.owner.rawValue])
-            for row in rows {
-                let zoneName: String = row["name"]
-                changesByUser[row["user"], default: []] += changes.filter { $0.zoneName == zoneName }
+            guard let zoneName: String = rows.first?["zone_name"] else { continue }
+            var sharesByUser: [String: Set<String>] = [:]
+            for row in rows { sharesByUser[row["user"], default: []].insert(row["share_name"]) }
+            // Only participants who subscribed in their shared database need to know.
+            for user in Array(sharesByUser.keys) where try !hasSharedSubscriptions(user) {
+                sharesByUser[user] = nil
+            }
+            guard !sharesByUser.isEmpty else { continue }
+            // The shares each change of the zone is in, worked out once for all participants.
+            var inShares: [(change: RecordChange, shares: [String])] = []
+            for change in changes where change.zoneName == zoneName {
+                let shares: [String]
+                if let record = change.new {
+                    shares = try sharesReached(from: record, named: change.recordName, zoneID: zoneID)
+                } else {
+                    shares = deletedFromShares[zoneID]?[change.recordName] ?? []
+                }
+                if !shares.isEmpty { inShares.append((change, shares)) }
+            }
+            for (user, shares) in sharesByUser {
+                changesByUser[user, default: []] += inShares.filter { !shares.isDisjoint(with: $0.shares) }.map(\.change)
             }
         }
         var notified: [String: [StoredNotification]] = [:]
@@ -293,6 +313,16 @@ extension RecordWriter {
             notified.merge(notifications.notified) { $0 + $1 }
         }
         return notified
+    }
+}
+
+extension RecordWriter {
+    /// Whether `user` has subscriptions in their shared database of this container.
+    func hasSharedSubscriptions(_ user: String) throws -> Bool {
+        guard let sharedID = try StoreRows.databaseID(db, DatabaseKey.shared(container: key.container, user: user)) else {
+            return false
+        }
+        return try !subscriptionCache.subscriptions(db, databaseID: sharedID).isEmpty
     }
 }
 

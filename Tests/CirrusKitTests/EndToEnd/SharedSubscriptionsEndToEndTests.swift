@@ -77,4 +77,80 @@ struct SharedSubscriptionsEndToEndTests {
             _ = await watch.value
         }
     }
+
+    /// The subscription IDs of `container`'s notifications after `token`.
+    static func notified(_ container: CKContainer, since token: CKServerChangeToken) async throws -> [String] {
+        try await fetchNotifications(container, since: token).map { $0.subscriptionID ?? "" }
+    }
+
+    @Test func aHierarchyParticipantIsNotifiedOnlyOfChangesInTheirShare() async throws {
+        try await withStack { container in
+            let alice = container("alice")
+            let bob = container("bob")
+            let carol = container("carol")
+            for user in [alice, bob, carol] { _ = try await user.userRecordID() }
+            // album is shared with bob, other with carol; secret is in no share.
+            let ownZone = CKRecordZone.ID(zoneName: "Albums")
+            _ = try await alice.privateCloudDatabase.save(CKRecordZone(zoneID: ownZone))
+            func own(_ name: String, parent: String? = nil) -> CKRecord {
+                let record = CKRecord(recordType: "Photo", recordID: CKRecord.ID(recordName: name, zoneID: ownZone))
+                if let parent { record.setParent(CKRecord.ID(recordName: parent, zoneID: ownZone)) }
+                return record
+            }
+            let (stored, _) = try await alice.privateCloudDatabase.modifyRecords(saving: [own("album"), own("other"), own("secret")], deleting: [])
+            _ = try await Self.share(zone: ownZone, root: try stored[own("album").recordID]?.get(), by: alice, with: [(bob, "_bob")])
+            _ = try await Self.share(zone: ownZone, root: try stored[own("other").recordID]?.get(), by: alice, with: [(carol, "_carol")])
+            _ = try await alice.privateCloudDatabase.save(CKDatabaseSubscription(subscriptionID: "mine"))
+            for participant in [bob, carol] {
+                _ = try await participant.sharedCloudDatabase.save(CKDatabaseSubscription(subscriptionID: "shared"))
+            }
+            let tokens = [
+                try await currentNotificationToken(alice), try await currentNotificationToken(bob),
+                try await currentNotificationToken(carol),
+            ]
+
+            // Five writes of alice's: outside both shares (a save, a change, a deletion), in
+            // carol's, in bob's (a save, then a deletion).
+            _ = try await alice.privateCloudDatabase.save(own("loose"))
+            _ = try await alice.privateCloudDatabase.modifyRecords(
+                saving: [own("secret")], deleting: [], savePolicy: .allKeys)
+            _ = try await alice.privateCloudDatabase.deleteRecord(withID: own("loose").recordID)
+            _ = try await alice.privateCloudDatabase.save(own("sketch", parent: "other"))
+            _ = try await alice.privateCloudDatabase.save(own("photo", parent: "album"))
+            _ = try await alice.privateCloudDatabase.deleteRecord(withID: own("photo").recordID)
+
+            #expect(try await Self.notified(bob, since: tokens[1]) == ["shared", "shared"])
+            #expect(try await Self.notified(carol, since: tokens[2]) == ["shared"])
+            // The owner's private subscription fires for every write of hers.
+            #expect(try await Self.notified(alice, since: tokens[0]) == Array(repeating: "mine", count: 6))
+        }
+    }
+
+    @Test func aZoneWideParticipantIsNotifiedOfTheZoneAndNothingElse() async throws {
+        try await withStack { container in
+            let alice = container("alice")
+            let bob = container("bob")
+            for user in [alice, bob] { _ = try await user.userRecordID() }
+            let trip = CKRecordZone.ID(zoneName: "Trip")
+            let diary = CKRecordZone.ID(zoneName: "Diary")
+            _ = try await alice.privateCloudDatabase.modifyRecordZones(saving: [CKRecordZone(zoneID: trip), CKRecordZone(zoneID: diary)], deleting: [])
+            _ = try await Self.share(zone: trip, root: nil, by: alice, with: [(bob, "_bob")])
+            _ = try await alice.privateCloudDatabase.save(CKDatabaseSubscription(subscriptionID: "mine"))
+            _ = try await bob.sharedCloudDatabase.save(CKDatabaseSubscription(subscriptionID: "shared"))
+            let aliceToken = try await currentNotificationToken(alice)
+            let bobToken = try await currentNotificationToken(bob)
+
+            // Alice writes in her unshared zone, then in the shared one (a save with no parent,
+            // then a deletion), then in the unshared one again.
+            let page = CKRecord(recordType: "Page", recordID: CKRecord.ID(recordName: "p", zoneID: diary))
+            _ = try await alice.privateCloudDatabase.save(page)
+            let day = CKRecord(recordType: "Day", recordID: CKRecord.ID(recordName: "d", zoneID: trip))
+            _ = try await alice.privateCloudDatabase.save(day)
+            _ = try await alice.privateCloudDatabase.deleteRecord(withID: day.recordID)
+            _ = try await alice.privateCloudDatabase.deleteRecord(withID: page.recordID)
+
+            #expect(try await Self.notified(bob, since: bobToken) == ["shared", "shared"])
+            #expect(try await Self.notified(alice, since: aliceToken) == Array(repeating: "mine", count: 4))
+        }
+    }
 }
