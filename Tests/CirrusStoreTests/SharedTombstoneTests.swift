@@ -121,3 +121,41 @@ struct SharedTombstoneTests {
         #expect(try await tombstones(storage, zone: "Private") == ["mine": []])
     }
 }
+
+/// The shares generation an access policy is cached by moves with every change of a share,
+/// and only then.
+@Suite("Shares: the generation access checks are cached by")
+struct ShareGenerationTests {
+    @Test func everyChangeOfAShareMovesItAndOtherWritesDoNot() async throws {
+        try await withSQLiteStore { storage, _ in
+            for user in ["_alice", "_bob"] { _ = try await storage.createUser(user, at: Wire.Timestamp(seconds: 1)) }
+            try await storage.createZone("Trip")
+            var generation = try #require(storage.sharesGeneration)
+            func moved() throws -> Bool {
+                let now = try #require(storage.sharesGeneration)
+                defer { generation = now }
+                return now != generation
+            }
+            try await storage.saveAll([note("day", zone: "Trip")])
+            #expect(try !moved(), "a record save")
+            let invite = Wire.ShareParticipant(
+                userIdentity: Wire.UserIdentity(userRecordID: Wire.RecordID(recordName: "_bob")), role: .privateUser,
+                permission: .readWrite)
+            let saved = try await storage.saveAll([
+                Wire.Record(
+                    recordID: recordID(ShareRules.zoneShareName, zone: "Trip"), recordType: "cloudkit.share",
+                    shareFields: Wire.ShareFields(participants: [invite]))
+            ])
+            #expect(try moved(), "a share saved")
+            let token = try #require(ShareURL.token(in: "https://h" + (saved.first?.shareFields?.url ?? "")))
+            #expect(try await storage.acceptShare(withToken: token, in: container, by: "_bob") != nil)
+            #expect(try moved(), "a participant accepting")
+            try await storage.saveAll([note("night", zone: "Trip")])
+            #expect(try !moved(), "a record save in the shared zone")
+            #expect(try await storage.leaveShare(ShareRules.zoneShareName, inZone: "Trip", of: "_alice", in: container, by: "_bob"))
+            #expect(try moved(), "a participant leaving")
+            _ = try await storage.modifyZones(saving: [], deleting: [zoneID("Trip")], in: alice)
+            #expect(try moved(), "the zone deleted with its share")
+        }
+    }
+}

@@ -22,7 +22,7 @@ extension StorageExecutor {
 
     func runShared(_ request: Wire.Open.Request, _ context: Context) async throws -> OperationCompletion {
         let access = try await SharedAccess.load(
-            storage, caller: context.caller.userRecordName, container: context.database.container)
+            storage, caller: context.caller.userRecordName, container: context.database.container, cache: sharedAccess)
         let shared = Context(
             database: context.database, caller: context.caller, owners: shareMapping(for: context.caller),
             stream: context.stream, run: context.run)

@@ -16,7 +16,7 @@ extension StorageExecutor {
             return true
         }
         let access = try await SharedAccess.load(
-            storage, caller: caller.userRecordName, container: open.containerIdentifier)
+            storage, caller: caller.userRecordName, container: open.containerIdentifier, cache: sharedAccess)
         let zoneIDs: [Wire.RecordZoneID]
         if let named = Self.zonesNamed(by: request) {
             zoneIDs = named
