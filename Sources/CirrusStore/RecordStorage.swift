@@ -196,6 +196,12 @@ public struct RecordModification: Sendable, Hashable {
     /// Saves the server refused before they reached the store (an asset it could not take),
     /// by index in `recordsToSave`: each fails with its failure, and fails its atomic zone.
     public var refusals: [Int: ItemFailure] = [:]
+    /// Set for a participant's write through their shared database: the shares (by record
+    /// name) they may change, by zone name. Each save must then be of a record in one of its
+    /// zone's shares — an existing record as stored, a new one by its parent chain — and each
+    /// deletion of an existing record in one; any other fails with `permissionFailure`,
+    /// checked in the write's transaction.
+    public var sharedScope: [String: Set<String>]? = nil
 
     public init(
         saving recordsToSave: [Wire.Record] = [],

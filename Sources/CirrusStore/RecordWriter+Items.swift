@@ -24,6 +24,7 @@ extension RecordWriter {
             return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
         }
         let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        if let refusal = try sharedScopeRefusal(client, existing: existing, in: zone) { return .failure(refusal) }
         switch try prepareSave(client, existing: existing, in: zone, policy: policy) {
         case .failure(let failure): return .failure(failure)
         case .success(let prepared): return .success(try apply(prepared, in: zone))
@@ -193,7 +194,14 @@ extension RecordWriter {
         if isUserRecordName(name, in: zone) {
             return RecordCodec.error(.permissionFailure, "the Users record \(name) cannot be deleted")
         }
-        guard let existing = try StoreRows.record(db, zoneID: zone.id, name: name) else { return nil }
+        let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        if sharedScope != nil {
+            // A participant deletes records of their shares only; one that does not exist is
+            // refused alike.
+            guard let existing else { return Self.notInScope(name) }
+            if let refusal = try sharedScopeRefusal(existing.record(), existing: existing, in: zone) { return refusal }
+        }
+        guard let existing else { return nil }
         if key.scope == .public && existing.creator != user {
             return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
         }

@@ -83,4 +83,22 @@ extension RecordWriter {
         }
         return holding
     }
+
+    /// The refusal of a participant's write of a record that is not in a share they may change
+    /// (the same whether it exists or not).
+    static func notInScope(_ name: String) -> ItemFailure {
+        ItemFailure(.permissionFailure, "record \(name) is not part of a share you may change")
+    }
+
+    /// Why a participant writing through their shared database (``sharedScope``) may not save
+    /// or delete `client` (`existing`, its stored row): the record as stored, or a new one by
+    /// its parent chain, is in none of the shares they may change. Nil for the owner's writes.
+    mutating func sharedScopeRefusal(_ client: Wire.Record, existing: RecordRow?, in zone: ZoneRow) throws -> ItemFailure? {
+        guard let sharedScope else { return nil }
+        let name = client.recordID?.recordName ?? ""
+        let allowed = sharedScope[zone.name] ?? []
+        let record = try existing?.record() ?? client
+        let shares = try sharesReached(from: record, named: name, zoneID: zone.id)
+        return allowed.isDisjoint(with: shares) ? Self.notInScope(name) : nil
+    }
 }

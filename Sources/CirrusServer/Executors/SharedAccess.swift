@@ -64,6 +64,11 @@ struct SharedAccess: Sendable {
         shares(in: zone).compactMap { $0.acceptedPermission(of: caller) }.max()
     }
 
+    /// The shares of `zone` whose records the caller may change (read-write participant).
+    func writableShares(in zone: Zone) -> Set<String> {
+        Set(shares(in: zone).filter { $0.acceptedPermission(of: caller) == .readWrite }.map(\.recordName))
+    }
+
     /// The owner's database holding `zone`.
     func database(of zone: Zone) -> DatabaseKey {
         .private(container: container, user: zone.owner)

@@ -184,6 +184,14 @@ struct SharedDatabaseEndToEndTests {
             #expect(failure(saved[id("loose")]) == .permissionFailure)
             #expect(failure(saved[id("secret")]) == .permissionFailure)
             #expect(try await alice.privateCloudDatabase.record(for: CKRecord.ID(recordName: "child", zoneID: ownZone)).parent != nil)
+            // Deleting a record outside the share, or one that does not exist, is refused alike;
+            // one of the share goes.
+            let (_, deleted) = try await bob.sharedCloudDatabase.modifyRecords(
+                saving: [], deleting: [id("secret"), id("nothing"), id("child")], atomically: false)
+            #expect(failure(deleted[id("secret")]) == .permissionFailure)
+            #expect(failure(deleted[id("nothing")]) == .permissionFailure)
+            #expect(failure(deleted[id("child")]) == nil)
+            #expect(try await alice.privateCloudDatabase.record(for: CKRecord.ID(recordName: "secret", zoneID: ownZone)).recordType == "Photo")
             // Participants do not change the share.
             let (shareSave, _) = try await bob.sharedCloudDatabase.modifyRecords(
                 saving: [CKShare(recordZoneID: zoneID)], deleting: [])
