@@ -21,11 +21,27 @@ public protocol OperationExecutor: Sendable {
     /// Whether this executor runs `request`'s kind. A kind it does not run is refused on its
     /// stream by ``run(_:caller:stream:)`` and never registered as a long-lived operation.
     func runs(_ request: Wire.Open.Request) -> Bool
+
+    /// Whether `caller` may still follow (resume, replay, look up) the long-lived operation
+    /// `open` they started: an executor whose access can change after the operation started
+    /// (a participant removed from a share) says no, and the caller is answered as for an
+    /// operation that does not exist. `journaled` reads every event the operation journaled,
+    /// for an executor that must see what the operation revealed.
+    ///
+    /// - throws: what `journaled` throws.
+    func mayFollow(
+        _ open: Wire.Open, caller: ClientIdentity, journaled: () async throws -> [Wire.Event.Payload]
+    ) async throws -> Bool
 }
 
 extension OperationExecutor {
     /// Runs every kind unless the executor says otherwise.
     public func runs(_ request: Wire.Open.Request) -> Bool { true }
+
+    /// Whoever started an operation may follow it unless the executor says otherwise.
+    public func mayFollow(
+        _ open: Wire.Open, caller: ClientIdentity, journaled: () async throws -> [Wire.Event.Payload]
+    ) async throws -> Bool { true }
 }
 
 /// How an operation ended: its final result (for kinds whose completion carries data) or its

@@ -196,6 +196,12 @@ public struct RecordModification: Sendable, Hashable {
     /// Saves the server refused before they reached the store (an asset it could not take),
     /// by index in `recordsToSave`: each fails with its failure, and fails its atomic zone.
     public var refusals: [Int: ItemFailure] = [:]
+    /// Set for a participant's write through their shared database: the shares (by record
+    /// name) they may change, by zone name. Each save must then be of a record in one of its
+    /// zone's shares — an existing record as stored, a new one by its parent chain — and each
+    /// deletion of an existing record in one; any other fails with `permissionFailure`,
+    /// checked in the write's transaction.
+    public var sharedScope: [String: Set<String>]? = nil
 
     public init(
         saving recordsToSave: [Wire.Record] = [],
@@ -266,11 +272,15 @@ public struct RecordTombstone: Sendable, Hashable {
     public var recordType: String
     /// The zone change sequence of the deletion.
     public var seq: Int64
+    /// The record names of the shares the record was in when it was deleted (empty when none):
+    /// a participant's change feed lists the deletion only when they reach one of them.
+    public var sharedBy: [String]
 
-    public init(recordID: Wire.RecordID, recordType: String, seq: Int64) {
+    public init(recordID: Wire.RecordID, recordType: String, seq: Int64, sharedBy: [String] = []) {
         self.recordID = recordID
         self.recordType = recordType
         self.seq = seq
+        self.sharedBy = sharedBy
     }
 }
 

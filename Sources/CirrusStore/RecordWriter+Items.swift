@@ -24,6 +24,7 @@ extension RecordWriter {
             return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
         }
         let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        if let refusal = try sharedScopeRefusal(client, existing: existing, in: zone) { return .failure(refusal) }
         switch try prepareSave(client, existing: existing, in: zone, policy: policy) {
         case .failure(let failure): return .failure(failure)
         case .success(let prepared): return .success(try apply(prepared, in: zone))
@@ -176,6 +177,7 @@ extension RecordWriter {
         }
         if let share = prepared.share {
             try applyShare(share, name: name, in: zone)
+            forgetSharesRead(of: zone.id)
         }
         touch(zone.id)
         if try !subscriptions.isEmpty || isShared(zone.id) {
@@ -192,7 +194,14 @@ extension RecordWriter {
         if isUserRecordName(name, in: zone) {
             return RecordCodec.error(.permissionFailure, "the Users record \(name) cannot be deleted")
         }
-        guard let existing = try StoreRows.record(db, zoneID: zone.id, name: name) else { return nil }
+        let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        if sharedScope != nil {
+            // A participant deletes records of their shares only; one that does not exist is
+            // refused alike.
+            guard let existing else { return Self.notInScope(name) }
+            if let refusal = try sharedScopeRefusal(existing.record(), existing: existing, in: zone) { return refusal }
+        }
+        guard let existing else { return nil }
         if key.scope == .public && existing.creator != user {
             return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
         }
@@ -231,9 +240,14 @@ extension RecordWriter {
 
     mutating func deleteRow(_ row: RecordRow, zoneID: Int64, zoneName: String, name: String) throws {
         let seq = try nextSeq(zoneID)
+        let sharedBy = try sharesHolding(row, named: name, zoneID: zoneID)
         try db.run(
-            sql: "INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now)])
+            sql: """
+                INSERT OR REPLACE INTO tombstones (zone_id, name, record_type, seq, deleted_at, shared_by)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now),
+                        sharedBy.isEmpty ? nil : sharedBy.joined(separator: "\n")])
         try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [row.id])
         touch(zoneID)
         if try !subscriptions.isEmpty || isShared(zoneID) {

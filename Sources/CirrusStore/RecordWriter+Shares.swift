@@ -207,6 +207,8 @@ extension RecordWriter {
                 arguments: [zone.id, name, share.rootName, share.token, share.publicPermission.rawValue])
             shareID = db.lastInsertedRowID
         }
+        // share_participants is WITHOUT ROWID: SQLite reports no row change of it.
+        try db.notifyChanges(in: Table("share_participants"))
         for participant in share.participants {
             try db.run(
                 sql: """
@@ -224,6 +226,7 @@ extension RecordWriter {
         guard let row = try db.row(sql: "SELECT id, root_name FROM shares WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
         else { return }
         try db.run(sql: "DELETE FROM shares WHERE id = ?", arguments: [row["id"] as Int64])
+        forgetSharesRead(of: zone.id)
         guard let rootName: String = row["root_name"], let rootRow = try StoreRows.record(db, zoneID: zone.id, name: rootName)
         else { return }
         let root = try rootRow.record()
@@ -245,6 +248,7 @@ extension RecordWriter {
                 db, sql: "SELECT name FROM shares WHERE zone_id = ? AND root_name = ?", arguments: [zone.id, name])
         else { return }
         try db.run(sql: "DELETE FROM shares WHERE zone_id = ? AND name = ?", arguments: [zone.id, shareName])
+        forgetSharesRead(of: zone.id)
         if let shareRow = try StoreRows.record(db, zoneID: zone.id, name: shareName) {
             try deleteRow(shareRow, zoneID: zone.id, zoneName: zone.name, name: shareName)
         }
@@ -261,23 +265,43 @@ extension RecordWriter {
     }
 
     /// Fires the subscriptions of the shared databases of the accepted participants of every
-    /// shared zone this write changed (a database subscription there fires for changes by
-    /// anyone in the share); what each subscriber was notified of. Who takes part is read now, in the
-    /// write's transaction: a participant removed before it gets nothing.
+    /// shared zone this write changed, each for the changes to records in the shares they
+    /// take part in (all of a zone shared whole; in a hierarchy, the records whose parent chain
+    /// reaches their share's root, and the records deleted from it); what each subscriber was
+    /// notified of. Who takes part is read now, in the write's transaction: a participant
+    /// removed before it gets nothing.
     mutating func fireSharedSubscriptions() throws -> [String: [StoredNotification]] {
         guard !changes.isEmpty else { return [:] }
         var changesByUser: [String: [RecordChange]] = [:]
         for zoneID in touchedZones where try isShared(zoneID) {
             let rows = try db.rows(
                 sql: """
-                    SELECT DISTINCT p.user, z.name FROM share_participants p
+                    SELECT p.user, s.name AS share_name, z.name AS zone_name FROM share_participants p
                     JOIN shares s ON s.id = p.share_id JOIN zones z ON z.id = s.zone_id
                     WHERE s.zone_id = ? AND p.status = ? AND p.role != ? AND p.user IS NOT NULL
                     """,
                 arguments: [zoneID, ShareAcceptanceStatus.accepted.rawValue, ShareRole.owner.rawValue])
-            for row in rows {
-                let zoneName: String = row["name"]
-                changesByUser[row["user"], default: []] += changes.filter { $0.zoneName == zoneName }
+            guard let zoneName: String = rows.first?["zone_name"] else { continue }
+            var sharesByUser: [String: Set<String>] = [:]
+            for row in rows { sharesByUser[row["user"], default: []].insert(row["share_name"]) }
+            // Only participants who subscribed in their shared database need to know.
+            for user in Array(sharesByUser.keys) where try !hasSharedSubscriptions(user) {
+                sharesByUser[user] = nil
+            }
+            guard !sharesByUser.isEmpty else { continue }
+            // The shares each change of the zone is in, worked out once for all participants.
+            var inShares: [(change: RecordChange, shares: [String])] = []
+            for change in changes where change.zoneName == zoneName {
+                let shares: [String]
+                if let record = change.new {
+                    shares = try sharesReached(from: record, named: change.recordName, zoneID: zoneID)
+                } else {
+                    shares = deletedFromShares[zoneID]?[change.recordName] ?? []
+                }
+                if !shares.isEmpty { inShares.append((change, shares)) }
+            }
+            for (user, shares) in sharesByUser {
+                changesByUser[user, default: []] += inShares.filter { !shares.isDisjoint(with: $0.shares) }.map(\.change)
             }
         }
         var notified: [String: [StoredNotification]] = [:]
@@ -291,6 +315,16 @@ extension RecordWriter {
             notified.merge(notifications.notified) { $0 + $1 }
         }
         return notified
+    }
+}
+
+extension RecordWriter {
+    /// Whether `user` has subscriptions in their shared database of this container.
+    func hasSharedSubscriptions(_ user: String) throws -> Bool {
+        guard let sharedID = try StoreRows.databaseID(db, DatabaseKey.shared(container: key.container, user: user)) else {
+            return false
+        }
+        return try !subscriptionCache.subscriptions(db, databaseID: sharedID).isEmpty
     }
 }
 

@@ -21,6 +21,14 @@ struct RecordWriter {
     let subscriptionCache: SubscriptionCache
     /// Whether each zone written so far has a share (its participants' subscriptions may fire).
     var sharedZones: [Int64: Bool] = [:]
+    /// The shares of each shared zone written so far, read once per zone and write.
+    var zoneShares: [Int64: ZoneShares] = [:]
+    /// The shares each record this write deleted was in, by zone and name (a record deleted
+    /// after its parent in the same write was in the parent's shares).
+    var deletedFromShares: [Int64: [String: [String]]] = [:]
+    /// The shares a participant writing through their shared database may change, by zone
+    /// (``RecordModification/sharedScope``); nil for the owner's own writes.
+    var sharedScope: [String: Set<String>]?
     /// What was saved and deleted, for the subscriptions.
     var changes: [RecordChange] = []
     /// The notifications written per subscriber, once ``modify(_:)`` returned.
@@ -70,6 +78,7 @@ struct RecordWriter {
     /// Carries out a planned request (see ``RecordModificationPlan``).
     mutating func modify(_ plan: RecordModificationPlan) throws -> RecordModificationResult {
         let request = plan.request
+        sharedScope = request.sharedScope
         var saves = plan.saves
         var deletes = plan.deletes
         func fail(_ item: Item, _ failure: ItemFailure) {
@@ -170,6 +179,7 @@ struct RecordWriter {
         prepared.reserveCapacity(records.count)
         for (index, record) in records {
             let row = existing[record.recordID?.recordName ?? ""]
+            if try sharedScopeRefusal(record, existing: row, in: zone) != nil { return false }
             guard case .success(let save) = try prepareSave(record, existing: row, in: zone, policy: policy) else {
                 return false
             }

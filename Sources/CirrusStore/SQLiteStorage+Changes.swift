@@ -45,7 +45,7 @@ extension SQLiteStorage {
                 arguments: [zone.id, since, head, fetchLimit]
             ).map(RecordRow.init)
             let tombstones = try db.rows(
-                sql: "SELECT name, record_type, seq FROM tombstones WHERE zone_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                sql: "SELECT name, record_type, seq, shared_by FROM tombstones WHERE zone_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
                 arguments: [zone.id, since, head, fetchLimit])
             var changed: [Wire.Record] = []
             var deleted: [RecordTombstone] = []
@@ -61,7 +61,10 @@ extension SQLiteStorage {
                 } else if let tombstoneSeq {
                     let recordID = Wire.RecordID(
                         recordName: tombstones[t]["name"], zoneID: ZoneResolution.zoneID(zone.name, in: key))
-                    deleted.append(RecordTombstone(recordID: recordID, recordType: tombstones[t]["record_type"], seq: tombstoneSeq))
+                    let sharedBy: String? = tombstones[t]["shared_by"]
+                    deleted.append(RecordTombstone(
+                        recordID: recordID, recordType: tombstones[t]["record_type"], seq: tombstoneSeq,
+                        sharedBy: sharedBy.map { $0.split(separator: "\n").map(String.init) } ?? []))
                     lastSeq = tombstoneSeq
                     t += 1
                 }

@@ -31,6 +31,8 @@ extension SQLiteStorage: ShareStorage {
                     sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
                     arguments: [ShareAcceptanceStatus.accepted.rawValue, found.id, participantID])
             }
+            // share_participants is WITHOUT ROWID: SQLite reports no row change of it.
+            try db.notifyChanges(in: Table("share_participants"))
             // The share record lists its participants: it changes with the acceptance.
             try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
                 if let index = fields.participants.firstIndex(where: { $0.participantID == participantID }) {
@@ -63,6 +65,7 @@ extension SQLiteStorage: ShareStorage {
             try db.run(
                 sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
                 arguments: [ShareAcceptanceStatus.removed.rawValue, found.id, participant.participantID])
+            try db.notifyChanges(in: Table("share_participants"))
             try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
                 for index in fields.participants.indices
                 where fields.participants[index].participantID == participant.participantID {
@@ -109,6 +112,8 @@ extension SQLiteStorage: ShareStorage {
             ).map(\.entry)
         }
     }
+
+    public var sharesGeneration: UInt64? { shareGeneration.current }
 
     public func shares(inZone zoneName: String, of owner: String, in container: String) async throws -> [ShareEntry] {
         try await read { db in

@@ -53,7 +53,7 @@ extension SQLiteStorage {
         case .success(let resolved): name = resolved
         }
         if let existing = try StoreRows.liveZone(db, databaseID, name) {
-            return .success(ZoneResolution.zone(existing, in: key))
+            return .success(try Self.zone(existing, in: key, db))
         }
         if let refusal = customZoneRefusal(name, key) { return .failure(refusal) }
         // A tombstone of an earlier zone with this name stays until pruned: the database feed
@@ -109,7 +109,7 @@ extension SQLiteStorage {
                     result = .failure(failure)
                 case .success(let name):
                     if let databaseID, let zone = try StoreRows.liveZone(db, databaseID, name) {
-                        result = .success(ZoneResolution.zone(zone, in: key))
+                        result = .success(try Self.zone(zone, in: key, db))
                     } else if name == RecordCodec.defaultZoneName {
                         result = .success(ZoneResolution.defaultZone(in: key))
                     } else {
@@ -130,7 +130,20 @@ extension SQLiteStorage {
             let rows = try StoreRows.liveZones(db, databaseID)
             let defaults = rows.filter { $0.name == RecordCodec.defaultZoneName }
             let custom = rows.filter { $0.name != RecordCodec.defaultZoneName }
-            return (defaults + custom).map { ZoneResolution.zone($0, in: key) }
+            return try (defaults + custom).map { try Self.zone($0, in: key, db) }
         }
+    }
+
+    /// The zone of `row` as clients see it, with its zone-wide share when it has one (as
+    /// CloudKit's `CKRecordZone.share`: set while the share exists).
+    static func zone(_ row: ZoneRow, in key: DatabaseKey, _ db: Database) throws -> Wire.RecordZone {
+        var zone = ZoneResolution.zone(row, in: key)
+        if let share = try String.fetchOne(
+            db, sql: "SELECT name FROM shares WHERE zone_id = ? AND root_name IS NULL", arguments: [row.id])
+        {
+            zone.share = Wire.Reference(
+                recordID: Wire.RecordID(recordName: share, zoneID: ZoneResolution.zoneID(row.name, in: key)), action: .none)
+        }
+        return zone
     }
 }

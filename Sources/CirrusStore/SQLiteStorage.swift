@@ -44,6 +44,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// Told of every write transaction (see `observeCommits`). A reference, so the write
     /// queue's closure can hold it before `self` is initialized.
     let commitObservers = CommitObservers()
+    /// Counts the commits that changed a share (``sharesGeneration``).
+    let shareGeneration = ShareGeneration()
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
     ///
@@ -93,6 +95,7 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             // `prepareDatabase` ran; only the writer commits, so set it there.
             try pool.writeWithoutTransaction { db in try db.execute(sql: Self.writerSettings) }
             try Self.migrator.migrate(pool)
+            pool.add(transactionObserver: shareGeneration, extent: .databaseLifetime)
             querySecret = try pool.read { db in
                 try Data.fetchOne(db, sql: "SELECT value FROM store_secrets WHERE name = 'query-cursor'").map { [UInt8]($0) }
             } ?? []

@@ -35,6 +35,13 @@ public protocol ShareStorage: Sendable {
     /// Every share of `container` in which `user` is an accepted participant (not the owner).
     func acceptedShares(of user: String, in container: String) async throws -> [ShareEntry]
 
+    /// A number that changes whenever a share changes (saved, deleted, accepted, left, a
+    /// participant removed, its zone deleted), before the write that changed it returns; nil
+    /// when the storage keeps none. While it stays the same, ``acceptedShares(of:in:)`` answers
+    /// the same, so an access policy compiled from it may be reused — read the number before
+    /// the shares it goes with.
+    var sharesGeneration: UInt64? { get }
+
     /// The share of the zone `zoneName` of `owner`'s private database in which `user` may be,
     /// for the shared database's access checks: the zone-wide share, or every hierarchy
     /// share of the zone. Empty when the zone has none.
@@ -43,6 +50,11 @@ public protocol ShareStorage: Sendable {
     /// The user each lookup names, for inviting them to a share (`CKFetchShareParticipantsOperation`):
     /// any enabled user of the directory, discoverable or not; nil for a lookup that names nobody.
     func shareableUsers(matching lookups: [UserLookup]) async throws -> [String?]
+}
+
+extension ShareStorage {
+    /// No generation: every access check reads the shares.
+    public var sharesGeneration: UInt64? { nil }
 }
 
 /// Share URLs: `https://<server>/share/<container>/<token>`, where the token is the share's

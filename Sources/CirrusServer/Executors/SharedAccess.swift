@@ -1,9 +1,12 @@
 import CirrusStore
 import CirrusWire
+import Synchronization
 
 /// What a caller reaches through their shared database, decided at the time of each request
-/// from the shares they accepted (never cached across requests: a participant removed a moment
-/// ago has lost access on their next request, whatever tokens or cursors they hold).
+/// from the shares they accepted. It is kept across requests only while the storage's
+/// ``ShareStorage/sharesGeneration`` stays the same, which every change of a share moves before
+/// the write returns: a participant removed a moment ago has lost access on their next
+/// request, whatever tokens or cursors they hold.
 ///
 /// A zone of another user appears in the caller's shared database while the caller is an
 /// accepted participant of a share in it. In a zone shared whole, every record is shared; in a
@@ -21,8 +24,20 @@ struct SharedAccess: Sendable {
     let container: String
     let shares: [ShareEntry]
 
-    static func load(_ storage: any RecordStorage, caller: String, container: String) async throws -> SharedAccess {
-        SharedAccess(caller: caller, container: container, shares: try await storage.acceptedShares(of: caller, in: container))
+    /// The caller's access now: from `cache` while no share changed since it was compiled,
+    /// else read from `storage` (and kept in `cache`).
+    static func load(
+        _ storage: any RecordStorage, caller: String, container: String, cache: SharedAccessCache
+    ) async throws -> SharedAccess {
+        // The generation is read before the shares: a change committed in between moves it,
+        // so what is kept below is never taken for newer than it is.
+        let generation = storage.sharesGeneration
+        let key = SharedAccessCache.Key(caller: caller, container: container)
+        if let generation, let access = cache.access(key, generation: generation) { return access }
+        let access = SharedAccess(
+            caller: caller, container: container, shares: try await storage.acceptedShares(of: caller, in: container))
+        if let generation { cache.keep(access, key, generation: generation) }
+        return access
     }
 
     /// Every zone the caller reaches, in the order of their shares.
@@ -49,6 +64,11 @@ struct SharedAccess: Sendable {
         shares(in: zone).compactMap { $0.acceptedPermission(of: caller) }.max()
     }
 
+    /// The shares of `zone` whose records the caller may change (read-write participant).
+    func writableShares(in zone: Zone) -> Set<String> {
+        Set(shares(in: zone).filter { $0.acceptedPermission(of: caller) == .readWrite }.map(\.recordName))
+    }
+
     /// The owner's database holding `zone`.
     func database(of zone: Zone) -> DatabaseKey {
         .private(container: container, user: zone.owner)
@@ -62,6 +82,35 @@ struct SharedAccess: Sendable {
             zoneID: Wire.RecordZoneID(zoneName: zone.name, ownerName: zone.owner),
             isZoneWide: shares.contains(where: \.isZoneWide),
             roots: Set(shares.compactMap(\.rootRecordName)), shareNames: Set(shares.map(\.recordName)))
+    }
+}
+
+/// Compiled ``SharedAccess`` per caller and container, each valid for one shares generation.
+/// Bounded: when full it starts over.
+final class SharedAccessCache: Sendable {
+    struct Key: Hashable, Sendable {
+        var caller: String
+        var container: String
+    }
+
+    /// The most callers kept at once.
+    static let capacity = 4_096
+
+    private let entries = Mutex<[Key: (generation: UInt64, access: SharedAccess)]>([:])
+
+    /// The access kept for `key` if it was compiled at `generation`.
+    func access(_ key: Key, generation: UInt64) -> SharedAccess? {
+        entries.withLock { entries in
+            guard let entry = entries[key], entry.generation == generation else { return nil }
+            return entry.access
+        }
+    }
+
+    func keep(_ access: SharedAccess, _ key: Key, generation: UInt64) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity && entries[key] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[key] = (generation, access)
+        }
     }
 }
 

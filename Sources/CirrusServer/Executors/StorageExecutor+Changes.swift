@@ -120,7 +120,9 @@ extension StorageExecutor {
                 events.append(
                     .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWasChanged(outcome))))
             }
-            for tombstone in batch.deleted {
+            // A participant hears only of deletions of records that were in a share they reach.
+            for tombstone in batch.deleted
+            where context.sharedRecords.map({ !$0.shareNames.isDisjoint(with: tombstone.sharedBy) }) ?? true {
                 let deleted = Wire.RecordDeleted(
                     recordID: context.owners.outbound(tombstone.recordID), recordType: tombstone.recordType)
                 events.append(

@@ -22,7 +22,7 @@ extension StorageExecutor {
 
     func runShared(_ request: Wire.Open.Request, _ context: Context) async throws -> OperationCompletion {
         let access = try await SharedAccess.load(
-            storage, caller: context.caller.userRecordName, container: context.database.container)
+            storage, caller: context.caller.userRecordName, container: context.database.container, cache: sharedAccess)
         let shared = Context(
             database: context.database, caller: context.caller, owners: shareMapping(for: context.caller),
             stream: context.stream, run: context.run)
@@ -145,20 +145,9 @@ extension StorageExecutor {
         var deleteEvents = [Wire.Event.Payload?](repeating: nil, count: request.recordIDsToDelete.count)
         var byOwner: [String: (saves: [Int], deletes: [Int], refusals: [Int: ItemFailure])] = [:]
         var owners: [String] = []
-        // The stored versions of the records to save, read once per zone (hierarchy checks).
-        var stored: [SharedAccess.Zone: [String: Wire.Record]] = [:]
-        var namesByZone: [SharedAccess.Zone: [String]] = [:]
-        for record in request.recordsToSave {
-            if let zone = access.zone(of: record.recordID?.zoneID), access.permission(in: zone) == .readWrite,
-                let name = record.recordID?.recordName
-            {
-                namesByZone[zone, default: []].append(name)
-            }
-        }
-        for (zone, names) in namesByZone {
-            let records = access.records(in: zone, storage: storage)
-            stored[zone] = records.isZoneWide ? [:] : try await records.records(named: names)
-        }
+        // Which records are in the shares the caller may change is checked by the store, in the
+        // write's transaction, against the records as stored (``RecordModification/sharedScope``).
+        var scopes: [String: [String: Set<String>]] = [:]
         for (index, record) in request.recordsToSave.enumerated() {
             guard let zone = access.zone(of: record.recordID?.zoneID), access.permission(in: zone) != nil else {
                 saveEvents[index] = .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(
@@ -167,8 +156,8 @@ extension StorageExecutor {
             }
             if byOwner[zone.owner] == nil { owners.append(zone.owner) }
             byOwner[zone.owner, default: ([], [], [:])].saves.append(index)
-            let existing = stored[zone]?[record.recordID?.recordName ?? ""]
-            if let refusal = try await sharedWriteRefusal(saving: record, zone, access, existing: existing) {
+            scopes[zone.owner, default: [:]][zone.name] = access.writableShares(in: zone)
+            if let refusal = sharedWriteRefusal(saving: record, zone, access) {
                 byOwner[zone.owner]?.refusals[index] = refusal
             }
         }
@@ -187,7 +176,7 @@ extension StorageExecutor {
                     Wire.ModifyRecordsPerRecordDelete(recordID: recordID, error: left ? nil : Self.noRecord(recordID)))))
                 continue
             }
-            guard permission == .readWrite, try await records.contains(name: recordID.recordName) else {
+            guard permission == .readWrite else {
                 let message = Self.notYours(recordID.recordName)
                 deleteEvents[index] = .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(
                     Wire.ModifyRecordsPerRecordDelete(
@@ -196,6 +185,7 @@ extension StorageExecutor {
             }
             if byOwner[zone.owner] == nil { owners.append(zone.owner) }
             byOwner[zone.owner, default: ([], [], [:])].deletes.append(index)
+            scopes[zone.owner, default: [:]][zone.name] = access.writableShares(in: zone)
         }
         for owner in owners {
             guard let items = byOwner[owner] else { continue }
@@ -204,6 +194,7 @@ extension StorageExecutor {
                 deleting: items.deletes.map { context.owners.inbound(request.recordIDsToDelete[$0]) },
                 savePolicy: request.savePolicy, isAtomic: request.isAtomic ?? true,
                 clientChangeToken: request.clientChangeToken)
+            modification.sharedScope = scopes[owner] ?? [:]
             for (position, index) in items.saves.enumerated() {
                 if let refusal = items.refusals[index] { modification.refusals[position] = refusal }
             }
@@ -225,26 +216,18 @@ extension StorageExecutor {
     }
 
     /// Why the caller may not save `record` in `zone` of their shared database (which they may
-    /// see); nil when they may: read-write permission, not a share record, and a record of the
-    /// share (an existing shared record, or a new one whose parent is shared, or any in a zone
-    /// shared whole).
+    /// see), as far as is known without the store: read-only permission, or a share record.
+    /// Whether the record is in a share they may change (an existing shared record, a new one
+    /// whose parent is shared, any in a zone shared whole) the store checks as it writes.
     private func sharedWriteRefusal(
-        saving record: Wire.Record, _ zone: SharedAccess.Zone, _ access: SharedAccess, existing: Wire.Record?
-    ) async throws -> ItemFailure? {
+        saving record: Wire.Record, _ zone: SharedAccess.Zone, _ access: SharedAccess
+    ) -> ItemFailure? {
         let name = record.recordID?.recordName ?? ""
         guard access.permission(in: zone) == .readWrite else {
             return ItemFailure(.permissionFailure, "you may read the records of this share, not change them")
         }
-        let records = access.records(in: zone, storage: storage)
-        if record.recordType == "cloudkit.share" || records.shareNames.contains(name) {
+        if record.recordType == "cloudkit.share" || access.shares(in: zone).contains(where: { $0.recordName == name }) {
             return ItemFailure(.permissionFailure, "only the owner changes a share")
-        }
-        if records.isZoneWide || records.roots.contains(name) { return nil }
-        if let existing {
-            return try await records.contains(existing) ? nil : ItemFailure(.permissionFailure, Self.notYours(name))
-        }
-        guard let parent = record.parent?.recordID?.recordName, try await records.contains(name: parent) else {
-            return ItemFailure(.permissionFailure, Self.notYours(name))
         }
         return nil
     }

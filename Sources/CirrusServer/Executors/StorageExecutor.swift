@@ -30,6 +30,8 @@ public struct StorageExecutor: OperationExecutor {
     /// What goes before the path of every share URL: the address clients reach the server at
     /// (`https://host:port`).
     public let shareURLBase: String
+    /// The callers' shared-database access, kept while no share changes.
+    let sharedAccess = SharedAccessCache()
 
     /// - parameter tokens: seals the change tokens handed to clients; keep its secret across
     ///   restarts (see ``ServerSecret``) or every client's tokens stop working. Ephemeral by default.

@@ -75,6 +75,10 @@ struct ZoneOwnerMapping: Sendable {
     func outbound(_ zone: Wire.RecordZone) -> Wire.RecordZone {
         var zone = zone
         zone.zoneID = zone.zoneID.map(self.outbound)
+        if var share = zone.share {
+            share.recordID = share.recordID.map(self.outbound)
+            zone.share = share
+        }
         return zone
     }
 

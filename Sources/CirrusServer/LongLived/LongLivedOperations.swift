@@ -234,6 +234,9 @@ public final class LongLivedOperations: Sendable {
                 }
             }
         }
+        guard await mayFollow(run.open, key: key, caller: caller) else {
+            return .failure(Self.unknown(operationID))
+        }
         guard lastSeq <= run.lastSeq else {
             return .failure(
                 Refusal(.invalidArguments, "operation \(operationID) has \(run.lastSeq) events; the client claims \(lastSeq)"))
@@ -248,9 +251,35 @@ public final class LongLivedOperations: Sendable {
         return .success((run, attachment))
     }
 
+    /// The refusal of an operation the caller has not (or may no longer follow): one answer
+    /// for both, so it reveals nothing.
+    static func unknown(_ operationID: String) -> Refusal {
+        Refusal(.unknownOperation, "no long-lived operation \(operationID)")
+    }
+
+    /// Whether the caller may still follow `open` (the executor re-checks their access, e.g.
+    /// to a share they were removed from since); a journal that cannot be read says no.
+    private func mayFollow(_ open: Wire.Open, key: LongLivedOperationKey, caller: ClientIdentity) async -> Bool {
+        do {
+            return try await executor.mayFollow(open, caller: caller) {
+                var payloads: [Wire.Event.Payload] = []
+                var seq: UInt64 = 0
+                while true {
+                    let page = try await self.journal.longLivedEvents(key, after: seq, limit: 1_000)
+                    guard let last = page.last else { return payloads }
+                    payloads += page.compactMap(\.payload)
+                    seq = last.seq
+                }
+            }
+        } catch {
+            logger.error("could not check access to long-lived operation \(key): \(error)")
+            return false
+        }
+    }
+
     /// The operation's record if the caller may see it: known, not past retention.
     private func listedRecord(_ key: LongLivedOperationKey) async -> Result<LongLivedOperationRecord, Refusal> {
-        let unknown = Refusal(.unknownOperation, "no long-lived operation \(key.operationID)")
+        let unknown = Self.unknown(key.operationID)
         let record: LongLivedOperationRecord?
         do {
             record = try await journal.longLivedOperation(key)
@@ -410,8 +439,10 @@ public final class LongLivedOperations: Sendable {
             case .failure(let refusal):
                 return OperationCompletion(error: refusal.error)
             case .success(let record):
-                guard record.open.containerIdentifier == open.containerIdentifier else {
-                    return .failure(.unknownOperation, "no long-lived operation \(request.operationID)")
+                guard record.open.containerIdentifier == open.containerIdentifier,
+                    await mayFollow(record.open, key: key, caller: caller)
+                else {
+                    return OperationCompletion(error: Self.unknown(request.operationID).error)
                 }
                 let info = Wire.LongLivedOperationInfo(
                     operationID: record.key.operationID,

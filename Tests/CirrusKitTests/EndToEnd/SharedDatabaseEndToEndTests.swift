@@ -184,6 +184,14 @@ struct SharedDatabaseEndToEndTests {
             #expect(failure(saved[id("loose")]) == .permissionFailure)
             #expect(failure(saved[id("secret")]) == .permissionFailure)
             #expect(try await alice.privateCloudDatabase.record(for: CKRecord.ID(recordName: "child", zoneID: ownZone)).parent != nil)
+            // Deleting a record outside the share, or one that does not exist, is refused alike;
+            // one of the share goes.
+            let (_, deleted) = try await bob.sharedCloudDatabase.modifyRecords(
+                saving: [], deleting: [id("secret"), id("nothing"), id("child")], atomically: false)
+            #expect(failure(deleted[id("secret")]) == .permissionFailure)
+            #expect(failure(deleted[id("nothing")]) == .permissionFailure)
+            #expect(failure(deleted[id("child")]) == nil)
+            #expect(try await alice.privateCloudDatabase.record(for: CKRecord.ID(recordName: "secret", zoneID: ownZone)).recordType == "Photo")
             // Participants do not change the share.
             let (shareSave, _) = try await bob.sharedCloudDatabase.modifyRecords(
                 saving: [CKShare(recordZoneID: zoneID)], deleting: [])
@@ -192,6 +200,46 @@ struct SharedDatabaseEndToEndTests {
             // Deleting the share ends bob's access.
             _ = try await alice.privateCloudDatabase.deleteRecord(withID: share.recordID)
             #expect(await code { _ = try await bob.sharedCloudDatabase.record(for: id("photo")) } == .zoneNotFound)
+        }
+    }
+
+    @Test func aParticipantHearsOnlyOfDeletionsOfRecordsSharedWithThem() async throws {
+        try await withStack { container in
+            let alice = container("alice")
+            let bob = container("bob")
+            let carol = container("carol")
+            for user in [alice, bob, carol] { _ = try await user.userRecordID() }
+            // Alice's zone: album (shared with bob) ← photo; other (shared with carol) ←
+            // sketch; secret, in no share.
+            let ownZone = CKRecordZone.ID(zoneName: "Albums")
+            _ = try await alice.privateCloudDatabase.save(CKRecordZone(zoneID: ownZone))
+            func own(_ name: String, parent: CKRecord? = nil) -> CKRecord {
+                let record = CKRecord(recordType: "Photo", recordID: CKRecord.ID(recordName: name, zoneID: ownZone))
+                if let parent { record.setParent(parent) }
+                return record
+            }
+            let album = own("album")
+            let other = own("other")
+            let (stored, _) = try await alice.privateCloudDatabase.modifyRecords(
+                saving: [album, other, own("photo", parent: album), own("sketch", parent: other), own("secret")], deleting: [])
+            _ = try await share(zone: ownZone, root: try #require(try stored[album.recordID]?.get()), by: alice, with: [(bob, "_bob", .readOnly)])
+            _ = try await share(zone: ownZone, root: try #require(try stored[other.recordID]?.get()), by: alice, with: [(carol, "_carol", .readOnly)])
+            let zoneID = CKRecordZone.ID(zoneName: "Albums", ownerName: "_alice")
+            let bobsToken = try await bob.sharedCloudDatabase.recordZoneChanges(inZoneWith: zoneID, since: nil).changeToken
+
+            _ = try await alice.privateCloudDatabase.modifyRecords(
+                saving: [], deleting: ["photo", "sketch", "secret"].map { CKRecord.ID(recordName: $0, zoneID: ownZone) })
+            // Bob hears of photo alone, from his token and from the start; carol of sketch alone.
+            let sinceToken = try await bob.sharedCloudDatabase.recordZoneChanges(inZoneWith: zoneID, since: bobsToken)
+            #expect(sinceToken.deletions.map(\.recordID.recordName) == ["photo"])
+            #expect(sinceToken.deletions.map(\.recordType) == ["Photo"])
+            let fromStart = try await bob.sharedCloudDatabase.recordZoneChanges(inZoneWith: zoneID, since: nil)
+            #expect(fromStart.deletions.map(\.recordID.recordName) == ["photo"])
+            let carols = try await carol.sharedCloudDatabase.recordZoneChanges(inZoneWith: zoneID, since: nil)
+            #expect(carols.deletions.map(\.recordID.recordName) == ["sketch"])
+            // The owner hears of all three.
+            let owners = try await alice.privateCloudDatabase.recordZoneChanges(inZoneWith: ownZone, since: nil)
+            #expect(Set(owners.deletions.map(\.recordID.recordName)) == ["photo", "sketch", "secret"])
         }
     }
 
