@@ -138,6 +138,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v8-users", migrate: migrateToV8)
         migrator.registerMigration("v9-notification-reads", migrate: migrateToV9)
         migrator.registerMigration("v10-shares", migrate: migrateToV10)
+        migrator.registerMigration("v11-text-without-sizes", migrate: migrateToV11)
         return migrator
     }
 }
