@@ -95,6 +95,8 @@ let package = Package(
             dependencies: [
                 "CirrusWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the rows the writer binds itself (RawStatement).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         // The PostgreSQL storage engine (in progress: see README → PostgreSQL).

@@ -130,32 +130,53 @@ extension RecordWriter {
         record.creatorUserRecordID = ZoneResolution.userRecordID(creator)
         record.lastModifiedUserRecordID = ZoneResolution.userRecordID(user)
 
-        let data = Data(record.serializedBytes())
+        let data = record.serializedBytes()
         let system = StoreRows.systemColumns(of: record)
         let rowID: Int64
+        // The rows of every saved record are bound through SQLite's C API (``RawStatement``).
         if let existing {
             rowID = existing.id
-            try db.run(
+            let update = try RawStatement(
+                db,
                 sql: """
                     UPDATE records SET change_tag = ?, change_seq = ?, data = ?, modified_ns = ?, modifier = ?
                     WHERE id = ?
-                    """,
-                arguments: [record.recordChangeTag, seq, data, system.modified, system.modifier, rowID])
+                    """)
+            update.bind(1, record.recordChangeTag)
+            update.bind(2, seq)
+            update.bind(3, bytes: data)
+            update.bind(4, system.modified)
+            update.bind(5, system.modifier)
+            update.bind(6, rowID)
+            try update.run()
             try StoreRows.deleteIndex(db, recordID: rowID)
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
             try db.run(sql: "DELETE FROM asset_references WHERE record_id = ?", arguments: [rowID])
         } else {
             // A record saved again supersedes its tombstone (schema v5 dropped
             // the trigger that did this: a trigger costs every insert a statement journal).
-            try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?", arguments: [zone.id, name])
-            try db.run(
+            let dropTombstone = try RawStatement(db, sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?")
+            dropTombstone.bind(1, zone.id)
+            dropTombstone.bind(2, name)
+            try dropTombstone.run()
+            let insert = try RawStatement(
+                db,
                 sql: """
                     INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data,
                         created_ns, modified_ns, modifier)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [zone.id, name, record.recordType, record.recordChangeTag, seq, creator, data,
-                            system.created, system.modified, system.modifier])
+                    """)
+            insert.bind(1, zone.id)
+            insert.bind(2, name)
+            insert.bind(3, record.recordType)
+            insert.bind(4, record.recordChangeTag)
+            insert.bind(5, seq)
+            insert.bind(6, creator)
+            insert.bind(7, bytes: data)
+            insert.bind(8, system.created)
+            insert.bind(9, system.modified)
+            insert.bind(10, system.modifier)
+            try insert.run()
             rowID = db.lastInsertedRowID
         }
         try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record)

@@ -259,7 +259,9 @@ extension RecordWriter {
     /// Whether the zone `zoneID` has a share (asked once per zone and write).
     mutating func isShared(_ zoneID: Int64) throws -> Bool {
         if let known = sharedZones[zoneID] { return known }
-        let shared = try db.int64(sql: "SELECT 1 FROM shares WHERE zone_id = ? LIMIT 1", arguments: [zoneID]) != nil
+        let read = try RawStatement(db, sql: "SELECT 1 FROM shares WHERE zone_id = ? LIMIT 1")
+        read.bind(1, zoneID)
+        let shared = try read.int64() != nil
         sharedZones[zoneID] = shared
         return shared
     }

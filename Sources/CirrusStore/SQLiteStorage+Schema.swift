@@ -139,6 +139,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v9-notification-reads", migrate: migrateToV9)
         migrator.registerMigration("v10-shares", migrate: migrateToV10)
         migrator.registerMigration("v11-shared-tombstones", migrate: migrateToV11)
+        migrator.registerMigration("v12-text-without-sizes", migrate: migrateToV12)
         return migrator
     }
 }

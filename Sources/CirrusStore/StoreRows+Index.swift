@@ -10,22 +10,42 @@ extension StoreRows {
     static func insertIndex(_ db: Database, recordID: Int64, zoneID: Int64, record: Wire.Record) throws {
         let rows = RecordCodec.indexRows(of: record)
         if !rows.isEmpty {
-            let insert = try db.cachedStatement(
+            // Bound through SQLite's C API (``RawStatement``): a record writes one row per value.
+            let insert = try RawStatement(
+                db,
                 sql: """
                     INSERT INTO record_values (record_id, key, list_index, kind, zone_id, record_type, value, value2)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """)
             let type = record.recordType
             for row in rows {
-                // An array literal (StatementArguments' own): `StatementArguments([…])` would pick
-                // its `[Any]` initializer, which casts every element dynamically.
-                try insert.execute(arguments: [
-                    recordID, row.key, row.listIndex, row.kind.rawValue, zoneID, type, row.value, row.real2,
-                ])
+                insert.bind(1, recordID)
+                insert.bind(2, row.key)
+                insert.bind(3, row.listIndex)
+                insert.bind(4, row.kind.rawValue)
+                insert.bind(5, zoneID)
+                insert.bind(6, type)
+                // The one value column that is set (``FieldIndexRow/value``), NULL for none.
+                if let int = row.int {
+                    insert.bind(7, int)
+                } else if let real = row.real {
+                    insert.bind(7, real)
+                } else if let text = row.text {
+                    insert.bind(7, text)
+                } else if let blob = row.blob {
+                    insert.bind(7, blob)
+                } else {
+                    insert.bindNull(7)
+                }
+                insert.bind(8, row.real2)
+                try insert.run()
             }
         }
         if let text = RecordCodec.searchableText(of: record) {
-            try db.run(sql: "INSERT INTO record_text (rowid, body) VALUES (?, ?)", arguments: [recordID, text])
+            let insert = try RawStatement(db, sql: "INSERT INTO record_text (rowid, body) VALUES (?, ?)")
+            insert.bind(1, recordID)
+            insert.bind(2, text)
+            try insert.run()
         }
     }
 

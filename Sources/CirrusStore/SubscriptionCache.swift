@@ -26,8 +26,10 @@ final class SubscriptionCache: Sendable {
     ///
     /// - throws: ``StoreError`` `.corruptData` when a stored subscription does not decode.
     func subscriptions(_ db: Database, databaseID: Int64) throws -> SubscriptionSet {
-        let generation = try db.int64(
-            sql: "SELECT subscriptions_generation FROM databases WHERE id = ?", arguments: [databaseID]) ?? 0
+        // Read for every write job: bound through the C API (``RawStatement``).
+        let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
+        read.bind(1, databaseID)
+        let generation = try read.int64() ?? 0
         if let entry = entries.withLock({ $0[databaseID] }), entry.generation == generation {
             return entry.subscriptions
         }

@@ -93,4 +93,42 @@ struct MigrationTests {
         let batch = try await storage.notificationChanges(for: feed, after: nil, limit: 10)
         #expect(batch.notifications.map(\.notification.isRead) == [true])
     }
+
+    /// v12 builds the full-text table again without per-row token counts: text written by
+    /// v11 is still found, new saves are indexed, a deleted record's text goes with it.
+    @Test func v12KeepsFullTextWrittenBeforeIt() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+XX, [field("title", .stringValue("Crème brûlée"))])
+            record.recordChangeTag = "1-1"
+            let data = Data(record.serializedBytes())
+            try await queue.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, ?, 1);
+                        INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, '_defaultZone', 1, 1);
+                        INSERT INTO records (id, zone_id, name, record_type, change_tag, change_seq, creator, data)
+                        VALUES (7, 1, 'kept', 'Note', '1-1', 1, '_alice', ?);
+                        INSERT INTO record_text (rowid, body) VALUES (7, 'Crème brûlée');
+                        """,
+                    arguments: [alice.container, alice.scope.rawValue, alice.owner, data])
+            }
+        }
+        let storage = try SQLiteStorage(directory: directory)
+        defer { try? storage.close() }
+        let tables = try await storage.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE name LIKE 'record_text%'")
+        }
+        #expect(tables.contains("record_text") && !tables.contains("record_text_docsize"))
+        #expect(!tables.contains("record_text_v12"))
+        #expect(try await storage.names(Q.text("creme")) == ["kept"])
+
+        try await storage.saveAll([note("new", [field("title", .stringValue("crème fraîche"))])])
+        #expect(try await storage.names(Q.text("creme")).sorted() == ["kept", "new"])
+        _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("kept")]), in: alice, by: "_alice")
+        #expect(try await storage.names(Q.text("creme")) == ["new"])
+        let rows = try await storage.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record_text") }
+        #expect(rows == 1)
+    }
 }

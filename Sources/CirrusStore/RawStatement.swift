@@ -1,0 +1,131 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+
+/// One of the writer's hot-path statements (the rows every saved record writes), bound and
+/// stepped through SQLite's C API instead of GRDB's `StatementArguments`: no boxed argument
+/// array, no `DatabaseValue` per argument, no per-statement bookkeeping GRDB does for
+/// observers the store never registers. The statement itself comes from the connection's
+/// GRDB statement cache, so it is prepared once per connection.
+///
+/// Use it on the writer queue inside a transaction GRDB opened, for INSERT, UPDATE and
+/// DELETE only (never BEGIN, COMMIT or SAVEPOINT, which GRDB must see). Strings and blobs
+/// are copied by SQLite (`SQLITE_TRANSIENT`), so nothing bound has to outlive the call.
+///
+/// For example:
+/// ```swift
+/// var insert = try RawStatement(db, sql: "INSERT INTO t (a, b) VALUES (?, ?)")
+/// insert.bind(1, 42)
+/// insert.bind(2, "text")
+/// try insert.run()
+/// ```
+struct RawStatement {
+    private let db: Database
+    private let handle: OpaquePointer
+
+    /// The cached statement for `sql`, reset with its bindings cleared.
+    init(_ db: Database, sql: String) throws {
+        self.db = db
+        handle = try db.cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    /// SQLite's "copy it now" destructor: bound text and blobs may go away after the call.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    func bind(_ index: Int32, _ value: Int64) {
+        sqlite3_bind_int64(handle, index, value)
+    }
+
+    func bind(_ index: Int32, _ value: Int) {
+        sqlite3_bind_int64(handle, index, Int64(value))
+    }
+
+    func bind(_ index: Int32, _ value: Double) {
+        sqlite3_bind_double(handle, index, value)
+    }
+
+    func bind(_ index: Int32, _ value: String) {
+        var value = value
+        value.withUTF8 { bytes in
+            // An empty buffer may have no address, and a NULL pointer would bind NULL.
+            if let base = bytes.baseAddress {
+                base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                    _ = sqlite3_bind_text(handle, index, $0, Int32(bytes.count), Self.transient)
+                }
+            } else {
+                _ = sqlite3_bind_text(handle, index, "", 0, Self.transient)
+            }
+        }
+    }
+
+    func bind(_ index: Int32, _ value: String?) {
+        if let value { bind(index, value) } else { bindNull(index) }
+    }
+
+    func bind(_ index: Int32, _ value: Int64?) {
+        if let value { bind(index, value) } else { bindNull(index) }
+    }
+
+    func bind(_ index: Int32, _ value: Double?) {
+        if let value { bind(index, value) } else { bindNull(index) }
+    }
+
+    /// Binds bytes as a blob (an empty one is a zero-length blob, not NULL).
+    func bind(_ index: Int32, bytes value: [UInt8]) {
+        value.withUnsafeBytes { bytes in
+            if let base = bytes.baseAddress {
+                _ = sqlite3_bind_blob(handle, index, base, Int32(bytes.count), Self.transient)
+            } else {
+                _ = sqlite3_bind_zeroblob(handle, index, 0)
+            }
+        }
+    }
+
+    func bind(_ index: Int32, _ value: Data) {
+        value.withUnsafeBytes { bytes in
+            if let base = bytes.baseAddress, bytes.count > 0 {
+                _ = sqlite3_bind_blob(handle, index, base, Int32(bytes.count), Self.transient)
+            } else {
+                _ = sqlite3_bind_zeroblob(handle, index, 0)
+            }
+        }
+    }
+
+    func bindNull(_ index: Int32) {
+        sqlite3_bind_null(handle, index)
+    }
+
+    /// Steps the statement to its end, then resets it (bindings kept until the next init).
+    ///
+    /// - throws: `DatabaseError` with SQLite's code and message when the step fails.
+    func run() throws {
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE || code == SQLITE_ROW else {
+            let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+            let sql = sqlite3_sql(handle).map { String(cString: $0) }
+            sqlite3_reset(handle)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+        }
+        sqlite3_reset(handle)
+    }
+
+    /// Steps once and reads column 0 as an integer: nil when there is no row (or it is NULL).
+    ///
+    /// - throws: `DatabaseError` when the step fails.
+    func int64() throws -> Int64? {
+        let code = sqlite3_step(handle)
+        defer { sqlite3_reset(handle) }
+        switch code {
+        case SQLITE_ROW:
+            return sqlite3_column_type(handle, 0) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, 0)
+        case SQLITE_DONE:
+            return nil
+        default:
+            let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: message, sql: sqlite3_sql(handle).map { String(cString: $0) })
+        }
+    }
+}
