@@ -35,9 +35,15 @@ final class EventCollector: ChannelInboundHandler, Sendable {
     /// being collected: on a loaded machine a test may wait longer than the keepalive interval
     /// between its own frames, and a `Ping` it did not expect would fail it.
     let answersPings: Bool
+    private let answered = NIOLockedValueBox(0)
 
     init(answersPings: Bool = true) {
         self.answersPings = answersPings
+    }
+
+    /// The server's `Ping`s answered so far.
+    var pingsAnswered: Int {
+        self.answered.withLockedValue { $0 }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -45,6 +51,7 @@ final class EventCollector: ChannelInboundHandler, Sendable {
         if self.answersPings, frame.streamID == 0, case .ping(let ping) = frame.kind {
             let pong = Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: ping.nonce)))
             context.writeAndFlush(self.wrapOutboundOut(pong), promise: nil)
+            self.answered.withLockedValue { $0 += 1 }
             return
         }
         self.events.withLockedValue { $0.append(.frame(frame)) }
