@@ -65,12 +65,13 @@ extension StorageExecutor {
     /// resolved for the caller (its checksum and size filled in), each inline content written
     /// to a file. A record whose asset cannot be stored is refused (``RecordModification/refusals``)
     /// with its error. Without an asset store inline content stays inline and upload handles
-    /// are refused.
+    /// are refused. A record refused already (``RecordModification/refusals``) is left as it is.
     func storingAssets(_ modification: RecordModification, caller: ClientIdentity) async -> RecordModification {
         var result = modification
         // Where each inline content sits (record, field, list element or -1), stored in one batch.
         var inline: [(record: Int, field: Int, element: Int, bytes: [UInt8])] = []
-        for index in result.recordsToSave.indices where Self.hasAssets(result.recordsToSave[index]) {
+        for index in result.recordsToSave.indices
+        where result.refusals[index] == nil && Self.hasAssets(result.recordsToSave[index]) {
             var record = result.recordsToSave[index]
             var found: [(record: Int, field: Int, element: Int, bytes: [UInt8])] = []
             do {

@@ -198,6 +198,9 @@ extension StorageExecutor {
             for (position, index) in items.saves.enumerated() {
                 if let refusal = items.refusals[index] { modification.refusals[position] = refusal }
             }
+            // Assets as in the private database: uploads resolved for the caller, inline
+            // contents written to the asset store (records refused already are left alone).
+            modification = await self.storingAssets(modification, caller: context.caller)
             let database = DatabaseKey.private(container: access.container, user: owner)
             let result = try await storage.modifyRecords(modification, in: database, by: access.caller)
             let events = Self.modifyEvents(result, context.owners)

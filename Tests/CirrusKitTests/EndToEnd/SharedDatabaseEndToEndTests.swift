@@ -141,6 +141,40 @@ struct SharedDatabaseEndToEndTests {
         }
     }
 
+    @Test func aParticipantsAssetsAreStoredForTheOwnerToRead() async throws {
+        // One small enough to travel inline with its record, one that is uploaded first.
+        let small = try makeAssetFile(bytes: 2 << 10, seed: 21)
+        let large = try makeAssetFile(bytes: 5 << 20, seed: 22)
+        defer {
+            try? FileManager.default.removeItem(at: small)
+            try? FileManager.default.removeItem(at: large)
+        }
+        try await withStack { container in
+            let alice = container("alice")
+            let bob = container("bob")
+            for user in [alice, bob] { _ = try await user.userRecordID() }
+            let ownZone = CKRecordZone.ID(zoneName: "Album")
+            _ = try await alice.privateCloudDatabase.save(CKRecordZone(zoneID: ownZone))
+            _ = try await share(zone: ownZone, root: nil, by: alice, with: [(bob, "_bob", .readWrite)])
+
+            let zoneID = CKRecordZone.ID(zoneName: "Album", ownerName: "_alice")
+            let photo = CKRecord(recordType: "Photo", recordID: CKRecord.ID(recordName: "photo", zoneID: zoneID))
+            photo["thumbnail"] = CKAsset(fileURL: small)
+            photo["original"] = CKAsset(fileURL: large)
+            _ = try await bob.sharedCloudDatabase.save(photo)
+
+            let fetched = try await alice.privateCloudDatabase.record(for: CKRecord.ID(recordName: "photo", zoneID: ownZone))
+            for (key, source) in [("thumbnail", small), ("original", large)] {
+                let url = try #require((fetched[key] as? CKAsset)?.fileURL, "\(key) has no file")
+                #expect(try Data(contentsOf: url) == Data(contentsOf: source), "\(key)")
+            }
+            // And bob reads back what he saved, through his shared database.
+            let again = try await bob.sharedCloudDatabase.record(for: photo.recordID)
+            let url = try #require((again["original"] as? CKAsset)?.fileURL)
+            #expect(try Data(contentsOf: url) == Data(contentsOf: large))
+        }
+    }
+
     @Test func aHierarchyShareShowsOnlyTheRecordsUnderItsRoot() async throws {
         try await withStack { container in
             let alice = container("alice")
