@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Scripts/lib/ensure-packages.sh
-ensure_packages
+ensure_packages postgresql
 swift build --build-tests
 exec swift test --skip-build "$@"
