@@ -8,69 +8,90 @@ import Testing
 
 @testable import CirrusKit
 
-/// The connection handler alone, on an `EmbeddedChannel`: no sockets, no TLS, no timing.
+/// The connection handler alone, on a `NIOAsyncTestingChannel`: no sockets, no TLS, no timing.
+///
+/// The testing channel's event loop is thread-safe, which the handler's streams need: their
+/// callbacks run on dispatch queues and grant credit back through the event loop from there.
+/// (An `EmbeddedChannel` here raced those grants with the test's own calls on the loop, and
+/// crashed the suite under load.) Everything that touches the handler runs on the loop, through
+/// ``Harness/onLoop(_:)``.
 @Suite("ClientConnectionHandler")
 struct ClientConnectionHandlerTests {
     struct Harness {
-        let channel: EmbeddedChannel
-        let handler: ClientConnectionHandler
+        let channel: NIOAsyncTestingChannel
+        let handler: NIOLoopBound<ClientConnectionHandler>
         let ready: EventLoopPromise<Wire.HelloAck>
         let retried: NIOLockedValueBox<[ClientStream]>
         let draining: NIOLockedValueBox<Int>
 
-        init(bearerToken: String? = nil) throws {
-            let channel = EmbeddedChannel()
-            let ready = channel.eventLoop.makePromise(of: Wire.HelloAck.self)
+        init(bearerToken: String? = nil) async throws {
+            let loop = NIOAsyncTestingEventLoop()
+            let ready = loop.makePromise(of: Wire.HelloAck.self)
             let retried = NIOLockedValueBox<[ClientStream]>([])
             let draining = NIOLockedValueBox(0)
-            let handler = ClientConnectionHandler(
-                hello: Wire.Hello(protocolVersion: Wire.protocolVersion, clientName: "CirrusKit", clientVersion: "0.1.0", bearerToken: bearerToken),
-                server: "test",
-                machine: .init(),
-                timerInterval: .seconds(3600),
-                ready: ready,
-                callbacks: .init(
-                    draining: { draining.withLockedValue { $0 += 1 } },
-                    retry: { streams in retried.withLockedValue { $0 += streams } }
+            let added = NIOLockedValueBox<NIOLoopBound<ClientConnectionHandler>?>(nil)
+            self.channel = try await NIOAsyncTestingChannel(loop: loop) { channel in
+                let handler = ClientConnectionHandler(
+                    hello: Wire.Hello(
+                        protocolVersion: Wire.protocolVersion, clientName: "CirrusKit", clientVersion: "0.1.0",
+                        bearerToken: bearerToken),
+                    server: "test",
+                    machine: .init(),
+                    timerInterval: .seconds(3600),
+                    ready: ready,
+                    callbacks: .init(
+                        draining: { draining.withLockedValue { $0 += 1 } },
+                        retry: { streams in retried.withLockedValue { $0 += streams } }
+                    )
                 )
-            )
-            try channel.pipeline.syncOperations.addHandler(handler)
-            self.channel = channel
-            self.handler = handler
+                try channel.pipeline.syncOperations.addHandler(handler)
+                added.withLockedValue { $0 = NIOLoopBound(handler, eventLoop: loop) }
+            }
+            self.handler = try #require(added.withLockedValue { $0 })
             self.ready = ready
             self.retried = retried
             self.draining = draining
         }
 
-        func activate() throws {
-            try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        /// Runs `body` with the handler on its event loop.
+        func onLoop<T: Sendable>(_ body: @escaping @Sendable (ClientConnectionHandler) throws -> T) async throws -> T {
+            let handler = self.handler
+            return try await self.channel.testingEventLoop.executeInContext { try body(handler.value) }
+        }
+
+        func activate() async throws {
+            try await self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
         }
 
         /// The next frame the handler flushed; runs the event loop first, since frames written
         /// together (`Open`, `Window`, `Cancel`) are flushed at the end of the loop's tick.
-        func written() throws -> Wire.Frame? {
-            self.channel.embeddedEventLoop.run()
-            return try self.channel.readOutbound(as: Wire.Frame.self)
+        func written() async throws -> Wire.Frame? {
+            await self.channel.testingEventLoop.run()
+            return try await self.channel.readOutbound(as: Wire.Frame.self)
         }
 
-        func receive(_ kind: Wire.Frame.Kind, stream: UInt64 = 0) throws {
-            try self.channel.writeInbound(Wire.Frame(streamID: stream, kind: kind))
+        func receive(_ kind: Wire.Frame.Kind, stream: UInt64 = 0) async throws {
+            try await self.channel.writeInbound(Wire.Frame(streamID: stream, kind: kind))
         }
 
-        func handshake(limits: Wire.Limits? = nil) throws -> ClientConnection {
-            try self.activate()
-            _ = try self.written()  // Hello
+        func open(_ stream: ClientStream, on connection: ClientConnection) async throws -> Bool {
+            try await self.onLoop { $0.open(stream, on: connection) }
+        }
+
+        func handshake(limits: Wire.Limits? = nil) async throws -> ClientConnection {
+            try await self.activate()
+            _ = try await self.written()  // Hello
             let ack = Wire.HelloAck(protocolVersion: Wire.protocolVersion, serverName: "s", userRecordName: "_alice", limits: limits)
-            try self.receive(.helloAck(ack))
-            return ClientConnection(channel: self.channel, handler: NIOLoopBound(self.handler, eventLoop: self.channel.eventLoop), helloAck: ack)
+            try await self.receive(.helloAck(ack))
+            return ClientConnection(channel: self.channel, handler: self.handler, helloAck: ack)
         }
     }
 
     @Test("Says Hello (name, version, token) when the channel becomes active; HelloAck makes it ready")
-    func hello() throws {
-        let harness = try Harness(bearerToken: "t0ken")
-        try harness.activate()
-        let frame = try #require(try harness.written())
+    func hello() async throws {
+        let harness = try await Harness(bearerToken: "t0ken")
+        try await harness.activate()
+        let frame = try #require(try await harness.written())
         guard case .hello(let hello) = frame.kind else {
             Issue.record("expected Hello, got \(frame)")
             return
@@ -79,21 +100,21 @@ struct ClientConnectionHandlerTests {
         #expect(hello.protocolVersion == Wire.protocolVersion)
         #expect(hello.clientName == "CirrusKit")
         #expect(hello.bearerToken == "t0ken")
-        #expect(try harness.written() == nil)
-        try harness.receive(.helloAck(Wire.HelloAck(protocolVersion: Wire.protocolVersion, userRecordName: "_alice")))
-        #expect(try harness.ready.futureResult.wait().userRecordName == "_alice")
-        _ = try harness.channel.finish()
+        #expect(try await harness.written() == nil)
+        try await harness.receive(.helloAck(Wire.HelloAck(protocolVersion: Wire.protocolVersion, userRecordName: "_alice")))
+        #expect(try await harness.ready.futureResult.get().userRecordName == "_alice")
+        _ = try await harness.channel.finish()
     }
 
     @Test("ConnectionError NOT_AUTHENTICATED before HelloAck fails the connection as notAuthenticated")
-    func refused() throws {
-        let harness = try Harness()
-        try harness.activate()
-        _ = try harness.written()
-        try harness.receive(.error(Wire.ConnectionError(code: .notAuthenticated, message: "who are you")))
-        #expect(throws: ConnectionFailure.self) { try harness.ready.futureResult.wait() }
+    func refused() async throws {
+        let harness = try await Harness()
+        try await harness.activate()
+        _ = try await harness.written()
+        try await harness.receive(.error(Wire.ConnectionError(code: .notAuthenticated, message: "who are you")))
+        await #expect(throws: ConnectionFailure.self) { try await harness.ready.futureResult.get() }
         do {
-            _ = try harness.ready.futureResult.wait()
+            _ = try await harness.ready.futureResult.get()
         } catch let failure as ConnectionFailure {
             #expect(failure.code == .notAuthenticated)
         }
@@ -102,8 +123,8 @@ struct ClientConnectionHandlerTests {
 
     @Test("A stream: Open with its window, events delivered in order, Window after half the window is consumed")
     func streamCredit() async throws {
-        let harness = try Harness()
-        let connection = try harness.handshake()
+        let harness = try await Harness()
+        let connection = try await harness.handshake()
         let queue = DispatchQueue(label: "callbacks")
         let delivered = Recorder<UInt64>()
         let completed = NIOLockedValueBox(false)
@@ -114,8 +135,8 @@ struct ClientConnectionHandlerTests {
             default: break
             }
         }
-        #expect(harness.handler.open(stream, on: connection))
-        let open = try #require(try harness.written())
+        #expect(try await harness.open(stream, on: connection))
+        let open = try #require(try await harness.written())
         guard case .open(let sent) = open.kind else {
             Issue.record("expected Open, got \(open)")
             return
@@ -125,106 +146,118 @@ struct ClientConnectionHandlerTests {
         #expect(sent.operationID == "op1")
 
         for seq in 1...2 {
-            try harness.receive(.event(Wire.Event(seq: UInt64(seq))), stream: 1)
+            try await harness.receive(.event(Wire.Event(seq: UInt64(seq))), stream: 1)
         }
         try await eventually { delivered.count == 2 }
         // Granting credit hops back onto the event loop.
         try await eventually {
-            harness.channel.embeddedEventLoop.run()
-            return (try? harness.channel.readOutbound(as: Wire.Frame.self)).map { frame in
+            await harness.channel.testingEventLoop.run()
+            return (try? await harness.channel.readOutbound(as: Wire.Frame.self)).map { frame in
                 frame?.streamID == 1 && frame?.kind == .window(Wire.Window(credit: 2))
             } ?? false
         }
-        try harness.receive(.complete(Wire.Complete(lastSeq: 2)), stream: 1)
+        try await harness.receive(.complete(Wire.Complete(lastSeq: 2)), stream: 1)
         try await eventually { completed.withLockedValue { $0 } }
         #expect(delivered.values == [1, 2])
-        _ = try harness.channel.finish()
+        _ = try await harness.channel.finish()
     }
 
     @Test("Opens written in one event-loop tick go out together, in one flush at its end")
-    func opensShareAFlush() throws {
-        let harness = try Harness()
-        let connection = try harness.handshake()
+    func opensShareAFlush() async throws {
+        let harness = try await Harness()
+        let connection = try await harness.handshake()
         let streams = (1...3).map { i in
             ClientStream(open: Wire.Open(operationID: "op\(i)"), window: 4, queue: DispatchQueue(label: "q\(i)")) { _ in }
         }
-        for stream in streams { #expect(harness.handler.open(stream, on: connection)) }
+        for stream in streams { #expect(try await harness.open(stream, on: connection)) }
         // Written, not flushed: nothing has reached the channel yet.
-        #expect(try harness.channel.readOutbound(as: Wire.Frame.self) == nil)
-        harness.channel.embeddedEventLoop.run()
+        #expect(try await harness.channel.readOutbound(as: Wire.Frame.self) == nil)
+        await harness.channel.testingEventLoop.run()
         var opened: [String] = []
-        while let frame = try harness.channel.readOutbound(as: Wire.Frame.self) {
+        while let frame = try await harness.channel.readOutbound(as: Wire.Frame.self) {
             if case .open(let open)? = frame.kind { opened.append(open.operationID) }
         }
         #expect(opened == ["op1", "op2", "op3"])
-        _ = try harness.channel.finish()
+        _ = try await harness.channel.finish()
     }
 
     @Test("The events of one read burst reach the callbacks together, at its end, and earn one Window")
     func readBurst() async throws {
-        let harness = try Harness()
-        let connection = try harness.handshake()
+        let harness = try await Harness()
+        let connection = try await harness.handshake()
         let queue = DispatchQueue(label: "callbacks")
         let delivered = Recorder<UInt64>()
         let stream = ClientStream(open: Wire.Open(operationID: "op1"), window: 8, queue: queue) { delivery in
             if case .event(let event) = delivery { delivered.append(event.seq) }
         }
-        #expect(harness.handler.open(stream, on: connection))
-        _ = try harness.written()  // Open
-        for seq in 1...6 {
-            harness.channel.pipeline.syncOperations.fireChannelRead(
-                NIOAny(Wire.Frame(streamID: 1, kind: .event(Wire.Event(seq: UInt64(seq))))))
+        #expect(try await harness.open(stream, on: connection))
+        _ = try await harness.written()  // Open
+        let channel = harness.channel
+        try await channel.testingEventLoop.executeInContext {
+            for seq in 1...6 {
+                channel.pipeline.syncOperations.fireChannelRead(
+                    NIOAny(Wire.Frame(streamID: 1, kind: .event(Wire.Event(seq: UInt64(seq))))))
+            }
         }
         queue.sync {}
         #expect(delivered.count == 0, "nothing is handed over before the burst ends")
-        harness.channel.pipeline.syncOperations.fireChannelReadComplete()
+        try await channel.testingEventLoop.executeInContext {
+            channel.pipeline.syncOperations.fireChannelReadComplete()
+        }
         try await eventually { delivered.count == 6 }
         // Six events consumed at once: one Window for all six (not one per half window).
         var windows: [Wire.Frame] = []
         try await eventually {
-            harness.channel.embeddedEventLoop.run()
-            while let frame = try? harness.channel.readOutbound(as: Wire.Frame.self) {
+            await harness.channel.testingEventLoop.run()
+            while let frame = try? await harness.channel.readOutbound(as: Wire.Frame.self) {
                 windows.append(frame)
             }
             return !windows.isEmpty
         }
         #expect(windows == [Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 6)))])
         #expect(delivered.values == [1, 2, 3, 4, 5, 6])
-        _ = try harness.channel.finish()
+        _ = try await harness.channel.finish()
     }
 
     @Test("GoAway: streams above last_stream_id go back to be retried; the connection takes no new ones")
-    func goAway() throws {
-        let harness = try Harness()
-        let connection = try harness.handshake()
+    func goAway() async throws {
+        let harness = try await Harness()
+        let connection = try await harness.handshake()
         let queue = DispatchQueue(label: "callbacks")
         let streams = (0..<3).map { index in
             ClientStream(open: Wire.Open(operationID: "op\(index)"), window: 4, queue: queue) { _ in }
         }
         for stream in streams {
-            #expect(harness.handler.open(stream, on: connection))
-            _ = try harness.written()
+            #expect(try await harness.open(stream, on: connection))
+            _ = try await harness.written()
         }
-        try harness.receive(.goAway(Wire.GoAway(lastStreamID: 1, code: .shuttingDown)))
+        try await harness.receive(.goAway(Wire.GoAway(lastStreamID: 1, code: .shuttingDown)))
         #expect(harness.retried.withLockedValue { $0.map(\.open.operationID) } == ["op1", "op2"])
         #expect(harness.draining.withLockedValue { $0 } >= 1)
         let late = ClientStream(open: Wire.Open(operationID: "late"), window: 4, queue: queue) { _ in }
-        #expect(!harness.handler.open(late, on: connection))
+        let openedLate = try await harness.open(late, on: connection)
+        #expect(!openedLate)
         // The stream the server kept finishes; then the connection closes.
-        try harness.receive(.complete(Wire.Complete(lastSeq: 0)), stream: 1)
+        try await harness.receive(.complete(Wire.Complete(lastSeq: 0)), stream: 1)
         #expect(!harness.channel.isActive)
     }
 
     @Test("Events beyond the granted credit close the connection with FLOW_CONTROL_VIOLATION")
-    func creditViolation() throws {
-        let harness = try Harness()
-        let connection = try harness.handshake()
+    func creditViolation() async throws {
+        let harness = try await Harness()
+        let connection = try await harness.handshake()
         let stream = ClientStream(open: Wire.Open(operationID: "op"), window: 1, queue: DispatchQueue(label: "q")) { _ in }
-        #expect(harness.handler.open(stream, on: connection))
-        _ = try harness.written()
-        try harness.receive(.event(Wire.Event(seq: 1)), stream: 1)
-        try harness.receive(.event(Wire.Event(seq: 2)), stream: 1)
-        let frame = try #require(try harness.written())
+        #expect(try await harness.open(stream, on: connection))
+        _ = try await harness.written()
+        // Both in one read burst: the first event's credit cannot have come back yet.
+        let channel = harness.channel
+        try await channel.testingEventLoop.executeInContext {
+            for seq: UInt64 in [1, 2] {
+                channel.pipeline.syncOperations.fireChannelRead(NIOAny(Wire.Frame(streamID: 1, kind: .event(Wire.Event(seq: seq)))))
+            }
+            channel.pipeline.syncOperations.fireChannelReadComplete()
+        }
+        let frame = try #require(try await harness.written())
         #expect(frame.kind == .error(Wire.ConnectionError(code: .flowControlViolation, message: "Event on stream 1 beyond the granted credit")))
         #expect(!harness.channel.isActive)
     }
