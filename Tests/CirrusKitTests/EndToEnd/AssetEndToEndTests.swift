@@ -1,5 +1,6 @@
 import CirrusKit
 import CirrusModel
+import CirrusTestSupport
 import Foundation
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 struct AssetEndToEndTests {
     /// A CKAsset's file goes up with its record and comes back as a file with the same bytes.
     @Test func assetRoundTripsThroughTheServer() async throws {
-        let source = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-asset-\(UUID().uuidString).bin")
+        let source = TemporaryFiles.url(for: "asset.bin")
         let bytes = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try bytes.write(to: source)
         defer { try? FileManager.default.removeItem(at: source) }

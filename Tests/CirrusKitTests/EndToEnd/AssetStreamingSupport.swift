@@ -1,12 +1,14 @@
 @testable import CirrusKit
 import CirrusModel
+import CirrusTestSupport
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers
 
-/// A file of `count` bytes of a pattern that differs by `seed`, in a fresh temporary directory.
+/// A file of `count` bytes of a pattern that differs by `seed`, among the test process's
+/// temporary files (removed when it exits).
 func makeAssetFile(bytes count: Int, seed: UInt8) throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-asset-\(UUID().uuidString).bin")
+    let url = TemporaryFiles.url(for: "asset.bin")
     var bytes = [UInt8](repeating: 0, count: count)
     var state = UInt32(seed) &+ 1
     for i in bytes.indices {
