@@ -5,7 +5,10 @@
 # Fuzz/.build/fuzz-artifacts/. For each target it prints the executions per second and the
 # coverage reached (libFuzzer's final `cov:` edges and `ft:` features).
 #
-#   Scripts/fuzz.sh                   every target, 30 s each (what CI runs)
+#   Scripts/fuzz.sh                   every target, 30 s each
+#   Scripts/fuzz.sh --unoptimized all 30
+#                                     the same, built with -Onone (what CI runs: the build
+#                                     takes a fraction of the time, each target runs slower)
 #   Scripts/fuzz.sh all 600           every target, 10 minutes each
 #   Scripts/fuzz.sh FuzzPredicate 3600
 #   Scripts/fuzz.sh --seeds           regenerate Fuzz/Corpus/*/seed-* from the targets themselves
@@ -20,16 +23,21 @@ source Scripts/lib/ensure-packages.sh
 TARGETS=(FuzzFrame FuzzRequest FuzzPredicate FuzzToken FuzzCSVImport FuzzJSONLImport)
 
 usage() {
-    echo "usage: Scripts/fuzz.sh [all|TARGET] [SECONDS]   or   Scripts/fuzz.sh --seeds" >&2
+    echo "usage: Scripts/fuzz.sh [--unoptimized] [all|TARGET] [SECONDS]   or   Scripts/fuzz.sh [--unoptimized] --seeds" >&2
     echo "targets: ${TARGETS[*]}" >&2
     exit 2
 }
 
 mode=run
-if [ "${1:-}" = "--seeds" ]; then
-    mode=seeds
+optimize=yes
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --seeds) mode=seeds ;;
+        --unoptimized) optimize=no ;;
+        *) break ;;
+    esac
     shift
-fi
+done
 which="${1:-all}"
 seconds="${2:-30}"
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || usage
@@ -44,6 +52,10 @@ ensure_packages
 # Swift's own crash backtracer would take the signal from libFuzzer, which then saves no input.
 export SWIFT_BACKTRACE=enable=no
 build_flags=(-c release --sanitize=fuzzer -Xswiftc -enable-testing)
+if [ "$optimize" = no ]; then
+    # Its own build directory, so switching between the two never rebuilds either.
+    build_flags+=(-Xswiftc -Onone --scratch-path Fuzz/.build-onone)
+fi
 for sanitizer in ${CIRRUS_FUZZ_SANITIZERS:-}; do
     build_flags+=("--sanitize=$sanitizer")
 done
