@@ -6,7 +6,7 @@ import Testing
 @Suite("Databases and access")
 struct AccessTests {
     @Test func privateDatabasesNeverSeeEachOther() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("same", [field("who", .stringValue("alice"))])], in: alice, by: "_alice")
             try await storage.saveAll([note("same", in: bob, [field("who", .stringValue("bob"))])], in: bob, by: "_bob")
             #expect(try await storage.fetch(recordID("same"), in: alice).record?.value("who") == .stringValue("alice"))
@@ -22,7 +22,7 @@ struct AccessTests {
     }
 
     @Test func thePublicDatabaseIsReadableByAllButWritableByTheCreatorOnly() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let saved = try #require(
                 try await storage.saveAll([note("post", in: publicDB, [field("t", .stringValue("hi"))])], in: publicDB, by: "_alice").first)
             #expect(saved.creatorUserRecordID?.recordName == "_alice")
@@ -48,7 +48,7 @@ struct AccessTests {
     }
 
     @Test func containersAreSeparate() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n")])
             let other = DatabaseKey.private(container: "iCloud.other", user: "_alice")
             #expect(try await storage.fetch(recordID("n"), in: other).failure?.code == .unknownItem)
@@ -56,7 +56,7 @@ struct AccessTests {
     }
 
     @Test func namingAnotherUsersZoneWritesNothingThere() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("mine", [field("v", .int64Value(1))])])
             // Bob, in his own database, names Alice's default zone.
             let intruder = Wire.Record(recordID: recordID("mine"), recordType: "Note", fields: [field("v", .int64Value(666))])

@@ -6,7 +6,7 @@ import Testing
 @Suite("Change sequences and tombstones")
 struct ChangeFeedTests {
     @Test func everySaveAndDeleteBumpsTheZoneSequence() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.saveAll([note("a", zone: "Z"), note("b", zone: "Z")])
             let start = try await storage.recordChanges(in: zoneID("Z"), of: alice, since: 0, limit: 100, desiredKeys: nil)
@@ -31,7 +31,7 @@ struct ChangeFeedTests {
     }
 
     @Test func batchesPageInSequenceOrder() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll((0..<5).map { note("r\($0)") })
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("r1")]), in: alice, by: "_alice")
             var since: Int64 = 0
@@ -51,7 +51,7 @@ struct ChangeFeedTests {
     }
 
     @Test func recreatedRecordsDropTheirTombstone() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("x")])
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("x")]), in: alice, by: "_alice")
             #expect(try await storage.count("tombstones") == 1)
@@ -61,8 +61,7 @@ struct ChangeFeedTests {
     }
 
     @Test func prunedTombstonesExpireOlderSequences() async throws {
-        let clock = SteppingClock()
-        try await withStore(clock: clock.clock) { storage, _ in
+        try await withSyncStore(clock: SteppingClock().clock) { storage, _ in
             try await storage.saveAll([note("a"), note("b")])  // t = 0, seq 1, 2
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("a")]), in: alice, by: "_alice")  // t = 1, seq 3
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("b")]), in: alice, by: "_alice")  // t = 2, seq 4
@@ -84,7 +83,7 @@ struct ChangeFeedTests {
     }
 
     @Test func theClientChangeTokenIsRememberedPerZoneWritten() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
             _ = try await storage.modifyRecords(
                 RecordModification(saving: [note("a", zone: "Z")], clientChangeToken: [7, 7]), in: alice, by: "_alice")
@@ -96,7 +95,7 @@ struct ChangeFeedTests {
     }
 
     @Test func theDatabaseFeedReportsZoneChangesAndDeletions() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("A")
             try await storage.createZone("B")
             let first = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
@@ -131,7 +130,7 @@ struct ChangeFeedTests {
     }
 
     @Test func recordChangesMarkTheirZoneChangedInTheDatabaseFeed() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let empty = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
             #expect(empty.changed.isEmpty && empty.lastSeq == 0)
             try await storage.saveAll([note("n")])
