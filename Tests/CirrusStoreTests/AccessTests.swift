@@ -47,6 +47,28 @@ struct AccessTests {
         }
     }
 
+    /// In the public database's default zone a record named like a user is that user's
+    /// `Users` record: only they save it, only as a `Users` record, and nobody deletes it.
+    @Test func onlyAUserSavesTheirUsersRecordAndNobodyDeletesIt() async throws {
+        try await withSyncStore { storage, _ in
+            func users(_ name: String) -> Wire.Record {
+                Wire.Record(recordID: recordID(name, in: publicDB), recordType: "Users")
+            }
+            let byAlice = try await storage.modifyRecords(RecordModification(saving: [users("_bob")]), in: publicDB, by: "_alice")
+            #expect(byAlice.saveError(0)?.code == .permissionFailure)
+            let asNote = try await storage.modifyRecords(
+                RecordModification(saving: [note("_bob", in: publicDB)]), in: publicDB, by: "_bob")
+            #expect(asNote.saveError(0)?.code == .invalidArguments)
+            #expect(try await storage.saveAll([users("_bob")], in: publicDB, by: "_bob").first?.recordType == "Users")
+            for (name, user) in [("_bob", "_bob"), ("_bob", "_alice"), ("_carol", "_alice")] {
+                let delete = try await storage.modifyRecords(
+                    RecordModification(deleting: [recordID(name, in: publicDB)]), in: publicDB, by: user)
+                #expect(delete.deletes.first?.failure?.code == .permissionFailure, "\(user) deleting \(name)")
+            }
+            #expect(try await storage.fetch(recordID("_bob", in: publicDB), in: publicDB).record != nil)
+        }
+    }
+
     @Test func containersAreSeparate() async throws {
         try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n")])
