@@ -173,6 +173,19 @@ struct PostgresRecordTests {
         }
     }
 
+    @Test func countingATableTheEngineDoesNotHaveIsRefused() async throws {
+        try await withPostgresStore { storage in
+            do {
+                _ = try await storage.rowCount(of: "records; DROP TABLE zones")
+                Issue.record("an unknown table was counted")
+            } catch {
+                #expect((error as? StoreError)?.code == .invalidArguments)
+            }
+            let zones = try await storage.rowCount(of: "zones")
+            #expect(zones == 0)
+        }
+    }
+
     @Test func deletingAZoneLeavesNoRowsOfItsRecords() async throws {
         try await withPostgresStore { storage in
             _ = try await storage.modifyZones(saving: [.init(zoneID: zoneID("Z"))], deleting: [], in: alice)

@@ -82,6 +82,32 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test func badRecordFeedPositionsAreRefusedWithTheirReason() async throws {
+        try await withSyncStore { storage, _ in
+            try await storage.createZone("Z")
+            try await storage.saveAll([note("a", zone: "Z")])
+            func code(
+                zone: String = "Z", owner: DatabaseKey = alice, since: Int64 = 0, through: Int64? = nil, limit: Int = 10
+            ) async -> StoreError.Code? {
+                do {
+                    _ = try await storage.recordChanges(
+                        in: zoneID(zone, in: owner), of: alice, since: since, floor: 0, through: through, limit: limit,
+                        desiredKeys: nil)
+                    return nil
+                } catch {
+                    return (error as? StoreError)?.code
+                }
+            }
+            #expect(await code(since: -1) == .invalidArguments)
+            #expect(await code(limit: 0) == .invalidArguments)
+            #expect(await code(since: 1, through: 0) == .invalidArguments)
+            #expect(await code(zone: "Missing") == .zoneNotFound)
+            #expect(await code(owner: bob) == .zoneNotFound)
+            #expect(await code(since: 2) == .changeTokenExpired)
+            #expect(await code(since: 1) == nil)
+        }
+    }
+
     @Test func theClientChangeTokenIsRememberedPerZoneWritten() async throws {
         try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
