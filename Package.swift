@@ -208,7 +208,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CirrusStoreTests",
-            dependencies: ["CirrusStore", "CirrusTestSupport", "CirrusWire"]
+            dependencies: ["CirrusPostgres", "CirrusStore", "CirrusTestSupport", "CirrusWire"]
         ),
         .testTarget(
             name: "CirrusPostgresTests",

@@ -1,6 +1,8 @@
 import CirrusStore
+import CirrusWire
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 
 /// A stored zone row (live or a tombstone).
@@ -18,6 +20,32 @@ struct PostgresZoneRow: Sendable {
     init(_ columns: Columns) {
         (id, name, encryptionScope, changeSeq, prunedSeq) = (columns.0, columns.1, columns.2, columns.3, columns.4)
         clientChangeToken = columns.5.map { [UInt8]($0) } ?? []
+    }
+}
+
+/// A stored record row.
+struct PostgresRecordRow: Sendable {
+    var name: String
+    var recordType: String
+    var changeTag: String
+    var changeSeq: Int64
+    var creator: String
+    var data: ByteBuffer
+
+    static let columns = "name, record_type, change_tag, change_seq, creator, data"
+    typealias Columns = (String, String, String, Int64, String, ByteBuffer)
+
+    init(_ columns: Columns) {
+        (name, recordType, changeTag, changeSeq, creator, data) = columns
+    }
+
+    /// The record as stored (all fields, asset contents left out).
+    func record() throws(StoreError) -> Wire.Record {
+        do {
+            return try Wire.Record(serializedBytes: Array(buffer: data))
+        } catch {
+            throw StoreError(.corruptData, "stored record \(name) does not decode: \(error)")
+        }
     }
 }
 
@@ -104,5 +132,39 @@ enum PostgresRows {
         bindings.append(key.scope.rawValue)
         for value in more { bindings.append(value) }
         return bindings
+    }
+
+    /// The bindings $1, $2, $3 of a database key, then a zone's ID as $4.
+    static func binds(_ key: DatabaseKey, _ zoneID: Int64) -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(key.container)
+        bindings.append(key.owner)
+        bindings.append(key.scope.rawValue)
+        bindings.append(zoneID)
+        return bindings
+    }
+
+    // MARK: Records
+
+    /// The live records of a zone named in `names`, by name, read in one statement.
+    static func records(
+        _ connection: PostgresConnection, _ key: DatabaseKey, zoneID: Int64, names: [String], _ logger: Logger
+    ) async throws -> [String: PostgresRecordRow] {
+        guard !names.isEmpty else { return [:] }
+        var bindings = binds(key, zoneID)
+        bindings.append(names)
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(PostgresRecordRow.columns) FROM records
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
+                    """,
+                binds: bindings), logger: logger)
+        var result: [String: PostgresRecordRow] = [:]
+        for try await columns in rows.decode(PostgresRecordRow.Columns.self) {
+            let row = PostgresRecordRow(columns)
+            result[row.name] = row
+        }
+        return result
     }
 }

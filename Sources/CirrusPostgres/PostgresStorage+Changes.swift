@@ -59,14 +59,9 @@ extension PostgresStorage {
         }
     }
 
-    /// ``zoneChanges(in:since:floor:through:limit:)`` with no floor, up to the database's
-    /// current sequence.
-    public func zoneChanges(in database: DatabaseKey, since: Int64, limit: Int) async throws -> ZoneChangeBatch {
-        try await zoneChanges(in: database, since: since, floor: 0, through: nil, limit: limit)
-    }
-
-    /// Drops the zone tombstones of zones deleted before `cutoff`; database change sequences
-    /// older than the newest dropped tombstone then expire.
+    /// Drops the record tombstones of records and the zone tombstones of zones deleted before
+    /// `cutoff`; change sequences older than the newest dropped tombstone (of a zone, of the
+    /// database) then expire.
     ///
     /// - throws: ``StoreError``.
     public func pruneTombstones(deletedBefore cutoff: Wire.Timestamp) async throws {
@@ -75,6 +70,27 @@ extension PostgresStorage {
         try await transaction { connection in
             // Two nodes pruning at once would lock the same database rows in different orders.
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.pruneLockKey))", logger: logger)
+            // A writer locks its database's row, then its zones' rows: the databases pruned
+            // are locked first too (in key order), so a prune and a writer never wait on each
+            // other's rows in opposite orders.
+            try await connection.query(
+                """
+                SELECT 1 FROM databases WHERE (container, owner, scope) IN (
+                    SELECT container, owner, scope FROM tombstones WHERE deleted_at < \(cutoff)
+                    UNION SELECT container, owner, scope FROM zones WHERE deleted_at < \(cutoff)
+                )
+                ORDER BY container, owner, scope FOR UPDATE
+                """, logger: logger)
+            try await connection.query(
+                """
+                UPDATE zones z SET pruned_seq = greatest(z.pruned_seq, t.seq)
+                FROM (
+                    SELECT container, owner, scope, zone_id, max(seq) AS seq FROM tombstones
+                    WHERE deleted_at < \(cutoff) GROUP BY container, owner, scope, zone_id
+                ) t
+                WHERE z.container = t.container AND z.owner = t.owner AND z.scope = t.scope AND z.id = t.zone_id
+                """, logger: logger)
+            try await connection.query("DELETE FROM tombstones WHERE deleted_at < \(cutoff)", logger: logger)
             try await connection.query(
                 """
                 UPDATE databases d SET pruned_seq = greatest(d.pruned_seq, z.seq)

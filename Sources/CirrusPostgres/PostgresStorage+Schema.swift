@@ -52,12 +52,56 @@ extension PostgresStorage {
             """,
             "CREATE UNIQUE INDEX zones_by_name ON zones (container, owner, scope, name) WHERE deleted_at IS NULL",
             "CREATE INDEX zones_by_db_seq ON zones (container, owner, scope, db_seq)",
-        ]
+        ],
+        // v2: records and their tombstones. A zone's change_seq counts the changes of its
+        // records; each live record carries the sequence of its last save, each tombstone
+        // that of its deletion, so the zone's change feed reads both in sequence order. A
+        // record's or tombstone's zone is a zone row (zone_id), live or deleted: deleting a
+        // zone deletes its records and tombstones, pruning the zone's row anything left.
+        [
+            """
+            CREATE TABLE records (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                zone_id bigint NOT NULL,
+                name text COLLATE "C" NOT NULL,
+                record_type text COLLATE "C" NOT NULL,
+                change_tag text COLLATE "C" NOT NULL,
+                change_seq bigint NOT NULL,
+                creator text COLLATE "C" NOT NULL,
+                data bytea NOT NULL,
+                PRIMARY KEY (container, owner, scope, zone_id, name),
+                FOREIGN KEY (container, owner, scope, zone_id) REFERENCES zones ON DELETE CASCADE
+            )
+            """,
+            "CREATE INDEX records_by_change_seq ON records (container, owner, scope, zone_id, change_seq)",
+            """
+            CREATE TABLE tombstones (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                zone_id bigint NOT NULL,
+                name text COLLATE "C" NOT NULL,
+                record_type text COLLATE "C" NOT NULL,
+                seq bigint NOT NULL,
+                deleted_at double precision NOT NULL,
+                PRIMARY KEY (container, owner, scope, zone_id, name),
+                FOREIGN KEY (container, owner, scope, zone_id) REFERENCES zones ON DELETE CASCADE
+            )
+            """,
+            "CREATE INDEX tombstones_by_seq ON tombstones (container, owner, scope, zone_id, seq)",
+            "CREATE INDEX tombstones_by_deleted_at ON tombstones (deleted_at)",
+        ],
     ]
 
     /// Brings the schema to ``schemaVersion`` in one transaction that holds the migration
     /// advisory lock: a node starting while another migrates waits, then finds the work done.
-    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+    ///
+    /// - parameter target: the version to stop at (tests migrate from an older one).
+    static func migrate(
+        _ connection: PostgresConnection, logger: Logger, through target: Int = schemaVersion
+    ) async throws {
         let applied = try await connection.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
             try await connection.query(
@@ -75,16 +119,16 @@ extension PostgresStorage {
                     .storageFailure,
                     "the database's schema is version \(current), newer than this cirrusd's \(Self.schemaVersion)")
             }
-            for version in stride(from: current + 1, through: Self.schemaVersion, by: 1) {
+            for version in stride(from: current + 1, through: min(target, Self.schemaVersion), by: 1) {
                 for statement in Self.migrations[version - 1] {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
                 try await connection.query("INSERT INTO cirrus_schema (version) VALUES (\(version))", logger: logger)
             }
-            return Self.schemaVersion - current
+            return max(0, min(target, Self.schemaVersion) - current)
         }
         if applied > 0 {
-            logger.info("PostgreSQL schema migrated", metadata: ["to": "\(Self.schemaVersion)", "steps": "\(applied)"])
+            logger.info("PostgreSQL schema migrated", metadata: ["to": "\(target)", "steps": "\(applied)"])
         }
     }
 }

@@ -88,6 +88,14 @@ extension PostgresStorage {
             WHERE container = \(key.container) AND owner = \(key.owner) AND scope = \(key.scope.rawValue)
                 AND id = \(zone.id)
             """, logger: logger)
+        // The zone's records go with it: its tombstone in the database feed tells a device
+        // to drop them all, and a zone created again with this name starts empty.
+        for table in ["records", "tombstones"] {
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: "DELETE FROM \(table) WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4",
+                    binds: PostgresRows.binds(key, zone.id)), logger: logger)
+        }
         return nil
     }
 

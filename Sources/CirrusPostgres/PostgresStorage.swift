@@ -5,7 +5,8 @@ public import Logging
 import PostgresNIO
 
 /// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
-/// database (in progress: zones so far, see README → PostgreSQL).
+/// database (in progress: records, zones and their change feeds so far — ``RecordSyncStorage``
+/// —, see README → PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together
@@ -19,7 +20,7 @@ import PostgresNIO
 /// let zones = try await storage.fetchAllZones(in: .private(container: "c", user: "_alice"))
 /// await storage.close()
 /// ```
-public final class PostgresStorage: Sendable {
+public final class PostgresStorage: RecordSyncStorage {
     /// At most this many items (records, zones) in one request.
     public let maxItemsPerOperation: Int
     /// The server, password masked.

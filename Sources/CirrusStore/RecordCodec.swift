@@ -80,7 +80,7 @@ package enum RecordCodec {
     }
 
     /// The fields a save writes, given the server's fields (nil = new record).
-    static func fieldsToStore(
+    package static func fieldsToStore(
         client: Wire.Record, server: [Wire.RecordField]?, policy: Wire.SavePolicy
     ) -> [Wire.RecordField] {
         switch policy {
@@ -100,7 +100,7 @@ package enum RecordCodec {
     }
 
     /// Keeps only `desiredKeys` (nil = all fields; [] = none).
-    static func restrict(_ record: Wire.Record, to desiredKeys: [String]?) -> Wire.Record {
+    package static func restrict(_ record: Wire.Record, to desiredKeys: [String]?) -> Wire.Record {
         guard let desiredKeys else { return record }
         let wanted = Set(desiredKeys)
         var record = record
@@ -112,18 +112,18 @@ package enum RecordCodec {
 
     /// Asset content arriving with a record to save: inline bytes, or content the
     /// server's file store holds (`content == nil`).
-    struct AssetContent: Sendable {
-        var sha256: [UInt8]
-        var size: UInt64
+    package struct AssetContent: Sendable {
+        package var sha256: [UInt8]
+        package var size: UInt64
         /// The bytes, kept in SQLite; nil when the content is a file of the asset store.
-        var content: [UInt8]?
+        package var content: [UInt8]?
     }
 
     /// Moves inline asset content out of `record` (leaving checksum and size),
     /// verifying size and SHA-256. An asset whose upload handle is `RecordModification.fileContentHandle`
     /// names content the server's asset file store holds (its checksum and size are in the
     /// asset); any other upload handle is one the server did not resolve, and is refused.
-    static func extractAssets(_ record: inout Wire.Record) -> ItemResult<[AssetContent]> {
+    package static func extractAssets(_ record: inout Wire.Record) -> ItemResult<[AssetContent]> {
         var contents: [AssetContent] = []
         for i in record.fields.indices {
             guard let kind = record.fields[i].value?.kind else { continue }
@@ -174,7 +174,7 @@ package enum RecordCodec {
     }
 
     /// Every checksum of an asset value in `record` that lacks content.
-    static func assetChecksums(in record: Wire.Record) -> Set<[UInt8]> {
+    package static func assetChecksums(in record: Wire.Record) -> Set<[UInt8]> {
         var result = Set<[UInt8]>()
         for field in record.fields {
             switch field.value?.kind {
@@ -192,7 +192,7 @@ package enum RecordCodec {
     }
 
     /// Puts stored content back into the record's assets.
-    static func fillAssets(_ record: inout Wire.Record, from contents: [[UInt8]: [UInt8]]) {
+    package static func fillAssets(_ record: inout Wire.Record, from contents: [[UInt8]: [UInt8]]) {
         func fill(_ asset: inout Wire.Asset) {
             if asset.content == nil, let bytes = contents[asset.sha256] { asset.content = .inlineData(bytes) }
         }
@@ -243,7 +243,7 @@ package enum RecordCodec {
         return nil
     }
 
-    static func deleteSelfTargets(of record: Wire.Record, zoneName: String) -> [(zone: String, name: String)] {
+    package static func deleteSelfTargets(of record: Wire.Record, zoneName: String) -> [(zone: String, name: String)] {
         var targets: [(zone: String, name: String)] = []
         func add(_ reference: Wire.Reference) {
             guard reference.action == .deleteSelf, let target = reference.recordID else { return }

@@ -3,43 +3,43 @@ import CirrusWire
 /// The part of a modify-records request that needs no database: each item
 /// checked on its own and grouped by zone. Built before the request reaches
 /// the single writer, so the writer spends its time on what only it can do.
-struct RecordModificationPlan: Sendable {
-    enum Item: Sendable {
+package struct RecordModificationPlan: Sendable {
+    package enum Item: Sendable {
         case save(Int, Wire.Record)
         case delete(Int, Wire.RecordID)
     }
 
     /// An item and, when it is malformed, the error it gets without running.
-    struct GroupItem: Sendable {
-        var item: Item
-        var problem: ItemFailure?
+    package struct GroupItem: Sendable {
+        package var item: Item
+        package var problem: ItemFailure?
     }
 
     /// The items of one zone, in request order.
-    struct Group: Sendable {
-        var zoneName: String
-        var items: [GroupItem] = []
+    package struct Group: Sendable {
+        package var zoneName: String
+        package var items: [GroupItem] = []
         /// The names the group saves (items without a problem): a `deleteSelf` reference may
         /// name one of them before it is stored (CloudKit: save both in one operation).
-        var savedNames: Set<String> = []
+        package var savedNames: Set<String> = []
         /// The roots the group saves for shares, by share name: a record saved with its
         /// `share` naming a share record the group also saves (CloudKit: a new share is saved
         /// with its root in one operation).
         var shareRoots: [String: String] = [:]
     }
 
-    let request: RecordModification
+    package let request: RecordModification
     /// One per record to save; a failure already for an item no zone could be found for,
     /// ``unwritten`` for the others until the writer sets their outcome.
-    private(set) var saves: [RecordSaveOutcome]
+    package private(set) var saves: [RecordSaveOutcome]
     /// One per record to delete, likewise (no failure until the writer sets one).
-    private(set) var deletes: [RecordDeletion]
+    package private(set) var deletes: [RecordDeletion]
     /// By zone in order of first appearance. An item whose zone is known but
     /// which is malformed (or names a record a second time) stays in its group
     /// with its error, so an atomic zone fails with it.
-    private(set) var groups: [Group] = []
+    package private(set) var groups: [Group] = []
 
-    init(_ request: RecordModification, in key: DatabaseKey) {
+    package init(_ request: RecordModification, in key: DatabaseKey) {
         self.request = request
         saves = request.recordsToSave.map { RecordSaveOutcome(id: $0.recordID, result: .failure(Self.unwritten)) }
         deletes = request.recordIDsToDelete.map { RecordDeletion(id: $0) }
@@ -97,7 +97,7 @@ struct RecordModificationPlan: Sendable {
 
     /// The outcome of a save before the writer ran it. The writer replaces it for every save
     /// it gets (and it gets every save that has a zone), so no result carries it.
-    static let unwritten = ItemFailure(.batchRequestFailed, "the record was not written")
+    package static let unwritten = ItemFailure(.batchRequestFailed, "the record was not written")
 
     private mutating func fail(_ item: Item, _ failure: ItemFailure) {
         switch item {

@@ -1,33 +1,10 @@
 public import CirrusWire
 
-/// The storage a Cirrus server's operation executors run against: the protocol
-/// every storage engine implements (``SQLiteStorage`` is the embedded default).
-///
-/// Every call works inside one database (``DatabaseKey``), commits durably
-/// before it returns, and reports what became of each item as a domain value
-/// in request order (``ItemOutcome``, ``ItemDeletion``; a failed item carries an
-/// ``ItemFailure``). A call throws ``StoreError`` only when the whole request
-/// fails (too many items, bad database key, I/O). Nothing here is a protocol
-/// event or error code: the server maps outcomes and failures onto the events
-/// and errors a client sees, so an engine never needs to know the wire.
-///
-/// Records, record and zone IDs, zones, subscriptions, queries and timestamps
-/// stay `Wire` values (`Wire.Record`, `Wire.RecordID`, `Wire.RecordZone`,
-/// `Wire.Subscription`, `Wire.Query`, `Wire.Timestamp`): they are the content
-/// a store keeps and hands back, byte for byte what clients send and fetch. A
-/// domain copy of them would cost a conversion of every record twice per call
-/// (400 records a request), which is what a storage engine is meant to save.
-///
-/// Every engine must pass the storage conformance suite in
-/// `Tests/CirrusStoreTests` (see `StorageEngineUnderTest` there).
-///
-/// For example:
-/// ```swift
-/// let storage = try SQLiteStorage(directory: "./cirrus-data")
-/// let result = try await storage.modifyRecords(
-///     RecordModification(saving: [note]), in: .private(container: "c", user: "_alice"), by: "_alice")
-/// ```
-public protocol RecordStorage: SubscriptionStorage, UserStorage, TokenStorage, ShareStorage {
+/// Records, zones and their change feeds: the part of ``RecordStorage`` a device syncs
+/// through, and the part a storage engine implements first (the PostgreSQL engine, so far;
+/// README → PostgreSQL). The conformance suite's record, zone and change feed tests run
+/// against every engine that implements it.
+public protocol RecordSyncStorage: Sendable {
     /// Saves and deletes records (CKModifyRecordsOperation).
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the
@@ -100,7 +77,37 @@ public protocol RecordStorage: SubscriptionStorage, UserStorage, TokenStorage, S
     ///
     /// - throws: ``StoreError``.
     func pruneTombstones(deletedBefore cutoff: Wire.Timestamp) async throws
+}
 
+/// The storage a Cirrus server's operation executors run against: the protocol
+/// every storage engine implements (``SQLiteStorage`` is the embedded default).
+///
+/// Every call works inside one database (``DatabaseKey``), commits durably
+/// before it returns, and reports what became of each item as a domain value
+/// in request order (``ItemOutcome``, ``ItemDeletion``; a failed item carries an
+/// ``ItemFailure``). A call throws ``StoreError`` only when the whole request
+/// fails (too many items, bad database key, I/O). Nothing here is a protocol
+/// event or error code: the server maps outcomes and failures onto the events
+/// and errors a client sees, so an engine never needs to know the wire.
+///
+/// Records, record and zone IDs, zones, subscriptions, queries and timestamps
+/// stay `Wire` values (`Wire.Record`, `Wire.RecordID`, `Wire.RecordZone`,
+/// `Wire.Subscription`, `Wire.Query`, `Wire.Timestamp`): they are the content
+/// a store keeps and hands back, byte for byte what clients send and fetch. A
+/// domain copy of them would cost a conversion of every record twice per call
+/// (400 records a request), which is what a storage engine is meant to save.
+///
+/// Its records, zones and change feeds are ``RecordSyncStorage``, the part an engine
+/// implements first. Every engine must pass the storage conformance suite in
+/// `Tests/CirrusStoreTests` for what it implements (see `StorageEngineUnderTest` there).
+///
+/// For example:
+/// ```swift
+/// let storage = try SQLiteStorage(directory: "./cirrus-data")
+/// let result = try await storage.modifyRecords(
+///     RecordModification(saving: [note]), in: .private(container: "c", user: "_alice"), by: "_alice")
+/// ```
+public protocol RecordStorage: RecordSyncStorage, SubscriptionStorage, UserStorage, TokenStorage, ShareStorage {
     /// Deletes stored asset contents no record refers to any more; returns how many.
     ///
     /// - throws: ``StoreError``.
@@ -168,7 +175,7 @@ public protocol RecordStorage: SubscriptionStorage, UserStorage, TokenStorage, S
     func pruneQueryCursors(createdBefore cutoff: Wire.Timestamp) async throws -> Int
 }
 
-extension RecordStorage {
+extension RecordSyncStorage {
     /// ``recordChanges(in:of:since:floor:through:limit:desiredKeys:)`` with no floor, up to the
     /// zone's current sequence.
     public func recordChanges(

@@ -3,9 +3,9 @@ import Foundation
 
 /// What CloudKit allows of shares (`CKShare` records) that needs no database: where one may
 /// be saved, and the names and keys shares use.
-enum ShareRules {
+package enum ShareRules {
     /// The record type of every share.
-    static let shareType = "cloudkit.share"
+    package static let shareType = "cloudkit.share"
     /// The record name of a zone-wide share.
     static let zoneShareName = "cloudkit.zoneshare"
     /// The field keys CloudKit defines for shares (title, thumbnail, type): allowed on shares

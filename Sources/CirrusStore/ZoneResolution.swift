@@ -18,7 +18,7 @@ package enum ZoneResolution {
     }
 
     /// CloudKit's user record ID for a user record name.
-    static func userRecordID(_ user: String) -> Wire.RecordID {
+    package static func userRecordID(_ user: String) -> Wire.RecordID {
         Wire.RecordID(
             recordName: user,
             zoneID: Wire.RecordZoneID(zoneName: RecordCodec.defaultZoneName, ownerName: "__defaultOwner__"))

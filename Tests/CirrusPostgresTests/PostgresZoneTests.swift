@@ -4,35 +4,11 @@ import CirrusTestSupport
 import CirrusWire
 import Testing
 
-/// `ZoneTests` of the storage conformance suite that need no records, against PostgreSQL
-/// (the suite itself runs against it once the engine implements all of `RecordStorage`).
+/// Zones on PostgreSQL beyond the storage conformance suite's `ZoneTests` (which run against
+/// this engine in `CirrusStoreTests`): byte-wise order, kept encryption scopes, zones created
+/// again, and several nodes at once.
 @Suite("PostgreSQL zones")
 struct PostgresZoneTests {
-    @Test func everyDatabaseHasTheDefaultZone() async throws {
-        try await withPostgresStore { storage in
-            let zones = try await storage.fetchAllZones(in: alice)
-            #expect(zones.map(\.zoneID) == [zoneID("_defaultZone")])
-            let fetched = try await storage.fetchZones([zoneID("_defaultZone")], in: alice)
-            #expect(fetched.first?.value?.zoneID == zoneID("_defaultZone"))
-        }
-    }
-
-    @Test func saveIsIdempotentAndReportsCapabilities() async throws {
-        try await withPostgresStore { storage in
-            let zone = Wire.RecordZone(zoneID: zoneID("Notes"))
-            let first = try await storage.modifyZones(saving: [zone], deleting: [], in: alice)
-            let second = try await storage.modifyZones(saving: [zone], deleting: [], in: alice)
-            let saved = try #require(first.saves.first?.value)
-            #expect(saved.zoneID == zoneID("Notes"))
-            #expect(saved.capabilities?.fetchChanges == true)
-            #expect(saved.capabilities?.atomic == true)
-            #expect(saved.encryptionScope == .perRecord)
-            #expect(second.saves.first?.value == saved)
-            let all = try await storage.fetchAllZones(in: alice)
-            #expect(all.map(\.zoneID?.zoneName) == ["_defaultZone", "Notes"])
-        }
-    }
-
     @Test func zonesListByteWiseAfterTheDefaultZone() async throws {
         try await withPostgresStore { storage in
             let names = ["b", "B", "a", "Ä", "_x"]
@@ -51,17 +27,6 @@ struct PostgresZoneTests {
         }
     }
 
-    @Test func fetchByIDReportsZoneNotFoundPerMissingZone() async throws {
-        try await withPostgresStore { storage in
-            _ = try await storage.modifyZones(saving: [.init(zoneID: zoneID("A"))], deleting: [], in: alice)
-            let outcomes = try await storage.fetchZones([zoneID("A"), zoneID("Missing"), zoneID("A", in: bob)], in: alice)
-            #expect(outcomes.count == 3)
-            #expect(outcomes[0].value?.zoneID == zoneID("A"))
-            #expect(outcomes[1].failure?.code == .zoneNotFound)
-            #expect(outcomes[2].failure?.code == .zoneNotFound)  // another owner's zone ID
-        }
-    }
-
     @Test func aDeletedZoneIsGoneAndCanBeCreatedAgain() async throws {
         try await withPostgresStore { storage in
             _ = try await storage.modifyZones(saving: [.init(zoneID: zoneID("Trip"))], deleting: [], in: alice)
@@ -72,74 +37,6 @@ struct PostgresZoneTests {
             let again = try await storage.modifyZones(saving: [.init(zoneID: zoneID("Trip"))], deleting: [], in: alice)
             #expect(again.saves.first?.value?.zoneID == zoneID("Trip"))
             #expect(try await storage.fetchAllZones(in: alice).map(\.zoneID?.zoneName) == ["_defaultZone", "Trip"])
-        }
-    }
-
-    @Test func deletingAnUnknownZoneFails() async throws {
-        try await withPostgresStore { storage in
-            let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Nope")], in: alice)
-            #expect(result.deletes.first?.failure?.code == .zoneNotFound)
-        }
-    }
-
-    @Test func theDefaultZoneCannotBeDeleted() async throws {
-        try await withPostgresStore { storage in
-            let result = try await storage.modifyZones(saving: [], deleting: [zoneID("_defaultZone")], in: alice)
-            #expect(result.deletes.first?.failure?.code == .invalidArguments)
-            #expect(try await storage.fetchAllZones(in: alice).map(\.zoneID?.zoneName) == ["_defaultZone"])
-        }
-    }
-
-    @Test func customZonesAreRefusedInThePublicDatabase() async throws {
-        try await withPostgresStore { storage in
-            let result = try await storage.modifyZones(
-                saving: [Wire.RecordZone(zoneID: zoneID("Custom", in: publicDB))],
-                deleting: [zoneID("Other", in: publicDB)], in: publicDB)
-            #expect(result.saves.first?.failure?.code == .invalidArguments)
-            #expect(result.deletes.first?.failure?.code == .invalidArguments)
-            #expect(try await storage.fetchAllZones(in: publicDB).count == 1)
-        }
-    }
-
-    @Test func aZoneOwnedBySomeoneElseIsNotFound() async throws {
-        try await withPostgresStore { storage in
-            let result = try await storage.modifyZones(
-                saving: [Wire.RecordZone(zoneID: zoneID("Z", in: bob))], deleting: [zoneID("Z", in: bob)], in: alice)
-            #expect(result.saves.first?.failure?.code == .zoneNotFound)
-            #expect(result.deletes.first?.failure?.code == .zoneNotFound)
-            #expect(try await storage.fetchAllZones(in: bob).count == 1)
-        }
-    }
-
-    @Test func anUnspecifiedScopeIsNoDatabase() async throws {
-        try await withPostgresStore { storage in
-            let key = DatabaseKey(container: container, scope: .unspecified, owner: "_alice")
-            await #expect(throws: StoreError(.badDatabase, "database scope unspecified is not a database")) {
-                try await storage.fetchAllZones(in: key)
-            }
-        }
-    }
-
-    @Test func zoneNamesAreChecked() async throws {
-        try await withPostgresStore { storage in
-            let result = try await storage.modifyZones(
-                saving: [
-                    Wire.RecordZone(zoneID: zoneID("")), Wire.RecordZone(zoneID: zoneID(String(repeating: "z", count: 256))),
-                    Wire.RecordZone(zoneID: zoneID("Reisen ✈︎")), Wire.RecordZone(),
-                ],
-                deleting: [], in: alice)
-            #expect(result.saves.map { $0.failure?.code } == [.invalidArguments, .invalidArguments, nil, .invalidArguments])
-        }
-    }
-
-    @Test func tooManyZonesInOneRequestWriteNothing() async throws {
-        try await withPostgresStore { storage in
-            let zones = (0..<401).map { Wire.RecordZone(zoneID: zoneID("z\($0)")) }
-            await #expect(throws: StoreError.self) { try await storage.modifyZones(saving: zones, deleting: [], in: alice) }
-            let zoneIDs = zones.compactMap(\.zoneID)
-            await #expect(throws: StoreError.self) { try await storage.fetchZones(zoneIDs, in: alice) }
-            let zonesNow = try await storage.fetchAllZones(in: alice)
-            #expect(zonesNow.count == 1)
         }
     }
 

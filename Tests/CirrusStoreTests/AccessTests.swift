@@ -6,7 +6,7 @@ import Testing
 @Suite("Databases and access")
 struct AccessTests {
     @Test func privateDatabasesNeverSeeEachOther() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("same", [field("who", .stringValue("alice"))])], in: alice, by: "_alice")
             try await storage.saveAll([note("same", in: bob, [field("who", .stringValue("bob"))])], in: bob, by: "_bob")
             #expect(try await storage.fetch(recordID("same"), in: alice).record?.value("who") == .stringValue("alice"))
@@ -22,7 +22,7 @@ struct AccessTests {
     }
 
     @Test func thePublicDatabaseIsReadableByAllButWritableByTheCreatorOnly() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let saved = try #require(
                 try await storage.saveAll([note("post", in: publicDB, [field("t", .stringValue("hi"))])], in: publicDB, by: "_alice").first)
             #expect(saved.creatorUserRecordID?.recordName == "_alice")
@@ -47,8 +47,30 @@ struct AccessTests {
         }
     }
 
+    /// In the public database's default zone a record named like a user is that user's
+    /// `Users` record: only they save it, only as a `Users` record, and nobody deletes it.
+    @Test func onlyAUserSavesTheirUsersRecordAndNobodyDeletesIt() async throws {
+        try await withSyncStore { storage, _ in
+            func users(_ name: String) -> Wire.Record {
+                Wire.Record(recordID: recordID(name, in: publicDB), recordType: "Users")
+            }
+            let byAlice = try await storage.modifyRecords(RecordModification(saving: [users("_bob")]), in: publicDB, by: "_alice")
+            #expect(byAlice.saveError(0)?.code == .permissionFailure)
+            let asNote = try await storage.modifyRecords(
+                RecordModification(saving: [note("_bob", in: publicDB)]), in: publicDB, by: "_bob")
+            #expect(asNote.saveError(0)?.code == .invalidArguments)
+            #expect(try await storage.saveAll([users("_bob")], in: publicDB, by: "_bob").first?.recordType == "Users")
+            for (name, user) in [("_bob", "_bob"), ("_bob", "_alice"), ("_carol", "_alice")] {
+                let delete = try await storage.modifyRecords(
+                    RecordModification(deleting: [recordID(name, in: publicDB)]), in: publicDB, by: user)
+                #expect(delete.deletes.first?.failure?.code == .permissionFailure, "\(user) deleting \(name)")
+            }
+            #expect(try await storage.fetch(recordID("_bob", in: publicDB), in: publicDB).record != nil)
+        }
+    }
+
     @Test func containersAreSeparate() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n")])
             let other = DatabaseKey.private(container: "iCloud.other", user: "_alice")
             #expect(try await storage.fetch(recordID("n"), in: other).failure?.code == .unknownItem)
@@ -56,7 +78,7 @@ struct AccessTests {
     }
 
     @Test func namingAnotherUsersZoneWritesNothingThere() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("mine", [field("v", .int64Value(1))])])
             // Bob, in his own database, names Alice's default zone.
             let intruder = Wire.Record(recordID: recordID("mine"), recordType: "Note", fields: [field("v", .int64Value(666))])

@@ -13,14 +13,14 @@ struct AtomicTests {
             isAtomic: atomic)
     }
 
-    private func prepare(_ storage: any StorageUnderTest) async throws {
+    private func prepare(_ storage: any SyncStorageUnderTest) async throws {
         try await storage.createZone("A")
         try await storage.createZone("B")
         try await storage.saveAll([note("conflict", zone: "A"), note("old", zone: "A")])
     }
 
     @Test func atomicFailsTheWholeZoneOnlyAndProceedsWithOthers() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await prepare(storage)
             let result = try await storage.modifyRecords(request(atomic: true), in: alice, by: "_alice")
             #expect(result.saveError(0)?.code == .batchRequestFailed)
@@ -40,7 +40,7 @@ struct AtomicTests {
     }
 
     @Test func nonAtomicWritesEveryItemThatSucceeds() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await prepare(storage)
             let result = try await storage.modifyRecords(request(atomic: false), in: alice, by: "_alice")
             #expect(result.saved(0) != nil)
@@ -54,7 +54,7 @@ struct AtomicTests {
     }
 
     @Test func atomicAppliesToTheDefaultZoneToo() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("x")])
             let result = try await storage.modifyRecords(
                 RecordModification(saving: [note("y"), note("x")]), in: alice, by: "_alice")
@@ -79,7 +79,7 @@ struct AtomicTests {
     }
 
     @Test func aMalformedItemFailsItsAtomicZone() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             var bad = note("bad")
             bad.recordType = ""
             let result = try await storage.modifyRecords(

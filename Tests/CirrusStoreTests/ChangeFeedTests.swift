@@ -6,7 +6,7 @@ import Testing
 @Suite("Change sequences and tombstones")
 struct ChangeFeedTests {
     @Test func everySaveAndDeleteBumpsTheZoneSequence() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.saveAll([note("a", zone: "Z"), note("b", zone: "Z")])
             let start = try await storage.recordChanges(in: zoneID("Z"), of: alice, since: 0, limit: 100, desiredKeys: nil)
@@ -31,7 +31,7 @@ struct ChangeFeedTests {
     }
 
     @Test func batchesPageInSequenceOrder() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll((0..<5).map { note("r\($0)") })
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("r1")]), in: alice, by: "_alice")
             var since: Int64 = 0
@@ -51,7 +51,7 @@ struct ChangeFeedTests {
     }
 
     @Test func recreatedRecordsDropTheirTombstone() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("x")])
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("x")]), in: alice, by: "_alice")
             #expect(try await storage.count("tombstones") == 1)
@@ -61,8 +61,7 @@ struct ChangeFeedTests {
     }
 
     @Test func prunedTombstonesExpireOlderSequences() async throws {
-        let clock = SteppingClock()
-        try await withStore(clock: clock.clock) { storage, _ in
+        try await withSyncStore(clock: SteppingClock().clock) { storage, _ in
             try await storage.saveAll([note("a"), note("b")])  // t = 0, seq 1, 2
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("a")]), in: alice, by: "_alice")  // t = 1, seq 3
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("b")]), in: alice, by: "_alice")  // t = 2, seq 4
@@ -83,8 +82,34 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test func badRecordFeedPositionsAreRefusedWithTheirReason() async throws {
+        try await withSyncStore { storage, _ in
+            try await storage.createZone("Z")
+            try await storage.saveAll([note("a", zone: "Z")])
+            func code(
+                zone: String = "Z", owner: DatabaseKey = alice, since: Int64 = 0, through: Int64? = nil, limit: Int = 10
+            ) async -> StoreError.Code? {
+                do {
+                    _ = try await storage.recordChanges(
+                        in: zoneID(zone, in: owner), of: alice, since: since, floor: 0, through: through, limit: limit,
+                        desiredKeys: nil)
+                    return nil
+                } catch {
+                    return (error as? StoreError)?.code
+                }
+            }
+            #expect(await code(since: -1) == .invalidArguments)
+            #expect(await code(limit: 0) == .invalidArguments)
+            #expect(await code(since: 1, through: 0) == .invalidArguments)
+            #expect(await code(zone: "Missing") == .zoneNotFound)
+            #expect(await code(owner: bob) == .zoneNotFound)
+            #expect(await code(since: 2) == .changeTokenExpired)
+            #expect(await code(since: 1) == nil)
+        }
+    }
+
     @Test func theClientChangeTokenIsRememberedPerZoneWritten() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
             _ = try await storage.modifyRecords(
                 RecordModification(saving: [note("a", zone: "Z")], clientChangeToken: [7, 7]), in: alice, by: "_alice")
@@ -96,7 +121,7 @@ struct ChangeFeedTests {
     }
 
     @Test func theDatabaseFeedReportsZoneChangesAndDeletions() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("A")
             try await storage.createZone("B")
             let first = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
@@ -131,7 +156,7 @@ struct ChangeFeedTests {
     }
 
     @Test func recordChangesMarkTheirZoneChangedInTheDatabaseFeed() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let empty = try await storage.zoneChanges(in: alice, since: 0, limit: 10)
             #expect(empty.changed.isEmpty && empty.lastSeq == 0)
             try await storage.saveAll([note("n")])

@@ -7,7 +7,7 @@ import Testing
 @Suite("Fetch and assets")
 struct FetchTests {
     @Test func desiredKeysNilEmptyAndSubset() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .stringValue("x")), field("c", .doubleValue(2.5))])])
             let all = try #require(try await storage.fetch(recordID("n")).record)
             #expect(all.keys == ["a", "b", "c"])
@@ -22,7 +22,7 @@ struct FetchTests {
     }
 
     @Test func missingRecordsAreUnknownItemsInRequestOrder() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.saveAll([note("here")])
             let outcomes = try await storage.fetchRecords(
@@ -37,7 +37,7 @@ struct FetchTests {
     }
 
     @Test func aRecordIDWithoutZoneMeansTheDefaultZone() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let saved = try #require(
                 try await storage.saveAll([Wire.Record(recordID: Wire.RecordID(recordName: "bare"), recordType: "Note")]).first)
             #expect(saved.recordID == recordID("bare"))
@@ -46,7 +46,7 @@ struct FetchTests {
     }
 
     @Test func everyValueKindRoundTrips() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let location = Wire.Location(latitude: 48.85, longitude: 2.35, horizontalAccuracy: 5)
             let fields = [
                 field("s", .stringValue("text")), field("i", .int64Value(-7)), field("d", .doubleValue(0.5)),

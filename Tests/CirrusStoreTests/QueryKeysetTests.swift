@@ -173,16 +173,16 @@ struct QueryKeysetTests {
     }
 
     @Test func aCursorOutlivesTheStoreThatIssuedIt() async throws {
-        for engine in StorageEngineUnderTest.all {
-            let location = engine.newLocation()
+        for engine in StorageEngineUnderTest.all where engine.isComplete {
+            let location = try engine.newLocation()
             defer { engine.remove(location) }
-            let first = try engine.open(location, systemClock)
+            let first = try #require(try await engine.open(location, systemClock) as? any StorageUnderTest)
             let saved = try await first.saveAll(numbered(0..<6))
             let page = try await first.queryRecords(
                 Q.query(sorts: [Q.sort("n")]), in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 2)
             let cursor = try #require(page.cursor)
-            try first.close()
-            let storage = try engine.open(location, systemClock)
+            try await first.close()
+            let storage = try #require(try await engine.open(location, systemClock) as? any StorageUnderTest)
             // A change after the restart still keeps the version the cursor needs.
             var moved = saved[4]
             moved.fields = [field("n", .int64Value(-1))]
@@ -190,7 +190,7 @@ struct QueryKeysetTests {
             let names = try await all(
                 storage, try await storage.continueQuery(cursor, in: alice, desiredKeys: .sameAsQuery, limit: 2), limit: 2)
             #expect(names == ["r002", "r003", "r004", "r005"])
-            try storage.close()
+            try await storage.close()
         }
     }
 

@@ -6,8 +6,7 @@ import Testing
 @Suite("Save policies and system fields")
 struct SavePolicyTests {
     @Test func aSavedRecordCarriesServerFields() async throws {
-        let clock = SteppingClock()
-        try await withStore(clock: clock.clock) { storage, _ in
+        try await withSyncStore(clock: SteppingClock().clock) { storage, _ in
             let first = try #require(try await storage.saveAll([note("n", [field("title", .stringValue("a"))])]).first)
             #expect(!first.recordChangeTag.isEmpty)
             #expect(first.creationDate == Wire.Timestamp(seconds: 1_700_000_000))
@@ -27,7 +26,7 @@ struct SavePolicyTests {
     }
 
     @Test func aStaleChangeTagGetsServerRecordChangedWithTheServerRecord() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let original = try #require(try await storage.saveAll([note("n", [field("v", .int64Value(1))])]).first)
             var winner = original
             winner.fields = [field("v", .int64Value(2))]
@@ -46,7 +45,7 @@ struct SavePolicyTests {
     }
 
     @Test func savingANewRecordWhoseIDExistsConflicts() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n", [field("v", .int64Value(1))])])
             let result = try await storage.modifyRecords(
                 RecordModification(saving: [note("n", [field("v", .int64Value(9))])]), in: alice, by: "_alice")
@@ -56,7 +55,7 @@ struct SavePolicyTests {
     }
 
     @Test func updatingARecordThatNoLongerExistsIsUnknownItem() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let saved = try #require(try await storage.saveAll([note("n")]).first)
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("n")]), in: alice, by: "_alice")
             let result = try await storage.modifyRecords(RecordModification(saving: [saved]), in: alice, by: "_alice")
@@ -65,7 +64,7 @@ struct SavePolicyTests {
     }
 
     @Test func ifServerRecordUnchangedKeepsKeysNotSentAndRemovesNilKeys() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let saved = try #require(
                 try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .int64Value(2)), field("c", .int64Value(3))])]).first)
             var partial = saved
@@ -78,7 +77,7 @@ struct SavePolicyTests {
     }
 
     @Test func changedKeysWritesOnlyChangedKeysAndIgnoresTheTag() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .int64Value(2)), field("c", .int64Value(3))])])
             var stale = note("n", tag: "stale", [field("a", .int64Value(100)), field("b", .int64Value(200))])
             stale.changedKeys = ["a", "c"]
@@ -92,7 +91,7 @@ struct SavePolicyTests {
     }
 
     @Test func allKeysReplacesEveryFieldAndIgnoresTheTag() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n", [field("a", .int64Value(1)), field("b", .int64Value(2))])])
             let replacement = note("n", tag: "", [field("c", .stringValue("only"))])
             let result = try await storage.modifyRecords(
@@ -104,7 +103,7 @@ struct SavePolicyTests {
     }
 
     @Test func unspecifiedPolicyMeansIfServerRecordUnchanged() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("n")])
             let result = try await storage.modifyRecords(
                 RecordModification(saving: [note("n", tag: "bogus")], savePolicy: .unspecified), in: alice, by: "_alice")
@@ -113,7 +112,7 @@ struct SavePolicyTests {
     }
 
     @Test func savingIntoAMissingZoneIsZoneNotFound() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await storage.modifyRecords(
                 RecordModification(saving: [note("n", zone: "Nowhere")], deleting: [recordID("m", zone: "Nowhere")]),
                 in: alice, by: "_alice")
@@ -123,7 +122,7 @@ struct SavePolicyTests {
     }
 
     @Test func malformedRecordsAreInvalidArguments() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             var noType = note("a")
             noType.recordType = ""
             let badKey = note("b", [field("1bad", .int64Value(1))])
@@ -140,7 +139,7 @@ struct SavePolicyTests {
     }
 
     @Test func changingTheRecordTypeIsRefused() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             var saved = try #require(try await storage.saveAll([note("n")]).first)
             saved.recordType = "Task"
             let result = try await storage.modifyRecords(RecordModification(saving: [saved]), in: alice, by: "_alice")
@@ -149,7 +148,7 @@ struct SavePolicyTests {
     }
 
     @Test func moreThan400ItemsFailWholeAndWriteNothing() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let records = (0..<300).map { note("r\($0)") }
             let deletes = (0..<101).map { recordID("d\($0)") }
             await #expect(throws: StoreError.self) {
@@ -171,7 +170,7 @@ struct SavePolicyTests {
     }
 
     @Test func deletingAMissingRecordSucceeds() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("ghost")]), in: alice, by: "_alice")
             #expect(result.deletes == [RecordDeletion(id: recordID("ghost"))])
             #expect(try await storage.count("tombstones") == 0)

@@ -15,7 +15,7 @@ struct ThroughputTests {
     }
 
     @Test func batchesOf400() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, engine in
             let batches = 50
             let time = try await seconds {
                 for b in 0..<batches {
@@ -26,12 +26,12 @@ struct ThroughputTests {
                     #expect(!result.hasFailures)
                 }
             }
-            print("store: \(Int(Double(batches * 400) / time)) records/s in 400-record operations")
+            print("store (\(engine)): \(Int(Double(batches * 400) / time)) records/s in 400-record operations")
         }
     }
 
     @Test func concurrentSingleSaves() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, engine in
             let tasks = 100
             let perTask = 30
             let time = try await seconds {
@@ -48,7 +48,7 @@ struct ThroughputTests {
                     try await group.waitForAll()
                 }
             }
-            print("store: \(Int(Double(tasks * perTask) / time)) single-record operations/s with \(tasks) in flight")
+            print("store (\(engine)): \(Int(Double(tasks * perTask) / time)) single-record operations/s with \(tasks) in flight")
         }
     }
 

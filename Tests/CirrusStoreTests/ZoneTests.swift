@@ -6,7 +6,7 @@ import Testing
 @Suite("Zones")
 struct ZoneTests {
     @Test func everyDatabaseHasTheDefaultZone() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let zones = try await storage.fetchAllZones(in: alice)
             #expect(zones.map(\.zoneID) == [zoneID("_defaultZone")])
             let fetched = try await storage.fetchZones([zoneID("_defaultZone")], in: alice)
@@ -15,7 +15,7 @@ struct ZoneTests {
     }
 
     @Test func saveIsIdempotentAndReportsCapabilities() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let zone = Wire.RecordZone(zoneID: zoneID("Notes"))
             let first = try await storage.modifyZones(saving: [zone], deleting: [], in: alice)
             let second = try await storage.modifyZones(saving: [zone], deleting: [], in: alice)
@@ -31,7 +31,7 @@ struct ZoneTests {
     }
 
     @Test func fetchByIDReportsZoneNotFoundPerMissingZone() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("A")
             let outcomes = try await storage.fetchZones([zoneID("A"), zoneID("Missing"), zoneID("A", in: bob)], in: alice)
             #expect(outcomes.count == 3)
@@ -42,7 +42,7 @@ struct ZoneTests {
     }
 
     @Test func deletingAZoneDeletesItsRecords() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Trip")
             try await storage.saveAll([note("a", zone: "Trip"), note("b", zone: "Trip"), note("c")])
             #expect(try await storage.count("records") == 3)
@@ -61,14 +61,14 @@ struct ZoneTests {
     }
 
     @Test func deletingAnUnknownZoneFails() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Nope")], in: alice)
             #expect(result.deletes.first?.failure?.code == .zoneNotFound)
         }
     }
 
     @Test func theDefaultZoneCannotBeDeleted() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("keep")])
             let result = try await storage.modifyZones(saving: [], deleting: [zoneID("_defaultZone")], in: alice)
             #expect(result.deletes.first?.failure?.code == .invalidArguments)
@@ -77,7 +77,7 @@ struct ZoneTests {
     }
 
     @Test func customZonesAreRefusedInThePublicDatabase() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await storage.modifyZones(
                 saving: [Wire.RecordZone(zoneID: zoneID("Custom", in: publicDB))],
                 deleting: [zoneID("Other", in: publicDB)], in: publicDB)
@@ -88,7 +88,7 @@ struct ZoneTests {
     }
 
     @Test func aZoneOwnedBySomeoneElseIsNotFound() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await storage.modifyZones(
                 saving: [Wire.RecordZone(zoneID: zoneID("Z", in: bob))], deleting: [zoneID("Z", in: bob)], in: alice)
             #expect(result.saves.first?.failure?.code == .zoneNotFound)
@@ -98,7 +98,7 @@ struct ZoneTests {
     }
 
     @Test func anUnspecifiedScopeIsNoDatabase() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let key = DatabaseKey(container: container, scope: .unspecified, owner: "_alice")
             await #expect(throws: StoreError(.badDatabase, "database scope unspecified is not a database")) {
                 try await storage.fetchAllZones(in: key)
@@ -107,7 +107,7 @@ struct ZoneTests {
     }
 
     @Test func zoneNamesAreChecked() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await storage.modifyZones(
                 saving: [
                     Wire.RecordZone(zoneID: zoneID("")), Wire.RecordZone(zoneID: zoneID(String(repeating: "z", count: 256))),
@@ -119,7 +119,7 @@ struct ZoneTests {
     }
 
     @Test func tooManyZonesInOneRequestWriteNothing() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let zones = (0..<401).map { Wire.RecordZone(zoneID: zoneID("z\($0)")) }
             await #expect(throws: StoreError.self) { try await storage.modifyZones(saving: zones, deleting: [], in: alice) }
             await #expect(throws: StoreError.self) {

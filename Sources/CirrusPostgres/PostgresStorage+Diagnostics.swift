@@ -1,0 +1,19 @@
+import CirrusStore
+import PostgresNIO
+
+extension PostgresStorage {
+    /// How many rows one of the engine's tables holds (for tests and diagnostics).
+    ///
+    /// - throws: ``StoreError`` `.invalidArguments` for a table this engine does not have.
+    package func rowCount(of table: String) async throws -> Int {
+        let known = ["databases", "zones", "records", "tombstones"]
+        guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: logger)
+            var count: Int64 = 0
+            for try await value in rows.decode(Int64.self) { count = value }
+            return Int(count)
+        }
+    }
+}

@@ -1,0 +1,104 @@
+public import CirrusStore
+public import CirrusWire
+import Foundation
+import Logging
+import PostgresNIO
+
+extension PostgresStorage {
+    /// Saves and deletes records (CKModifyRecordsOperation) in one transaction, as
+    /// ``RecordStorage`` describes: the save policies, change tags, atomic zones and per-item
+    /// failures are the SQLite engine's. Each zone written moves to the database's next change
+    /// sequence. Shares, assets and `deleteSelf` references are refused item by item
+    /// (`serverRejectedRequest`): this engine does not keep them yet (README → PostgreSQL).
+    ///
+    /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the request has
+    ///   more items than allowed; `.invalidArguments` without a user; `.badDatabase`;
+    ///   `.storageFailure`.
+    public func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String
+    ) async throws -> RecordModificationResult {
+        let key = try database.validated()
+        try checkItemCount(modification.recordsToSave.count + modification.recordIDsToDelete.count)
+        guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
+        if modification.recordsToSave.isEmpty && modification.recordIDsToDelete.isEmpty {
+            return RecordModificationResult()
+        }
+        let now = clock()
+        let plan = RecordModificationPlan(modification, in: key)
+        let logger = self.logger
+        return try await transaction { connection in
+            try await PostgresRows.lockDatabase(connection, key, logger)
+            var writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
+            let result = try await writer.modify(plan)
+            for (zoneID, changeSeq) in writer.touched {
+                let seq = try await PostgresRows.bumpDatabaseSeq(connection, key, logger)
+                let token = modification.clientChangeToken.isEmpty ? nil : Data(modification.clientChangeToken)
+                var bindings = PostgresRows.binds(key, zoneID)
+                bindings.append(seq)
+                bindings.append(changeSeq)
+                try bindings.append(token)
+                try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            UPDATE zones SET db_seq = $5, change_seq = $6,
+                                client_change_token = coalesce($7, client_change_token)
+                            WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
+                            """,
+                        binds: bindings), logger: logger)
+            }
+            return result
+        }
+    }
+
+    /// Fetches records by ID (CKFetchRecordsOperation), read in one snapshot. `desiredKeys`
+    /// nil = all fields, [] = system fields only. One outcome per ID in request order; a
+    /// missing record fails with `unknownItem` (`zoneNotFound` when its custom zone does not
+    /// exist).
+    ///
+    /// - throws: ``StoreError``.
+    public func fetchRecords(
+        _ recordIDs: [Wire.RecordID], desiredKeys: [String]?, in database: DatabaseKey
+    ) async throws -> [RecordFetchOutcome] {
+        let key = try database.validated()
+        try checkItemCount(recordIDs.count)
+        let logger = self.logger
+        return try await snapshot { connection in
+            // Each ID's zone, then every record of a zone in one read.
+            var resolved: [ItemResult<String>] = []
+            var namesByZone: [String: [String]] = [:]
+            for recordID in recordIDs {
+                let zone: ItemResult<String> =
+                    if let failure = RecordCodec.checkName(recordID.recordName, of: "record") {
+                        .failure(failure)
+                    } else {
+                        ZoneResolution.zoneName(of: recordID.zoneID, in: key)
+                    }
+                resolved.append(zone)
+                if case .success(let name) = zone { namesByZone[name, default: []].append(recordID.recordName) }
+            }
+            var zones: [String: PostgresZoneRow] = [:]
+            var rows: [String: [String: PostgresRecordRow]] = [:]
+            for (zoneName, names) in namesByZone {
+                guard let zone = try await PostgresRows.liveZone(connection, key, zoneName, logger) else { continue }
+                zones[zoneName] = zone
+                rows[zoneName] = try await PostgresRows.records(connection, key, zoneID: zone.id, names: names, logger)
+            }
+            return try zip(recordIDs, resolved).map { recordID, zone in
+                let result: ItemResult<Wire.Record>
+                switch zone {
+                case .failure(let failure):
+                    result = .failure(failure)
+                case .success(let zoneName):
+                    if let row = rows[zoneName]?[recordID.recordName] {
+                        result = .success(RecordCodec.restrict(try row.record(), to: desiredKeys))
+                    } else if zones[zoneName] == nil && zoneName != RecordCodec.defaultZoneName {
+                        result = .failure(RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
+                    } else {
+                        result = .failure(RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist"))
+                    }
+                }
+                return RecordFetchOutcome(id: recordID, result: result)
+            }
+        }
+    }
+}
