@@ -207,8 +207,6 @@ extension RecordWriter {
                 arguments: [zone.id, name, share.rootName, share.token, share.publicPermission.rawValue])
             shareID = db.lastInsertedRowID
         }
-        // share_participants is WITHOUT ROWID: SQLite reports no row change of it.
-        try db.notifyChanges(in: Table("share_participants"))
         for participant in share.participants {
             try db.run(
                 sql: """

@@ -140,6 +140,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v10-shares", migrate: migrateToV10)
         migrator.registerMigration("v11-shared-tombstones", migrate: migrateToV11)
         migrator.registerMigration("v12-text-without-sizes", migrate: migrateToV12)
+        migrator.registerMigration("v13-share-generation", migrate: migrateToV13)
         return migrator
     }
 }

@@ -31,8 +31,6 @@ extension SQLiteStorage: ShareStorage {
                     sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
                     arguments: [ShareAcceptanceStatus.accepted.rawValue, found.id, participantID])
             }
-            // share_participants is WITHOUT ROWID: SQLite reports no row change of it.
-            try db.notifyChanges(in: Table("share_participants"))
             // The share record lists its participants: it changes with the acceptance.
             try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
                 if let index = fields.participants.firstIndex(where: { $0.participantID == participantID }) {
@@ -65,7 +63,6 @@ extension SQLiteStorage: ShareStorage {
             try db.run(
                 sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
                 arguments: [ShareAcceptanceStatus.removed.rawValue, found.id, participant.participantID])
-            try db.notifyChanges(in: Table("share_participants"))
             try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
                 for index in fields.participants.indices
                 where fields.participants[index].participantID == participant.participantID {
@@ -114,6 +111,30 @@ extension SQLiteStorage: ShareStorage {
     }
 
     public var sharesGeneration: UInt64? { shareGeneration.current }
+
+    public func sharesOfDeletedRecords(
+        _ names: [String], inZone zoneName: String, of owner: String, in container: String
+    ) async throws -> [String: Set<String>] {
+        try checkItemCount(names.count)
+        guard !names.isEmpty else { return [:] }
+        return try await read { db in
+            guard let databaseID = try StoreRows.databaseID(db, .private(container: container, user: owner)),
+                let zone = try StoreRows.liveZone(db, databaseID, zoneName)
+            else { return [:] }
+            let placeholders = Array(repeating: "?", count: names.count).joined(separator: ", ")
+            var values: [(any DatabaseValueConvertible)?] = [zone.id]
+            values += names.map { $0 }
+            let rows = try db.rows(
+                sql: "SELECT name, shared_by FROM tombstones WHERE zone_id = ? AND name IN (\(placeholders))",
+                arguments: StatementArguments(values))
+            var shares: [String: Set<String>] = [:]
+            for row in rows {
+                let sharedBy: String? = row["shared_by"]
+                shares[row["name"]] = Set(sharedBy.map { $0.split(separator: "\n").map(String.init) } ?? [])
+            }
+            return shares
+        }
+    }
 
     public func shares(inZone zoneName: String, of owner: String, in container: String) async throws -> [ShareEntry] {
         try await read { db in

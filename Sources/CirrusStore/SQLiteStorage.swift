@@ -44,8 +44,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// Told of every write transaction (see `observeCommits`). A reference, so the write
     /// queue's closure can hold it before `self` is initialized.
     let commitObservers = CommitObservers()
-    /// Counts the commits that changed a share (``sharesGeneration``).
-    let shareGeneration = ShareGeneration()
+    /// Reads the generation every change of a share moves (``sharesGeneration``).
+    let shareGeneration: ShareGeneration
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
     ///
@@ -95,7 +95,7 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             // `prepareDatabase` ran; only the writer commits, so set it there.
             try pool.writeWithoutTransaction { db in try db.execute(sql: Self.writerSettings) }
             try Self.migrator.migrate(pool)
-            pool.add(transactionObserver: shareGeneration, extent: .databaseLifetime)
+            shareGeneration = try ShareGeneration(path: path)
             querySecret = try pool.read { db in
                 try Data.fetchOne(db, sql: "SELECT value FROM store_secrets WHERE name = 'query-cursor'").map { [UInt8]($0) }
             } ?? []
@@ -131,6 +131,7 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     public func close() throws {
         do {
             try checkpointer.close()
+            try shareGeneration.close()
             try pool.close()
         } catch {
             throw StoreError.wrapping(error)

@@ -36,11 +36,19 @@ public protocol ShareStorage: Sendable {
     func acceptedShares(of user: String, in container: String) async throws -> [ShareEntry]
 
     /// A number that changes whenever a share changes (saved, deleted, accepted, left, a
-    /// participant removed, its zone deleted), before the write that changed it returns; nil
+    /// participant removed, its zone deleted) — by this storage or anyone else writing the same
+    /// data (another process, maintenance commands) — in the transaction that changed it; nil
     /// when the storage keeps none. While it stays the same, ``acceptedShares(of:in:)`` answers
     /// the same, so an access policy compiled from it may be reused — read the number before
     /// the shares it goes with.
     var sharesGeneration: UInt64? { get }
+
+    /// The shares each of the deleted records `names` of the zone `zoneName` in `owner`'s
+    /// private database was in when it was deleted (as its tombstone keeps them), for the
+    /// names that have a tombstone; a record deleted in no share maps to none.
+    func sharesOfDeletedRecords(
+        _ names: [String], inZone zoneName: String, of owner: String, in container: String
+    ) async throws -> [String: Set<String>]
 
     /// The share of the zone `zoneName` of `owner`'s private database in which `user` may be,
     /// for the shared database's access checks: the zone-wide share, or every hierarchy
@@ -55,6 +63,11 @@ public protocol ShareStorage: Sendable {
 extension ShareStorage {
     /// No generation: every access check reads the shares.
     public var sharesGeneration: UInt64? { nil }
+
+    /// No tombstones kept: a deleted record was in no share as far as anyone can tell.
+    public func sharesOfDeletedRecords(
+        _ names: [String], inZone zoneName: String, of owner: String, in container: String
+    ) async throws -> [String: Set<String>] { [:] }
 }
 
 /// Share URLs: `https://<server>/share/<container>/<token>`, where the token is the share's

@@ -135,4 +135,48 @@ struct MigrationTests {
         let rows = try await storage.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record_text") }
         #expect(rows == 1)
     }
+
+    /// v13 keeps the shares generation in the database: a v12 store gets the row and the
+    /// triggers, its shares stay as they were, and from then on every change of a share (and
+    /// only that) moves the row, whichever connection makes it.
+    @Test func v13KeepsTheSharesGenerationInTheDatabase() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = (directory as NSString).appendingPathComponent(SQLiteStorage.fileName)
+        // A store at v12 with a zone shared whole and one accepted participant, as v12 wrote them.
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try SQLiteStorage.migrator.migrate(queue, upTo: "v12-text-without-sizes")
+            try await queue.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, '_alice', 1);
+                        INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, 'Trip', 1, 1);
+                        INSERT INTO shares (id, zone_id, name, root_name, token, public_permission)
+                            VALUES (1, 1, 'cloudkit.zoneshare', NULL, 't1', 1);
+                        INSERT INTO share_participants (share_id, participant_id, user, role, permission, status)
+                            VALUES (1, 'p1', '_bob', 3, 3, 2);
+                        """,
+                    arguments: [container, Wire.DatabaseScope.private.rawValue])
+            }
+        }
+        let storage = try SQLiteStorage(directory: directory)
+        defer { try? storage.close() }
+        #expect(storage.sharesGeneration == 0, "the migration starts the generation, moving nothing")
+        #expect(try await storage.acceptedShares(of: "_bob", in: container).map(\.zoneName) == ["Trip"])
+
+        // Another connection on the file (no store at all) changes a participant: the row moves.
+        let other = try DatabaseQueue(path: path)
+        try await other.write { db in
+            try db.execute(sql: "UPDATE share_participants SET status = 3 WHERE share_id = 1 AND participant_id = 'p1'")
+        }
+        #expect(storage.sharesGeneration == 1)
+        try await other.write { db in try db.execute(sql: "UPDATE zones SET change_seq = 2 WHERE id = 1") }
+        #expect(storage.sharesGeneration == 1, "a change of no share")
+        try await other.write { db in try db.execute(sql: "DELETE FROM shares WHERE id = 1") }
+        #expect(storage.sharesGeneration.map { $0 >= 2 } == true, "the share and (cascading) its participant deleted")
+        try other.close()
+        #expect(try await storage.acceptedShares(of: "_bob", in: container).isEmpty)
+    }
 }

@@ -331,7 +331,9 @@ let benchmarks: @Sendable () -> Void = {
     // The shared database's access checks: the same fetch and save by the owner in their
     // private database and by a participant in their shared database (a zone shared whole, and
     // a hierarchy), one after the other in one run. Compare the wall-clock figures.
-    for place in [SharedDatabaseBench.Place.ownersPrivateDatabase, .participantsZoneSharedWhole, .participantsHierarchy] {
+    for place in [
+        SharedDatabaseBench.Place.ownersPrivateDatabase, .ownersHierarchy, .participantsZoneSharedWhole, .participantsHierarchy,
+    ] {
         Benchmark(
             "Sharing: fetch 100 records in one operation — \(place)",
             configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(5))

@@ -87,21 +87,24 @@ final class SharedDatabaseBench: Sendable {
         }
     }
 
-    /// Where a benchmark reads and writes.
+    /// Where a benchmark reads and writes: the owner in their private database, in the zone
+    /// shared whole (`ownersPrivateDatabase`) or in the hierarchy's zone, whose records carry
+    /// a parent (`ownersHierarchy`, the same fetch as `participantsHierarchy`'s); the
+    /// participant in their shared database.
     enum Place {
-        case ownersPrivateDatabase, participantsZoneSharedWhole, participantsHierarchy
+        case ownersPrivateDatabase, ownersHierarchy, participantsZoneSharedWhole, participantsHierarchy
 
         var zone: CKRecordZone.ID {
             switch self {
             case .ownersPrivateDatabase, .participantsZoneSharedWhole: SharedDatabaseBench.whole
-            case .participantsHierarchy: SharedDatabaseBench.album
+            case .ownersHierarchy, .participantsHierarchy: SharedDatabaseBench.album
             }
         }
     }
 
     private func database(_ place: Place) -> (CKDatabase, CKRecordZone.ID) {
         switch place {
-        case .ownersPrivateDatabase:
+        case .ownersPrivateDatabase, .ownersHierarchy:
             (self.alice.privateCloudDatabase, place.zone)
         case .participantsZoneSharedWhole, .participantsHierarchy:
             (self.bob.sharedCloudDatabase, CKRecordZone.ID(zoneName: place.zone.zoneName, ownerName: "_alice"))
@@ -119,7 +122,7 @@ final class SharedDatabaseBench: Sendable {
     /// Saves 100 new records (parented to the root in the hierarchy) in one operation.
     func save(_ place: Place, round: Int) async throws {
         let (database, zone) = self.database(place)
-        let parent = place == .participantsHierarchy ? CKRecord.ID(recordName: "root", zoneID: zone) : nil
+        let parent = place.zone == Self.album ? CKRecord.ID(recordName: "root", zoneID: zone) : nil
         let records = Self.records(Self.recordCount, prefix: "s\(round)-\(place)", zone: zone, parent: parent)
         let (saved, _) = try await database.modifyRecords(saving: records, deleting: [], savePolicy: .allKeys)
         guard saved.values.allSatisfy({ (try? $0.get()) != nil }) else {

@@ -3,10 +3,11 @@ import CirrusWire
 import Synchronization
 
 /// What a caller reaches through their shared database, decided at the time of each request
-/// from the shares they accepted. It is kept across requests only while the storage's
-/// ``ShareStorage/sharesGeneration`` stays the same, which every change of a share moves before
-/// the write returns: a participant removed a moment ago has lost access on their next
-/// request, whatever tokens or cursors they hold.
+/// from the shares they accepted, compiled once per zone (permission, roots, share names). It
+/// is kept across requests only while the storage's ``ShareStorage/sharesGeneration`` stays the
+/// same, which every change of a share moves in the transaction that makes it — whichever
+/// process writes the data directory: a participant removed a moment ago has lost access on
+/// their next request, whatever tokens or cursors they hold.
 ///
 /// A zone of another user appears in the caller's shared database while the caller is an
 /// accepted participant of a share in it. In a zone shared whole, every record is shared; in a
@@ -20,9 +21,49 @@ struct SharedAccess: Sendable {
         var name: String
     }
 
+    /// What the caller reaches in one zone, compiled once from their shares of it.
+    struct ZoneAccess: Sendable {
+        /// The caller's shares of the zone, in the order of their shares.
+        let shares: [ShareEntry]
+        /// The most any of them allows.
+        let permission: SharePermission
+        /// The record names of the shares whose records the caller may change.
+        let writableShares: Set<String>
+        let isZoneWide: Bool
+        /// The roots of the hierarchy shares.
+        let roots: Set<String>
+        /// The share records' names.
+        let shareNames: Set<String>
+    }
+
     let caller: String
     let container: String
     let shares: [ShareEntry]
+    /// Every zone the caller reaches, in the order of their shares.
+    let zones: [Zone]
+    private let byZone: [Zone: ZoneAccess]
+
+    init(caller: String, container: String, shares: [ShareEntry]) {
+        self.caller = caller
+        self.container = container
+        self.shares = shares
+        var zones: [Zone] = []
+        var byZone: [Zone: [ShareEntry]] = [:]
+        for share in shares {
+            let zone = Zone(owner: share.owner, name: share.zoneName)
+            if byZone[zone] == nil { zones.append(zone) }
+            byZone[zone, default: []].append(share)
+        }
+        self.zones = zones
+        self.byZone = byZone.compactMapValues { shares -> ZoneAccess? in
+            guard let permission = shares.compactMap({ $0.acceptedPermission(of: caller) }).max() else { return nil }
+            return ZoneAccess(
+                shares: shares, permission: permission,
+                writableShares: Set(shares.filter { $0.acceptedPermission(of: caller) == .readWrite }.map(\.recordName)),
+                isZoneWide: shares.contains(where: \.isZoneWide), roots: Set(shares.compactMap(\.rootRecordName)),
+                shareNames: Set(shares.map(\.recordName)))
+        }
+    }
 
     /// The caller's access now: from `cache` while no share changed since it was compiled,
     /// else read from `storage` (and kept in `cache`).
@@ -40,12 +81,6 @@ struct SharedAccess: Sendable {
         return access
     }
 
-    /// Every zone the caller reaches, in the order of their shares.
-    var zones: [Zone] {
-        var seen = Set<Zone>()
-        return shares.map { Zone(owner: $0.owner, name: $0.zoneName) }.filter { seen.insert($0).inserted }
-    }
-
     /// The zone a client names in the shared database; nil for the caller's own (or no) owner.
     func zone(of zoneID: Wire.RecordZoneID?) -> Zone? {
         guard let zoneID, !zoneID.ownerName.isEmpty, zoneID.ownerName != ZoneOwnerMapping.currentUser,
@@ -56,17 +91,17 @@ struct SharedAccess: Sendable {
 
     /// The shares through which the caller reaches `zone` (empty: the zone is not theirs to see).
     func shares(in zone: Zone) -> [ShareEntry] {
-        shares.filter { $0.owner == zone.owner && $0.zoneName == zone.name }
+        byZone[zone]?.shares ?? []
     }
 
     /// What the caller may do in `zone`; nil when they may not see it.
     func permission(in zone: Zone) -> SharePermission? {
-        shares(in: zone).compactMap { $0.acceptedPermission(of: caller) }.max()
+        byZone[zone]?.permission
     }
 
     /// The shares of `zone` whose records the caller may change (read-write participant).
     func writableShares(in zone: Zone) -> Set<String> {
-        Set(shares(in: zone).filter { $0.acceptedPermission(of: caller) == .readWrite }.map(\.recordName))
+        byZone[zone]?.writableShares ?? []
     }
 
     /// The owner's database holding `zone`.
@@ -76,12 +111,11 @@ struct SharedAccess: Sendable {
 
     /// Which records of `zone` are shared with the caller.
     func records(in zone: Zone, storage: any RecordStorage) -> SharedRecords {
-        let shares = self.shares(in: zone)
+        let access = byZone[zone]
         return SharedRecords(
             storage: storage, database: database(of: zone),
             zoneID: Wire.RecordZoneID(zoneName: zone.name, ownerName: zone.owner),
-            isZoneWide: shares.contains(where: \.isZoneWide),
-            roots: Set(shares.compactMap(\.rootRecordName)), shareNames: Set(shares.map(\.recordName)))
+            isZoneWide: access?.isZoneWide ?? false, roots: access?.roots ?? [], shareNames: access?.shareNames ?? [])
     }
 }
 
@@ -111,59 +145,5 @@ final class SharedAccessCache: Sendable {
             if entries.count >= Self.capacity && entries[key] == nil { entries.removeAll(keepingCapacity: true) }
             entries[key] = (generation, access)
         }
-    }
-}
-
-/// Which records of one shared zone the caller may see: all of a zone shared whole; in a zone
-/// shared by hierarchy, the share records and the records whose parent chain reaches a root.
-struct SharedRecords: Sendable {
-    /// How far up a parent chain is followed before a record counts as not shared.
-    static let maximumDepth = 64
-
-    let storage: any RecordStorage
-    let database: DatabaseKey
-    let zoneID: Wire.RecordZoneID
-    let isZoneWide: Bool
-    let roots: Set<String>
-    let shareNames: Set<String>
-
-    /// Whether `record` (as the store has it) is shared with the caller.
-    func contains(_ record: Wire.Record) async throws -> Bool {
-        if isZoneWide { return true }
-        var current = record
-        for _ in 0..<Self.maximumDepth {
-            let name = current.recordID?.recordName ?? ""
-            if roots.contains(name) || shareNames.contains(name) { return true }
-            guard let parent = current.parent?.recordID?.recordName else { return false }
-            // A parent that is a root needs no read.
-            if roots.contains(parent) { return true }
-            guard let stored = try await self.record(named: parent) else { return false }
-            current = stored
-        }
-        return false
-    }
-
-    /// Whether the stored record `name` is shared with the caller (false when it does not exist).
-    func contains(name: String) async throws -> Bool {
-        if isZoneWide || roots.contains(name) || shareNames.contains(name) { return true }
-        guard let record = try await self.record(named: name) else { return false }
-        return try await contains(record)
-    }
-
-    /// A record of the zone with its system fields only; nil when it does not exist.
-    func record(named name: String) async throws -> Wire.Record? {
-        try await records(named: [name])[name]
-    }
-
-    /// The records of the zone named `names` that exist (system fields only), read at once.
-    func records(named names: [String]) async throws -> [String: Wire.Record] {
-        guard !names.isEmpty else { return [:] }
-        let fetched = try await storage.fetchRecords(
-            names.map { Wire.RecordID(recordName: $0, zoneID: zoneID) }, desiredKeys: [], in: database)
-        var found: [String: Wire.Record] = [:]
-        for outcome in fetched {
-            if case .success(let record) = outcome.result, let name = record.recordID?.recordName { found[name] = record }
-        }
-        return found
     }
 }

@@ -113,8 +113,10 @@ extension StorageExecutor {
             incarnation = batch.zoneIncarnation
             var events: [Wire.Event.Payload] = []
             events.reserveCapacity(batch.changed.count + batch.deleted.count + 1)
-            for record in batch.changed {
-                if let shared = context.sharedRecords, !(try await shared.contains(record)) { continue }
+            // A participant's batch is filtered at once: parents read once for all its records.
+            let shared = try await context.sharedRecords?.shared(batch.changed)
+            for (position, record) in batch.changed.enumerated() {
+                if let shared, !shared[position] { continue }
                 let record = context.owners.outbound(record)
                 let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
                 events.append(

@@ -119,14 +119,17 @@ extension StorageExecutor {
             let fetched = try await storage.fetchRecords(
                 indices.map { context.owners.inbound(request.recordIDs[$0]) },
                 desiredKeys: request.desiredKeysSpecified ? request.desiredKeys : nil, in: access.database(of: zone))
+            // The records found are filtered together: a parent among them is not read again,
+            // the others a level at a time.
+            var found: [(index: Int, record: Wire.Record)] = []
             for (position, index) in indices.enumerated() {
-                if position < fetched.count, case .success(let record) = fetched[position].result,
-                    try await records.contains(record)
-                {
-                    outcomes[index] = .record(context.owners.outbound(record))
-                } else {
-                    outcomes[index] = .error(Self.noRecord(request.recordIDs[index]))
+                outcomes[index] = .error(Self.noRecord(request.recordIDs[index]))
+                if position < fetched.count, case .success(let record) = fetched[position].result {
+                    found.append((index, record))
                 }
+            }
+            for (item, shared) in zip(found, try await records.shared(found.map(\.record))) where shared {
+                outcomes[item.index] = .record(context.owners.outbound(item.record))
             }
         }
         let events = zip(request.recordIDs, outcomes).map { recordID, outcome -> Wire.Event.Payload in

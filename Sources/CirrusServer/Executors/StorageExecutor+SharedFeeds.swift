@@ -55,7 +55,7 @@ extension StorageExecutor {
         }
         let records = access.records(in: zone, storage: storage)
         var events: [Wire.Event.Payload] = []
-        for record in page.records where try await records.contains(record) {
+        for (record, shared) in zip(page.records, try await records.shared(page.records)) where shared {
             let record = context.owners.outbound(record)
             let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
             events.append(.query(Wire.QueryEvent(callback: .recordMatched(outcome))))
