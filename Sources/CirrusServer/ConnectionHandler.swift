@@ -80,8 +80,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// ``maximumAcknowledgeable``, the oldest forgotten first.
     private var acknowledgeable: [UInt64: LongLivedOperationKey] = [:]
     private static let maximumAcknowledgeable = 1_024
-    /// The `Cancel` being handled, for its flags.
-    private var receivedCancel: Wire.Cancel?
     /// Production is paused: the socket is not writable or the outbound budget is spent.
     private var isPaused = false
     /// Streams whose queued events (and maybe `Complete`) wait for the pause to end, in the
@@ -186,16 +184,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
         self.inReadBurst = true
-        if case .cancel(let cancel) = frame.kind {
-            self.receivedCancel = cancel
-            if cancel.completionAcknowledged, let key = self.acknowledgeable.removeValue(forKey: frame.streamID),
-                let registry = self.configuration.longLivedOperations
-            {
-                Task { await registry.acknowledge(key) }
-            }
-        }
         self.handle(self.machine.receive(frame, now: .now()), context: context)
-        self.receivedCancel = nil
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -301,25 +290,28 @@ final class ConnectionHandler: ChannelDuplexHandler {
             // Never admitted by the machine: written directly.
             let complete = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: code, message: message))
             self.write(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
-        case .cancelStream(let streamID, _):
+        case .cancelStream(let streamID, _, let cancel):
+            // The Cancel's flags, read once by the stream's state machine.
             if let key = self.operations[streamID]?.longLived, let registry = self.configuration.longLivedOperations {
-                let cancel = self.receivedCancel ?? Wire.Cancel()
-                if cancel.completionAcknowledged {
-                    Task { await registry.acknowledge(key) }
-                } else if !cancel.detach {
-                    Task { await registry.cancel(key) }
+                switch cancel {
+                case .acknowledgeCompletion: Task { await registry.acknowledge(key) }
+                case .confirm: Task { await registry.cancel(key) }
+                case .detach, .ignore: break
                 }
             }
-            let lastSeq = self.operations[streamID].map { $0.nextSeq - 1 } ?? 0
             self.stopOperation(streamID: streamID)
             guard self.spendAbandonedStream(context: context) else { return }
-            if self.machine.isOpen(streamID: streamID) {
+            if case .confirm(let lastSeq) = cancel {
                 // A plain Cancel: the stream ends with the one Complete that confirms it.
                 let error = Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled")
                 let complete = Wire.Complete(lastSeq: lastSeq, error: error)
                 self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
             } else if self.machine.isDrained {
                 self.close(context: context)
+            }
+        case .completionAcknowledged(let streamID):
+            if let key = self.acknowledgeable.removeValue(forKey: streamID), let registry = self.configuration.longLivedOperations {
+                Task { await registry.acknowledge(key) }
             }
         case .creditAvailable(let streamID, let granted):
             self.operations[streamID]?.stream.grant(granted)
