@@ -27,8 +27,9 @@ extension ConnectionHandler {
             if let key = self.completedLongLived.acknowledge(streamID: streamID) {
                 self.shared.router.acknowledge(key)
             }
-        case .creditAvailable(let streamID, let granted):
-            self.operations[streamID]?.stream.grant(granted)
+        case .creditAvailable(let streamID, _):
+            // The machine counts the credit; the stream learns what it may queue now.
+            self.operations[streamID]?.stream.creditChanged(to: self.machine.credit(streamID: streamID))
         case .sendPong(let nonce):
             self.send(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))), context: context)
         case .deliver, .helloAckReceived:
