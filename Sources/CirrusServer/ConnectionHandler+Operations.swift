@@ -18,14 +18,15 @@ extension ConnectionHandler {
         }
         guard let caller = self.identity else {
             // The state machine admits Open only after HelloAck, which needs an identity.
-            self.endStream(streamID: streamID, error: Wire.OperationError(code: .notAuthenticated, message: "no identity"), context: context)
+            let error = Wire.OperationError(code: .notAuthenticated, message: "no identity")
+            self.endStream(streamID: streamID, error: error, context: context)
             return
         }
         let stream = self.makeStream(streamID: streamID, operationID: open.operationID, context: context)
         self.configuration.metrics?.streamOpened(open.request)
         self.operations[streamID] = RunningOperation(stream: stream)
-        let fields = self.logger.handler.metadata.merging(
-            OperationLogContext.fields(of: open, user: caller.userRecordName, stream: streamID)) { _, new in new }
+        let operationFields = OperationLogContext.fields(of: open, user: caller.userRecordName, stream: streamID)
+        let fields = self.logger.handler.metadata.merging(operationFields) { _, new in new }
         self.operations[streamID]?.task = self.shared.router.start(open, caller: caller, stream: stream, fields: fields)
     }
 
