@@ -6,7 +6,9 @@ import NIOCore
 /// The server end of one operation's stream, handed to an ``OperationExecutor``: each
 /// ``emit(_:)`` becomes one `Event` with the next `seq`.
 ///
-/// The stream mirrors the client's flow-control credit. While there is credit, `emit` only
+/// The connection's state machine counts the client's flow-control credit (its
+/// ``StreamStateMachine``); the stream holds only what of it may still be queued, re-derived
+/// from the machine on every grant (``creditChanged(to:)``). While there is credit, `emit` only
 /// queues the event and returns; the connection's event loop writes everything queued in one
 /// go. With no credit left, `emit` waits until the client grants more, so a slow client slows
 /// the operation down instead of making the server buffer its events.
@@ -56,6 +58,7 @@ public final class OperationStream: Sendable {
     }
 
     private struct State {
+        /// The machine's credit for the stream, less the events queued since it was read.
         var credit: UInt64
         var outbox: [QueuedEvent] = []
         var drainScheduled = false
@@ -238,10 +241,11 @@ public final class OperationStream: Sendable {
         self.state.withLockedValue { !$0.outbox.isEmpty }
     }
 
-    /// The client granted `credit` more events.
-    func grant(_ credit: UInt64) {
+    /// The client granted more events: the stream's credit in the connection's state machine is
+    /// now `credit`, of which the events queued and not yet taken are already spent.
+    func creditChanged(to credit: UInt64) {
         let waiter = self.state.withLockedValue { state in
-            state.credit += credit
+            state.credit = credit - min(credit, UInt64(state.outbox.count))
             return state.takeWaiter()
         }
         waiter?.resume()

@@ -193,7 +193,8 @@ struct StreamTests {
         _ = machine.receive(open(1, window: 10), now: t0)
         #expect(machine.send(event(1, seq: 1)) == .send)
         let cancel = frame(1, .cancel(Wire.Cancel(reason: "user")))
-        #expect(machine.receive(cancel, now: t0) == .cancelStream(streamID: 1, reason: "user"))
+        #expect(
+            machine.receive(cancel, now: t0) == .cancelStream(streamID: 1, reason: "user", action: .confirm(lastSeq: 1)))
         #expect(machine.isOpen(streamID: 1))
         #expect(machine.send(event(1, seq: 2)) == .drop)
         #expect(machine.send(frame(1, .persisted(Wire.Persisted(operationID: "op-1")))) == .drop)
@@ -211,17 +212,53 @@ struct StreamTests {
     func detachOrAcknowledgeEndsTheStreamWithNothingSent(_ cancel: Wire.Cancel) {
         var machine = activeServer()
         _ = machine.receive(open(1, window: 10), now: t0)
-        #expect(machine.receive(frame(1, .cancel(cancel)), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        let action: StreamStateMachine.CancelAction = cancel.detach ? .detach : .acknowledgeCompletion
+        #expect(machine.receive(frame(1, .cancel(cancel)), now: t0) == .cancelStream(streamID: 1, reason: "", action: action))
         #expect(!machine.isOpen(streamID: 1))
         #expect(machine.send(event(1, seq: 1)) == .drop)
         #expect(machine.send(complete(1, lastSeq: 0)) == .drop)
+    }
+
+    @Test func anAcknowledgementAfterCompleteNamesTheStreamAndCostsNothing() {
+        var machine = activeServer {
+            $0.cancelBurst = 1
+            $0.cancelsPerSecond = 1
+        }
+        _ = machine.receive(open(1, window: 10), now: t0)
+        #expect(machine.send(complete(1, lastSeq: 0)) == .send)
+        let ack = frame(1, .cancel(Wire.Cancel(completionAcknowledged: true)))
+        for _ in 1...3 {
+            #expect(machine.receive(ack, now: t0) == .completionAcknowledged(streamID: 1))
+        }
+        // A plain Cancel crossing the Complete, and an acknowledgement on a stream never
+        // opened, are ignored.
+        #expect(machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0) == .none)
+        #expect(machine.receive(frame(3, .cancel(Wire.Cancel(completionAcknowledged: true))), now: t0) == .none)
+        // None of them spent the one cancel the peer may make.
+        _ = machine.receive(open(5, window: 10), now: t0)
+        #expect(
+            machine.receive(frame(5, .cancel(Wire.Cancel())), now: t0)
+                == .cancelStream(streamID: 5, reason: "", action: .confirm(lastSeq: 0)))
+    }
+
+    @Test func aSecondCancelOnACancelledStreamIsIgnored() {
+        var machine = activeServer()
+        _ = machine.receive(open(1, window: 10), now: t0)
+        #expect(machine.send(event(1, seq: 1)) == .send)
+        #expect(
+            machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0)
+                == .cancelStream(streamID: 1, reason: "", action: .confirm(lastSeq: 1)))
+        #expect(machine.receive(frame(1, .cancel(Wire.Cancel(detach: true))), now: t0) == .none)
+        #expect(machine.isOpen(streamID: 1), "the confirming Complete is still owed")
     }
 
     @Test func theCompleteOfTheLastCancelledStreamClosesADrainingConnection() {
         var machine = activeServer()
         _ = machine.receive(open(1, window: 10), now: t0)
         #expect(machine.send(machine.makeGoAway(code: .shuttingDown, reason: "test")) == .send)
-        #expect(machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        #expect(
+            machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0)
+                == .cancelStream(streamID: 1, reason: "", action: .confirm(lastSeq: 0)))
         #expect(!machine.isDrained, "the cancelled stream still owes its Complete")
         let cancelled = Wire.Complete(lastSeq: 0, error: Wire.OperationError(code: .operationCancelled, message: "cancelled"))
         #expect(machine.send(frame(1, .complete(cancelled))) == .sendAndClose)
@@ -276,7 +313,9 @@ struct StreamTests {
             $0.cancelsPerSecond = 1
         }
         _ = machine.receive(open(1), now: t0)
-        #expect(machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0) == .cancelStream(streamID: 1, reason: ""))
+        #expect(
+            machine.receive(frame(1, .cancel(Wire.Cancel())), now: t0)
+                == .cancelStream(streamID: 1, reason: "", action: .confirm(lastSeq: 0)))
         let cancelled = Wire.OperationError(code: .operationCancelled, message: "cancelled")
         #expect(machine.send(frame(1, .complete(Wire.Complete(lastSeq: 0, error: cancelled)))) == .send)
         _ = machine.receive(open(2), now: t0)
@@ -296,7 +335,9 @@ struct StreamTests {
         for id in 1...20 {
             now = now + .seconds(1)
             _ = machine.receive(open(UInt64(id)), now: now)
-            #expect(machine.receive(frame(UInt64(id), .cancel(Wire.Cancel())), now: now) == .cancelStream(streamID: UInt64(id), reason: ""))
+            #expect(
+                machine.receive(frame(UInt64(id), .cancel(Wire.Cancel())), now: now)
+                    == .cancelStream(streamID: UInt64(id), reason: "", action: .confirm(lastSeq: 0)))
         }
     }
 

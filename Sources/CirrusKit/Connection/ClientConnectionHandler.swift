@@ -154,7 +154,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .peerClosed(let error):
             self.failure = self.failure ?? ConnectionFailure.from(error, server: self.server)
             context.close(promise: nil)
-        case .helloReceived, .openStream, .resumeStream, .refuseStream, .cancelStream, .creditAvailable:
+        case .helloReceived, .openStream, .resumeStream, .refuseStream, .cancelStream, .completionAcknowledged,
+            .creditAvailable:
             // Server-side actions; the client machine never answers with them.
             break
         }

@@ -18,11 +18,15 @@ extension ConnectionStateMachine {
         /// directly (the machine never admitted the stream, so `send` would drop it); the
         /// connection stays up.
         case refuseStream(streamID: UInt64, code: Wire.ErrorCode, message: String)
-        /// Server: the client cancelled the operation on `streamID`. A plain `Cancel` leaves the
-        /// stream open for exactly one more frame: the `Complete` with `OPERATION_CANCELLED` the
-        /// server must send now. With `detach` or `completion_acknowledged` the stream is
-        /// already gone and nothing is sent.
-        case cancelStream(streamID: UInt64, reason: String)
+        /// Server: the client cancelled the operation on `streamID`; `action` carries what the
+        /// `Cancel`'s flags ask. A plain `Cancel` (``StreamStateMachine/CancelAction/confirm(lastSeq:)``)
+        /// leaves the stream open for exactly one more frame: the `Complete` with
+        /// `OPERATION_CANCELLED` the server must send now. With `detach` or
+        /// `completion_acknowledged` the stream is already gone and nothing is sent.
+        case cancelStream(streamID: UInt64, reason: String, action: StreamStateMachine.CancelAction)
+        /// Server: `Cancel` with `completion_acknowledged` on `streamID`, whose `Complete` already
+        /// went out: the client has a long-lived operation's result, which may be forgotten.
+        case completionAcknowledged(streamID: UInt64)
         /// Server: the client granted `granted` more events on `streamID`; send what waits for
         /// it.
         case creditAvailable(streamID: UInt64, granted: UInt64)
@@ -74,11 +78,13 @@ extension ConnectionStateMachine {
         case .helloAck(let ack):
             return self.receiveHelloAck(ack, streamID: frame.streamID)
         case .open(let open):
-            return self.receiveOpen(streamID: frame.streamID, now: now) { .openStream(streamID: $0, open) } lastSeq: { 0 }
-        case .resume(let resume):
-            return self.receiveOpen(streamID: frame.streamID, now: now) { .resumeStream(streamID: $0, resume) } lastSeq: {
-                resume.lastSeq
+            return self.receiveOpen(streamID: frame.streamID, initialWindow: open.initialWindow, lastSeq: 0, now: now) {
+                .openStream(streamID: $0, open)
             }
+        case .resume(let resume):
+            return self.receiveOpen(
+                streamID: frame.streamID, initialWindow: resume.initialWindow, lastSeq: resume.lastSeq, now: now
+            ) { .resumeStream(streamID: $0, resume) }
         case .cancel(let cancel):
             return self.receiveCancel(cancel, streamID: frame.streamID, now: now)
         case .window(let window):
@@ -160,9 +166,10 @@ extension ConnectionStateMachine {
 
     private mutating func receiveOpen(
         streamID: UInt64,
+        initialWindow: UInt32,
+        lastSeq: UInt64,
         now: NIODeadline,
-        action: (UInt64) -> ReceiveAction,
-        lastSeq: () -> UInt64
+        action: (UInt64) -> ReceiveAction
     ) -> ReceiveAction {
         guard self.role == .server else { return self.violation("Open or Resume sent to a client") }
         guard streamID != 0 else { return self.violation("Open or Resume on stream 0") }
@@ -191,17 +198,8 @@ extension ConnectionStateMachine {
                 message: "at most \(self.configuration.maximumConcurrentStreams) concurrent streams"
             )
         }
-        self.streams[streamID] = Stream(credit: 0, lastSeq: lastSeq())
-        let result = action(streamID)
-        switch result {
-        case .openStream(_, let open):
-            self.grant(self.initialCredit(open.initialWindow), to: streamID)
-        case .resumeStream(_, let resume):
-            self.grant(self.initialCredit(resume.initialWindow), to: streamID)
-        default:
-            break
-        }
-        return result
+        self.streams[streamID] = self.makeStream(initialWindow: initialWindow, lastSeq: lastSeq)
+        return action(streamID)
     }
 
     private mutating func receiveCancel(_ cancel: Wire.Cancel, streamID: UInt64, now: NIODeadline) -> ReceiveAction {
@@ -209,21 +207,24 @@ extension ConnectionStateMachine {
         guard self.role == .server else {
             return self.violation("Cancel sent to a client")
         }
-        guard self.streams[streamID] != nil else {
-            return .none  // It ended already; the Cancel crossed the Complete.
+        guard var stream = self.streams[streamID] else {
+            // It ended already: a plain Cancel crossed the Complete; an acknowledgement follows it.
+            let acknowledges = cancel.completionAcknowledged && streamID <= self.highestStreamID
+            return acknowledges ? .completionAcknowledged(streamID: streamID) : .none
         }
-        if cancel.detach || cancel.completionAcknowledged {
-            // Nothing more is sent on the stream.
+        let action = stream.receiveCancel(cancel)
+        if case .ignore = action { return .none }
+        if stream.phase == .closed {
+            // Detached or acknowledged: nothing more is sent on the stream.
             self.streams.removeValue(forKey: streamID)
         } else {
             // Only the `Complete` that confirms the cancellation may still go out.
-            self.streams[streamID]?.credit = 0
-            self.streams[streamID]?.isCancelled = true
+            self.streams[streamID] = stream
         }
         guard self.abandonTokens.spend(now: now) else {
             return self.close(.rateLimited, self.abandonRateMessage)
         }
-        return .cancelStream(streamID: streamID, reason: cancel.reason)
+        return .cancelStream(streamID: streamID, reason: cancel.reason, action: action)
     }
 
     private mutating func receiveWindow(_ window: Wire.Window, streamID: UInt64) -> ReceiveAction {
@@ -231,26 +232,24 @@ extension ConnectionStateMachine {
         guard streamID != 0 else {
             return self.close(.flowControlViolation, "Window on stream 0; credit is per operation stream")
         }
-        guard let stream = self.streams[streamID], !stream.isCancelled else { return .none }
-        guard stream.credit + UInt64(window.credit) <= self.configuration.maximumStreamCredit else {
+        guard var stream = self.streams[streamID] else { return .none }
+        switch stream.receiveWindow(window.credit) {
+        case .ignore:
+            return .none
+        case .overflow:
             return self.close(
                 .flowControlViolation,
                 "Window on stream \(streamID) raises its credit above \(self.configuration.maximumStreamCredit) events"
             )
+        case .granted(let granted):
+            self.streams[streamID] = stream
+            return .creditAvailable(streamID: streamID, granted: granted)
         }
-        self.grant(window.credit, to: streamID)
-        return .creditAvailable(streamID: streamID, granted: UInt64(window.credit))
     }
 
     /// Credit for a new stream: what it asked for, or the default when it asked for 0.
     func initialCredit(_ requested: UInt32) -> UInt32 {
         requested == 0 ? self.configuration.initialStreamWindow : requested
-    }
-
-    private mutating func grant(_ credit: UInt32, to streamID: UInt64) {
-        guard var stream = self.streams[streamID] else { return }
-        stream.credit = min(stream.credit + UInt64(credit), self.configuration.maximumStreamCredit)
-        self.streams[streamID] = stream
     }
 
     var abandonRateMessage: String {
@@ -266,33 +265,32 @@ extension ConnectionStateMachine {
             return frame.streamID > self.highestStreamID || frame.streamID == 0
                 ? self.violation("Event on stream \(frame.streamID), which was never opened") : .none
         }
-        guard event.seq == stream.lastSeq + 1 else {
-            return self.violation("Event seq \(event.seq) on stream \(frame.streamID) after seq \(stream.lastSeq)")
-        }
-        guard stream.credit > 0 else {
+        switch stream.receiveEvent(seq: event.seq) {
+        case .deliver:
+            self.streams[frame.streamID] = stream
+            return .deliver(frame)
+        case .ignore:
+            return .none
+        case .outOfOrder(let lastSeq):
+            return self.violation("Event seq \(event.seq) on stream \(frame.streamID) after seq \(lastSeq)")
+        case .beyondCredit:
             return self.close(.flowControlViolation, "Event on stream \(frame.streamID) beyond the granted credit")
         }
-        stream.credit -= 1
-        stream.lastSeq = event.seq
-        self.streams[frame.streamID] = stream
-        return .deliver(frame)
     }
 
     private mutating func receiveStreamResult(_ frame: Wire.Frame, ends: Bool) -> ReceiveAction {
         guard self.role == .client else { return self.violation("Persisted or Complete sent to a server") }
-        guard let stream = self.streams[frame.streamID] else {
+        guard var stream = self.streams[frame.streamID] else {
             return frame.streamID > self.highestStreamID || frame.streamID == 0
                 ? self.violation("result on stream \(frame.streamID), which was never opened") : .none
         }
-        if ends {
-            if case .complete(let complete) = frame.kind, complete.lastSeq != stream.lastSeq,
-                complete.error == nil
-            {
+        if ends, case .complete(let complete) = frame.kind {
+            self.streams.removeValue(forKey: frame.streamID)
+            if case .lastSeqMismatch(let lastSeq) = stream.complete(lastSeq: complete.lastSeq, isError: complete.error != nil) {
                 return self.violation(
-                    "Complete on stream \(frame.streamID) says last seq \(complete.lastSeq) but \(stream.lastSeq) arrived"
+                    "Complete on stream \(frame.streamID) says last seq \(complete.lastSeq) but \(lastSeq) arrived"
                 )
             }
-            self.streams.removeValue(forKey: frame.streamID)
         }
         return .deliver(frame)
     }

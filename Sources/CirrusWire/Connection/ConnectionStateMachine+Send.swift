@@ -51,8 +51,7 @@ extension ConnectionStateMachine {
             return self.sendOpen(streamID: frame.streamID, initialWindow: resume.initialWindow, lastSeq: resume.lastSeq)
         case .window(let window):
             guard self.role == .client else { return .invalid("Window from a server") }
-            guard var stream = self.streams[frame.streamID] else { return .drop }
-            stream.credit = min(stream.credit + UInt64(window.credit), self.configuration.maximumStreamCredit)
+            guard var stream = self.streams[frame.streamID], stream.sendWindow(window.credit) else { return .drop }
             self.streams[frame.streamID] = stream
             return .send
         case .cancel(let cancel):
@@ -70,15 +69,19 @@ extension ConnectionStateMachine {
             return self.sendEvent(streamID: frame.streamID, seq: event.seq)
         case .persisted:
             guard self.role == .server else { return .invalid("Persisted from a client") }
-            guard let stream = self.streams[frame.streamID], !stream.isCancelled else { return .drop }
+            guard let stream = self.streams[frame.streamID], stream.canSendPersisted else { return .drop }
             return .send
         case .complete(let complete):
             guard self.role == .server else { return .invalid("Complete from a client") }
-            guard let stream = self.streams.removeValue(forKey: frame.streamID) else { return .drop }
-            if complete.error == nil, complete.lastSeq != stream.lastSeq {
-                return .invalid("Complete says last seq \(complete.lastSeq) but \(stream.lastSeq) was sent")
+            guard var stream = self.streams.removeValue(forKey: frame.streamID) else { return .drop }
+            switch stream.complete(lastSeq: complete.lastSeq, isError: complete.error != nil) {
+            case .lastSeqMismatch(let lastSeq):
+                return .invalid("Complete says last seq \(complete.lastSeq) but \(lastSeq) was sent")
+            case .drop:
+                return .drop
+            case .complete:
+                return self.closingIfDrained()
             }
-            return self.closingIfDrained()
         }
     }
 
@@ -87,15 +90,18 @@ extension ConnectionStateMachine {
     public mutating func sendEvent(streamID: UInt64, seq: UInt64) -> SendAction {
         guard self.phase != .closed else { return .drop }
         guard self.role == .server else { return .invalid("Event from a client") }
-        guard var stream = self.streams[streamID], !stream.isCancelled else { return .drop }
-        guard seq == stream.lastSeq + 1 else {
-            return .invalid("Event seq \(seq) on stream \(streamID) after seq \(stream.lastSeq)")
+        guard var stream = self.streams[streamID] else { return .drop }
+        switch stream.sendEvent(seq: seq) {
+        case .send:
+            self.streams[streamID] = stream
+            return .send
+        case .waitForCredit:
+            return .waitForCredit
+        case .drop:
+            return .drop
+        case .outOfOrder(let lastSeq):
+            return .invalid("Event seq \(seq) on stream \(streamID) after seq \(lastSeq)")
         }
-        guard stream.credit > 0 else { return .waitForCredit }
-        stream.credit -= 1
-        stream.lastSeq = seq
-        self.streams[streamID] = stream
-        return .send
     }
 
     private mutating func sendOpen(streamID: UInt64, initialWindow: UInt32, lastSeq: UInt64) -> SendAction {
@@ -103,7 +109,7 @@ extension ConnectionStateMachine {
         guard self.phase == .active else { return .invalid("Open/Resume while \(self.phase)") }
         guard streamID > self.highestStreamID else { return .invalid("stream \(streamID) is not new") }
         self.highestStreamID = streamID
-        self.streams[streamID] = Stream(credit: UInt64(self.initialCredit(initialWindow)), lastSeq: lastSeq)
+        self.streams[streamID] = self.makeStream(initialWindow: initialWindow, lastSeq: lastSeq)
         return .send
     }
 

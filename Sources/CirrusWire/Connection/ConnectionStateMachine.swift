@@ -4,9 +4,9 @@ import NIOCore
 /// actions. It never touches a channel, so every rule is tested on its own.
 ///
 /// It tracks the connection's phase (awaiting `Hello`, active, draining after `GoAway`, closed)
-/// and each stream: open, the `seq` of its events (1, 2, 3 … with no gap), its flow-control
-/// credit (an `Event` is never sent beyond what the client granted), and its end by `Complete`
-/// or `Cancel`. It bounds what a peer can abuse: concurrent streams, the rate of cancelled
+/// and each open stream as a ``StreamStateMachine``: the `seq` of its events (1, 2, 3 … with no
+/// gap), its flow-control credit (an `Event` is never sent beyond what the client granted), and
+/// its end by `Complete` or `Cancel`. It bounds what a peer can abuse: concurrent streams, the rate of cancelled
 /// and refused streams, credit, and control frames queued for a peer that does not read. Time is passed
 /// in, never read.
 ///
@@ -36,20 +36,12 @@ public struct ConnectionStateMachine: Sendable {
         case closed
     }
 
-    struct Stream: Sendable {
-        /// Events that may still be sent on this stream.
-        var credit: UInt64
-        /// The last event `seq` sent (server) or received (client).
-        var lastSeq: UInt64
-        /// Server: the peer cancelled it; only its `Complete` may still be sent.
-        var isCancelled = false
-    }
-
     public let role: Role
     public internal(set) var configuration: Configuration
     public internal(set) var phase: Phase = .handshaking
 
-    var streams: [UInt64: Stream] = [:]
+    /// The streams not ended yet; an ended stream is removed.
+    var streams: [UInt64: StreamStateMachine] = [:]
     /// The highest stream ID opened so far; stream IDs only go up.
     var highestStreamID: UInt64 = 0
     var handshakeDeadline: NIODeadline
@@ -84,6 +76,17 @@ public struct ConnectionStateMachine: Sendable {
 
     /// The events that may still be sent on `streamID` before the peer grants more.
     public func credit(streamID: UInt64) -> UInt64 { self.streams[streamID]?.credit ?? 0 }
+
+    /// The last event `seq` sent (server) or received (client) on `streamID`; nil when the
+    /// stream is not open.
+    public func lastSeq(streamID: UInt64) -> UInt64? { self.streams[streamID]?.lastSeq }
+
+    /// A new stream's state, with this connection's credit limit.
+    func makeStream(initialWindow: UInt32, lastSeq: UInt64) -> StreamStateMachine {
+        var stream = StreamStateMachine(maximumCredit: self.configuration.maximumStreamCredit)
+        _ = stream.open(initialCredit: self.initialCredit(initialWindow), lastSeq: lastSeq)
+        return stream
+    }
 
     /// Draining and nothing left open: the connection can close.
     public var isDrained: Bool { self.phase == .draining && self.streams.isEmpty }

@@ -1,0 +1,105 @@
+import CirrusStore
+import CirrusWire
+import Logging
+
+/// Routes the operations of the server's connections, in async code: an `Open` goes to the
+/// long-lived registry (a question it answers, or an operation that runs detached and is
+/// followed) or to the ``OperationExecutor``; a `Resume` attaches to a long-lived operation.
+/// Each runs on a task of its own, which the ``ConnectionHandler`` keeps so it can cancel it,
+/// and reaches the connection only through its ``OperationStream``.
+///
+/// It also carries out what a `Cancel` asks of a long-lived operation (cancel it, or forget
+/// it once the client acknowledged its completion).
+struct OperationRouter: Sendable {
+    let executor: any OperationExecutor
+    let longLivedOperations: LongLivedOperations?
+    let metrics: ServerMetrics?
+
+    init(configuration: ServerConfiguration) {
+        self.executor = configuration.executor
+        self.longLivedOperations = configuration.longLivedOperations
+        self.metrics = configuration.metrics
+    }
+
+    /// Starts the operation `open` of `caller` on `stream`; its logs carry `fields`.
+    func start(
+        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, fields: Logger.Metadata
+    ) -> Task<Void, Never> {
+        Task {
+            await OperationLogContext.withFields(fields) {
+                await self.run(open, caller: caller, stream: stream)
+            }
+        }
+    }
+
+    /// Attaches `stream` to the long-lived operation named in `resume` (of `registry`, this
+    /// server's), after the client's `last_seq`: `Persisted`, the journal after it, live events,
+    /// `Complete`.
+    func resume(
+        _ resume: Wire.Resume, caller: ClientIdentity, stream: OperationStream, registry: LongLivedOperations
+    ) -> Task<Void, Never> {
+        Task {
+            switch await registry.attach(operationID: resume.operationID, caller: caller, after: resume.lastSeq) {
+            case .failure(let refusal):
+                stream.complete(OperationCompletion(error: refusal.error))
+            case .success(let (run, attachment)):
+                guard await stream.persisted(key: run.key, release: { run.release(attachment) }, then: {}) else {
+                    run.release(attachment)
+                    return
+                }
+                await LongLivedOperations.follow(run, attachment: attachment, after: resume.lastSeq, stream: stream)
+            }
+        }
+    }
+
+    /// The client cancelled the long-lived operation `key` (a plain `Cancel`).
+    func cancel(_ key: LongLivedOperationKey) {
+        guard let registry = self.longLivedOperations else { return }
+        Task { await registry.cancel(key) }
+    }
+
+    /// The client has the `Complete` of the long-lived operation `key`: it may be forgotten.
+    func acknowledge(_ key: LongLivedOperationKey) {
+        guard let registry = self.longLivedOperations else { return }
+        Task { await registry.acknowledge(key) }
+    }
+
+    private func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async {
+        if let registry = self.longLivedOperations, LongLivedOperations.answers(open) {
+            stream.complete(await registry.answer(open, caller: caller))
+        } else if let registry = self.longLivedOperations, open.configuration?.isLongLived == true,
+            registry.canRunDetached(open)
+        {
+            await self.runDetached(open, caller: caller, stream: stream, registry: registry)
+        } else {
+            let started = ContinuousClock.now
+            let completion = await self.executor.run(open, caller: caller, stream: stream)
+            self.metrics?.operationFinished(open.request, duration: .now - started)
+            stream.complete(completion)
+        }
+    }
+
+    /// Registers a long-lived operation, says `Persisted` once it is durable, then follows it.
+    private func runDetached(
+        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, registry: LongLivedOperations
+    ) async {
+        switch await registry.register(open, caller: caller) {
+        case .failure(let refusal):
+            stream.complete(OperationCompletion(error: refusal.error))
+        case .success(let run):
+            // Persisted only once durable; a client gone by then never had the operation.
+            guard let attachment = run.attach() else {
+                // A run just registered has no follower yet.
+                stream.complete(.failure(.internalError, "operation \(run.key.operationID) attached before it ran"))
+                return
+            }
+            let release: @Sendable () -> Void = { run.release(attachment) }
+            guard await stream.persisted(key: run.key, release: release, then: { registry.start(run) }) else {
+                run.release(attachment)
+                await registry.abandon(run)
+                return
+            }
+            await LongLivedOperations.follow(run, attachment: attachment, after: 0, stream: stream)
+        }
+    }
+}
