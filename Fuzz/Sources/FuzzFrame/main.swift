@@ -43,7 +43,8 @@ public func fuzzFrame(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
             _ = machine.send(Wire.Frame(streamID: 0, kind: .pong(Wire.Pong(nonce: nonce))))
         case .closeWithError, .peerClosed:
             return 0
-        case .none, .helloAckReceived, .refuseStream, .cancelStream, .creditAvailable, .deliver, .peerGoingAway:
+        case .none, .helloAckReceived, .refuseStream, .cancelStream, .completionAcknowledged, .creditAvailable, .deliver,
+            .peerGoingAway:
             break
         }
     }
