@@ -112,82 +112,28 @@ struct PostgresRecordWriter {
 
     // MARK: - Checks
 
-    /// The record type of a user's record (the public database's `Users` records).
-    static let userRecordType = "Users"
-
-    /// Whether `name` is a user's record of the public database: in its default zone, a
-    /// record named like a user (`_alice`).
-    private func isUserRecordName(_ name: String, in zone: PostgresZoneRow) -> Bool {
-        key.scope == .public && name.hasPrefix("_") && zone.name == RecordCodec.defaultZoneName
-    }
+    /// The per-item rules every engine shares.
+    var rules: RecordRules { RecordRules(key: key, user: user) }
 
     /// Runs every check of a save (reads nothing: `existing` is the stored row of its name).
     func check(
         _ client: Wire.Record, index: Int, existing: PostgresRecordRow?, in zone: PostgresZoneRow,
         policy: Wire.SavePolicy
     ) throws -> ItemResult<PreparedSave> {
-        guard let clientID = client.recordID else {
-            return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
+        switch try rules.checkSave(client, existing: existing, zoneName: zone.name, policy: policy, decode: { try $0.record() }) {
+        case .failure(let failure):
+            return .failure(failure)
+        case .success(let checked):
+            if let refusal = Self.capabilityRefusal(of: checked.record, client: client, in: zone) { return .failure(refusal) }
+            return .success(PreparedSave(
+                index: index, existing: existing, serverRecord: checked.serverRecord, record: checked.record))
         }
-        let name = clientID.recordName
-        if isUserRecordName(name, in: zone) {
-            guard name == user else {
-                return .failure(RecordCodec.error(.permissionFailure, "only user \(name) may write the Users record \(name)"))
-            }
-            guard client.recordType == Self.userRecordType else {
-                return .failure(RecordCodec.error(
-                    .invalidArguments, "the record \(name) is a \(Self.userRecordType) record, not a \(client.recordType)"))
-            }
-        }
-        var serverRecord: Wire.Record?
-        if let existing {
-            serverRecord = try existing.record()
-            if key.scope == .public && existing.creator != user {
-                return .failure(RecordCodec.error(.permissionFailure, "record \(name) belongs to another user"))
-            }
-            if existing.recordType != client.recordType {
-                return .failure(RecordCodec.error(
-                    .invalidArguments, "record \(name) is a \(existing.recordType), not a \(client.recordType)"))
-            }
-        }
-        switch policy {
-        case .changedKeys, .allKeys:
-            break
-        case .unspecified, .ifServerRecordUnchanged, .unrecognized:
-            if let existing, existing.changeTag != client.recordChangeTag {
-                var failure = RecordCodec.error(.serverRecordChanged, "record \(name) was changed on the server")
-                failure.serverRecord = serverRecord
-                failure.clientRecord = client
-                return .failure(failure)
-            }
-            if existing == nil && !client.recordChangeTag.isEmpty {
-                return .failure(RecordCodec.error(.unknownItem, "record \(name) to update does not exist"))
-            }
-        }
-        var record = Wire.Record(
-            recordID: Wire.RecordID(recordName: name, zoneID: ZoneResolution.zoneID(zone.name, in: key)),
-            recordType: client.recordType)
-        record.fields = RecordCodec.fieldsToStore(client: client, server: serverRecord?.fields, policy: policy)
-        if policy == .changedKeys {
-            record.parent = client.parent ?? serverRecord?.parent
-            record.shareFields = client.shareFields ?? serverRecord?.shareFields
-        } else {
-            record.parent = client.parent
-            record.shareFields = client.shareFields
-        }
-        if let refusal = Self.capabilityRefusal(of: record, client: client, in: zone) { return .failure(refusal) }
-        return .success(PreparedSave(index: index, existing: existing, serverRecord: serverRecord, record: record))
     }
 
     /// Why a deletion fails, or nil. Deleting a record that does not exist succeeds.
     func checkDelete(_ name: String, existing: PostgresRecordRow?, in zone: PostgresZoneRow) -> ItemFailure? {
-        if isUserRecordName(name, in: zone) {
-            return RecordCodec.error(.permissionFailure, "the Users record \(name) cannot be deleted")
-        }
-        if let existing, key.scope == .public && existing.creator != user {
-            return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
-        }
-        return nil
+        if let refusal = rules.deletionRefusal(name, zoneName: zone.name) { return refusal }
+        return existing.flatMap { rules.ownershipRefusal(name, existing: $0) }
     }
 
     /// What this engine does not store yet, refused whole so nothing is kept half

@@ -24,7 +24,7 @@ struct PostgresZoneRow: Sendable {
 }
 
 /// A stored record row.
-struct PostgresRecordRow: Sendable {
+struct PostgresRecordRow: Sendable, StoredRecordSummary {
     var name: String
     var recordType: String
     var changeTag: String

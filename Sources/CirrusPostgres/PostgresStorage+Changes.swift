@@ -18,9 +18,7 @@ extension PostgresStorage {
         in database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int
     ) async throws -> ZoneChangeBatch {
         let key = try database.validated()
-        guard since >= 0, limit > 0, (through ?? since) >= since else {
-            throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
-        }
+        try ChangeFeedArguments.check(since: since, through: through, limit: limit)
         let logger = self.logger
         return try await snapshot { connection in
             let heads = try await connection.query(

@@ -17,33 +17,16 @@ extension PostgresStorage {
         desiredKeys: [String]?
     ) async throws -> RecordChangeBatch {
         let key = try database.validated()
-        guard since >= 0, limit > 0, (through ?? since) >= since else {
-            throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
-        }
-        let name: String
-        switch ZoneResolution.zoneName(of: zone, in: key) {
-        case .failure(let failure): throw StoreError(.zoneNotFound, failure.message)
-        case .success(let resolved): name = resolved
-        }
+        try ChangeFeedArguments.check(since: since, through: through, limit: limit)
+        let name = try ChangeFeedArguments.zoneName(of: zone, in: key)
         let logger = self.logger
         return try await snapshot { connection in
             guard let zone = try await PostgresRows.liveZone(connection, key, name, logger) else {
-                // The default zone exists before anything was written to it.
-                guard name == RecordCodec.defaultZoneName else {
-                    throw StoreError(.zoneNotFound, "zone \(name) does not exist")
-                }
-                guard since == 0 else {
-                    throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
-                }
-                return RecordChangeBatch(
-                    changed: [], deleted: [], lastSeq: 0, moreComing: false, clientChangeToken: [], zoneIncarnation: 0)
+                return try ChangeFeedArguments.changesOfAbsentZone(name, since: since)
             }
-            guard since <= zone.changeSeq, since == 0 || max(since, floor) >= zone.prunedSeq else {
-                throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
-            }
-            // Changes after `head` belong to a later fetch: a record changed while this fetch
-            // pages moves past it and is reported once, by the next fetch, at its newest state.
-            let head = min(through ?? zone.changeSeq, zone.changeSeq)
+            let head = try ChangeFeedArguments.head(
+                since: since, floor: floor, through: through, zoneName: name, changeSeq: zone.changeSeq,
+                prunedSeq: zone.prunedSeq)
             var bindings = PostgresRows.binds(key, zone.id)
             bindings.append(since)
             bindings.append(head)
@@ -72,28 +55,17 @@ extension PostgresStorage {
             var tombstones: [(name: String, recordType: String, seq: Int64)] = []
             for try await row in tombstoneRows.decode((String, String, Int64).self) { tombstones.append(row) }
 
-            // The two lists merged in sequence order, up to `limit`.
             var changed: [Wire.Record] = []
             var deleted: [RecordTombstone] = []
-            var r = 0
-            var t = 0
-            var lastSeq = since
-            while changed.count + deleted.count < limit && (r < records.count || t < tombstones.count) {
-                if r < records.count, t == tombstones.count || records[r].changeSeq < tombstones[t].seq {
-                    changed.append(RecordCodec.restrict(try records[r].record(), to: desiredKeys))
-                    lastSeq = records[r].changeSeq
-                    r += 1
-                } else {
-                    let tombstone = tombstones[t]
+            let page = try ChangeFeedArguments.merge(
+                records, seq: \.changeSeq, tombstones, seq: \.seq, since: since, head: head, limit: limit,
+                changed: { changed.append(RecordCodec.restrict(try $0.record(), to: desiredKeys)) },
+                deleted: { tombstone in
                     let recordID = Wire.RecordID(recordName: tombstone.name, zoneID: ZoneResolution.zoneID(zone.name, in: key))
                     deleted.append(RecordTombstone(recordID: recordID, recordType: tombstone.recordType, seq: tombstone.seq))
-                    lastSeq = tombstone.seq
-                    t += 1
-                }
-            }
-            let moreComing = r < records.count || t < tombstones.count
+                })
             return RecordChangeBatch(
-                changed: changed, deleted: deleted, lastSeq: moreComing ? lastSeq : head, moreComing: moreComing,
+                changed: changed, deleted: deleted, lastSeq: page.lastSeq, moreComing: page.moreComing,
                 clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id, headSeq: zone.changeSeq,
                 prunedSeq: zone.prunedSeq)
         }

@@ -36,50 +36,14 @@ extension RecordWriter {
     func prepareSave(
         _ client: Wire.Record, existing: RecordRow?, in zone: ZoneRow, policy: Wire.SavePolicy
     ) throws -> ItemResult<PreparedSave> {
-        guard let clientID = client.recordID else {
-            return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
+        let checked: RecordRules.CheckedSave
+        switch try rules.checkSave(client, existing: existing, zoneName: zone.name, policy: policy, decode: { try $0.record() }) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let save): checked = save
         }
-        let name = clientID.recordName
-        if let refusal = userRecordRefusal(name, in: zone, recordType: client.recordType) {
-            return .failure(refusal)
-        }
-        var serverRecord: Wire.Record?
-        if let existing {
-            serverRecord = try existing.record()
-            if key.scope == .public && existing.creator != user {
-                return .failure(RecordCodec.error(.permissionFailure, "record \(name) belongs to another user"))
-            }
-            if existing.recordType != client.recordType {
-                return .failure(RecordCodec.error(
-                    .invalidArguments, "record \(name) is a \(existing.recordType), not a \(client.recordType)"))
-            }
-        }
-        switch policy {
-        case .changedKeys, .allKeys:
-            break
-        case .unspecified, .ifServerRecordUnchanged, .unrecognized:
-            if let existing, existing.changeTag != client.recordChangeTag {
-                var failure = RecordCodec.error(.serverRecordChanged, "record \(name) was changed on the server")
-                failure.serverRecord = try StoreRows.load(db, existing, desiredKeys: nil, assetContent: false)
-                failure.clientRecord = client
-                return .failure(failure)
-            }
-            if existing == nil && !client.recordChangeTag.isEmpty {
-                return .failure(RecordCodec.error(.unknownItem, "record \(name) to update does not exist"))
-            }
-        }
-
-        var record = Wire.Record(
-            recordID: Wire.RecordID(recordName: name, zoneID: ZoneResolution.zoneID(zone.name, in: key)),
-            recordType: client.recordType)
-        record.fields = RecordCodec.fieldsToStore(client: client, server: serverRecord?.fields, policy: policy)
-        if policy == .changedKeys {
-            record.parent = client.parent ?? serverRecord?.parent
-            record.shareFields = client.shareFields ?? serverRecord?.shareFields
-        } else {
-            record.parent = client.parent
-            record.shareFields = client.shareFields
-        }
+        let name = checked.name
+        let serverRecord = checked.serverRecord
+        var record = checked.record
         var preparedShare: PreparedShare?
         if record.recordType == ShareRules.shareType {
             switch try prepareShare(&record, in: zone) {
@@ -212,9 +176,7 @@ extension RecordWriter {
     /// Deletes one record and, transitively, every record holding a deleteSelf
     /// reference to a deleted one. Deleting a record that does not exist succeeds.
     mutating func delete(_ name: String, in zone: ZoneRow) throws -> ItemFailure? {
-        if isUserRecordName(name, in: zone) {
-            return RecordCodec.error(.permissionFailure, "the Users record \(name) cannot be deleted")
-        }
+        if let refusal = rules.deletionRefusal(name, zoneName: zone.name) { return refusal }
         let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
         if sharedScope != nil {
             // A participant deletes records of their shares only; one that does not exist is
@@ -223,9 +185,7 @@ extension RecordWriter {
             if let refusal = try sharedScopeRefusal(existing.record(), existing: existing, in: zone) { return refusal }
         }
         guard let existing else { return nil }
-        if key.scope == .public && existing.creator != user {
-            return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
-        }
+        if let refusal = rules.ownershipRefusal(name, existing: existing) { return refusal }
         try deleteRow(existing, zoneID: zone.id, zoneName: zone.name, name: name)
         if existing.recordType == ShareRules.shareType {
             try forgetShare(name, in: zone)

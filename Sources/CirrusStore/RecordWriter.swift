@@ -64,6 +64,9 @@ struct RecordWriter {
         var changes: Int
     }
 
+    /// The per-item rules every engine shares.
+    var rules: RecordRules { RecordRules(key: key, user: user) }
+
     private var mark: Mark { Mark(touchedZones: touchedZones, cascaded: cascaded.count, changes: changes.count) }
 
     private mutating func rollBack(to mark: Mark) {

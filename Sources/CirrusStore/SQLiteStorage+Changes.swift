@@ -8,34 +8,17 @@ extension SQLiteStorage {
         desiredKeys: [String]?
     ) async throws -> RecordChangeBatch {
         let key = try database.validated()
-        guard since >= 0, limit > 0, (through ?? since) >= since else {
-            throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
-        }
-        let name: String
-        switch ZoneResolution.zoneName(of: zone, in: key) {
-        case .failure(let failure): throw StoreError(.zoneNotFound, failure.message)
-        case .success(let resolved): name = resolved
-        }
+        try ChangeFeedArguments.check(since: since, through: through, limit: limit)
+        let name = try ChangeFeedArguments.zoneName(of: zone, in: key)
         return try await read { db in
             guard let databaseID = try StoreRows.databaseID(db, key),
                 let zone = try StoreRows.liveZone(db, databaseID, name)
             else {
-                // The default zone exists before anything was written to it.
-                guard name == RecordCodec.defaultZoneName else {
-                    throw StoreError(.zoneNotFound, "zone \(name) does not exist")
-                }
-                guard since == 0 else {
-                    throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
-                }
-                return RecordChangeBatch(
-                    changed: [], deleted: [], lastSeq: 0, moreComing: false, clientChangeToken: [], zoneIncarnation: 0)
+                return try ChangeFeedArguments.changesOfAbsentZone(name, since: since)
             }
-            guard since <= zone.changeSeq, since == 0 || max(since, floor) >= zone.prunedSeq else {
-                throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
-            }
-            // Changes after `head` belong to a later fetch: a record changed while this fetch
-            // pages moves past it and is reported once, by the next fetch, at its newest state.
-            let head = min(through ?? zone.changeSeq, zone.changeSeq)
+            let head = try ChangeFeedArguments.head(
+                since: since, floor: floor, through: through, zoneName: name, changeSeq: zone.changeSeq,
+                prunedSeq: zone.prunedSeq)
             let fetchLimit = limit + 1
             let records = try db.rows(
                 sql: """
@@ -49,31 +32,21 @@ extension SQLiteStorage {
                 arguments: [zone.id, since, head, fetchLimit])
             var changed: [Wire.Record] = []
             var deleted: [RecordTombstone] = []
-            var r = 0
-            var t = 0
-            var lastSeq = since
-            while changed.count + deleted.count < limit && (r < records.count || t < tombstones.count) {
-                let tombstoneSeq: Int64? = t < tombstones.count ? tombstones[t]["seq"] : nil
-                if r < records.count, tombstoneSeq.map({ records[r].changeSeq < $0 }) ?? true {
-                    changed.append(try StoreRows.load(db, records[r], desiredKeys: desiredKeys, assetContent: true))
-                    lastSeq = records[r].changeSeq
-                    r += 1
-                } else if let tombstoneSeq {
+            let page = try ChangeFeedArguments.merge(
+                records, seq: \.changeSeq, tombstones, seq: { $0["seq"] }, since: since, head: head, limit: limit,
+                changed: { changed.append(try StoreRows.load(db, $0, desiredKeys: desiredKeys, assetContent: true)) },
+                deleted: { tombstone in
                     let recordID = Wire.RecordID(
-                        recordName: tombstones[t]["name"], zoneID: ZoneResolution.zoneID(zone.name, in: key))
-                    let sharedBy: String? = tombstones[t]["shared_by"]
+                        recordName: tombstone["name"], zoneID: ZoneResolution.zoneID(zone.name, in: key))
+                    let sharedBy: String? = tombstone["shared_by"]
                     deleted.append(RecordTombstone(
-                        recordID: recordID, recordType: tombstones[t]["record_type"], seq: tombstoneSeq,
+                        recordID: recordID, recordType: tombstone["record_type"], seq: tombstone["seq"],
                         sharedBy: sharedBy.map { $0.split(separator: "\n").map(String.init) } ?? []))
-                    lastSeq = tombstoneSeq
-                    t += 1
-                }
-            }
-            let moreComing = r < records.count || t < tombstones.count
+                })
             return RecordChangeBatch(
-                changed: changed, deleted: deleted, lastSeq: moreComing ? lastSeq : head,
-                moreComing: moreComing, clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id,
-                headSeq: zone.changeSeq, prunedSeq: zone.prunedSeq)
+                changed: changed, deleted: deleted, lastSeq: page.lastSeq, moreComing: page.moreComing,
+                clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id, headSeq: zone.changeSeq,
+                prunedSeq: zone.prunedSeq)
         }
     }
 
@@ -81,9 +54,7 @@ extension SQLiteStorage {
         in database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int
     ) async throws -> ZoneChangeBatch {
         let key = try database.validated()
-        guard since >= 0, limit > 0, (through ?? since) >= since else {
-            throw StoreError(.invalidArguments, "change sequence \(since) or limit \(limit) out of range")
-        }
+        try ChangeFeedArguments.check(since: since, through: through, limit: limit)
         return try await read { db in
             guard
                 let row = try db.row(

@@ -22,7 +22,7 @@ struct ZoneRow: Sendable {
 }
 
 /// A stored record row.
-struct RecordRow: Sendable {
+struct RecordRow: Sendable, StoredRecordSummary {
     var id: Int64
     var recordType: String
     var changeTag: String
