@@ -33,26 +33,18 @@ extension PostgresStorage {
         }
     }
 
-    private static func customZoneRefusal(_ name: String, _ key: DatabaseKey) -> ItemFailure? {
-        guard key.scope != .private else { return nil }
-        return RecordCodec.error(.invalidArguments, "custom zone \(name): only private databases have custom zones")
-    }
-
     private static func saveZone(
         _ zone: Wire.RecordZone, _ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger
     ) async throws -> ItemResult<Wire.RecordZone> {
-        guard let zoneID = zone.zoneID else {
-            return .failure(RecordCodec.error(.invalidArguments, "zone without a zone ID"))
-        }
         let name: String
-        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        switch ZoneResolution.nameToSave(zone, in: key) {
         case .failure(let failure): return .failure(failure)
         case .success(let resolved): name = resolved
         }
         if let existing = try await PostgresRows.liveZone(connection, key, name, logger) {
             return .success(ZoneResolution.zone(named: existing.name, encryptionScope: existing.encryptionScope, in: key))
         }
-        if let refusal = customZoneRefusal(name, key) { return .failure(refusal) }
+        if let refusal = ZoneResolution.customZoneRefusal(name, in: key) { return .failure(refusal) }
         // A tombstone of an earlier zone with this name stays until pruned: the database feed
         // reports that zone deleted, then this one created, so a device drops the old records.
         let seq = try await PostgresRows.bumpDatabaseSeq(connection, key, logger)
@@ -70,14 +62,10 @@ extension PostgresStorage {
         _ logger: Logger
     ) async throws -> ItemFailure? {
         let name: String
-        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        switch ZoneResolution.nameToDelete(zoneID, in: key) {
         case .failure(let failure): return failure
         case .success(let resolved): name = resolved
         }
-        if name == RecordCodec.defaultZoneName {
-            return RecordCodec.error(.invalidArguments, "the default zone cannot be deleted")
-        }
-        if let refusal = customZoneRefusal(name, key) { return refusal }
         guard let zone = try await PostgresRows.liveZone(connection, key, name, logger) else {
             return RecordCodec.error(.zoneNotFound, "zone \(name) does not exist")
         }

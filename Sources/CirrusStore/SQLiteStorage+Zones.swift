@@ -36,26 +36,18 @@ extension SQLiteStorage {
         return result
     }
 
-    private static func customZoneRefusal(_ name: String, _ key: DatabaseKey) -> ItemFailure? {
-        guard key.scope != .private else { return nil }
-        return RecordCodec.error(.invalidArguments, "custom zone \(name): only private databases have custom zones")
-    }
-
     private static func saveZone(
         _ zone: Wire.RecordZone, db: Database, databaseID: Int64, key: DatabaseKey, changes: inout [ZoneChange]
     ) throws -> ItemResult<Wire.RecordZone> {
-        guard let zoneID = zone.zoneID else {
-            return .failure(RecordCodec.error(.invalidArguments, "zone without a zone ID"))
-        }
         let name: String
-        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        switch ZoneResolution.nameToSave(zone, in: key) {
         case .failure(let failure): return .failure(failure)
         case .success(let resolved): name = resolved
         }
         if let existing = try StoreRows.liveZone(db, databaseID, name) {
             return .success(try Self.zone(existing, in: key, db))
         }
-        if let refusal = customZoneRefusal(name, key) { return .failure(refusal) }
+        if let refusal = ZoneResolution.customZoneRefusal(name, in: key) { return .failure(refusal) }
         // A tombstone of an earlier zone with this name stays until pruned: the database feed
         // reports that zone deleted, then this one created, so a device drops the old records.
         let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
@@ -74,14 +66,10 @@ extension SQLiteStorage {
         _ zoneID: Wire.RecordZoneID, db: Database, databaseID: Int64, key: DatabaseKey, now: Double
     ) throws -> ItemFailure? {
         let name: String
-        switch ZoneResolution.zoneName(of: zoneID, in: key) {
+        switch ZoneResolution.nameToDelete(zoneID, in: key) {
         case .failure(let failure): return failure
         case .success(let resolved): name = resolved
         }
-        if name == RecordCodec.defaultZoneName {
-            return RecordCodec.error(.invalidArguments, "the default zone cannot be deleted")
-        }
-        if let refusal = customZoneRefusal(name, key) { return refusal }
         guard let zone = try StoreRows.liveZone(db, databaseID, name) else {
             return RecordCodec.error(.zoneNotFound, "zone \(name) does not exist")
         }

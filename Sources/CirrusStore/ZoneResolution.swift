@@ -13,6 +13,36 @@ package enum ZoneResolution {
         return .success(zoneID.zoneName)
     }
 
+    /// The name of a zone to save; every engine checks a zone save with this before it reads.
+    package static func nameToSave(_ zone: Wire.RecordZone, in key: DatabaseKey) -> ItemResult<String> {
+        guard let zoneID = zone.zoneID else {
+            return .failure(RecordCodec.error(.invalidArguments, "zone without a zone ID"))
+        }
+        return zoneName(of: zoneID, in: key)
+    }
+
+    /// Why a zone that has no row may not be created in, or deleted from, `key`'s database,
+    /// or nil: only private databases have custom zones.
+    package static func customZoneRefusal(_ name: String, in key: DatabaseKey) -> ItemFailure? {
+        guard key.scope != .private else { return nil }
+        return RecordCodec.error(.invalidArguments, "custom zone \(name): only private databases have custom zones")
+    }
+
+    /// The name of a zone to delete, when it may be deleted: never the default zone, and only
+    /// in a private database; every engine checks a zone deletion with this before it reads.
+    package static func nameToDelete(_ zoneID: Wire.RecordZoneID, in key: DatabaseKey) -> ItemResult<String> {
+        switch zoneName(of: zoneID, in: key) {
+        case .failure(let failure):
+            return .failure(failure)
+        case .success(let name):
+            if name == RecordCodec.defaultZoneName {
+                return .failure(RecordCodec.error(.invalidArguments, "the default zone cannot be deleted"))
+            }
+            if let refusal = customZoneRefusal(name, in: key) { return .failure(refusal) }
+            return .success(name)
+        }
+    }
+
     package static func zoneID(_ name: String, in key: DatabaseKey) -> Wire.RecordZoneID {
         Wire.RecordZoneID(zoneName: name, ownerName: key.owner)
     }
