@@ -23,6 +23,9 @@ struct PostgresRecordWriter {
     /// Zones whose records changed, with the last change sequence handed out, in the order
     /// first written.
     var touched: [(zoneID: Int64, changeSeq: Int64)] = []
+    /// Records deleted because they referenced a deleted record with `deleteSelf`
+    /// (transitively), in deletion order.
+    var cascaded: [Wire.RecordID] = []
 
     typealias Item = RecordModificationPlan.Item
 
@@ -87,6 +90,7 @@ struct PostgresRecordWriter {
                     }
                 }
             }
+            try await checkDeleteSelfTargets(&writes, &failures, of: group, in: zone, existing: existing)
             if request.isAtomic && !failures.isEmpty {
                 let failure = RecordCodec.error(.batchRequestFailed, "another item of zone \(zone.name) failed")
                 for write in writes {
@@ -100,7 +104,47 @@ struct PostgresRecordWriter {
             }
             for (item, failure) in failures { fail(item, failure) }
         }
-        return RecordModificationResult(saves: saves, deletes: deletes)
+        return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
+    }
+
+    /// Fails the saves of `writes` whose `deleteSelf` reference names a record of the zone
+    /// that is neither stored (and not deleted by the group) nor saved by the group: one read
+    /// for all the targets the group's items do not name themselves.
+    ///
+    /// The group's checks all see the zone as it was before the request, so a record the
+    /// group deletes counts as gone for every save of the group, whatever their order.
+    private func checkDeleteSelfTargets(
+        _ writes: inout [Write], _ failures: inout [(Item, ItemFailure)], of group: RecordModificationPlan.Group,
+        in zone: PostgresZoneRow, existing: [String: PostgresRecordRow]
+    ) async throws {
+        var deletedNames = Set<String>()
+        var targets: [Int: [String]] = [:]
+        for (position, write) in writes.enumerated() {
+            switch write {
+            case .delete(_, let name, let row):
+                if row != nil { deletedNames.insert(name) }
+            case .save(let prepared):
+                let names = RecordCodec.deleteSelfTargets(of: prepared.record, zoneName: zone.name).map(\.name)
+                    .filter { !group.savedNames.contains($0) }
+                if !names.isEmpty { targets[position] = names }
+            }
+        }
+        guard !targets.isEmpty else { return }
+        let unread = Set(targets.values.joined()).filter { existing[$0] == nil }
+        let stored = try await PostgresRows.existingNames(connection, key, zoneID: zone.id, names: Array(unread), logger)
+            .union(existing.keys)
+        var kept: [Write] = []
+        for (position, write) in writes.enumerated() {
+            guard case .save(let prepared) = write, let names = targets[position],
+                let missing = names.first(where: { !stored.contains($0) || deletedNames.contains($0) })
+            else {
+                kept.append(write)
+                continue
+            }
+            let name = prepared.record.recordID?.recordName ?? ""
+            failures.append((.save(prepared.index, prepared.record), RecordRules.missingDeleteSelfTarget(name, target: missing)))
+        }
+        writes = kept
     }
 
     private static func recordName(of item: Item) -> String? {
@@ -137,7 +181,7 @@ struct PostgresRecordWriter {
     }
 
     /// What this engine does not store yet, refused whole so nothing is kept half
-    /// (README → PostgreSQL): shares, assets and `deleteSelf` references.
+    /// (README → PostgreSQL): shares and assets.
     static func capabilityRefusal(of record: Wire.Record, client: Wire.Record, in zone: PostgresZoneRow) -> ItemFailure? {
         let name = record.recordID?.recordName ?? ""
         if record.recordType == ShareRules.shareType || client.share != nil {
@@ -153,11 +197,6 @@ struct PostgresRecordWriter {
             default:
                 continue
             }
-        }
-        if !RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name).isEmpty {
-            return RecordCodec.error(
-                .serverRejectedRequest,
-                "record \(name): the PostgreSQL storage engine does not keep deleteSelf references yet")
         }
         return nil
     }

@@ -167,4 +167,23 @@ enum PostgresRows {
         }
         return result
     }
+
+    /// Which of `names` are records of the zone.
+    static func existingNames(
+        _ connection: PostgresConnection, _ key: DatabaseKey, zoneID: Int64, names: [String], _ logger: Logger
+    ) async throws -> Set<String> {
+        guard !names.isEmpty else { return [] }
+        var bindings = binds(key, zoneID)
+        bindings.append(names)
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT name FROM records
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
+                    """,
+                binds: bindings), logger: logger)
+        var result = Set<String>()
+        for try await name in rows.decode(String.self) { result.insert(name) }
+        return result
+    }
 }

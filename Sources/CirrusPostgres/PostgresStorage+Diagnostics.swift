@@ -6,7 +6,7 @@ extension PostgresStorage {
     ///
     /// - throws: ``StoreError`` `.invalidArguments` for a table this engine does not have.
     package func rowCount(of table: String) async throws -> Int {
-        let known = ["databases", "zones", "records", "tombstones"]
+        let known = ["databases", "zones", "records", "tombstones", "cascade_references"]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         let logger = self.logger
         return try await connection { connection in

@@ -93,6 +93,31 @@ extension PostgresStorage {
             "CREATE INDEX tombstones_by_seq ON tombstones (container, owner, scope, zone_id, seq)",
             "CREATE INDEX tombstones_by_deleted_at ON tombstones (deleted_at)",
         ],
+        // v3: deleteSelf references. One row per record (the source) and record it
+        // references with `deleteSelf` (the target, named by zone name and record name, as a
+        // reference does): deleting a target deletes its sources, transitively. A source's
+        // rows go with its record row (a save replaces them); id orders a target's sources
+        // by when they were saved.
+        [
+            """
+            CREATE TABLE cascade_references (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                id bigint GENERATED ALWAYS AS IDENTITY,
+                source_zone_id bigint NOT NULL,
+                source_name text COLLATE "C" NOT NULL,
+                target_zone text COLLATE "C" NOT NULL,
+                target_name text COLLATE "C" NOT NULL,
+                PRIMARY KEY (container, owner, scope, source_zone_id, source_name, target_zone, target_name),
+                FOREIGN KEY (container, owner, scope, source_zone_id, source_name) REFERENCES records ON DELETE CASCADE
+            )
+            """,
+            """
+            CREATE INDEX cascade_references_by_target
+                ON cascade_references (container, owner, scope, target_zone, target_name, id)
+            """,
+        ],
     ]
 
     /// Brings the schema to ``schemaVersion`` in one transaction that holds the migration

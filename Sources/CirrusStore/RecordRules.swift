@@ -67,6 +67,15 @@ package struct RecordRules: Sendable {
         return RecordCodec.error(.permissionFailure, "record \(name) belongs to another user")
     }
 
+    /// The failure of a save of `name` whose `deleteSelf` reference names `target`, a record
+    /// that neither exists in the zone nor is saved by the same request.
+    package static func missingDeleteSelfTarget(_ name: String, target: String) -> ItemFailure {
+        RecordCodec.error(
+            .referenceViolation,
+            "record \(name): record \(target), the target of its deleteSelf reference, does not exist "
+                + "(save a new target in the same operation)")
+    }
+
     /// A save whose record-level checks passed.
     package struct CheckedSave {
         package var name: String

@@ -63,10 +63,7 @@ extension RecordWriter {
         }
         for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) where !savedInZone.contains(target.name) {
             guard try StoreRows.recordExists(db, zoneID: zone.id, name: target.name) else {
-                return .failure(RecordCodec.error(
-                    .referenceViolation,
-                    "record \(name): record \(target.name), the target of its deleteSelf reference, does not exist "
-                        + "(save a new target in the same operation)"))
+                return .failure(RecordRules.missingDeleteSelfTarget(name, target: target.name))
             }
         }
         let checksums = RecordCodec.assetChecksums(in: record)

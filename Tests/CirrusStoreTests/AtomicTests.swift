@@ -65,7 +65,7 @@ struct AtomicTests {
     }
 
     @Test func aFailedAtomicZoneDoesNotKeepItsCascades() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("parent"), note("other"), note("child", [field("p", reference(recordID("parent")))])])
             let result = try await storage.modifyRecords(
                 RecordModification(saving: [note("other", tag: "stale")], deleting: [recordID("parent")]),

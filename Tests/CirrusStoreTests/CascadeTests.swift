@@ -6,7 +6,7 @@ import Testing
 @Suite("deleteSelf references")
 struct CascadeTests {
     @Test func aChainCascades() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.saveAll([
                 note("a", zone: "Z"),
@@ -31,7 +31,7 @@ struct CascadeTests {
     }
 
     @Test func aCycleCascadesOnce() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             // x → y → z → x, all deleteSelf; saved with changedKeys so the cycle can be closed.
             try await storage.saveAll([
                 note("x"),
@@ -51,7 +51,7 @@ struct CascadeTests {
     }
 
     @Test func aSelfReferenceDoesNotLoop() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("me", [field("r", reference(recordID("me")))])])
             let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("me")]), in: alice, by: "_alice")
             #expect(result.cascadedDeletions.isEmpty)
@@ -60,7 +60,7 @@ struct CascadeTests {
     }
 
     @Test func cascadesStayInsideTheDatabase() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("t")])
             // Bob's own "t", which his "s" cascades from: alice's "t" has the same name.
             try await storage.saveAll(
@@ -68,6 +68,39 @@ struct CascadeTests {
             let result = try await storage.modifyRecords(RecordModification(deleting: [recordID("t")]), in: alice, by: "_alice")
             #expect(result.cascadedDeletions.isEmpty)
             #expect(try await storage.fetch(recordID("s", in: bob), in: bob).record != nil)
+        }
+    }
+
+    @Test func aRecordSavedAgainKeepsOnlyItsNewReferences() async throws {
+        try await withSyncStore { storage, _ in
+            try await storage.saveAll([
+                note("a"), note("b"),
+                note("holder", [field("r", reference(recordID("a"))), field("again", reference(recordID("a")))]),
+            ])
+            #expect(try await storage.count("cascade_references") >= 1)
+            // Saved again pointing at b instead (allKeys: the old field is gone).
+            _ = try await storage.modifyRecords(
+                RecordModification(saving: [note("holder", [field("r", reference(recordID("b")))])], savePolicy: .allKeys),
+                in: alice, by: "_alice")
+            let first = try await storage.modifyRecords(RecordModification(deleting: [recordID("a")]), in: alice, by: "_alice")
+            #expect(first.cascadedDeletions.isEmpty)
+            #expect(try await storage.fetch(recordID("holder")).record != nil)
+            let second = try await storage.modifyRecords(RecordModification(deleting: [recordID("b")]), in: alice, by: "_alice")
+            #expect(second.cascadedDeletions == [recordID("holder")])
+            #expect(try await storage.count("cascade_references") == 0)
+        }
+    }
+
+    @Test func deletingAZoneDropsItsReferences() async throws {
+        try await withSyncStore { storage, _ in
+            try await storage.createZone("Z")
+            try await storage.saveAll([
+                note("a", zone: "Z"), note("b", zone: "Z", [field("r", reference(recordID("a", zone: "Z")))]),
+            ])
+            #expect(try await storage.count("cascade_references") == 1)
+            let result = try await storage.modifyZones(saving: [], deleting: [zoneID("Z")], in: alice)
+            #expect(result.deletes.first?.failure == nil)
+            #expect(try await storage.count("cascade_references") == 0)
         }
     }
 }

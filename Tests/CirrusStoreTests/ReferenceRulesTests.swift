@@ -9,13 +9,13 @@ import Testing
 @Suite("Reference rules on save")
 struct ReferenceRulesTests {
     private func save(
-        _ records: [Wire.Record], atomic: Bool = false, in storage: some RecordStorage
+        _ records: [Wire.Record], atomic: Bool = false, in storage: some RecordSyncStorage
     ) async throws -> RecordModificationResult {
         try await storage.modifyRecords(RecordModification(saving: records, isAtomic: atomic), in: alice, by: "_alice")
     }
 
     @Test func aReferenceOrParentIntoAnotherZoneIsRefused() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Other")
             try await storage.saveAll([note("target", zone: "Other"), note("target")])
             let elsewhere = recordID("target", zone: "Other")
@@ -45,7 +45,7 @@ struct ReferenceRulesTests {
     }
 
     @Test func aZonelessReferenceNamesTheRecordsOwnZone() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.saveAll([note("target", zone: "Z")])
             let zoneless = Wire.RecordID(recordName: "target")
@@ -55,7 +55,7 @@ struct ReferenceRulesTests {
     }
 
     @Test func aDeleteSelfReferenceToNothingIsAReferenceViolation() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await save([note("orphan", [field("r", reference(recordID("missing")))])], in: storage)
             let failure = try #require(result.saveError(0))
             #expect(failure.code == .referenceViolation)
@@ -73,7 +73,7 @@ struct ReferenceRulesTests {
 
     @Test(arguments: [false, true])
     func aTargetSavedInTheSameOperationCountsInEitherOrder(atomic: Bool) async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await save(
                 [
                     note("child", [field("r", reference(recordID("parent")))]),  // before its target
@@ -88,7 +88,7 @@ struct ReferenceRulesTests {
     }
 
     @Test func inAnAtomicZoneAViolationFailsTheOthers() async throws {
-        try await withStore { storage, _ in
+        try await withSyncStore { storage, _ in
             let result = try await save(
                 [note("fine"), note("orphan", [field("r", reference(recordID("missing")))])], atomic: true, in: storage)
             #expect(result.saveError(0)?.code == .batchRequestFailed)

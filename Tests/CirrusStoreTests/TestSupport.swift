@@ -113,12 +113,9 @@ extension SQLiteStorage: StorageUnderTest {
 }
 
 extension PostgresStorage: SyncStorageUnderTest {
-    /// Asset contents, deleteSelf references, indexed field values and query preimages: this
-    /// engine keeps none of them yet (it refuses assets and deleteSelf references), so none
-    /// is left behind either.
-    private static let keptByNothing: Set<String> = [
-        "assets", "cascade_references", "record_values", "record_fields", "query_preimages",
-    ]
+    /// Asset contents, indexed field values and query preimages: this engine keeps none of
+    /// them yet (it refuses assets and runs no queries), so none is left behind either.
+    private static let keptByNothing: Set<String> = ["assets", "record_values", "record_fields", "query_preimages"]
 
     func count(_ table: String) async throws -> Int {
         if Self.keptByNothing.contains(table) { return 0 }
