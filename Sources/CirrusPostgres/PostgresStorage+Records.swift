@@ -8,7 +8,8 @@ extension PostgresStorage {
     /// Saves and deletes records (CKModifyRecordsOperation) in one transaction, as
     /// ``RecordStorage`` describes: the save policies, change tags, atomic zones and per-item
     /// failures are the SQLite engine's. Each zone written moves to the database's next change
-    /// sequence. Shares, assets and `deleteSelf` references are refused item by item
+    /// sequence. Concurrent requests into one database share the transaction (group commit);
+    /// each returns after it committed. Shares, assets and `deleteSelf` references are refused item by item
     /// (`serverRejectedRequest`): this engine does not keep them yet (README → PostgreSQL).
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the request has
@@ -26,8 +27,8 @@ extension PostgresStorage {
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
         let logger = self.logger
-        return try await transaction { connection in
-            try await PostgresRows.lockDatabase(connection, key, logger)
+        let weight = modification.recordsToSave.count + modification.recordIDsToDelete.count
+        return try await write(in: key, weight: weight) { connection in
             var writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
             let result = try await writer.modify(plan)
             for (zoneID, changeSeq) in writer.touched {
