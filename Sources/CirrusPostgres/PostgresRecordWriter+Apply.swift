@@ -8,8 +8,9 @@ extension PostgresRecordWriter {
     /// Writes a zone's checked items in request order, each at the zone's next change
     /// sequence; the saved records as stored, by their index in the request.
     ///
-    /// Saves go in one upsert, deletions in one delete and one tombstone upsert, whatever
-    /// their number: a 400-record save is four statements.
+    /// Saves go in one statement (an upsert that drops their tombstones), deletions in one
+    /// (a delete and a tombstone upsert), whatever their number: a 400-record save is two
+    /// statements.
     mutating func apply(_ writes: [Write], in zone: PostgresZoneRow) async throws -> [(Int, Wire.Record)] {
         var seq = zone.changeSeq
         var stored: [(Int, Wire.Record)] = []
@@ -69,23 +70,20 @@ extension PostgresRecordWriter {
     private func writeSaves(_ saved: RecordColumns, in zone: PostgresZoneRow) async throws {
         var bindings = PostgresRows.binds(key, zone.id)
         bindings.append(saved.names)
-        // A record saved again supersedes its tombstone.
-        try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    DELETE FROM tombstones
-                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
-                    """,
-                binds: bindings), logger: logger)
         bindings.append(saved.types)
         bindings.append(saved.tags)
         bindings.append(saved.seqs)
         bindings.append(saved.creators)
         bindings.append(saved.data)
-        // The creator of an existing record stays; everything else is the save's.
+        // A record saved again supersedes its tombstone. The creator of an existing record
+        // stays; everything else is the save's. One statement: one round trip.
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
+                    WITH superseded AS (
+                        DELETE FROM tombstones
+                        WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
+                    )
                     INSERT INTO records (container, owner, scope, zone_id, name, record_type, change_tag, change_seq,
                         creator, data)
                     SELECT $1, $2, $3, $4, name, record_type, change_tag, change_seq, creator, data
@@ -101,19 +99,16 @@ extension PostgresRecordWriter {
     private func writeDeletions(_ deleted: TombstoneColumns, in zone: PostgresZoneRow) async throws {
         var bindings = PostgresRows.binds(key, zone.id)
         bindings.append(deleted.names)
-        try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    DELETE FROM records
-                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
-                    """,
-                binds: bindings), logger: logger)
         bindings.append(deleted.types)
         bindings.append(deleted.seqs)
         bindings.append(RecordCodec.seconds(now))
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
+                    WITH gone AS (
+                        DELETE FROM records
+                        WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
+                    )
                     INSERT INTO tombstones (container, owner, scope, zone_id, name, record_type, seq, deleted_at)
                     SELECT $1, $2, $3, $4, name, record_type, seq, $8
                     FROM unnest($5::text[], $6::text[], $7::bigint[]) AS deleted (name, record_type, seq)

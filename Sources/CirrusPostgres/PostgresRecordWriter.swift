@@ -56,14 +56,16 @@ struct PostgresRecordWriter {
         }
 
         for group in plan.groups {
-            guard let zone = try await PostgresRows.liveZone(connection, key, group.zoneName, logger) else {
+            let names = group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil }
+            guard
+                let (zone, existing) = try await PostgresRows.liveZoneAndRecords(
+                    connection, key, group.zoneName, names: names, logger)
+            else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
                 }
                 continue
             }
-            let names = group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil }
-            let existing = try await PostgresRows.records(connection, key, zoneID: zone.id, names: names, logger)
             var writes: [Write] = []
             var failures: [(Item, ItemFailure)] = []
             for entry in group.items {

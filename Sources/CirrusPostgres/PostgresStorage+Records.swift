@@ -31,18 +31,23 @@ extension PostgresStorage {
         return try await write(in: key, weight: weight) { connection in
             var writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
             let result = try await writer.modify(plan)
+            // Each zone written moves to the database's next change sequence, in one statement.
             for (zoneID, changeSeq) in writer.touched {
-                let seq = try await PostgresRows.bumpDatabaseSeq(connection, key, logger)
                 let token = modification.clientChangeToken.isEmpty ? nil : Data(modification.clientChangeToken)
                 var bindings = PostgresRows.binds(key, zoneID)
-                bindings.append(seq)
                 bindings.append(changeSeq)
                 try bindings.append(token)
                 try await connection.query(
                     PostgresQuery(
                         unsafeSQL: """
-                            UPDATE zones SET db_seq = $5, change_seq = $6,
-                                client_change_token = coalesce($7, client_change_token)
+                            WITH bumped AS (
+                                UPDATE databases SET change_seq = change_seq + 1
+                                WHERE container = $1 AND owner = $2 AND scope = $3
+                                RETURNING change_seq
+                            )
+                            UPDATE zones SET db_seq = bumped.change_seq, change_seq = $5,
+                                client_change_token = coalesce($6, client_change_token)
+                            FROM bumped
                             WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
                             """,
                         binds: bindings), logger: logger)
@@ -80,9 +85,12 @@ extension PostgresStorage {
             var zones: [String: PostgresZoneRow] = [:]
             var rows: [String: [String: PostgresRecordRow]] = [:]
             for (zoneName, names) in namesByZone {
-                guard let zone = try await PostgresRows.liveZone(connection, key, zoneName, logger) else { continue }
+                guard
+                    let (zone, records) = try await PostgresRows.liveZoneAndRecords(
+                        connection, key, zoneName, names: names, logger)
+                else { continue }
                 zones[zoneName] = zone
-                rows[zoneName] = try await PostgresRows.records(connection, key, zoneID: zone.id, names: names, logger)
+                rows[zoneName] = records
             }
             return try zip(recordIDs, resolved).map { recordID, zone in
                 let result: ItemResult<Wire.Record>
