@@ -5,10 +5,11 @@ import Logging
 import NIOCore
 import PostgresNIO
 
-/// Carries out one modify-records request in one transaction that holds its database's row
-/// lock (``PostgresRows/lockDatabase(_:_:_:)``): no other writer of the database runs until
-/// it commits, so the change sequences it hands out follow commit order without gaps, on
-/// every node.
+/// Carries out one modify-records request in a transaction that holds its database's row
+/// lock (``PostgresRows/lockDatabase(_:_:_:)``), which it may share with other requests into
+/// the database (``PostgresWriteQueue``): no other transaction writes the database until it
+/// commits, so the change sequences it hands out follow commit order without gaps, on every
+/// node.
 ///
 /// A request names each record once, so the items of one zone cannot change each other's
 /// checks: a zone's items are all checked against one read of their rows, then written
