@@ -1,5 +1,6 @@
 import CirrusStore
 import CirrusWire
+import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
@@ -9,9 +10,11 @@ extension PostgresRecordWriter {
     /// sequence; the saved records as stored, by their index in the request.
     ///
     /// Saves go in one statement (an upsert that drops their tombstones), deletions in one
-    /// (a delete and a tombstone upsert), whatever their number: a 400-record save is two
-    /// statements.
-    mutating func apply(_ writes: [Write], in zone: PostgresZoneRow) async throws -> [(Int, Wire.Record)] {
+    /// (a delete and a tombstone upsert), whatever their number, the last of them also moving
+    /// the zone along the database's change feed: a 400-record save is one statement.
+    func apply(
+        _ writes: [Write], in zone: PostgresZoneRow, clientChangeToken: Data?
+    ) async throws -> [(Int, Wire.Record)] {
         var seq = zone.changeSeq
         var stored: [(Int, Wire.Record)] = []
         var saved = RecordColumns()
@@ -44,10 +47,41 @@ extension PostgresRecordWriter {
             }
         }
         guard seq > zone.changeSeq else { return stored }
-        if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone) }
-        if !saved.names.isEmpty { try await writeSaves(saved, in: zone) }
-        touched.append((zone.id, seq))
+        // The zone moves to its last change sequence and to the database's next one in the
+        // zone's last statement.
+        let move = ZoneMove(changeSeq: seq, clientChangeToken: clientChangeToken)
+        if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone, moving: saved.names.isEmpty ? move : nil) }
+        if !saved.names.isEmpty { try await writeSaves(saved, in: zone, moving: move) }
         return stored
+    }
+
+    /// Where a written zone moves: its change sequence after the write, and the request's
+    /// client change token (nil keeps the zone's).
+    struct ZoneMove {
+        var changeSeq: Int64
+        var clientChangeToken: Data?
+
+        /// The common table expressions that bump the database's change sequence and move
+        /// the zone ($4) to it and to `changeSeq`, bound as the next two parameters after
+        /// `bindings`' (a statement starting `WITH`, then its own).
+        func expressions(appendingTo bindings: inout PostgresBindings) throws -> String {
+            bindings.append(changeSeq)
+            let seqParameter = bindings.count
+            try bindings.append(clientChangeToken)
+            return """
+                bumped AS (
+                    UPDATE databases SET change_seq = change_seq + 1
+                    WHERE container = $1 AND owner = $2 AND scope = $3
+                    RETURNING change_seq
+                ),
+                moved AS (
+                    UPDATE zones SET db_seq = bumped.change_seq, change_seq = $\(seqParameter),
+                        client_change_token = coalesce($\(seqParameter + 1), client_change_token)
+                    FROM bumped
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
+                ),
+                """
+        }
     }
 
     /// The rows of the records a zone's items save, column by column (bound as arrays).
@@ -67,7 +101,7 @@ extension PostgresRecordWriter {
         var seqs: [Int64] = []
     }
 
-    private func writeSaves(_ saved: RecordColumns, in zone: PostgresZoneRow) async throws {
+    private func writeSaves(_ saved: RecordColumns, in zone: PostgresZoneRow, moving move: ZoneMove) async throws {
         var bindings = PostgresRows.binds(key, zone.id)
         bindings.append(saved.names)
         bindings.append(saved.types)
@@ -75,12 +109,14 @@ extension PostgresRecordWriter {
         bindings.append(saved.seqs)
         bindings.append(saved.creators)
         bindings.append(saved.data)
+        let moving = try move.expressions(appendingTo: &bindings)
         // A record saved again supersedes its tombstone. The creator of an existing record
         // stays; everything else is the save's. One statement: one round trip.
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
-                    WITH superseded AS (
+                    WITH \(moving)
+                    superseded AS (
                         DELETE FROM tombstones
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
                     )
@@ -96,16 +132,20 @@ extension PostgresRecordWriter {
                 binds: bindings), logger: logger)
     }
 
-    private func writeDeletions(_ deleted: TombstoneColumns, in zone: PostgresZoneRow) async throws {
+    private func writeDeletions(
+        _ deleted: TombstoneColumns, in zone: PostgresZoneRow, moving move: ZoneMove?
+    ) async throws {
         var bindings = PostgresRows.binds(key, zone.id)
         bindings.append(deleted.names)
         bindings.append(deleted.types)
         bindings.append(deleted.seqs)
         bindings.append(RecordCodec.seconds(now))
+        let moving = try move?.expressions(appendingTo: &bindings) ?? ""
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
-                    WITH gone AS (
+                    WITH \(moving)
+                    gone AS (
                         DELETE FROM records
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
                     )

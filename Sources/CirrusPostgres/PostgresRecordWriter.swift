@@ -21,9 +21,6 @@ struct PostgresRecordWriter {
     let user: String
     let now: Wire.Timestamp
     let logger: Logger
-    /// Zones whose records changed, with the last change sequence handed out, in the order
-    /// first written.
-    var touched: [(zoneID: Int64, changeSeq: Int64)] = []
 
     typealias Item = RecordModificationPlan.Item
 
@@ -43,9 +40,9 @@ struct PostgresRecordWriter {
         case delete(index: Int, name: String, existing: PostgresRecordRow?)
     }
 
-    /// Carries out a planned request; the zones it wrote are in ``touched`` for
-    /// ``PostgresStorage`` to move along the database change feed.
-    mutating func modify(_ plan: RecordModificationPlan) async throws -> RecordModificationResult {
+    /// Carries out a planned request; each zone it writes moves to the database's next change
+    /// sequence.
+    func modify(_ plan: RecordModificationPlan) async throws -> RecordModificationResult {
         let request = plan.request
         var saves = plan.saves
         var deletes = plan.deletes
@@ -99,7 +96,10 @@ struct PostgresRecordWriter {
                     }
                 }
             } else {
-                for (index, record) in try await apply(writes, in: zone) { saves[index].result = .success(record) }
+                let token = request.clientChangeToken.isEmpty ? nil : Data(request.clientChangeToken)
+                for (index, record) in try await apply(writes, in: zone, clientChangeToken: token) {
+                    saves[index].result = .success(record)
+                }
             }
             for (item, failure) in failures { fail(item, failure) }
         }

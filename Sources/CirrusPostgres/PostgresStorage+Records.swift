@@ -29,30 +29,8 @@ extension PostgresStorage {
         let logger = self.logger
         let weight = modification.recordsToSave.count + modification.recordIDsToDelete.count
         return try await write(in: key, weight: weight) { connection in
-            var writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
-            let result = try await writer.modify(plan)
-            // Each zone written moves to the database's next change sequence, in one statement.
-            for (zoneID, changeSeq) in writer.touched {
-                let token = modification.clientChangeToken.isEmpty ? nil : Data(modification.clientChangeToken)
-                var bindings = PostgresRows.binds(key, zoneID)
-                bindings.append(changeSeq)
-                try bindings.append(token)
-                try await connection.query(
-                    PostgresQuery(
-                        unsafeSQL: """
-                            WITH bumped AS (
-                                UPDATE databases SET change_seq = change_seq + 1
-                                WHERE container = $1 AND owner = $2 AND scope = $3
-                                RETURNING change_seq
-                            )
-                            UPDATE zones SET db_seq = bumped.change_seq, change_seq = $5,
-                                client_change_token = coalesce($6, client_change_token)
-                            FROM bumped
-                            WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
-                            """,
-                        binds: bindings), logger: logger)
-            }
-            return result
+            let writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
+            return try await writer.modify(plan)
         }
     }
 
