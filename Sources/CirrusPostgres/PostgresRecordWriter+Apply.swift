@@ -1,18 +1,29 @@
 import CirrusStore
 import CirrusWire
+import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
 
 extension PostgresRecordWriter {
+    /// What a zone's writes did: the saved records as stored, by their index in the request,
+    /// and the records deletions cascaded to, in deletion order.
+    struct Written {
+        var saved: [(Int, Wire.Record)] = []
+        var cascaded: [Wire.RecordID] = []
+    }
+
     /// Writes a zone's checked items in request order, each at the zone's next change
-    /// sequence; the saved records as stored, by their index in the request.
+    /// sequence, then deletes the records the deletions cascade to.
     ///
-    /// Saves go in one upsert, deletions in one delete and one tombstone upsert, whatever
-    /// their number: a 400-record save is four statements.
-    mutating func apply(_ writes: [Write], in zone: PostgresZoneRow) async throws -> [(Int, Wire.Record)] {
-        let first = lastSeq(of: zone.id) ?? zone.changeSeq
-        var seq = first
+    /// Saves go in one statement (an upsert that drops their tombstones), deletions in one
+    /// (a delete and a tombstone upsert), whatever their number, the last of them also moving
+    /// the zone along the database's change feed: a 400-record save is one statement (two
+    /// when its records hold `deleteSelf` references, or replace records that did).
+    func apply(
+        _ writes: [Write], in zone: PostgresZoneRow, clientChangeToken: Data?
+    ) async throws -> Written {
+        var seq = zone.changeSeq
         var stored: [(Int, Wire.Record)] = []
         var saved = RecordColumns()
         var references = ReferenceColumns()
@@ -52,35 +63,27 @@ extension PostgresRecordWriter {
                 deleted.seqs.append(seq)
             }
         }
-        guard seq > first else { return stored }
-        if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone.id) }
-        if !saved.names.isEmpty { try await writeSaves(saved, in: zone) }
+        guard seq > zone.changeSeq else { return Written(saved: stored) }
+        // The zone moves to its last change sequence and to the database's next one in the
+        // zone's last statement.
+        let move = ZoneMove(changeSeq: seq, clientChangeToken: clientChangeToken)
+        if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone, moving: saved.names.isEmpty ? move : nil) }
+        if !saved.names.isEmpty { try await writeSaves(saved, in: zone, moving: move) }
         if !replacedSources.isEmpty || !references.sources.isEmpty {
             try await writeReferences(references, replacing: replacedSources, in: zone)
         }
-        advance(zone.id, to: seq)
-        for name in deleted.names { try await cascade(from: name, in: zone.name) }
-        return stored
-    }
-
-    /// The last change sequence this write handed out in a zone, nil when none yet.
-    func lastSeq(of zoneID: Int64) -> Int64? {
-        touched.first { $0.zoneID == zoneID }?.changeSeq
-    }
-
-    private mutating func advance(_ zoneID: Int64, to seq: Int64) {
-        if let index = touched.firstIndex(where: { $0.zoneID == zoneID }) {
-            touched[index].changeSeq = seq
-        } else {
-            touched.append((zoneID, seq))
-        }
+        var written = Written(saved: stored)
+        for name in deleted.names { written.cascaded += try await cascade(from: name, in: zone.name) }
+        return written
     }
 
     /// Deletes every record holding a `deleteSelf` reference to the deleted record `name`
     /// of zone `zoneName`, transitively, each at its zone's next change sequence with a
     /// tombstone, depth first and a target's sources in the order they were saved (as the
-    /// SQLite engine does). A record already gone (a cycle) is skipped.
-    private mutating func cascade(from name: String, in zoneName: String) async throws {
+    /// SQLite engine does); returns them in deletion order. A record already gone (a cycle)
+    /// is skipped.
+    private func cascade(from name: String, in zoneName: String) async throws -> [Wire.RecordID] {
+        var cascaded: [Wire.RecordID] = []
         var pending: [(zone: String, name: String)] = [(zoneName, name)]
         while let target = pending.popLast() {
             let sources = try await connection.query(
@@ -96,48 +99,119 @@ extension PostgresRecordWriter {
                     binds: PostgresRows.binds(key, target.zone, target.name)), logger: logger)
             var found: [(zoneID: Int64, zoneName: String, name: String)] = []
             for try await source in sources.decode((Int64, String, String).self) { found.append(source) }
-            for source in found {
-                var bindings = PostgresRows.binds(key, source.zoneID)
-                bindings.append(source.name)
-                let removed = try await connection.query(
-                    PostgresQuery(
-                        unsafeSQL: """
-                            DELETE FROM records
-                            WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = $5
-                            RETURNING record_type
-                            """,
-                        binds: bindings), logger: logger)
-                var recordType: String?
-                for try await type in removed.decode(String.self) { recordType = type }
-                guard let recordType else { continue }
-                let seq = try await nextSeq(in: source.zoneID)
-                var tombstone = TombstoneColumns()
-                tombstone.names = [source.name]
-                tombstone.types = [recordType]
-                tombstone.seqs = [seq]
-                try await writeTombstones(tombstone, in: source.zoneID)
+            for source in found where try await deleteCascaded(source.name, in: source.zoneID) {
                 cascaded.append(
                     Wire.RecordID(recordName: source.name, zoneID: ZoneResolution.zoneID(source.zoneName, in: key)))
                 pending.append((source.zoneName, source.name))
             }
         }
+        return cascaded
     }
 
-    /// Hands out a zone's next change sequence.
-    private mutating func nextSeq(in zoneID: Int64) async throws -> Int64 {
-        var current = lastSeq(of: zoneID)
-        if current == nil {
-            let rows = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        SELECT change_seq FROM zones WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
-                        """,
-                    binds: PostgresRows.binds(key, zoneID)), logger: logger)
-            for try await seq in rows.decode(Int64.self) { current = seq }
+    /// Deletes the record `name` of a zone, if it is still there, at the zone's next change
+    /// sequence (moving the zone along the database's feed) with a tombstone; whether it was.
+    private func deleteCascaded(_ name: String, in zoneID: Int64) async throws -> Bool {
+        var bindings = PostgresRows.binds(key, zoneID)
+        bindings.append(name)
+        let removed = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    DELETE FROM records
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = $5
+                    RETURNING record_type
+                    """,
+                binds: bindings), logger: logger)
+        var recordType: String?
+        for try await type in removed.decode(String.self) { recordType = type }
+        guard let recordType else { return false }
+        bindings.append(recordType)
+        bindings.append(RecordCodec.seconds(now))
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    WITH bumped AS (
+                        UPDATE databases SET change_seq = change_seq + 1
+                        WHERE container = $1 AND owner = $2 AND scope = $3
+                        RETURNING change_seq
+                    ),
+                    moved AS (
+                        UPDATE zones SET db_seq = bumped.change_seq, change_seq = zones.change_seq + 1
+                        FROM bumped
+                        WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
+                        RETURNING zones.change_seq
+                    )
+                    INSERT INTO tombstones (container, owner, scope, zone_id, name, record_type, seq, deleted_at)
+                    SELECT $1, $2, $3, $4, $5, $6, moved.change_seq, $7 FROM moved
+                    ON CONFLICT (container, owner, scope, zone_id, name) DO UPDATE SET
+                        record_type = excluded.record_type, seq = excluded.seq, deleted_at = excluded.deleted_at
+                    """,
+                binds: bindings), logger: logger)
+        return true
+    }
+
+    /// Replaces the references of the records saved again (`replacing`) with those of the
+    /// saves (a target named twice by one record is one row), in one statement.
+    private func writeReferences(
+        _ references: ReferenceColumns, replacing: [String], in zone: PostgresZoneRow
+    ) async throws {
+        var bindings = PostgresRows.binds(key, zone.id)
+        bindings.append(replacing)
+        bindings.append(references.sources)
+        bindings.append(references.targetZones)
+        bindings.append(references.targetNames)
+        // A row the save keeps is neither deleted nor inserted again (ON CONFLICT DO NOTHING):
+        // in one statement, a row a WITH expression deletes and the main statement inserts
+        // again would conflict.
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    WITH fresh AS (
+                        SELECT * FROM unnest($6::text[], $7::text[], $8::text[])
+                            AS saved (source_name, target_zone, target_name)
+                    ),
+                    dropped AS (
+                        DELETE FROM cascade_references c
+                        WHERE c.container = $1 AND c.owner = $2 AND c.scope = $3 AND c.source_zone_id = $4
+                            AND c.source_name = ANY($5)
+                            AND NOT EXISTS (
+                                SELECT 1 FROM fresh f WHERE f.source_name = c.source_name
+                                    AND f.target_zone = c.target_zone AND f.target_name = c.target_name)
+                    )
+                    INSERT INTO cascade_references (container, owner, scope, source_zone_id, source_name, target_zone,
+                        target_name)
+                    SELECT $1, $2, $3, $4, source_name, target_zone, target_name FROM fresh
+                    ON CONFLICT DO NOTHING
+                    """,
+                binds: bindings), logger: logger)
+    }
+
+    /// Where a written zone moves: its change sequence after the write, and the request's
+    /// client change token (nil keeps the zone's).
+    struct ZoneMove {
+        var changeSeq: Int64
+        var clientChangeToken: Data?
+
+        /// The common table expressions that bump the database's change sequence and move
+        /// the zone ($4) to it and to `changeSeq`, bound as the next two parameters after
+        /// `bindings`' (a statement starting `WITH`, then its own).
+        func expressions(appendingTo bindings: inout PostgresBindings) throws -> String {
+            bindings.append(changeSeq)
+            let seqParameter = bindings.count
+            try bindings.append(clientChangeToken)
+            return """
+                bumped AS (
+                    UPDATE databases SET change_seq = change_seq + 1
+                    WHERE container = $1 AND owner = $2 AND scope = $3
+                    RETURNING change_seq
+                ),
+                moved AS (
+                    UPDATE zones SET db_seq = bumped.change_seq, change_seq = $\(seqParameter),
+                        client_change_token = coalesce($\(seqParameter + 1), client_change_token)
+                    FROM bumped
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
+                ),
+                """
         }
-        guard let current else { throw StoreError(.storageFailure, "zone \(zoneID) vanished during a write") }
-        advance(zoneID, to: current + 1)
-        return current + 1
     }
 
     /// The rows of the records a zone's items save, column by column (bound as arrays).
@@ -164,26 +238,25 @@ extension PostgresRecordWriter {
         var seqs: [Int64] = []
     }
 
-    private func writeSaves(_ saved: RecordColumns, in zone: PostgresZoneRow) async throws {
+    private func writeSaves(_ saved: RecordColumns, in zone: PostgresZoneRow, moving move: ZoneMove) async throws {
         var bindings = PostgresRows.binds(key, zone.id)
         bindings.append(saved.names)
-        // A record saved again supersedes its tombstone.
-        try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    DELETE FROM tombstones
-                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
-                    """,
-                binds: bindings), logger: logger)
         bindings.append(saved.types)
         bindings.append(saved.tags)
         bindings.append(saved.seqs)
         bindings.append(saved.creators)
         bindings.append(saved.data)
-        // The creator of an existing record stays; everything else is the save's.
+        let moving = try move.expressions(appendingTo: &bindings)
+        // A record saved again supersedes its tombstone. The creator of an existing record
+        // stays; everything else is the save's. One statement: one round trip.
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
+                    WITH \(moving)
+                    superseded AS (
+                        DELETE FROM tombstones
+                        WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
+                    )
                     INSERT INTO records (container, owner, scope, zone_id, name, record_type, change_tag, change_seq,
                         creator, data)
                     SELECT $1, $2, $3, $4, name, record_type, change_tag, change_seq, creator, data
@@ -196,63 +269,23 @@ extension PostgresRecordWriter {
                 binds: bindings), logger: logger)
     }
 
-    /// Replaces the references of the records saved again (`replacing`) with those of the
-    /// saves (a target named twice by one record is one row).
-    private func writeReferences(
-        _ references: ReferenceColumns, replacing: [String], in zone: PostgresZoneRow
+    private func writeDeletions(
+        _ deleted: TombstoneColumns, in zone: PostgresZoneRow, moving move: ZoneMove?
     ) async throws {
         var bindings = PostgresRows.binds(key, zone.id)
-        if !replacing.isEmpty {
-            bindings.append(replacing)
-            try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        DELETE FROM cascade_references
-                        WHERE container = $1 AND owner = $2 AND scope = $3 AND source_zone_id = $4
-                            AND source_name = ANY($5)
-                        """,
-                    binds: bindings), logger: logger)
-            bindings = PostgresRows.binds(key, zone.id)
-        }
-        guard !references.sources.isEmpty else { return }
-        bindings.append(references.sources)
-        bindings.append(references.targetZones)
-        bindings.append(references.targetNames)
-        try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    INSERT INTO cascade_references (container, owner, scope, source_zone_id, source_name, target_zone,
-                        target_name)
-                    SELECT $1, $2, $3, $4, source_name, target_zone, target_name
-                    FROM unnest($5::text[], $6::text[], $7::text[]) AS saved (source_name, target_zone, target_name)
-                    ON CONFLICT DO NOTHING
-                    """,
-                binds: bindings), logger: logger)
-    }
-
-    private func writeDeletions(_ deleted: TombstoneColumns, in zoneID: Int64) async throws {
-        var bindings = PostgresRows.binds(key, zoneID)
-        bindings.append(deleted.names)
-        try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    DELETE FROM records
-                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
-                    """,
-                binds: bindings), logger: logger)
-        try await writeTombstones(deleted, in: zoneID)
-    }
-
-    /// Writes (or moves) the tombstones of deleted records.
-    private func writeTombstones(_ deleted: TombstoneColumns, in zoneID: Int64) async throws {
-        var bindings = PostgresRows.binds(key, zoneID)
         bindings.append(deleted.names)
         bindings.append(deleted.types)
         bindings.append(deleted.seqs)
         bindings.append(RecordCodec.seconds(now))
+        let moving = try move?.expressions(appendingTo: &bindings) ?? ""
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
+                    WITH \(moving)
+                    gone AS (
+                        DELETE FROM records
+                        WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
+                    )
                     INSERT INTO tombstones (container, owner, scope, zone_id, name, record_type, seq, deleted_at)
                     SELECT $1, $2, $3, $4, name, record_type, seq, $8
                     FROM unnest($5::text[], $6::text[], $7::bigint[]) AS deleted (name, record_type, seq)

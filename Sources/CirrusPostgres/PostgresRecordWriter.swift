@@ -5,14 +5,15 @@ import Logging
 import NIOCore
 import PostgresNIO
 
-/// Carries out one modify-records request in one transaction that holds its database's row
-/// lock (``PostgresRows/lockDatabase(_:_:_:)``): no other writer of the database runs until
-/// it commits, so the change sequences it hands out follow commit order without gaps, on
-/// every node.
+/// Carries out one modify-records request in a transaction that holds its database's row
+/// lock (``PostgresRows/lockDatabase(_:_:_:)``), which it may share with other requests into
+/// the database (``PostgresWriteQueue``): no other transaction writes the database until it
+/// commits, so the change sequences it hands out follow commit order without gaps, on every
+/// node.
 ///
 /// A request names each record once, so the items of one zone cannot change each other's
 /// checks: a zone's items are all checked against one read of their rows, then written
-/// together in two statements. An atomic zone with a failed item writes nothing, with no
+/// together in two statements (and two for each record a deletion cascades to). An atomic zone with a failed item writes nothing, with no
 /// savepoint to roll back — what running the items one by one in a savepoint would do.
 struct PostgresRecordWriter {
     let connection: PostgresConnection
@@ -20,12 +21,6 @@ struct PostgresRecordWriter {
     let user: String
     let now: Wire.Timestamp
     let logger: Logger
-    /// Zones whose records changed, with the last change sequence handed out, in the order
-    /// first written.
-    var touched: [(zoneID: Int64, changeSeq: Int64)] = []
-    /// Records deleted because they referenced a deleted record with `deleteSelf`
-    /// (transitively), in deletion order.
-    var cascaded: [Wire.RecordID] = []
 
     typealias Item = RecordModificationPlan.Item
 
@@ -45,9 +40,9 @@ struct PostgresRecordWriter {
         case delete(index: Int, name: String, existing: PostgresRecordRow?)
     }
 
-    /// Carries out a planned request; the zones it wrote are in ``touched`` for
-    /// ``PostgresStorage`` to move along the database change feed.
-    mutating func modify(_ plan: RecordModificationPlan) async throws -> RecordModificationResult {
+    /// Carries out a planned request; each zone it writes moves to the database's next change
+    /// sequence.
+    func modify(_ plan: RecordModificationPlan) async throws -> RecordModificationResult {
         let request = plan.request
         var saves = plan.saves
         var deletes = plan.deletes
@@ -58,15 +53,18 @@ struct PostgresRecordWriter {
             }
         }
 
+        var cascaded: [Wire.RecordID] = []
         for group in plan.groups {
-            guard let zone = try await PostgresRows.liveZone(connection, key, group.zoneName, logger) else {
+            let names = group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil }
+            guard
+                let (zone, existing) = try await PostgresRows.liveZoneAndRecords(
+                    connection, key, group.zoneName, names: names, logger)
+            else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
                 }
                 continue
             }
-            let names = group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil }
-            let existing = try await PostgresRows.records(connection, key, zoneID: zone.id, names: names, logger)
             var writes: [Write] = []
             var failures: [(Item, ItemFailure)] = []
             for entry in group.items {
@@ -100,7 +98,10 @@ struct PostgresRecordWriter {
                     }
                 }
             } else {
-                for (index, record) in try await apply(writes, in: zone) { saves[index].result = .success(record) }
+                let token = request.clientChangeToken.isEmpty ? nil : Data(request.clientChangeToken)
+                let written = try await apply(writes, in: zone, clientChangeToken: token)
+                for (index, record) in written.saved { saves[index].result = .success(record) }
+                cascaded += written.cascaded
             }
             for (item, failure) in failures { fail(item, failure) }
         }

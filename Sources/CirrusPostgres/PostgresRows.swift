@@ -146,26 +146,40 @@ enum PostgresRows {
 
     // MARK: Records
 
-    /// The live records of a zone named in `names`, by name, read in one statement.
-    static func records(
-        _ connection: PostgresConnection, _ key: DatabaseKey, zoneID: Int64, names: [String], _ logger: Logger
-    ) async throws -> [String: PostgresRecordRow] {
-        guard !names.isEmpty else { return [:] }
-        var bindings = binds(key, zoneID)
+    /// A live zone and those of its records named in `names`, by name, read in one statement
+    /// (one round trip: a record write runs one per zone it writes); nil when the zone does
+    /// not exist.
+    static func liveZoneAndRecords(
+        _ connection: PostgresConnection, _ key: DatabaseKey, _ zoneName: String, names: [String], _ logger: Logger
+    ) async throws -> (zone: PostgresZoneRow, records: [String: PostgresRecordRow])? {
+        var bindings = binds(key, zoneName)
         bindings.append(names)
         let rows = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
-                    SELECT \(PostgresRecordRow.columns) FROM records
-                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
+                    SELECT z.id, z.name, z.encryption_scope, z.change_seq, z.pruned_seq, z.client_change_token,
+                        r.name, r.record_type, r.change_tag, r.change_seq, r.creator, r.data
+                    FROM zones z LEFT JOIN records r
+                        ON r.container = z.container AND r.owner = z.owner AND r.scope = z.scope AND r.zone_id = z.id
+                        AND r.name = ANY($5)
+                    WHERE z.container = $1 AND z.owner = $2 AND z.scope = $3 AND z.name = $4 AND z.deleted_at IS NULL
                     """,
                 binds: bindings), logger: logger)
-        var result: [String: PostgresRecordRow] = [:]
-        for try await columns in rows.decode(PostgresRecordRow.Columns.self) {
-            let row = PostgresRecordRow(columns)
-            result[row.name] = row
+        var zone: PostgresZoneRow?
+        var records: [String: PostgresRecordRow] = [:]
+        for try await columns in rows.decode(
+            (Int64, String, Int32, Int64, Int64, Data?, String?, String?, String?, Int64?, String?, ByteBuffer?).self)
+        {
+            if zone == nil {
+                zone = PostgresZoneRow((columns.0, columns.1, columns.2, columns.3, columns.4, columns.5))
+            }
+            if let name = columns.6, let type = columns.7, let tag = columns.8, let seq = columns.9,
+                let creator = columns.10, let data = columns.11
+            {
+                records[name] = PostgresRecordRow((name, type, tag, seq, creator, data))
+            }
         }
-        return result
+        return zone.map { ($0, records) }
     }
 
     /// Which of `names` are records of the zone.

@@ -8,7 +8,8 @@ extension PostgresStorage {
     /// Saves and deletes records (CKModifyRecordsOperation) in one transaction, as
     /// ``RecordStorage`` describes: the save policies, change tags, atomic zones and per-item
     /// failures are the SQLite engine's. Each zone written moves to the database's next change
-    /// sequence. Shares, assets and `deleteSelf` references are refused item by item
+    /// sequence. Concurrent requests into one database share the transaction (group commit);
+    /// each returns after it committed. Shares, assets and `deleteSelf` references are refused item by item
     /// (`serverRejectedRequest`): this engine does not keep them yet (README → PostgreSQL).
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the request has
@@ -26,27 +27,10 @@ extension PostgresStorage {
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
         let logger = self.logger
-        return try await transaction { connection in
-            try await PostgresRows.lockDatabase(connection, key, logger)
-            var writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
-            let result = try await writer.modify(plan)
-            for (zoneID, changeSeq) in writer.touched {
-                let seq = try await PostgresRows.bumpDatabaseSeq(connection, key, logger)
-                let token = modification.clientChangeToken.isEmpty ? nil : Data(modification.clientChangeToken)
-                var bindings = PostgresRows.binds(key, zoneID)
-                bindings.append(seq)
-                bindings.append(changeSeq)
-                try bindings.append(token)
-                try await connection.query(
-                    PostgresQuery(
-                        unsafeSQL: """
-                            UPDATE zones SET db_seq = $5, change_seq = $6,
-                                client_change_token = coalesce($7, client_change_token)
-                            WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
-                            """,
-                        binds: bindings), logger: logger)
-            }
-            return result
+        let weight = modification.recordsToSave.count + modification.recordIDsToDelete.count
+        return try await write(in: key, weight: weight) { connection in
+            let writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
+            return try await writer.modify(plan)
         }
     }
 
@@ -79,9 +63,12 @@ extension PostgresStorage {
             var zones: [String: PostgresZoneRow] = [:]
             var rows: [String: [String: PostgresRecordRow]] = [:]
             for (zoneName, names) in namesByZone {
-                guard let zone = try await PostgresRows.liveZone(connection, key, zoneName, logger) else { continue }
+                guard
+                    let (zone, records) = try await PostgresRows.liveZoneAndRecords(
+                        connection, key, zoneName, names: names, logger)
+                else { continue }
                 zones[zoneName] = zone
-                rows[zoneName] = try await PostgresRows.records(connection, key, zoneID: zone.id, names: names, logger)
+                rows[zoneName] = records
             }
             return try zip(recordIDs, resolved).map { recordID, zone in
                 let result: ItemResult<Wire.Record>

@@ -18,8 +18,7 @@ extension PostgresStorage {
         if zones.isEmpty && zoneIDs.isEmpty { return ZoneModificationResult() }
         let now = RecordCodec.seconds(clock())
         let logger = self.logger
-        return try await transaction { connection in
-            try await PostgresRows.lockDatabase(connection, key, logger)
+        return try await write(in: key, weight: zones.count + zoneIDs.count) { connection in
             var result = ZoneModificationResult()
             for zone in zones {
                 let saved = try await Self.saveZone(zone, connection, key, logger)

@@ -12,7 +12,8 @@ import PostgresNIO
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together
 /// migrate once. Every table is keyed by (container, owner, scope) first, so the data can be
 /// distributed by that key later. Sessions run with `synchronous_commit=on`: a call returns
-/// after its transaction is durable on the server.
+/// after its transaction is durable on the server. Concurrent writes into one database on
+/// one node share transactions (group commit, ``observeCommits(_:)``).
 ///
 /// For example:
 /// ```swift
@@ -29,6 +30,10 @@ public final class PostgresStorage: RecordSyncStorage {
     let client: PostgresClient
     let logger: Logger
     let clock: @Sendable () -> Wire.Timestamp
+    /// The group commit of record and zone writes, per database.
+    let writes: PostgresWriteQueue
+    /// Told of every write transaction (see ``observeCommits(_:)``).
+    private let commitObservers = CommitObservers()
     private let running: Task<Void, Never>
 
     /// Connects to `url` and migrates the schema.
@@ -74,6 +79,10 @@ public final class PostgresStorage: RecordSyncStorage {
         self.logger = logger
         self.clock = clock
         self.maxItemsPerOperation = maxItemsPerOperation
+        let observers = commitObservers
+        self.writes = PostgresWriteQueue(client: client, logger: logger) { commit in
+            for observer in observers.withLock({ $0 }) { observer(commit) }
+        }
         // The pool leases only while run() runs: the open returns once the task that runs it
         // has started (it goes straight on into run()).
         let (started, starting) = AsyncStream<Void>.makeStream()
@@ -91,9 +100,38 @@ public final class PostgresStorage: RecordSyncStorage {
         await running.value
     }
 
+    /// Calls `observer` after every write transaction of records or zones (committed or
+    /// not), with how many requests shared it and how long it took; it must return quickly
+    /// (count, not work).
+    ///
+    /// For example:
+    /// ```swift
+    /// storage.observeCommits { commit in metrics.recordCommit(jobs: commit.jobs, records: commit.items, nanoseconds: …) }
+    /// ```
+    public func observeCommits(_ observer: @escaping @Sendable (WriteCommit) -> Void) {
+        commitObservers.withLock { $0.append(observer) }
+    }
+
     // MARK: - Transactions
 
-    /// Runs `body` in one transaction on a pooled connection; commits when it returns.
+    /// Runs `body` in `key`'s database's next transaction, after its row lock, shared with
+    /// the concurrent writes into it on this node (``PostgresWriteQueue``); returns after the
+    /// commit. An error thrown by `body` undoes only its writes; `body` may run twice, so it
+    /// does database work only.
+    ///
+    /// - parameter weight: about how many rows `body` writes (request items).
+    func write<Result: Sendable>(
+        in key: DatabaseKey, weight: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws(StoreError) -> Result {
+        do {
+            return try await writes.write(in: key, weight: weight, body)
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    /// Runs `body` in one transaction on a pooled connection of its own; commits when it
+    /// returns.
     func transaction<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {

@@ -220,11 +220,13 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     }
 }
 
-/// The observers of ``SQLiteStorage/observeCommits(_:)``.
-final class CommitObservers: Sendable {
+/// The observers of ``SQLiteStorage/observeCommits(_:)`` (and of the PostgreSQL engine's).
+package final class CommitObservers: Sendable {
     private let observers = Mutex<[@Sendable (WriteCommit) -> Void]>([])
 
-    func withLock<R>(_ body: (inout [@Sendable (WriteCommit) -> Void]) -> R) -> R {
+    package init() {}
+
+    package func withLock<R>(_ body: (inout [@Sendable (WriteCommit) -> Void]) -> R) -> R {
         observers.withLock { body(&$0) }
     }
 }

@@ -18,22 +18,14 @@ import Synchronization
 /// Every write of the store goes through here, on GRDB's writer queue.
 final class WriteCoalescer: Sendable {
     private struct Job: Sendable {
-        var weight: Int
         /// Whether the job reads and writes through ``transactionCache`` (record writes).
         var sharesCache: Bool
         var body: @Sendable (Database) throws -> any Sendable
         var continuation: CheckedContinuation<any Sendable, any Error>
     }
 
-    private struct State {
-        var pending: [Job] = []
-        var flushing = false
-    }
-
     private let writer: DatabasePool
-    private let state = Mutex(State())
-    /// A transaction takes jobs until their weights (items) add up to this.
-    private let maxWeightPerTransaction: Int
+    private let queue: Mutex<WriteBatchQueue<Job>>
 
     /// Told after each transaction (committed or not), on the writer queue.
     private let afterCommit: @Sendable (WriteCommit) -> Void
@@ -45,7 +37,7 @@ final class WriteCoalescer: Sendable {
         writer: DatabasePool, maxWeightPerTransaction: Int = 2_000, afterCommit: @escaping @Sendable (WriteCommit) -> Void = { _ in }
     ) {
         self.writer = writer
-        self.maxWeightPerTransaction = maxWeightPerTransaction
+        self.queue = Mutex(WriteBatchQueue(maxWeightPerTransaction: maxWeightPerTransaction))
         self.afterCommit = afterCommit
     }
 
@@ -62,15 +54,8 @@ final class WriteCoalescer: Sendable {
         weight: Int, sharesCache: Bool = false, _ body: @escaping @Sendable (Database) throws -> T
     ) async throws -> T {
         let value = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
-            let job = Job(
-                weight: max(1, weight), sharesCache: sharesCache, body: { db in try body(db) }, continuation: continuation)
-            let startFlushing = state.withLock { state in
-                state.pending.append(job)
-                if state.flushing { return false }
-                state.flushing = true
-                return true
-            }
-            if startFlushing { flush() }
+            let job = Job(sharesCache: sharesCache, body: { db in try body(db) }, continuation: continuation)
+            if queue.withLock({ $0.append(job, weight: weight) }) { flush() }
         }
         guard let result = value as? T else {
             throw StoreError(.storageFailure, "a write returned \(type(of: value)), not \(T.self)")
@@ -81,12 +66,11 @@ final class WriteCoalescer: Sendable {
     /// Drains the queue on the writer, one transaction per batch, until it is empty.
     private func flush() {
         writer.asyncWriteWithoutTransaction { db in
-            while let batch = self.nextBatch() {
+            while let (batch, weight) = self.queue.withLock({ $0.nextBatch() }) {
                 let start = ContinuousClock.now
                 let cache = self.transactionCache
                 let outcomes = Self.runTogether(batch, cache, in: db) ?? Self.runApart(batch, cache, in: db)
-                self.afterCommit(
-                    WriteCommit(jobs: batch.count, items: batch.reduce(0) { $0 + $1.weight }, duration: .now - start))
+                self.afterCommit(WriteCommit(jobs: batch.count, items: weight, duration: .now - start))
                 for (job, outcome) in zip(batch, outcomes) {
                     job.continuation.resume(with: outcome)
                 }
@@ -167,30 +151,11 @@ final class WriteCoalescer: Sendable {
     }
 
     /// How many jobs wait for the next transaction (for tests that line jobs up).
-    var pendingCount: Int { state.withLock { $0.pending.count } }
-
-    /// The jobs of the next transaction, or nil (and flushing stops) when none wait.
-    private func nextBatch() -> [Job]? {
-        state.withLock { state in
-            guard !state.pending.isEmpty else {
-                state.flushing = false
-                return nil
-            }
-            var weight = 0
-            var count = 0
-            for job in state.pending {
-                if count > 0 && weight + job.weight > maxWeightPerTransaction { break }
-                weight += job.weight
-                count += 1
-            }
-            let batch = Array(state.pending.prefix(count))
-            state.pending.removeFirst(count)
-            return batch
-        }
-    }
+    var pendingCount: Int { queue.withLock { $0.count } }
 }
 
-/// One transaction of the write queue, as ``SQLiteStorage/observeCommits(_:)`` reports it.
+/// One transaction of the write queue, as ``SQLiteStorage/observeCommits(_:)`` (and the
+/// PostgreSQL engine's `observeCommits`) reports it.
 public struct WriteCommit: Sendable, Hashable {
     /// The write requests that shared the transaction (group commit).
     public var jobs: Int
@@ -198,4 +163,8 @@ public struct WriteCommit: Sendable, Hashable {
     public var items: Int
     /// From the transaction's first statement to its durable commit.
     public var duration: Duration
+
+    package init(jobs: Int, items: Int, duration: Duration) {
+        (self.jobs, self.items, self.duration) = (jobs, items, duration)
+    }
 }

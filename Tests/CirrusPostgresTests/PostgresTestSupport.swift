@@ -18,9 +18,10 @@ func newDatabase() throws -> PostgresURL {
     try PostgresURL(TemporaryPostgres.shared().createDatabase())
 }
 
-/// Runs `body` with a `PostgresStorage` on a new, empty database; closes it afterwards.
-func withPostgresStore(_ body: (PostgresStorage) async throws -> Void) async throws {
-    let storage = try await PostgresStorage(url: newDatabase(), maximumConnections: 4)
+/// Runs `body` with a `PostgresStorage` on `url` (a new, empty database unless given);
+/// closes it afterwards.
+func withPostgresStore(_ url: PostgresURL? = nil, _ body: (PostgresStorage) async throws -> Void) async throws {
+    let storage = try await PostgresStorage(url: url ?? newDatabase(), maximumConnections: 4)
     do {
         try await body(storage)
     } catch {

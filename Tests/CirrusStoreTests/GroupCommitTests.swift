@@ -3,6 +3,9 @@ import Testing
 
 @testable import CirrusStore
 
+/// Group commit: concurrent writes share transactions. The first test drives SQLite's write
+/// queue directly (`CirrusPostgresTests.PostgresGroupCommitTests` does the same for
+/// PostgreSQL's); the others are part of the conformance suite and run against every engine.
 @Suite("Group commit")
 struct GroupCommitTests {
     struct Boom: Error {}
@@ -34,7 +37,7 @@ struct GroupCommitTests {
     }
 
     @Test func concurrentOperationsAllGetTheirOwnOutcome() async throws {
-        try await withSQLiteStore { storage, _ in
+        try await withSyncStore { storage, _ in
             try await storage.saveAll([note("shared")])
             let outcomes = try await withThrowingTaskGroup(of: (Int, RecordModificationResult).self) { group in
                 for i in 0..<40 {
@@ -54,6 +57,38 @@ struct GroupCommitTests {
                 }
             }
             #expect(try await storage.count("records") == 21)
+        }
+    }
+
+    @Test func concurrentSavesLandOnceEachAtTheZonesNextSequence() async throws {
+        try await withSyncStore { storage, engine in
+            let tasks = 40
+            let perTask = 5
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<tasks {
+                    group.addTask {
+                        for i in 0..<perTask {
+                            try await storage.saveAll([note("t\(task)i\(i)")])
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // One change per page: every save once, at sequences 1 ... 200 without a gap.
+            var seen: [String] = []
+            var since: Int64 = 0
+            while true {
+                let page = try await storage.recordChanges(
+                    in: zoneID("_defaultZone"), of: alice, since: since, limit: 1, desiredKeys: [])
+                guard let record = page.changed.first else { break }
+                #expect(page.changed.count == 1 && page.lastSeq == since + 1, "\(engine) after \(since)")
+                seen.append(record.recordID?.recordName ?? "")
+                since = page.lastSeq
+                if !page.moreComing { break }
+            }
+            #expect(seen.count == tasks * perTask, "\(engine)")
+            #expect(Set(seen).count == tasks * perTask, "\(engine)")
+            #expect(try await storage.count("records") == tasks * perTask)
         }
     }
 }

@@ -26,8 +26,8 @@ func temporaryDirectory() -> String {
 ///
 /// - **Records, zones and change feeds** (``RecordSyncStorage``, through
 ///   ``withSyncStore(clock:_:)``): `AccessTests`, `AtomicTests`, `ChangeFeedTests`,
-///   `FetchTests`, `SavePolicyTests`, `ZoneTests`, but for the tests of theirs that need
-///   more. Every engine in ``all`` runs them: SQLite and PostgreSQL.
+///   `FetchTests`, `SavePolicyTests`, `ZoneTests`, `GroupCommitTests`, but for the tests of
+///   theirs that need more. Every engine in ``all`` runs them: SQLite and PostgreSQL.
 /// - **Everything** (``RecordStorage``, through ``withStore(clock:_:)``): the rest of those
 ///   files, `CascadeTests`, `ReferenceRulesTests`, `SubscriptionTests`, `QueryCursorTests`,
 ///   `QueryKeysetTests` (but the two tests named below), `QueryOperatorTests`,
@@ -40,8 +40,9 @@ func temporaryDirectory() -> String {
 ///
 /// **SQLite-specific** (they open `SQLiteStorage` through ``withSQLiteStore(clock:_:)`` or
 /// directly, and test its internals): `MigrationTests`, `CheckpointTests`, `DurabilityTests`
-/// (crash safety, SIGKILL), `GroupCommitTests`, `QueryIndexTests` (schema and index
-/// introspection, rows examined), `OperationJournalTests` (the journal of `SQLiteStorage`),
+/// (crash safety, SIGKILL), in `GroupCommitTests` the test of SQLite's write queue,
+/// `QueryIndexTests` (schema and index introspection, rows examined), `OperationJournalTests`
+/// (the journal of `SQLiteStorage`),
 /// in `QueryKeysetTests` `firstPagesInTheQueryOrderReadAboutAPage` (rows examined, query
 /// plan) and `swiftOrdersSortValuesAsSQLiteDoes`, and `ThroughputTests.rawSQLiteBaseline`.
 /// `QueryValidationTests` and `StorageOutcomeTests` use no storage at all.

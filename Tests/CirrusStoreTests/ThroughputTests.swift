@@ -1,5 +1,7 @@
+import CirrusPostgres
 import CirrusWire
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CirrusStore
@@ -30,8 +32,29 @@ struct ThroughputTests {
         }
     }
 
+    /// Counts the write transactions of `storage` and the requests that shared them.
+    private final class CommitCounter: Sendable {
+        private let counts = Mutex((transactions: 0, jobs: 0, largest: 0))
+
+        init(_ storage: any SyncStorageUnderTest) {
+            let observe: @Sendable (WriteCommit) -> Void = { commit in
+                self.counts.withLock {
+                    $0 = ($0.transactions + 1, $0.jobs + commit.jobs, max($0.largest, commit.jobs))
+                }
+            }
+            (storage as? SQLiteStorage)?.observeCommits(observe)
+            (storage as? PostgresStorage)?.observeCommits(observe)
+        }
+
+        var summary: String {
+            let counts = self.counts.withLock { $0 }
+            return "\(counts.transactions) transactions, up to \(counts.largest) requests each"
+        }
+    }
+
     @Test func concurrentSingleSaves() async throws {
         try await withSyncStore { storage, engine in
+            let commits = CommitCounter(storage)
             let tasks = 100
             let perTask = 30
             let time = try await seconds {
@@ -48,7 +71,9 @@ struct ThroughputTests {
                     try await group.waitForAll()
                 }
             }
-            print("store (\(engine)): \(Int(Double(tasks * perTask) / time)) single-record operations/s with \(tasks) in flight")
+            print(
+                "store (\(engine)): \(Int(Double(tasks * perTask) / time)) single-record operations/s with \(tasks) in flight"
+                    + " (\(commits.summary))")
         }
     }
 
