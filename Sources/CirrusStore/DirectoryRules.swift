@@ -1,4 +1,4 @@
-public import CirrusWire
+package import CirrusWire
 
 /// The checks and conversions of the user directory (``UserStorage``) and bearer tokens
 /// (``TokenStorage``) that do not depend on the storage engine, in one place every engine
@@ -47,12 +47,12 @@ package enum DirectoryRules {
             guard let email = UserLookup.normalizedEmail(text) else {
                 throw StoreError(.invalidArguments, "'\(text.prefix(260))' is not an email address")
             }
-            return (.email, email)
+            return (kind: .email, value: email)
         case .addPhone(let text):
             guard let phone = UserLookup.normalizedPhone(text) else {
                 throw StoreError(.invalidArguments, "'\(text.prefix(40))' is not a phone number")
             }
-            return (.phone, phone)
+            return (kind: .phone, value: phone)
         case .removeEmail, .removePhone, .setName, .setDisabled:
             return nil
         }
@@ -62,8 +62,8 @@ package enum DirectoryRules {
     /// can be, as given otherwise, so a value stored before normalization can still go).
     package static func lookupToRemove(_ change: DirectoryUserChange) -> StoredLookup? {
         switch change {
-        case .removeEmail(let text): (.email, UserLookup.normalizedEmail(text) ?? text)
-        case .removePhone(let text): (.phone, UserLookup.normalizedPhone(text) ?? text)
+        case .removeEmail(let text): (kind: .email, value: UserLookup.normalizedEmail(text) ?? text)
+        case .removePhone(let text): (kind: .phone, value: UserLookup.normalizedPhone(text) ?? text)
         case .addEmail, .addPhone, .setName, .setDisabled: nil
         }
     }
@@ -72,8 +72,8 @@ package enum DirectoryRules {
     /// find anyone (malformed) or names the user directly.
     package static func storedLookup(_ lookup: UserLookup) -> StoredLookup? {
         switch lookup {
-        case .email(let text): UserLookup.normalizedEmail(text).map { (.email, $0) }
-        case .phone(let text): UserLookup.normalizedPhone(text).map { (.phone, $0) }
+        case .email(let text): UserLookup.normalizedEmail(text).map { (kind: LookupKind.email, value: $0) }
+        case .phone(let text): UserLookup.normalizedPhone(text).map { (kind: LookupKind.phone, value: $0) }
         case .userRecordName: nil
         }
     }

@@ -60,7 +60,8 @@ struct UserStorageTests {
                 #expect(creating?.code == .invalidArguments)
                 #expect(creating?.message == registering?.message, "one check, one message")
             }
-            #expect(try await storage.allUsers().isEmpty, "nothing stored")
+            let stored = try await storage.allUsers()
+            #expect(stored.isEmpty, "nothing stored")
         }
     }
 
