@@ -80,8 +80,9 @@ struct TokenStorageTests {
             try await storage.saveToken(token("forever", created: 1))
             try await storage.saveToken(token("expires", created: 2, expires: 100))
             try await storage.saveToken(token("revoked", created: 3))
-            try await storage.revokeToken("revoked", at: at(50))
             #expect(Set(try await storage.activeTokens(at: at(40)).map(\.id)) == ["forever", "expires", "revoked"], "\(engine)")
+            try await storage.revokeToken("revoked", at: at(50))
+            #expect(Set(try await storage.activeTokens(at: at(40)).map(\.id)) == ["forever", "expires"], "revoked is revoked")
             #expect(Set(try await storage.activeTokens(at: at(60)).map(\.id)) == ["forever", "expires"])
             #expect(Set(try await storage.activeTokens(at: at(100)).map(\.id)) == ["forever"], "expired at its time")
         }
