@@ -6,7 +6,10 @@ extension PostgresStorage {
     ///
     /// - throws: ``StoreError`` `.invalidArguments` for a table this engine does not have.
     package func rowCount(of table: String) async throws -> Int {
-        let known = ["databases", "zones", "records", "tombstones", "cascade_references"]
+        let known = [
+            "databases", "zones", "records", "tombstones", "cascade_references", "users", "user_lookup",
+            "user_discoverability", "bearer_tokens",
+        ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         let logger = self.logger
         return try await connection { connection in

@@ -11,8 +11,9 @@ extension PostgresStorage {
 
     /// One list of statements per version, applied in order; never edit a shipped one.
     ///
-    /// Every table's key starts with (container, owner, scope), so the data can be
-    /// distributed by (container, owner) later without a redesign. Names compare and sort
+    /// The key of every table of a database's data starts with (container, owner, scope), so
+    /// the data can be distributed by (container, owner) later without a redesign; the user
+    /// directory and tokens (v4) belong to the server and are keyed by user. Names compare and sort
     /// byte-wise (`COLLATE "C"`), as SQLite does, whatever the database's locale.
     static let migrations: [[String]] = [
         // v1: databases and zones.
@@ -117,6 +118,58 @@ extension PostgresStorage {
             CREATE INDEX cascade_references_by_target
                 ON cascade_references (container, owner, scope, target_zone, target_name, id)
             """,
+        ],
+        // v4: the user directory and bearer tokens (UserStorage, TokenStorage), as SQLite's
+        // schema v8 keeps them. Users, their lookup values and their tokens belong to the
+        // server, not to a container: they are keyed by the user (a lookup value by itself,
+        // so it has one owner at most); a user's discoverability belongs to a container and
+        // is keyed by it first. Times are seconds since 1970; disabled_at is set while an
+        // administrator has the user disabled; name_components is a serialized
+        // Wire.UserNameComponents. A lookup's kind is 1 email, 2 phone; its source 1 a client
+        // certificate, 2 an administrator; a discoverability status 2 denied, 3 granted.
+        // Only a token's SHA-256 is kept; id is its public part.
+        [
+            """
+            CREATE TABLE users (
+                name text COLLATE "C" PRIMARY KEY,
+                name_components bytea,
+                created_at double precision NOT NULL,
+                last_seen_at double precision,
+                disabled_at double precision
+            )
+            """,
+            "CREATE INDEX users_disabled ON users (name) WHERE disabled_at IS NOT NULL",
+            """
+            CREATE TABLE user_lookup (
+                kind integer NOT NULL,
+                value text COLLATE "C" NOT NULL,
+                user_name text COLLATE "C" NOT NULL REFERENCES users ON DELETE CASCADE,
+                source integer NOT NULL,
+                PRIMARY KEY (kind, value)
+            )
+            """,
+            "CREATE INDEX user_lookup_by_user ON user_lookup (user_name)",
+            """
+            CREATE TABLE user_discoverability (
+                container text COLLATE "C" NOT NULL,
+                user_name text COLLATE "C" NOT NULL REFERENCES users ON DELETE CASCADE,
+                status integer NOT NULL,
+                PRIMARY KEY (container, user_name)
+            )
+            """,
+            """
+            CREATE TABLE bearer_tokens (
+                id text COLLATE "C" PRIMARY KEY,
+                hash bytea NOT NULL,
+                user_name text COLLATE "C" NOT NULL REFERENCES users ON DELETE CASCADE,
+                label text NOT NULL,
+                created_at double precision NOT NULL,
+                expires_at double precision,
+                revoked_at double precision
+            )
+            """,
+            "CREATE INDEX bearer_tokens_by_user ON bearer_tokens (user_name, created_at, id)",
+            "CREATE INDEX bearer_tokens_by_created_at ON bearer_tokens (created_at, id)",
         ],
     ]
 

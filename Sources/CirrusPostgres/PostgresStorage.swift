@@ -5,13 +5,15 @@ public import Logging
 import PostgresNIO
 
 /// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
-/// database (in progress: records, zones and their change feeds so far — ``RecordSyncStorage``
-/// —, see README → PostgreSQL).
+/// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
+/// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` — so far, see README →
+/// PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together
-/// migrate once. Every table is keyed by (container, owner, scope) first, so the data can be
-/// distributed by that key later. Sessions run with `synchronous_commit=on`: a call returns
+/// migrate once. Every table of a database's data is keyed by (container, owner, scope) first,
+/// so the data can be distributed by that key later; the user directory and tokens are the
+/// server's, keyed by user. Sessions run with `synchronous_commit=on`: a call returns
 /// after its transaction is durable on the server. Concurrent writes into one database on
 /// one node share transactions (group commit, ``observeCommits(_:)``).
 ///

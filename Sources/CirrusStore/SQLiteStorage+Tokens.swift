@@ -4,12 +4,10 @@ import GRDB
 
 extension SQLiteStorage: TokenStorage {
     public func saveToken(_ token: StoredToken) async throws {
-        guard UserLookup.isValidUserRecordName(token.user) else {
-            throw StoreError(.invalidArguments, "'\(token.user)' is not a user record name")
-        }
+        try DirectoryRules.checkUserName(token.user)
         try await write(weight: 2) { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bearer_tokens WHERE id = ?", arguments: [token.id]) == nil
-            else { throw StoreError(.alreadyExists, "token \(token.id) exists") }
+            else { throw DirectoryRules.tokenExists(token.id) }
             try db.run(
                 sql: "INSERT OR IGNORE INTO users (name, created_at) VALUES (?, ?)",
                 arguments: [token.user, RecordCodec.seconds(token.createdAt)])
@@ -45,7 +43,7 @@ extension SQLiteStorage: TokenStorage {
             try db.run(
                 sql: "UPDATE bearer_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", arguments: [seconds, id])
             guard let row = try db.row(sql: "SELECT * FROM bearer_tokens WHERE id = ?", arguments: [id]) else {
-                throw StoreError(.invalidArguments, "no token \(id.prefix(64))")
+                throw DirectoryRules.unknownToken(id)
             }
             return Self.storedToken(row)
         }
@@ -79,8 +77,8 @@ extension SQLiteStorage: TokenStorage {
     private static func storedToken(_ row: Row) -> StoredToken {
         StoredToken(
             id: row["id"], hash: [UInt8](row["hash"] as Data? ?? Data()), user: row["user"], label: row["label"],
-            createdAt: timestamp(seconds: row["created_at"] as Double? ?? 0),
-            expiresAt: (row["expires_at"] as Double?).map { timestamp(seconds: $0) },
-            revokedAt: (row["revoked_at"] as Double?).map { timestamp(seconds: $0) })
+            createdAt: DirectoryRules.timestamp(seconds: row["created_at"] as Double? ?? 0),
+            expiresAt: (row["expires_at"] as Double?).map { DirectoryRules.timestamp(seconds: $0) },
+            revokedAt: (row["revoked_at"] as Double?).map { DirectoryRules.timestamp(seconds: $0) })
     }
 }

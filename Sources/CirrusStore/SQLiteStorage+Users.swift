@@ -3,26 +3,15 @@ import Foundation
 import GRDB
 
 extension SQLiteStorage: UserStorage {
-    /// Kinds of `user_lookup` rows.
-    enum LookupKind: Int {
-        case email = 1
-        case phone = 2
-    }
-
-    /// Who vouched for a `user_lookup` row.
-    private enum LookupSource: Int {
-        case certificate = 1
-        case administrator = 2
-    }
+    typealias LookupKind = DirectoryRules.LookupKind
+    private typealias LookupSource = DirectoryRules.LookupSource
 
     @discardableResult
     public func registerUser(_ user: String, verifiedEmails: [String], at time: Wire.Timestamp) async throws
         -> DirectoryUser
     {
-        guard UserLookup.isValidUserRecordName(user) else {
-            throw StoreError(.invalidArguments, "'\(user)' is not a user record name")
-        }
-        let emails = verifiedEmails.compactMap(UserLookup.normalizedEmail)
+        try DirectoryRules.checkUserName(user)
+        let emails = DirectoryRules.verifiedEmails(verifiedEmails)
         let seconds = RecordCodec.seconds(time)
         return try await write(weight: 1 + emails.count) { db in
             try db.run(
@@ -43,13 +32,11 @@ extension SQLiteStorage: UserStorage {
 
     @discardableResult
     public func createUser(_ user: String, at time: Wire.Timestamp) async throws -> DirectoryUser {
-        guard UserLookup.isValidUserRecordName(user) else {
-            throw StoreError(.invalidArguments, "'\(user)' is not a user record name (like _alice)")
-        }
+        try DirectoryRules.checkUserName(user)
         let seconds = RecordCodec.seconds(time)
         return try await write(weight: 1) { db in
             guard try Self.directoryUser(user, db) == nil else {
-                throw StoreError(.alreadyExists, "user \(user) exists")
+                throw DirectoryRules.userExists(user)
             }
             try db.run(sql: "INSERT INTO users (name, created_at) VALUES (?, ?)", arguments: [user, seconds])
             return try Self.requireUser(user, db)
@@ -73,24 +60,16 @@ extension SQLiteStorage: UserStorage {
     {
         let seconds = RecordCodec.seconds(time)
         return try await write(weight: 1) { db in
-            guard try Self.directoryUser(user, db) != nil else {
-                throw StoreError(.unknownUser, "no user \(user)")
-            }
+            guard try Self.directoryUser(user, db) != nil else { throw DirectoryRules.unknownUser(user) }
             switch change {
-            case .addEmail(let text):
-                guard let email = UserLookup.normalizedEmail(text) else {
-                    throw StoreError(.invalidArguments, "'\(text)' is not an email address")
+            case .addEmail, .addPhone:
+                if let lookup = try DirectoryRules.lookupToAdd(change) {
+                    try Self.addLookup(lookup.kind, lookup.value, to: user, db)
                 }
-                try Self.addLookup(.email, email, to: user, db)
-            case .addPhone(let text):
-                guard let phone = UserLookup.normalizedPhone(text) else {
-                    throw StoreError(.invalidArguments, "'\(text)' is not a phone number")
+            case .removeEmail, .removePhone:
+                if let lookup = DirectoryRules.lookupToRemove(change) {
+                    try Self.removeLookup(lookup.kind, lookup.value, from: user, db)
                 }
-                try Self.addLookup(.phone, phone, to: user, db)
-            case .removeEmail(let text):
-                try Self.removeLookup(.email, UserLookup.normalizedEmail(text) ?? text, from: user, db)
-            case .removePhone(let text):
-                try Self.removeLookup(.phone, UserLookup.normalizedPhone(text) ?? text, from: user, db)
             case .setName(let components):
                 try db.run(
                     sql: "UPDATE users SET name_components = ? WHERE name = ?",
@@ -112,9 +91,7 @@ extension SQLiteStorage: UserStorage {
 
     public func setDiscoverability(_ status: Discoverability?, of user: String, in container: String) async throws {
         try await write(weight: 1) { db in
-            guard try Self.directoryUser(user, db) != nil else {
-                throw StoreError(.unknownUser, "no user \(user)")
-            }
+            guard try Self.directoryUser(user, db) != nil else { throw DirectoryRules.unknownUser(user) }
             if let status {
                 try db.run(
                     sql: "INSERT OR REPLACE INTO user_discoverability (container, user, status) VALUES (?, ?, ?)",
@@ -140,13 +117,10 @@ extension SQLiteStorage: UserStorage {
         return try await read { db in
             try lookups.map { lookup -> DirectoryUser? in
                 let name: String?
-                switch lookup {
-                case .userRecordName(let user):
+                if case .userRecordName(let user) = lookup {
                     name = user
-                case .email(let text):
-                    name = try UserLookup.normalizedEmail(text).flatMap { try Self.lookupOwner(.email, $0, db) }
-                case .phone(let text):
-                    name = try UserLookup.normalizedPhone(text).flatMap { try Self.lookupOwner(.phone, $0, db) }
+                } else {
+                    name = try DirectoryRules.storedLookup(lookup).flatMap { try Self.lookupOwner($0.kind, $0.value, db) }
                 }
                 guard let name, try Self.isDiscoverable(name, in: container, db) else { return nil }
                 return try Self.directoryUser(name, db)
@@ -155,7 +129,7 @@ extension SQLiteStorage: UserStorage {
     }
 
     public func discoverableUsers(in container: String, after user: String?, limit: Int) async throws -> [DirectoryUser] {
-        guard limit > 0 else { throw StoreError(.invalidArguments, "limit must be positive, not \(limit)") }
+        try DirectoryRules.checkLimit(limit)
         return try await read { db in
             let names = try String.fetchAll(
                 db,
@@ -173,15 +147,12 @@ extension SQLiteStorage: UserStorage {
 
     static func directoryUser(_ name: String, _ db: Database) throws -> DirectoryUser? {
         guard let row = try db.row(sql: "SELECT * FROM users WHERE name = ?", arguments: [name]) else { return nil }
-        var user = DirectoryUser(name: name, createdAt: timestamp(seconds: row["created_at"] as Double? ?? 0))
-        user.lastSeenAt = (row["last_seen_at"] as Double?).map { timestamp(seconds: $0) }
+        var user = DirectoryUser(
+            name: name, createdAt: DirectoryRules.timestamp(seconds: row["created_at"] as Double? ?? 0))
+        user.lastSeenAt = (row["last_seen_at"] as Double?).map { DirectoryRules.timestamp(seconds: $0) }
         user.isDisabled = (row["disabled_at"] as Double?) != nil
         if let data = row["name_components"] as Data? {
-            do {
-                user.nameComponents = try Wire.UserNameComponents(serializedBytes: [UInt8](data))
-            } catch {
-                throw StoreError(.corruptData, "the name of user \(name) does not decode: \(error)")
-            }
+            user.nameComponents = try DirectoryRules.nameComponents([UInt8](data), of: name)
         }
         let lookups = try Row.fetchAll(
             db, sql: "SELECT kind, value FROM user_lookup WHERE user = ? ORDER BY value", arguments: [name])
@@ -197,13 +168,8 @@ extension SQLiteStorage: UserStorage {
 
     /// The user a write just touched.
     private static func requireUser(_ name: String, _ db: Database) throws -> DirectoryUser {
-        guard let user = try directoryUser(name, db) else { throw StoreError(.unknownUser, "no user \(name)") }
+        guard let user = try directoryUser(name, db) else { throw DirectoryRules.unknownUser(name) }
         return user
-    }
-
-    static func timestamp(seconds: Double) -> Wire.Timestamp {
-        let whole = seconds.rounded(.down)
-        return Wire.Timestamp(seconds: Int64(whole), nanos: Int32(min(999_999_999, (seconds - whole) * 1_000_000_000)))
     }
 
     static func lookupOwner(_ kind: LookupKind, _ value: String, _ db: Database) throws -> String? {
@@ -223,7 +189,7 @@ extension SQLiteStorage: UserStorage {
 
     private static func addLookup(_ kind: LookupKind, _ value: String, to user: String, _ db: Database) throws {
         if let owner = try lookupOwner(kind, value, db) {
-            guard owner == user else { throw StoreError(.alreadyExists, "\(value) belongs to another user") }
+            guard owner == user else { throw DirectoryRules.taken(value) }
             return
         }
         try db.run(
@@ -234,6 +200,6 @@ extension SQLiteStorage: UserStorage {
     private static func removeLookup(_ kind: LookupKind, _ value: String, from user: String, _ db: Database) throws {
         try db.run(
             sql: "DELETE FROM user_lookup WHERE kind = ? AND value = ? AND user = ?", arguments: [kind.rawValue, value, user])
-        guard db.changesCount > 0 else { throw StoreError(.invalidArguments, "user \(user) has no \(value)") }
+        guard db.changesCount > 0 else { throw DirectoryRules.notHeld(value, by: user) }
     }
 }

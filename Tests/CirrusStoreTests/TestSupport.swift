@@ -35,6 +35,10 @@ func temporaryDirectory() -> String {
 ///   `SharedTombstoneTests` and the store part of `ThroughputTests`: the engines of ``all``
 ///   that implement all of ``RecordStorage`` (``isComplete``) run them — SQLite so far.
 ///
+/// - **The user directory and bearer tokens** (``UserStorage`` and ``TokenStorage``, through
+///   ``withDirectoryStore(clock:_:)``): `UserStorageTests`, `TokenStorageTests`. The engines
+///   of ``all`` that implement both (``implementsDirectory``) run them: SQLite and PostgreSQL.
+///
 /// A test moves from the second group to the first once every engine can run it; an engine
 /// joins ``all`` by adding its factory there.
 ///
@@ -62,6 +66,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements all of ``RecordStorage`` (its storages are
     /// ``StorageUnderTest``s), not only ``RecordSyncStorage``.
     var isComplete: Bool
+    /// Whether the engine implements ``UserStorage`` and ``TokenStorage`` (its storages are
+    /// ``DirectoryStorageUnderTest``s).
+    var implementsDirectory: Bool
 
     var description: String { name }
 
@@ -72,11 +79,13 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         open: { try SQLiteStorage(directory: $0, clock: $1) },
         remove: { try? FileManager.default.removeItem(atPath: $0) },
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
-        isComplete: true
+        isComplete: true,
+        implementsDirectory: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
-    /// (``TemporaryPostgres``) per storage. Records, zones and change feeds so far.
+    /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory
+    /// and bearer tokens so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -86,7 +95,8 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
             _ = try? TemporaryPostgres.shared().psql("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
         },
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
-        isComplete: false
+        isComplete: false,
+        implementsDirectory: true
     )
 
     /// Every engine the conformance suite runs against.
@@ -108,6 +118,12 @@ protocol SyncStorageUnderTest: RecordSyncStorage {
 
 /// What the whole conformance suite needs of an engine: all of ``RecordStorage``.
 protocol StorageUnderTest: SyncStorageUnderTest, RecordStorage {}
+
+/// What the user directory and bearer token part of the conformance suite needs of an engine.
+protocol DirectoryStorageUnderTest: SyncStorageUnderTest, UserStorage, TokenStorage {}
+
+extension SQLiteStorage: DirectoryStorageUnderTest {}
+extension PostgresStorage: DirectoryStorageUnderTest {}
 
 extension SQLiteStorage: StorageUnderTest {
     func count(_ table: String) async throws -> Int { try await rowCount(of: table) }
@@ -152,6 +168,46 @@ func withStore(
             let complete = try #require(storage as? any StorageUnderTest, "\(engine) implements all of RecordStorage")
             try await body(complete, engine)
         }
+    }
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements ``UserStorage``
+/// and ``TokenStorage`` (``StorageEngineUnderTest/implementsDirectory``), each time with a
+/// fresh storage of that engine, closed and removed afterwards.
+func withDirectoryStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any DirectoryStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine.implementsDirectory {
+        try await withStorage(of: engine, clock: clock()) { storage in
+            let directory = try #require(
+                storage as? any DirectoryStorageUnderTest, "\(engine) implements UserStorage and TokenStorage")
+            try await body(directory, engine)
+        }
+    }
+}
+
+/// Like ``withDirectoryStore(clock:_:)``, but `body` gets `nodes` storages of each engine open
+/// on the same data at once (several `cirrusd` nodes sharing one database, or several
+/// processes on one SQLite file).
+func withDirectoryStores(
+    nodes: Int, _ body: ([any DirectoryStorageUnderTest], StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine.implementsDirectory {
+        let location = try engine.newLocation()
+        defer { engine.remove(location) }
+        var opened: [any SyncStorageUnderTest] = []
+        do {
+            for _ in 0..<nodes { opened.append(try await engine.open(location, systemClock)) }
+            let storages = try opened.map {
+                try #require($0 as? any DirectoryStorageUnderTest, "\(engine) implements UserStorage and TokenStorage")
+            }
+            try await body(storages, engine)
+        } catch {
+            for storage in opened { try? await storage.close() }
+            throw error
+        }
+        for storage in opened { try await storage.close() }
     }
 }
 
