@@ -178,6 +178,15 @@ extension CKSyncEngine {
             // still run on the server. Keep it in flight; the next send resumes it.
             throw whole
         }
+        if let whole, whole.code == .unknownItem, saveResults.isEmpty, deleteResults.isEmpty {
+            // Resuming found no operation on the server (`unknownOperation`: it never ran there,
+            // or was forgotten between being found and being resumed): nothing is known of its
+            // changes, so they stay pending and go out again; a change that did reach the
+            // server comes back as a conflict with the server's record.
+            self.state.finishSend(done: [])
+            await self.emitStateUpdate()
+            return false
+        }
         let missing = whole ?? CKError(.internalError, message: "the server sent no result for the record")
         var saved: [CKRecord] = []
         var failedSaves: [Event.SentRecordZoneChanges.FailedRecordSave] = []

@@ -25,7 +25,8 @@ struct FakeReply: Sendable {
     var persisted = false
     /// The seq before the first payload (a `Resume` continues the operation's numbering).
     var startSeq: UInt64 = 0
-    /// Close the connection once this many events went out on the stream.
+    /// Close the connection once this many events went out on the stream (0: right after
+    /// `Persisted`, before any event).
     var closeAfterEvents: Int? = nil
 }
 
@@ -235,6 +236,12 @@ private final class FakePeerHandler: ChannelInboundHandler {
 
     private func pump(_ streamID: UInt64, context: ChannelHandlerContext) {
         guard var stream = self.streams[streamID] else { return }
+        if stream.reply.closeAfterEvents == 0 {
+            self.streams[streamID] = nil
+            context.flush()
+            context.close(promise: nil)
+            return
+        }
         while !stream.pending.isEmpty, stream.credit > 0 || stream.reply.ignoreCredit {
             stream.seq += 1
             if stream.credit > 0 { stream.credit -= 1 }

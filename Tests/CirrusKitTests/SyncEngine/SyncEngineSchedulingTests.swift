@@ -2,6 +2,7 @@ import CirrusKit
 import CirrusTestSupport
 import CirrusWire
 import Foundation
+import Synchronization
 import Testing
 
 /// The engine's automatic sync against a scripted server whose database change feed keeps
@@ -50,6 +51,55 @@ struct SyncEngineSchedulingTests {
         }
         #expect(kinds.contains("fetch"), "\(kinds)")
         #expect(kinds.firstIndex(of: "fetch").map { $0 < (kinds.firstIndex(of: "send") ?? 0) } == true, "\(kinds)")
+        await device.stop()
+    }
+
+    /// A send whose operation the server registered (`Persisted`) but no longer knows when the
+    /// connection comes back (`Resume` answered `unknownOperation`): its changes stay pending and
+    /// go out again, never reported as failed.
+    @Test func aSendTheServerForgotIsSentAgain() async throws {
+        let modifies = Mutex(0)
+        let peer = try await FakePeer.start { open, _ in
+            switch open.request {
+            case .fetchUserRecordID:
+                let user = Wire.RecordID(recordName: "_alice", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone"))
+                return FakeReply(result: .fetchUserRecordID(Wire.FetchUserRecordIDResult(userRecordID: user)))
+            case .watchNotifications:
+                return FakeReply(payloads: [NotificationWatchTests.live(0)], hang: true)
+            case .fetchDatabaseChanges:
+                return FakeReply(
+                    error: Wire.OperationError(code: .serviceUnavailable, message: "try again", retryAfterSeconds: 0.05))
+            case .modifyRecords(let request):
+                let first = modifies.withLock { count -> Bool in
+                    count += 1
+                    return count == 1
+                }
+                // The first: registered, then the connection drops before anything ran.
+                if first { return FakeReply(persisted: true, closeAfterEvents: 0) }
+                let saves = request.recordsToSave.map { record -> Wire.Event.Payload in
+                    var saved = record
+                    saved.recordChangeTag = "tag-1"
+                    return .modifyRecords(.init(callback: .perRecordSave(.init(recordID: record.recordID, outcome: .record(saved)))))
+                }
+                return FakeReply(payloads: saves, persisted: open.configuration?.isLongLived == true)
+            default:
+                return FakeReply(error: Wire.OperationError(code: .serverRejectedRequest, message: "not scripted"))
+            }
+        }
+        defer { Task { await peer.stop() } }
+        let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        let device = EngineDevice(name: "A")
+        device.start(database: container.privateCloudDatabase, subscriptionID: "app-subscription")
+        let id = CKRecord.ID(recordName: "item", zoneID: CKRecordZone.ID(zoneName: "Items"))
+        try device.edit(id, value: 1)
+
+        try await eventually(timeout: .seconds(60)) {
+            device.store.withLockedValue { $0.acknowledged[id] } == [1]
+        }
+        #expect(peer.resumes.count >= 1)
+        #expect(modifies.withLock { $0 } >= 2)
+        let store = device.store.withLockedValue { $0 }
+        #expect(store.otherFailures.isEmpty, "\(store.otherFailures)")
         await device.stop()
     }
 }
