@@ -10,27 +10,7 @@ import Testing
 @Suite("CKSyncEngine scheduling")
 struct SyncEngineSchedulingTests {
     @Test func fetchesThatKeepFailingDoNotHoldBackTheDevicesOwnChanges() async throws {
-        let peer = try await FakePeer.start { open, _ in
-            switch open.request {
-            case .fetchUserRecordID:
-                let user = Wire.RecordID(recordName: "_alice", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone"))
-                return FakeReply(result: .fetchUserRecordID(Wire.FetchUserRecordIDResult(userRecordID: user)))
-            case .watchNotifications:
-                return FakeReply(payloads: [NotificationWatchTests.live(0)], hang: true)
-            case .fetchDatabaseChanges:
-                return FakeReply(
-                    error: Wire.OperationError(code: .serviceUnavailable, message: "try again", retryAfterSeconds: 0.05))
-            case .modifyRecords(let request):
-                let saves = request.recordsToSave.map { record -> Wire.Event.Payload in
-                    var saved = record
-                    saved.recordChangeTag = "tag-1"
-                    return .modifyRecords(.init(callback: .perRecordSave(.init(recordID: record.recordID, outcome: .record(saved)))))
-                }
-                return FakeReply(payloads: saves, persisted: open.configuration?.isLongLived == true)
-            default:
-                return FakeReply(error: Wire.OperationError(code: .serverRejectedRequest, message: "not scripted"))
-            }
-        }
+        let peer = try await Self.scriptedPeer { open, request in Self.savingEverything(open, request) }
         defer { Task { await peer.stop() } }
         let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
         let device = EngineDevice(name: "A")
@@ -59,32 +39,14 @@ struct SyncEngineSchedulingTests {
     /// go out again, never reported as failed.
     @Test func aSendTheServerForgotIsSentAgain() async throws {
         let modifies = Mutex(0)
-        let peer = try await FakePeer.start { open, _ in
-            switch open.request {
-            case .fetchUserRecordID:
-                let user = Wire.RecordID(recordName: "_alice", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone"))
-                return FakeReply(result: .fetchUserRecordID(Wire.FetchUserRecordIDResult(userRecordID: user)))
-            case .watchNotifications:
-                return FakeReply(payloads: [NotificationWatchTests.live(0)], hang: true)
-            case .fetchDatabaseChanges:
-                return FakeReply(
-                    error: Wire.OperationError(code: .serviceUnavailable, message: "try again", retryAfterSeconds: 0.05))
-            case .modifyRecords(let request):
-                let first = modifies.withLock { count -> Bool in
-                    count += 1
-                    return count == 1
-                }
-                // The first: registered, then the connection drops before anything ran.
-                if first { return FakeReply(persisted: true, closeAfterEvents: 0) }
-                let saves = request.recordsToSave.map { record -> Wire.Event.Payload in
-                    var saved = record
-                    saved.recordChangeTag = "tag-1"
-                    return .modifyRecords(.init(callback: .perRecordSave(.init(recordID: record.recordID, outcome: .record(saved)))))
-                }
-                return FakeReply(payloads: saves, persisted: open.configuration?.isLongLived == true)
-            default:
-                return FakeReply(error: Wire.OperationError(code: .serverRejectedRequest, message: "not scripted"))
+        let peer = try await Self.scriptedPeer { open, request in
+            let first = modifies.withLock { count -> Bool in
+                count += 1
+                return count == 1
             }
+            // The first: registered, then the connection drops before anything ran.
+            if first { return FakeReply(persisted: true, closeAfterEvents: 0) }
+            return Self.savingEverything(open, request)
         }
         defer { Task { await peer.stop() } }
         let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
@@ -101,5 +63,38 @@ struct SyncEngineSchedulingTests {
         let store = device.store.withLockedValue { $0 }
         #expect(store.otherFailures.isEmpty, "\(store.otherFailures)")
         await device.stop()
+    }
+
+    /// A server whose database change feed keeps failing with `serviceUnavailable` and which
+    /// answers modifies with `modify`.
+    private static func scriptedPeer(
+        modify: @escaping @Sendable (Wire.Open, Wire.ModifyRecordsRequest) -> FakeReply
+    ) async throws -> FakePeer {
+        try await FakePeer.start { open, _ in
+            switch open.request {
+            case .fetchUserRecordID:
+                let user = Wire.RecordID(recordName: "_alice", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone"))
+                return FakeReply(result: .fetchUserRecordID(Wire.FetchUserRecordIDResult(userRecordID: user)))
+            case .watchNotifications:
+                return FakeReply(payloads: [NotificationWatchTests.live(0)], hang: true)
+            case .fetchDatabaseChanges:
+                return FakeReply(
+                    error: Wire.OperationError(code: .serviceUnavailable, message: "try again", retryAfterSeconds: 0.05))
+            case .modifyRecords(let request):
+                return modify(open, request)
+            default:
+                return FakeReply(error: Wire.OperationError(code: .serverRejectedRequest, message: "not scripted"))
+            }
+        }
+    }
+
+    /// Every record of the request saved, with change tag `tag-1`.
+    private static func savingEverything(_ open: Wire.Open, _ request: Wire.ModifyRecordsRequest) -> FakeReply {
+        let saves = request.recordsToSave.map { record -> Wire.Event.Payload in
+            var saved = record
+            saved.recordChangeTag = "tag-1"
+            return .modifyRecords(.init(callback: .perRecordSave(.init(recordID: record.recordID, outcome: .record(saved)))))
+        }
+        return FakeReply(payloads: saves, persisted: open.configuration?.isLongLived == true)
     }
 }
