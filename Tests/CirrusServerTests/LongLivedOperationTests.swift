@@ -3,6 +3,7 @@ import CirrusStore
 import CirrusTestSupport
 import CirrusWire
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 
 private func notes(_ count: Int, prefix: String = "r", zone: Wire.RecordZoneID = defaultZone) -> [Wire.Record] {
@@ -37,6 +38,53 @@ struct LongLivedOperationTests {
             #expect(followed.persisted)
             #expect(try await alice.listLongLived(streamID: 5) == ["vanishing"])
             await alice.close()
+        }
+    }
+
+    /// The first connection drops while the operation is being registered; the client opens it
+    /// again on a second one, is refused as a duplicate (the registration committed), and
+    /// resumes: the operation runs for it, and the first connection, finding its client gone,
+    /// does not drop the registration the client now follows.
+    @Test func aResumeClaimsAnOperationWhoseFirstConnectionDroppedBeforePersisted() async throws {
+        let gate = Gate()
+        // Only the first registration waits (the one the dropped connection made).
+        let held = NIOLockedValueBox(false)
+        let hold: @Sendable (LongLivedOperationKey) async -> Void = { _ in
+            let first = held.withLockedValue { held -> Bool in
+                defer { held = true }
+                return !held
+            }
+            if first { await gate.waitThroughCancellation() }
+        }
+        try await withLongLivedServer(afterRegistration: hold) { harness in
+            let first = try await TestClient.connect(port: harness.port)
+            _ = try await first.handshake()
+            try await first.openLongLived(fetchSomething, operationID: "raced", streamID: 1)
+            try await eventually("the registration") { gate.waiting == 1 }
+            await first.close()
+            try await eventually("the server to see the close") { harness.server.connectionCount == 0 }
+
+            let second = try await TestClient.connect(port: harness.port)
+            _ = try await second.handshake()
+            try await second.openLongLived(fetchSomething, operationID: "raced", streamID: 1)
+            let again = try await second.follow(streamID: 1)
+            #expect(again.complete?.error?.code == .duplicateOperationID, "\(again)")
+            try await second.resume("raced", after: 0, streamID: 3)
+            let resumed = try await second.follow(streamID: 3)
+            #expect(resumed.persisted)
+            // It ran: the record it fetches does not exist.
+            #expect(resumed.complete?.error?.code == .partialFailure, "\(resumed)")
+            #expect(!resumed.events.isEmpty)
+
+            // The first connection's registration goes on now and finds its client gone.
+            gate.open()
+            try await eventually("the first registration to go on") { gate.waiting == 0 }
+            // What it does next (it finds its stream gone) takes a moment; nothing to wait on.
+            try await Task.sleep(for: .milliseconds(500))
+            let key = LongLivedOperationKey(owner: "_alice", operationID: "raced")
+            #expect(try await harness.storage.longLivedOperation(key) != nil, "the completed operation stays listed")
+            #expect(try await second.listLongLived(streamID: 5) == ["raced"])
+            await second.close()
         }
     }
 

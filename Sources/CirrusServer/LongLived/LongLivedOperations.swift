@@ -56,6 +56,10 @@ public final class LongLivedOperations: Sendable {
 
     private struct State {
         var runs: [LongLivedOperationKey: Entry] = [:]
+        /// Registered, `Persisted` not yet sent: the registering stream starts the run once its
+        /// client has `Persisted`, or drops the registration when that client is gone — unless
+        /// a `Resume` claimed the operation meanwhile (``attach(operationID:caller:after:)``).
+        var pending: [LongLivedOperationKey: LongLivedRun] = [:]
         var isShuttingDown = false
     }
 
@@ -153,8 +157,10 @@ public final class LongLivedOperations: Sendable {
         }
         do {
             let record = try await journal.registerLongLivedOperation(key, open: open, at: clock())
+            let run = LongLivedRun(record: record, caller: caller, journal: journal)
+            state.withLock { $0.pending[key] = run }
             await afterRegistration(key)
-            return .success(LongLivedRun(record: record, caller: caller, journal: journal))
+            return .success(run)
         } catch let error as StoreError {
             return .failure(Refusal(error: error.operationError))
         } catch {
@@ -162,8 +168,16 @@ public final class LongLivedOperations: Sendable {
         }
     }
 
-    /// Its client went away before it heard `Persisted`: the operation never existed.
+    /// Its client went away before it heard `Persisted`: the operation never existed — unless
+    /// the client claimed it meanwhile on another connection (its `Open` there was refused as a
+    /// duplicate, so it resumed), which started it.
     func abandon(_ run: LongLivedRun) async {
+        let unclaimed = state.withLock { state -> Bool in
+            guard state.pending[run.key] === run else { return false }
+            state.pending[run.key] = nil
+            return true
+        }
+        guard unclaimed else { return }
         do {
             try await journal.removeLongLivedOperation(run.key)
         } catch {
@@ -173,15 +187,20 @@ public final class LongLivedOperations: Sendable {
 
     /// Runs `run` on a task of its own, to its `Complete`.
     func start(_ run: LongLivedRun) {
-        state.withLock { state in
-            state.runs[run.key] = Entry(run: run)
-            // Created under the lock so `finish` (which removes the entry) cannot come first.
-            state.runs[run.key]?.task = Task {
-                let fields = OperationLogContext.fields(of: run.open, user: run.caller.userRecordName)
-                await OperationLogContext.withFields(fields) {
-                    let completion = await self.executor.run(run.open, caller: run.caller, stream: OperationStream(run: run))
-                    await self.finish(run, completion)
-                }
+        state.withLock { state in self.start(run, in: &state) }
+    }
+
+    /// Starts `run` unless it runs already (a `Resume` claimed it before its `Persisted` went out).
+    private func start(_ run: LongLivedRun, in state: inout State) {
+        if state.pending[run.key] === run { state.pending[run.key] = nil }
+        guard state.runs[run.key] == nil else { return }
+        state.runs[run.key] = Entry(run: run)
+        // Created under the lock so `finish` (which removes the entry) cannot come first.
+        state.runs[run.key]?.task = Task {
+            let fields = OperationLogContext.fields(of: run.open, user: run.caller.userRecordName)
+            await OperationLogContext.withFields(fields) {
+                let completion = await self.executor.run(run.open, caller: run.caller, stream: OperationStream(run: run))
+                await self.finish(run, completion)
             }
         }
     }
@@ -221,7 +240,14 @@ public final class LongLivedOperations: Sendable {
     ) async -> Result<(run: LongLivedRun, attachment: UInt64), Refusal> {
         let key = LongLivedOperationKey(owner: caller.userRecordName, operationID: operationID)
         let run: LongLivedRun
-        if let running = state.withLock({ $0.runs[key].flatMap { $0.isCancelled ? nil : $0.run } }) {
+        // An operation registered on a connection that has not sent its `Persisted` yet: its
+        // client resumes it because an `Open` it repeated elsewhere was refused as a duplicate
+        // (the first connection dropped). It starts now, so that connection does not drop it.
+        let running = state.withLock { state -> LongLivedRun? in
+            if let pending = state.pending[key] { self.start(pending, in: &state) }
+            return state.runs[key].flatMap { $0.isCancelled ? nil : $0.run }
+        }
+        if let running {
             run = running
         } else {
             switch await listedRecord(key) {

@@ -24,6 +24,12 @@ final class Gate: Sendable {
 
     var waiting: Int { self.state.withLockedValue { $0.waiting } }
 
+    /// Waits even when the waiting task is cancelled: a write the server cannot take back
+    /// (a durable registration) that a closed connection does not cut short.
+    func waitThroughCancellation() async {
+        await Task.detached { try? await self.wait() }.value
+    }
+
     func wait() async throws {
         self.state.withLockedValue { $0.waiting += 1 }
         defer { self.state.withLockedValue { $0.waiting -= 1 } }
