@@ -28,6 +28,8 @@ extension CKSyncEngine {
         var barren = 0
         while true {
             try await self.sendDatabaseChanges(context)
+            // From here, a change the app adds again may have been read before its new value.
+            self.state.beginBatch()
             guard let delegate = self.delegate, let batch = await delegate.nextRecordZoneChangeBatch(context, syncEngine: self) else {
                 break
             }

@@ -23,8 +23,12 @@ extension CKSyncEngine {
             var contents: Contents
             /// Changes carried by the send under way (or by the one a previous process left).
             var inFlight: Set<PendingRecordZoneChange> = []
-            /// In-flight changes added again since their send began.
+            /// In-flight changes added again since their batch was asked of the delegate.
             var touched: Set<PendingRecordZoneChange> = []
+            /// Changes added since the engine asked the delegate for the batch it is about to
+            /// send (nil when it is not building one): those the send carries were added again
+            /// after the delegate may have read them (``beginSend``).
+            var addedSinceBatch: Set<PendingRecordZoneChange>?
             /// The contents changed since the last `.stateUpdate`.
             var dirty = false
             /// Called after the app changed the state; `true` when it added something to send
@@ -79,6 +83,7 @@ extension CKSyncEngine {
                 var present = Set(state.contents.pendingRecordZoneChanges)
                 for change in changes {
                     if state.inFlight.contains(change) { state.touched.insert(change) }
+                    state.addedSinceBatch?.insert(change)
                     if present.insert(change).inserted {
                         state.contents.pendingRecordZoneChanges.append(change)
                     }
@@ -105,6 +110,7 @@ extension CKSyncEngine {
                 let before = state.contents.pendingRecordZoneChanges.count
                 state.contents.pendingRecordZoneChanges.removeAll { removing.contains($0) }
                 state.touched.subtract(removing)
+                state.addedSinceBatch?.subtract(removing)
                 guard before != state.contents.pendingRecordZoneChanges.count else { return nil }
                 state.dirty = true
                 return state.onChange
@@ -184,11 +190,20 @@ extension CKSyncEngine {
         }
 
         /// Records that `changes` are about to be sent by long-lived operation `operationID`.
+        /// The engine is about to ask the delegate for the next batch.
+        func beginBatch() {
+            self.locked.withLockedValue { $0.addedSinceBatch = [] }
+        }
+
+        /// A batch goes out: its changes are in flight. One the app added again after the
+        /// delegate built the batch (``beginBatch()``) counts as touched already: the batch may
+        /// carry the value from before.
         func beginSend(operationID: String, changes: [PendingRecordZoneChange]) {
             self.locked.withLockedValue { state in
                 state.contents.inFlightSend = InFlightSend(operationID: operationID, changes: changes)
                 state.inFlight = Set(changes)
-                state.touched = []
+                state.touched = state.addedSinceBatch?.intersection(changes) ?? []
+                state.addedSinceBatch = nil
                 state.dirty = true
             }
         }

@@ -33,6 +33,8 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
     let store = NIOLockedValueBox(Store())
     /// Runs inside the delegate's handling of each `.sentRecordZoneChanges`, before it returns.
     let whileHandlingSent = NIOLockedValueBox<(@Sendable () async -> Void)?>(nil)
+    /// Runs once the device built a batch for the engine, before the engine sends it.
+    let afterBuildingBatch = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
     private let engineBox = NIOLockedValueBox<CKSyncEngine?>(nil)
     /// The ID of each record change fetched, as the delegate gets it.
     let fetched: AsyncStream<CKRecord.ID>
@@ -175,7 +177,7 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
         _ context: CKSyncEngine.SendChangesContext, syncEngine: CKSyncEngine
     ) async -> CKSyncEngine.RecordZoneChangeBatch? {
         let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
-        return await CKSyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
+        let batch = await CKSyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
             self.store.withLockedValue { store -> CKRecord? in
                 guard let value = store.local[id] else { return nil }
                 let record = store.server[id]?.copy() as? CKRecord ?? CKRecord(recordType: "Item", recordID: id)
@@ -183,6 +185,8 @@ final class EngineDevice: CKSyncEngineDelegate, Sendable {
                 return record
             }
         }
+        self.afterBuildingBatch.withLockedValue { $0 }?()
+        return batch
     }
 }
 

@@ -65,6 +65,35 @@ struct SyncEngineSchedulingTests {
         await device.stop()
     }
 
+    /// The app edits a record again after the delegate built the batch carrying its previous
+    /// value, before the engine sent it: the new value is sent too, once the batch is back.
+    @Test func anEditWhileItsBatchIsBuiltIsSentAfterIt() async throws {
+        let peer = try await Self.scriptedPeer { open, request in Self.savingEverything(open, request) }
+        defer { Task { await peer.stop() } }
+        let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        let device = EngineDevice(name: "A")
+        let id = CKRecord.ID(recordName: "item", zoneID: CKRecordZone.ID(zoneName: "Items"))
+        let editedAgain = Mutex(false)
+        device.afterBuildingBatch.withLockedValue {
+            $0 = {
+                let first = editedAgain.withLock { edited -> Bool in
+                    defer { edited = true }
+                    return !edited
+                }
+                if first { try? device.edit(id, value: 2) }
+            }
+        }
+        device.start(database: container.privateCloudDatabase, subscriptionID: "app-subscription")
+        try device.edit(id, value: 1)
+
+        try await eventually(timeout: .seconds(60)) {
+            device.store.withLockedValue { $0.acknowledged[id] } == [1, 2]
+        }
+        #expect(device.store.withLockedValue { $0.local.isEmpty })
+        #expect(try device.engine.state.pendingRecordZoneChanges.isEmpty)
+        await device.stop()
+    }
+
     /// A server whose database change feed keeps failing with `serviceUnavailable` and which
     /// answers modifies with `modify`.
     private static func scriptedPeer(

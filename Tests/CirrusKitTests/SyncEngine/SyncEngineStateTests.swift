@@ -95,6 +95,23 @@ struct SyncEngineStateTests {
         #expect(state.serialization.contents.inFlightSend == nil)
     }
 
+    @Test func aChangeAddedAgainWhileItsBatchIsBuiltStaysPendingAfterTheSend() {
+        let state = CKSyncEngine.State(.init())
+        let a = CKSyncEngine.PendingRecordZoneChange.saveRecord(Self.id("a"))
+        let b = CKSyncEngine.PendingRecordZoneChange.saveRecord(Self.id("b"))
+        state.add(pendingRecordZoneChanges: [a, b])
+        state.beginBatch()
+        state.add(pendingRecordZoneChanges: [a])  // edited again after the delegate read it
+        state.beginSend(operationID: "op", changes: [a, b])
+        state.finishSend(done: [a, b])
+        #expect(state.pendingRecordZoneChanges == [a])
+        // The next batch starts afresh.
+        state.beginBatch()
+        state.beginSend(operationID: "op2", changes: [a])
+        state.finishSend(done: [a])
+        #expect(state.pendingRecordZoneChanges.isEmpty)
+    }
+
     @Test func aRestoredInFlightSendStillProtectsChangesAddedAgain() {
         var contents = CKSyncEngine.State.Contents()
         let a = CKSyncEngine.PendingRecordZoneChange.saveRecord(Self.id("a"))
