@@ -46,22 +46,25 @@ struct SyncEngineConvergenceTests {
                 if step < 400, Int.random(in: 0..<40, using: &random) == 0 { proxy.cutAll() }
             }
 
-            // Settle: every device has sent everything and sees the server's records.
-            try await eventually(timeout: .seconds(180), "the devices to converge", every: .milliseconds(20)) {
-                let server = try await SyncEngineEndToEndTests.serverRecords(internals.storage)
-                for device in devices {
-                    let engine = try device.engine
-                    if !engine.state.pendingRecordZoneChanges.isEmpty || !device.store.withLockedValue({ $0.local.isEmpty }) {
-                        return false
+            // Settle: every device has sent everything and sees the server's records. When they
+            // do not, what each device still holds is recorded, for the next reader.
+            try await Self.explainingTimeout(devices, internals.storage, seed: seed) {
+                try await eventually(timeout: .seconds(180), "the devices to converge", every: .milliseconds(20)) {
+                    let server = try await SyncEngineEndToEndTests.serverRecords(internals.storage)
+                    for device in devices {
+                        let engine = try device.engine
+                        if !engine.state.pendingRecordZoneChanges.isEmpty || !device.store.withLockedValue({ $0.local.isEmpty }) {
+                            return false
+                        }
+                        if device.tagged != server {
+                            // A push may have been missed while a cut was under way: ask for a fetch
+                            // (which a cut may fail too: then the next round asks again).
+                            try? await engine.fetchChanges()
+                            if device.tagged != server { return false }
+                        }
                     }
-                    if device.tagged != server {
-                        // A push may have been missed while a cut was under way: ask for a fetch
-                        // (which a cut may fail too: then the next round asks again).
-                        try? await engine.fetchChanges()
-                        if device.tagged != server { return false }
-                    }
+                    return true
                 }
-                return true
             }
             let server = try await SyncEngineEndToEndTests.serverRecords(internals.storage)
             #expect(server.count == Self.names.count)
@@ -86,6 +89,29 @@ struct SyncEngineConvergenceTests {
             }
             for device in devices { await device.stop() }
             await proxy.stop()
+        }
+    }
+
+    /// Runs `wait`; when it throws, records each device's state against the server's first.
+    private static func explainingTimeout(
+        _ devices: [EngineDevice], _ storage: SQLiteStorage, seed: UInt64, _ wait: () async throws -> Void
+    ) async throws {
+        do {
+            try await wait()
+        } catch {
+            let server = (try? await SyncEngineEndToEndTests.serverRecords(storage)) ?? [:]
+            for device in devices {
+                let pending = (try? device.engine.state.pendingRecordZoneChanges.count) ?? -1
+                let store = device.store.withLockedValue { $0 }
+                let differing = server.keys.sorted().filter { device.tagged[$0] != server[$0] }
+                Issue.record(
+                    """
+                    seed \(seed): device \(device.name) did not converge: \(pending) pending changes, \
+                    \(store.local.count) local edits unsent, records differing from the server: \(differing), \
+                    other failures: \(store.otherFailures.prefix(3)), last events: \(store.events.suffix(8))
+                    """)
+            }
+            throw error
         }
     }
 }
