@@ -60,6 +60,13 @@ public final class LongLivedOperations: Sendable {
         /// client has `Persisted`, or drops the registration when that client is gone — unless
         /// a `Resume` claimed the operation meanwhile (``attach(operationID:caller:after:)``).
         var pending: [LongLivedOperationKey: LongLivedRun] = [:]
+        /// Being registered now, with how many registrations of the key are under way: a
+        /// `Resume` waits (is refused as attached and tries again) until they are pending or failed.
+        var registering: [LongLivedOperationKey: Int] = [:]
+
+        mutating func registered(_ key: LongLivedOperationKey) {
+            if let count = registering[key], count > 1 { registering[key] = count - 1 } else { registering[key] = nil }
+        }
         var isShuttingDown = false
     }
 
@@ -155,10 +162,20 @@ public final class LongLivedOperations: Sendable {
             return .failure(
                 Refusal(.requestRateLimited, "\(running) long-lived operations are running; at most \(Self.maximumRunningPerUser)"))
         }
+        state.withLock { $0.registering[key, default: 0] += 1 }
         do {
-            let record = try await journal.registerLongLivedOperation(key, open: open, at: clock())
+            let record: LongLivedOperationRecord
+            do {
+                record = try await journal.registerLongLivedOperation(key, open: open, at: clock())
+            } catch {
+                state.withLock { $0.registered(key) }
+                throw error
+            }
             let run = LongLivedRun(record: record, caller: caller, journal: journal)
-            state.withLock { $0.pending[key] = run }
+            state.withLock { state in
+                state.registered(key)
+                state.pending[key] = run
+            }
             await afterRegistration(key)
             return .success(run)
         } catch let error as StoreError {
@@ -243,9 +260,14 @@ public final class LongLivedOperations: Sendable {
         // An operation registered on a connection that has not sent its `Persisted` yet: its
         // client resumes it because an `Open` it repeated elsewhere was refused as a duplicate
         // (the first connection dropped). It starts now, so that connection does not drop it.
-        let running = state.withLock { state -> LongLivedRun? in
+        let (running, registering) = state.withLock { state -> (LongLivedRun?, Bool) in
+            if state.registering[key] != nil { return (nil, true) }
             if let pending = state.pending[key] { self.start(pending, in: &state) }
-            return state.runs[key].flatMap { $0.isCancelled ? nil : $0.run }
+            return (state.runs[key].flatMap { $0.isCancelled ? nil : $0.run }, false)
+        }
+        if registering {
+            return .failure(
+                Refusal(.operationAlreadyAttached, "operation \(operationID) is being registered; resume it once it is"))
         }
         if let running {
             run = running
