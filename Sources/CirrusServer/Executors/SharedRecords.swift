@@ -18,46 +18,60 @@ struct SharedRecords: Sendable {
     /// chain. A record is decided without a read when it is a root or a share, or its parent
     /// is a root; the parents further up are read a level at a time, one read for every
     /// chain that needs one, and a parent among `records` themselves is not read again.
+    ///
+    /// Chains are followed by name: no record is copied (a fetch of 100 records whose parent
+    /// is the root spent about 60 µs copying and releasing them in tuples before).
     func shared(_ records: [Wire.Record]) async throws -> [Bool] {
         if isZoneWide { return Array(repeating: true, count: records.count) }
         var decided = [Bool](repeating: false, count: records.count)
-        // The chains still open: which record, and where its chain has got to.
-        var open = records.enumerated().map { (index: $0.offset, current: $0.element) }
-        // The records by name, as parents; made only once a chain climbs past a root's child.
-        var known: [String: Wire.Record]?
-        for _ in 0..<Self.maximumDepth where !open.isEmpty {
-            var climbing: [(index: Int, parent: String)] = []
-            for (index, current) in open {
-                let name = current.recordID?.recordName ?? ""
-                if roots.contains(name) || shareNames.contains(name) {
+        // The chains still open: which record, and the name of the parent it has climbed to.
+        var climbing: [(index: Int, parent: String)] = []
+        for index in records.indices {
+            switch self.decide(records[index]) {
+            case .shared: decided[index] = true
+            case .notShared: break
+            case .climb(let parent): climbing.append((index, parent))
+            }
+        }
+        // The parents read so far (and `records` themselves), by name: made only once a chain
+        // climbs past a root's child.
+        var parents: [String: Step] = [:]
+        if !climbing.isEmpty {
+            for record in records {
+                if let name = record.recordID?.recordName, parents[name] == nil { parents[name] = self.decide(record) }
+            }
+        }
+        for _ in 1..<Self.maximumDepth where !climbing.isEmpty {
+            let unread = Set(climbing.lazy.map(\.parent).filter { parents[$0] == nil })
+            if !unread.isEmpty {
+                for (name, record) in try await self.records(named: Array(unread)) { parents[name] = self.decide(record) }
+            }
+            // A parent that does not exist ends its chain: not shared.
+            climbing = climbing.compactMap { index, parent in
+                switch parents[parent] {
+                case .shared?:
                     decided[index] = true
-                } else if let parent = current.parent?.recordID?.recordName {
-                    if roots.contains(parent) {
-                        decided[index] = true
-                    } else {
-                        climbing.append((index, parent))
-                    }
+                    return nil
+                case .climb(let grandparent)?: return (index, grandparent)
+                case .notShared?, nil: return nil
                 }
             }
-            guard !climbing.isEmpty else { break }
-            var parents = known ?? Self.byName(records)
-            let unread = Set(climbing.map(\.parent).filter { parents[$0] == nil })
-            if !unread.isEmpty {
-                for (name, record) in try await self.records(named: Array(unread)) { parents[name] = record }
-            }
-            known = parents
-            // A parent that does not exist ends its chain: not shared.
-            open = climbing.compactMap { index, parent in parents[parent].map { (index: index, current: $0) } }
         }
         return decided
     }
 
-    static func byName(_ records: [Wire.Record]) -> [String: Wire.Record] {
-        var byName: [String: Wire.Record] = [:]
-        for record in records {
-            if let name = record.recordID?.recordName, byName[name] == nil { byName[name] = record }
-        }
-        return byName
+    /// What one record's own fields decide.
+    private enum Step {
+        case shared, notShared
+        /// Decided by the parent of this name.
+        case climb(String)
+    }
+
+    private func decide(_ record: Wire.Record) -> Step {
+        let name = record.recordID?.recordName ?? ""
+        if roots.contains(name) || shareNames.contains(name) { return .shared }
+        guard let parent = record.parent?.recordID?.recordName else { return .notShared }
+        return roots.contains(parent) ? .shared : .climb(parent)
     }
 
     /// The records of the zone named `names` that exist (system fields only), read together

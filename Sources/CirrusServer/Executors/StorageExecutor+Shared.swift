@@ -121,15 +121,18 @@ extension StorageExecutor {
                 desiredKeys: request.desiredKeysSpecified ? request.desiredKeys : nil, in: access.database(of: zone))
             // The records found are filtered together: a parent among them is not read again,
             // the others a level at a time.
-            var found: [(index: Int, record: Wire.Record)] = []
+            var foundIndices: [Int] = []
+            var foundRecords: [Wire.Record] = []
             for (position, index) in indices.enumerated() {
                 outcomes[index] = .error(Self.noRecord(request.recordIDs[index]))
                 if position < fetched.count, case .success(let record) = fetched[position].result {
-                    found.append((index, record))
+                    foundIndices.append(index)
+                    foundRecords.append(record)
                 }
             }
-            for (item, shared) in zip(found, try await records.shared(found.map(\.record))) where shared {
-                outcomes[item.index] = .record(context.owners.outbound(item.record))
+            let shared = try await records.shared(foundRecords)
+            for position in foundRecords.indices where shared[position] {
+                outcomes[foundIndices[position]] = .record(context.owners.outbound(foundRecords[position]))
             }
         }
         let events = zip(request.recordIDs, outcomes).map { recordID, outcome -> Wire.Event.Payload in
