@@ -3,6 +3,7 @@ import CirrusModel
 import CirrusServer
 import CirrusStore
 import Foundation
+import Synchronization
 
 /// The cost of the shared database's access checks: the same fetch and save by the owner in
 /// their private database and by a read-write participant in their shared database, against
@@ -18,6 +19,10 @@ final class SharedDatabaseBench: Sendable {
     let alice: CKContainer
     let bob: CKContainer
     let directory: String
+    /// Saves so far: names each save's records apart.
+    private let rounds = Atomic<Int>(0)
+    /// Flips at every call: which of a pair goes first.
+    private let turns = Atomic<Bool>(false)
 
     init(certificates: String) async throws {
         self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-bench-\(UUID().uuidString)").path
@@ -120,7 +125,8 @@ final class SharedDatabaseBench: Sendable {
     }
 
     /// Saves 100 new records (parented to the root in the hierarchy) in one operation.
-    func save(_ place: Place, round: Int) async throws {
+    func save(_ place: Place) async throws {
+        let round = self.rounds.add(1, ordering: .relaxed).oldValue
         let (database, zone) = self.database(place)
         let parent = place.zone == Self.album ? CKRecord.ID(recordName: "root", zoneID: zone) : nil
         let records = Self.records(Self.recordCount, prefix: "s\(round)-\(place)", zone: zone, parent: parent)
@@ -128,6 +134,11 @@ final class SharedDatabaseBench: Sendable {
         guard saved.values.allSatisfy({ (try? $0.get()) != nil }) else {
             throw CKError(.internalError, message: "a bench save failed")
         }
+    }
+
+    /// Alternately false and true, one call after another.
+    func takeTurn() -> Bool {
+        self.turns.logicalXor(true, ordering: .relaxed).oldValue
     }
 
     func close() async {
