@@ -255,6 +255,7 @@ let package = Package(
             dependencies: [
                 "CirrusTestSupport",
                 "CirrusServer",
+                "CirrusPostgres",
                 "CirrusStore",
                 "CirrusWire",
                 "CirrusTLS",

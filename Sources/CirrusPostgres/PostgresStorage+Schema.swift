@@ -13,7 +13,8 @@ extension PostgresStorage {
     ///
     /// The key of every table of a database's data starts with (container, owner, scope), so
     /// the data can be distributed by (container, owner) later without a redesign; the user
-    /// directory and tokens (v4) belong to the server and are keyed by user. Names compare and sort
+    /// directory and tokens (v4) belong to the server and are keyed by user, the server secret
+    /// (v5) to every node. Names compare and sort
     /// byte-wise (`COLLATE "C"`), as SQLite does, whatever the database's locale.
     static let migrations: [[String]] = [
         // v1: databases and zones.
@@ -170,6 +171,55 @@ extension PostgresStorage {
             """,
             "CREATE INDEX bearer_tokens_by_user ON bearer_tokens (user_name, created_at, id)",
             "CREATE INDEX bearer_tokens_by_created_at ON bearer_tokens (created_at, id)",
+        ],
+        // v5: the journal of long-lived operations (OperationJournal), as SQLite's schema v3
+        // keeps it, and the server secret. An operation's ID is the client's: unique per
+        // owner whatever the container (the journal's key, LongLivedOperationKey, names no
+        // container), so (owner, operation_id) is unique besides the key, which starts with
+        // (container, owner) like every table of a container's data. open is the original
+        // Wire.Open; last_seq the seq of the last journaled event; checkpoint what the executor
+        // continues from after a restart; complete the final Wire.Complete, set with
+        // completed_ns when the operation finished. Times are nanoseconds since 1970. An
+        // event row is one serialized Wire.Event; it goes with its operation's row. The
+        // server secret (one row) seals change tokens and cursors: every node reads the same.
+        [
+            """
+            CREATE TABLE long_lived_operations (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                operation_id text COLLATE "C" NOT NULL,
+                open bytea NOT NULL,
+                last_seq bigint NOT NULL DEFAULT 0,
+                created_ns bigint NOT NULL,
+                completed_ns bigint,
+                checkpoint bytea,
+                complete bytea,
+                PRIMARY KEY (container, owner, operation_id),
+                UNIQUE (owner, operation_id)
+            )
+            """,
+            "CREATE INDEX long_lived_operations_by_completion ON long_lived_operations (completed_ns)",
+            """
+            CREATE INDEX long_lived_operations_unfinished ON long_lived_operations (created_ns, operation_id)
+                WHERE complete IS NULL
+            """,
+            """
+            CREATE TABLE long_lived_events (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                operation_id text COLLATE "C" NOT NULL,
+                seq bigint NOT NULL,
+                event bytea NOT NULL,
+                PRIMARY KEY (container, owner, operation_id, seq),
+                FOREIGN KEY (container, owner, operation_id) REFERENCES long_lived_operations ON DELETE CASCADE
+            )
+            """,
+            """
+            CREATE TABLE server_secret (
+                id integer PRIMARY KEY CHECK (id = 1),
+                secret bytea NOT NULL
+            )
+            """,
         ],
     ]
 

@@ -6,8 +6,9 @@ import PostgresNIO
 
 /// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
 /// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
-/// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` — so far, see README →
-/// PostgreSQL).
+/// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
+/// operation journal — ``OperationJournal`` — and the server secret — ``ServerSecretStorage``
+/// — so far, see README → PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together

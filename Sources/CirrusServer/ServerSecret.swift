@@ -1,7 +1,9 @@
+public import CirrusStore
 import Foundation
 
-/// The server's secret key, kept in a file of its data directory so that what it signs
-/// (change tokens) stays valid across restarts.
+/// The server's secret key, kept so that what it signs (change tokens) stays valid across
+/// restarts: in a file of its data directory (a node on SQLite), or in the storage that
+/// several nodes share (``load(from:)``), so a token one node sealed opens on the others.
 ///
 /// The file holds 32 random bytes, is created on first use with mode 0600, and is never
 /// rewritten; delete it to invalidate every token handed out so far.
@@ -14,7 +16,7 @@ import Foundation
 public enum ServerSecret {
     /// The file's name inside the data directory.
     public static let fileName = "server-secret"
-    static let length = 32
+    static let length = ServerSecretRules.length
 
     /// Errors reading or creating the secret.
     public struct Failure: Error, CustomStringConvertible {
@@ -34,8 +36,7 @@ public enum ServerSecret {
             }
             return Array(data)
         }
-        var generator = SystemRandomNumberGenerator()
-        let secret: [UInt8] = (0..<Self.length).map { _ in generator.next() }
+        let secret = ServerSecretRules.random()
         do {
             try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -55,6 +56,29 @@ public enum ServerSecret {
         let written = secret.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == Self.length, fsync(fd) == 0 else {
             throw Failure(description: "cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        return secret
+    }
+
+    /// The secret `storage` keeps for every node that shares it, created there first when
+    /// there is none.
+    ///
+    /// For example:
+    /// ```swift
+    /// let secret = try await ServerSecret.load(from: postgresStorage)
+    /// ```
+    ///
+    /// - throws: ``Failure`` when the storage fails, or holds something other than a
+    ///   32-byte secret.
+    public static func load(from storage: some ServerSecretStorage) async throws(Failure) -> [UInt8] {
+        let secret: [UInt8]
+        do {
+            secret = try await storage.loadOrCreateServerSecret()
+        } catch {
+            throw Failure(description: "cannot load the server secret from the storage: \(error)")
+        }
+        guard secret.count == Self.length else {
+            throw Failure(description: "the storage holds \(secret.count) bytes, not a \(Self.length)-byte secret")
         }
         return secret
     }

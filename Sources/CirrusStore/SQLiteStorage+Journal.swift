@@ -11,7 +11,7 @@ extension SQLiteStorage: OperationJournal {
         let bytes = Data(open.serializedBytes())
         try await write(weight: 1) { db in
             guard try db.int64(sql: Self.lastSeqSQL, arguments: [key.owner, key.operationID]) == nil else {
-                throw StoreError(.duplicateOperation, "operation \(key.operationID) is already registered")
+                throw OperationJournalRules.duplicate(key)
             }
             try db.run(
                 sql: """
@@ -113,13 +113,8 @@ extension SQLiteStorage: OperationJournal {
                     """,
                 arguments: [key.owner, key.operationID, after, limit]
             ).map { row in
-                let seq: Int64 = row[0]
                 let bytes: Data = row[1]
-                do {
-                    return try Wire.EncodedEvent(seq: UInt64(clamping: seq), bytes: [UInt8](bytes))
-                } catch {
-                    throw StoreError(.corruptData, "stored journaled event \(seq) is not an event: \(error)")
-                }
+                return try OperationJournalRules.encodedEvent(seq: row[0], bytes: [UInt8](bytes))
             }
         }
     }
@@ -182,7 +177,7 @@ extension SQLiteStorage: OperationJournal {
                 arguments: [key.owner, key.operationID]),
             (row["complete"] as Data?) == nil
         else {
-            throw StoreError(.unknownOperation, "operation \(key.operationID) is not running")
+            throw OperationJournalRules.notRunning(key)
         }
         return UInt64(max(0, row["last_seq"] as Int64))
     }
@@ -191,17 +186,14 @@ extension SQLiteStorage: OperationJournal {
     private static func append(
         _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, _ db: Database
     ) throws -> [Wire.Event] {
-        var seq = try runningLastSeq(key, db)
-        var events: [Wire.Event] = []
-        events.reserveCapacity(payloads.count)
-        for payload in payloads {
-            seq += 1
-            let event = Wire.Event(seq: seq, payload: payload)
+        let lastSeq = try runningLastSeq(key, db)
+        let events = OperationJournalRules.events(payloads, after: lastSeq)
+        for event in events {
             try db.run(
                 sql: "INSERT INTO long_lived_events (owner, operation_id, seq, event) VALUES (?, ?, ?, ?)",
-                arguments: [key.owner, key.operationID, Int64(seq), Data(event.serializedBytes())])
-            events.append(event)
+                arguments: [key.owner, key.operationID, Int64(event.seq), Data(event.serializedBytes())])
         }
+        let seq = events.last?.seq ?? lastSeq
         if let checkpoint {
             try db.run(
                 sql: "UPDATE long_lived_operations SET last_seq = ?, checkpoint = ? WHERE owner = ? AND operation_id = ?",
@@ -237,28 +229,15 @@ extension SQLiteStorage: OperationJournal {
     }
 
     private static func decode<M: WireMessage>(_ type: M.Type, _ data: Data, what: String) throws -> M {
-        do {
-            return try M(serializedBytes: [UInt8](data))
-        } catch {
-            throw StoreError(.corruptData, "stored \(what) does not decode: \(error)")
-        }
+        try OperationJournalRules.decode(type, [UInt8](data), what: what)
     }
 
     static func nanoseconds(_ timestamp: Wire.Timestamp) -> Int64 {
-        let (seconds, overflow) = timestamp.seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return timestamp.seconds < 0 ? .min : .max }
-        return seconds.addingReportingOverflow(Int64(timestamp.nanos)).partialValue
+        OperationJournalRules.nanoseconds(timestamp)
     }
 
     static func timestamp(_ nanoseconds: Int64) -> Wire.Timestamp {
-        let seconds = nanoseconds / 1_000_000_000
-        var nanos = nanoseconds % 1_000_000_000
-        var whole = seconds
-        if nanos < 0 {
-            nanos += 1_000_000_000
-            whole -= 1
-        }
-        return Wire.Timestamp(seconds: whole, nanos: Int32(nanos))
+        OperationJournalRules.timestamp(nanoseconds: nanoseconds)
     }
 }
 

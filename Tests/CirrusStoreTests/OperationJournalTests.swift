@@ -17,7 +17,7 @@ struct OperationJournalTests {
     let open = Wire.Open(operationID: "op", databaseScope: .private, containerIdentifier: container)
 
     @Test func registerAppendCompleteAcknowledge() async throws {
-        try await withSQLiteStore { storage, _ in
+        try await withJournalStore { storage, engine in
             let record = try await storage.registerLongLivedOperation(key, open: open, at: at)
             #expect(record.lastSeq == 0 && !record.isCompleted)
             await #expect(throws: StoreError(.duplicateOperation, "operation op is already registered")) {
@@ -25,7 +25,7 @@ struct OperationJournalTests {
             }
             let first = try await storage.appendLongLivedEvents([event("a"), event("b")], to: key, checkpoint: [1])
             let second = try await storage.appendLongLivedEvents([event("c")], to: key, checkpoint: nil)
-            #expect((first + second).map(\.seq) == [1, 2, 3])
+            #expect((first + second).map(\.seq) == [1, 2, 3], "\(engine)")
             #expect(try await storage.longLivedEvents(key, after: 1, limit: 10) == Array((first + second).dropFirst()))
             #expect(try await storage.longLivedEvents(key, after: 0, limit: 2) == first)
             #expect(try await storage.longLivedOperation(key)?.checkpoint == [1], "nil keeps the checkpoint")
@@ -34,13 +34,13 @@ struct OperationJournalTests {
 
             let complete = try await storage.completeLongLivedOperation(
                 key, complete: Wire.Complete(lastSeq: 99), at: Wire.Timestamp(seconds: 2_000))
-            #expect(complete.lastSeq == 3, "the journal's last seq")
+            #expect(complete.lastSeq == 3, "\(engine): the journal's last seq")
             let stored = try #require(try await storage.longLivedOperation(key))
             #expect(stored.complete == complete)
             #expect(stored.creationDate == at)
             #expect(stored.completionDate == Wire.Timestamp(seconds: 2_000))
             #expect(stored.open == open)
-            await #expect(throws: StoreError.self) {
+            await #expect(throws: StoreError(.unknownOperation, "operation op is not running")) {
                 _ = try await storage.appendLongLivedEvents([event("late")], to: key, checkpoint: nil)
             }
             #expect(try await storage.unfinishedLongLivedOperations().isEmpty)
@@ -57,11 +57,11 @@ struct OperationJournalTests {
     }
 
     @Test func journaledEventsReadInWireFormatAsStored() async throws {
-        try await withSQLiteStore { storage, _ in
+        try await withJournalStore { storage, engine in
             _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
             let events = try await storage.appendLongLivedEvents([event("a"), event("b"), event("c")], to: key, checkpoint: nil)
             let encoded = try await storage.longLivedEncodedEvents(key, after: 1, limit: 10)
-            #expect(encoded.map(\.seq) == [2, 3])
+            #expect(encoded.map(\.seq) == [2, 3], "\(engine)")
             #expect(try encoded.map { try $0.decoded() } == Array(events.dropFirst()))
             #expect(encoded == events.dropFirst().map(Wire.EncodedEvent.init))
         }
@@ -91,7 +91,7 @@ struct OperationJournalTests {
     }
 
     @Test func modifyAndItsEventsCommitTogether() async throws {
-        try await withSQLiteStore { storage, _ in
+        try await withJournalStore { storage, engine in
             _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
             let records = (0..<3).map { Wire.Record(recordID: recordID("n\($0)"), recordType: "Note") }
             let journaling = ModificationJournaling(
@@ -105,20 +105,22 @@ struct OperationJournalTests {
                 checkpoint: { _ in [7] })
             let (result, events) = try await storage.modifyRecords(
                 RecordModification(saving: records), in: alice, by: "_alice", journaling: journaling)
-            #expect(events.map(\.seq) == [1, 2, 3])
+            #expect(events.map(\.seq) == [1, 2, 3], "\(engine)")
             #expect(result.saves.count == 3)
+            #expect(try await storage.longLivedEvents(key, after: 0, limit: 10) == events)
+            for index in 0..<3 { #expect(try await storage.fetch(recordID("n\(index)")).record != nil, "\(engine)") }
             #expect(try await storage.longLivedOperation(key)?.checkpoint == [7])
 
             // The operation is gone: the records of a refused append are not written either.
             try await storage.removeLongLivedOperation(key)
-            await #expect(throws: StoreError.self) {
+            await #expect(throws: StoreError(.unknownOperation, "operation op is not running")) {
                 _ = try await storage.modifyRecords(
                     RecordModification(saving: [Wire.Record(recordID: recordID("orphan"), recordType: "Note")]),
                     in: alice, by: "_alice", journaling: journaling)
             }
             let fetched = try await storage.fetchRecords([recordID("orphan")], desiredKeys: nil, in: alice)
             guard let error = fetched.first?.failure else {
-                Issue.record("the record was written without its events")
+                Issue.record("\(engine): the record was written without its events")
                 return
             }
             #expect(error.code == .unknownItem)
@@ -126,7 +128,7 @@ struct OperationJournalTests {
     }
 
     @Test func pruneDropsOnlyWhatCompletedBeforeTheCutoff() async throws {
-        try await withSQLiteStore { storage, _ in
+        try await withJournalStore { storage, engine in
             let old = LongLivedOperationKey(owner: "_alice", operationID: "old")
             let running = LongLivedOperationKey(owner: "_alice", operationID: "running")
             for key in [old, running] {
@@ -138,7 +140,101 @@ struct OperationJournalTests {
             #expect(try await storage.pruneLongLivedOperations(completedBefore: Wire.Timestamp(seconds: 1_001)) == 1)
             #expect(try await storage.longLivedOperation(old) == nil)
             #expect(try await storage.longLivedEvents(old, after: 0, limit: 10).isEmpty)
-            #expect(try await storage.longLivedOperation(running)?.lastSeq == 1)
+            #expect(try await storage.longLivedOperation(running)?.lastSeq == 1, "\(engine)")
+        }
+    }
+
+    @Test func anOperationIDIsTheOwnersWhateverTheContainer() async throws {
+        try await withJournalStore { storage, engine in
+            _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            var elsewhere = open
+            elsewhere.containerIdentifier = "iCloud.com.example.other"
+            await #expect(throws: StoreError(.duplicateOperation, "operation op is already registered"), "\(engine)") {
+                _ = try await storage.registerLongLivedOperation(key, open: elsewhere, at: at)
+            }
+            // Another user's operation with the same ID is another operation.
+            let bobs = LongLivedOperationKey(owner: "_bob", operationID: "op")
+            _ = try await storage.registerLongLivedOperation(bobs, open: elsewhere, at: at)
+            _ = try await storage.appendLongLivedEvents([event("b")], to: bobs, checkpoint: nil)
+            #expect(try await storage.longLivedOperation(key)?.lastSeq == 0, "\(engine)")
+            #expect(try await storage.longLivedOperation(bobs)?.open == elsewhere)
+            #expect(try await storage.longLivedOperationIDs(owner: "_bob", container: container, completedSince: at) == [])
+            #expect(
+                try await storage.longLivedOperationIDs(owner: "_bob", container: elsewhere.containerIdentifier, completedSince: at)
+                    == ["op"])
+            #expect(Set(try await storage.unfinishedLongLivedOperations().map(\.key)) == [key, bobs])
+        }
+    }
+
+    @Test func unknownOperations() async throws {
+        try await withJournalStore { storage, engine in
+            let unknown = LongLivedOperationKey(owner: "_alice", operationID: "nobody")
+            let notRunning = StoreError(.unknownOperation, "operation nobody is not running")
+            await #expect(throws: notRunning, "\(engine)") {
+                _ = try await storage.appendLongLivedEvents([event("a")], to: unknown, checkpoint: nil)
+            }
+            await #expect(throws: notRunning, "\(engine)") {
+                _ = try await storage.appendLongLivedEvents([], to: unknown, checkpoint: [1])
+            }
+            await #expect(throws: notRunning, "\(engine)") {
+                _ = try await storage.completeLongLivedOperation(unknown, complete: Wire.Complete(), at: at)
+            }
+            #expect(try await storage.longLivedOperation(unknown) == nil)
+            #expect(try await storage.longLivedEvents(unknown, after: 0, limit: 10).isEmpty)
+            #expect(try await storage.acknowledgeLongLivedOperation(unknown) == false)
+            try await storage.removeLongLivedOperation(unknown)
+            #expect(try await storage.pruneLongLivedOperations(completedBefore: Wire.Timestamp(seconds: 9_999)) == 0)
+            #expect(try await storage.unfinishedLongLivedOperations().isEmpty)
+        }
+    }
+
+    @Test func operationsListOldestFirstAndACheckpointAloneKeepsTheSeq() async throws {
+        try await withJournalStore { storage, engine in
+            let names = ["c", "a", "b"]
+            for (offset, name) in names.enumerated() {
+                let key = LongLivedOperationKey(owner: "_alice", operationID: name)
+                _ = try await storage.registerLongLivedOperation(key, open: open, at: Wire.Timestamp(seconds: 100 + Int64(offset)))
+            }
+            // Same creation date: by ID.
+            let tied = LongLivedOperationKey(owner: "_alice", operationID: "0")
+            _ = try await storage.registerLongLivedOperation(tied, open: open, at: Wire.Timestamp(seconds: 101))
+            #expect(
+                try await storage.longLivedOperationIDs(owner: "_alice", container: container, completedSince: at)
+                    == ["c", "0", "a", "b"], "\(engine)")
+            #expect(try await storage.unfinishedLongLivedOperations().map(\.key.operationID) == ["c", "0", "a", "b"], "\(engine)")
+
+            let key = LongLivedOperationKey(owner: "_alice", operationID: "a")
+            _ = try await storage.appendLongLivedEvents([event("1"), event("2")], to: key, checkpoint: [1])
+            #expect(try await storage.appendLongLivedEvents([], to: key, checkpoint: [2]).isEmpty)
+            let stored = try #require(try await storage.longLivedOperation(key))
+            #expect(stored.lastSeq == 2, "\(engine): a checkpoint without events moves no seq")
+            #expect(stored.checkpoint == [2])
+            #expect(try await storage.appendLongLivedEvents([event("3")], to: key, checkpoint: nil).map(\.seq) == [3])
+        }
+    }
+
+    @Test func concurrentAppendsGetGapFreeSeqs() async throws {
+        try await withJournalStore { storage, engine in
+            _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            let seqs = try await withThrowingTaskGroup(of: [UInt64].self) { group in
+                for task in 0..<8 {
+                    group.addTask {
+                        var seqs: [UInt64] = []
+                        for round in 0..<5 {
+                            let appended = try await storage.appendLongLivedEvents(
+                                [event("\(task)-\(round)-a"), event("\(task)-\(round)-b")], to: key, checkpoint: nil)
+                            #expect(appended.count == 2 && appended[1].seq == appended[0].seq + 1, "one append's seqs follow")
+                            seqs += appended.map(\.seq)
+                        }
+                        return seqs
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(seqs.sorted() == Array(1...80), "\(engine)")
+            let stored = try await storage.longLivedEvents(key, after: 0, limit: 100)
+            #expect(stored.map(\.seq) == Array(1...80), "\(engine)")
+            #expect(try await storage.longLivedOperation(key)?.lastSeq == 80)
         }
     }
 }

@@ -38,6 +38,10 @@ func temporaryDirectory() -> String {
 /// - **The user directory and bearer tokens** (``UserStorage`` and ``TokenStorage``, through
 ///   ``withDirectoryStore(clock:_:)``): `UserStorageTests`, `TokenStorageTests`. The engines
 ///   of ``all`` that implement both (``implementsDirectory``) run them: SQLite and PostgreSQL.
+/// - **The long-lived operation journal** (``OperationJournal``, through
+///   ``withJournalStore(clock:_:)``): `OperationJournalTests` but its test of corrupt stored
+///   events. The engines of ``all`` that implement it (``implementsJournal``) run them: SQLite
+///   and PostgreSQL.
 ///
 /// A test moves from the second group to the first once every engine can run it; an engine
 /// joins ``all`` by adding its factory there.
@@ -45,9 +49,9 @@ func temporaryDirectory() -> String {
 /// **SQLite-specific** (they open `SQLiteStorage` through ``withSQLiteStore(clock:_:)`` or
 /// directly, and test its internals): `MigrationTests`, `CheckpointTests`, `DurabilityTests`
 /// (crash safety, SIGKILL), in `GroupCommitTests` the test of SQLite's write queue,
-/// `QueryIndexTests` (schema and index introspection, rows examined), `OperationJournalTests`
-/// (the journal of `SQLiteStorage`),
-/// in `QueryKeysetTests` `firstPagesInTheQueryOrderReadAboutAPage` (rows examined, query
+/// `QueryIndexTests` (schema and index introspection, rows examined), in
+/// `OperationJournalTests` the test of corrupt stored events (it rewrites SQLite's rows), in
+/// `QueryKeysetTests` `firstPagesInTheQueryOrderReadAboutAPage` (rows examined, query
 /// plan) and `swiftOrdersSortValuesAsSQLiteDoes`, and `ThroughputTests.rawSQLiteBaseline`.
 /// `QueryValidationTests` and `StorageOutcomeTests` use no storage at all.
 struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
@@ -69,6 +73,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements ``UserStorage`` and ``TokenStorage`` (its storages are
     /// ``DirectoryStorageUnderTest``s).
     var implementsDirectory: Bool
+    /// Whether the engine implements ``OperationJournal`` (its storages are
+    /// ``JournalStorageUnderTest``s).
+    var implementsJournal: Bool
 
     var description: String { name }
 
@@ -80,12 +87,13 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         remove: { try? FileManager.default.removeItem(atPath: $0) },
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
         isComplete: true,
-        implementsDirectory: true
+        implementsDirectory: true,
+        implementsJournal: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
-    /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory
-    /// and bearer tokens so far.
+    /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory,
+    /// bearer tokens and the long-lived operation journal so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -96,7 +104,8 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         },
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
         isComplete: false,
-        implementsDirectory: true
+        implementsDirectory: true,
+        implementsJournal: true
     )
 
     /// Every engine the conformance suite runs against.
@@ -124,6 +133,12 @@ protocol DirectoryStorageUnderTest: SyncStorageUnderTest, UserStorage, TokenStor
 
 extension SQLiteStorage: DirectoryStorageUnderTest {}
 extension PostgresStorage: DirectoryStorageUnderTest {}
+
+/// What the long-lived operation journal part of the conformance suite needs of an engine.
+protocol JournalStorageUnderTest: SyncStorageUnderTest, OperationJournal {}
+
+extension SQLiteStorage: JournalStorageUnderTest {}
+extension PostgresStorage: JournalStorageUnderTest {}
 
 extension SQLiteStorage: StorageUnderTest {
     func count(_ table: String) async throws -> Int { try await rowCount(of: table) }
@@ -183,6 +198,21 @@ func withDirectoryStore(
             let directory = try #require(
                 storage as? any DirectoryStorageUnderTest, "\(engine) implements UserStorage and TokenStorage")
             try await body(directory, engine)
+        }
+    }
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
+/// ``OperationJournal`` (``StorageEngineUnderTest/implementsJournal``), each time with a fresh
+/// storage of that engine, closed and removed afterwards.
+func withJournalStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any JournalStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine.implementsJournal {
+        try await withStorage(of: engine, clock: clock()) { storage in
+            let journal = try #require(storage as? any JournalStorageUnderTest, "\(engine) implements OperationJournal")
+            try await body(journal, engine)
         }
     }
 }

@@ -1,0 +1,284 @@
+public import CirrusStore
+public import CirrusWire
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The journal of long-lived operations, in the same database as the records it reports on,
+/// shared by every node: an operation registered and journaled through one node is listed,
+/// read and continued through any other. It stores wire events by design (see
+/// ``OperationJournal``); its errors and ordering are the SQLite engine's
+/// (``OperationJournalRules``).
+///
+/// An append locks its operation's row first (`FOR UPDATE`), so two nodes appending to one
+/// operation take turns and its seqs stay gap-free. A journaled modify runs in the group
+/// commit of its database (``PostgresWriteQueue``), its records and its events in one
+/// transaction: both commit, or neither.
+extension PostgresStorage: OperationJournal {
+    public func registerLongLivedOperation(
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord {
+        let bytes = Data(open.serializedBytes())
+        let created = OperationJournalRules.nanoseconds(date)
+        let logger = self.logger
+        try await connection { connection in
+            // (owner, operation_id) is unique: of two nodes registering one key at once, the
+            // second finds the first's row and inserts nothing.
+            let rows = try await connection.query(
+                """
+                INSERT INTO long_lived_operations (container, owner, operation_id, open, created_ns)
+                VALUES (\(open.containerIdentifier), \(key.owner), \(key.operationID), \(bytes), \(created))
+                ON CONFLICT DO NOTHING RETURNING 1
+                """, logger: logger)
+            var inserted = false
+            for try await _ in rows.decode(Int32.self) { inserted = true }
+            guard inserted else { throw OperationJournalRules.duplicate(key) }
+        }
+        return LongLivedOperationRecord(key: key, open: open, creationDate: date)
+    }
+
+    public func appendLongLivedEvents(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+    ) async throws -> [Wire.Event] {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.append(payloads, to: key, checkpoint: checkpoint, connection, logger)
+        }
+    }
+
+    /// ``modifyRecords(_:in:by:)`` and the events `journaling` reports its result with, in one
+    /// transaction of the database's group commit: a failure of either (the operation is not
+    /// running, the server refused a statement, the commit failed) leaves neither.
+    public func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String,
+        journaling: ModificationJournaling
+    ) async throws -> (result: RecordModificationResult, events: [Wire.Event]) {
+        let key = try database.validated()
+        let itemCount = modification.recordsToSave.count + modification.recordIDsToDelete.count
+        try checkItemCount(itemCount)
+        guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
+        let logger = self.logger
+        guard itemCount > 0 else {
+            // Nothing to write into the database: only the events, without its lock.
+            let result = RecordModificationResult()
+            let events = try await transaction { connection in
+                try await Self.append(
+                    journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
+                    connection, logger)
+            }
+            return (result, events)
+        }
+        let now = clock()
+        let plan = RecordModificationPlan(modification, in: key)
+        let journaled = try await write(in: key, weight: itemCount * 2) { connection in
+            let writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
+            let result = try await writer.modify(plan)
+            let events = try await Self.append(
+                journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
+                connection, logger)
+            return JournaledModification(result: result, events: events)
+        }
+        return (journaled.result, journaled.events)
+    }
+
+    public func completeLongLivedOperation(
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+    ) async throws -> Wire.Complete {
+        let completed = OperationJournalRules.nanoseconds(date)
+        let logger = self.logger
+        return try await transaction { connection in
+            var complete = complete
+            complete.lastSeq = try await Self.lockRunning(key, connection, logger).lastSeq
+            try await connection.query(
+                """
+                UPDATE long_lived_operations SET complete = \(Data(complete.serializedBytes())), completed_ns = \(completed)
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID)
+                """, logger: logger)
+            return complete
+        }
+    }
+
+    public func longLivedOperationIDs(
+        owner: String, container: String, completedSince cutoff: Wire.Timestamp
+    ) async throws -> [String] {
+        let cutoff = OperationJournalRules.nanoseconds(cutoff)
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT operation_id FROM long_lived_operations
+                WHERE container = \(container) AND owner = \(owner) AND (completed_ns IS NULL OR completed_ns >= \(cutoff))
+                ORDER BY created_ns, operation_id
+                """, logger: logger)
+            var ids: [String] = []
+            for try await id in rows.decode(String.self) { ids.append(id) }
+            return ids
+        }
+    }
+
+    public func longLivedOperation(_ key: LongLivedOperationKey) async throws -> LongLivedOperationRecord? {
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT \(unescaped: Self.operationColumns) FROM long_lived_operations
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID)
+                """, logger: logger)
+            for try await columns in rows.decode(OperationColumns.self) { return try Self.operation(columns) }
+            return nil
+        }
+    }
+
+    public func longLivedEncodedEvents(
+        _ key: LongLivedOperationKey, after seq: UInt64, limit: Int
+    ) async throws -> [Wire.EncodedEvent] {
+        guard limit > 0 else { return [] }
+        let after = Int64(clamping: seq)
+        let limit = Int64(limit)
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT e.seq, e.event FROM long_lived_operations o
+                JOIN long_lived_events e USING (container, owner, operation_id)
+                WHERE o.owner = \(key.owner) AND o.operation_id = \(key.operationID) AND e.seq > \(after)
+                ORDER BY e.seq LIMIT \(limit)
+                """, logger: logger)
+            var events: [Wire.EncodedEvent] = []
+            for try await (seq, bytes) in rows.decode((Int64, Data).self) {
+                events.append(try OperationJournalRules.encodedEvent(seq: seq, bytes: [UInt8](bytes)))
+            }
+            return events
+        }
+    }
+
+    @discardableResult
+    public func acknowledgeLongLivedOperation(_ key: LongLivedOperationKey) async throws -> Bool {
+        let logger = self.logger
+        // The operation's events go with its row (ON DELETE CASCADE).
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                DELETE FROM long_lived_operations
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID) AND complete IS NOT NULL
+                RETURNING 1
+                """, logger: logger)
+            var deleted = false
+            for try await _ in rows.decode(Int32.self) { deleted = true }
+            return deleted
+        }
+    }
+
+    public func removeLongLivedOperation(_ key: LongLivedOperationKey) async throws {
+        let logger = self.logger
+        try await connection { connection in
+            _ = try await connection.query(
+                "DELETE FROM long_lived_operations WHERE owner = \(key.owner) AND operation_id = \(key.operationID)",
+                logger: logger)
+        }
+    }
+
+    @discardableResult
+    public func pruneLongLivedOperations(completedBefore cutoff: Wire.Timestamp) async throws -> Int {
+        let cutoff = OperationJournalRules.nanoseconds(cutoff)
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                WITH pruned AS (DELETE FROM long_lived_operations WHERE completed_ns < \(cutoff) RETURNING 1)
+                SELECT count(*) FROM pruned
+                """, logger: logger)
+            var count: Int64 = 0
+            for try await value in rows.decode(Int64.self) { count = value }
+            return Int(count)
+        }
+    }
+
+    public func unfinishedLongLivedOperations() async throws -> [LongLivedOperationRecord] {
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT \(unescaped: Self.operationColumns) FROM long_lived_operations
+                WHERE complete IS NULL ORDER BY created_ns, operation_id
+                """, logger: logger)
+            var operations: [LongLivedOperationRecord] = []
+            for try await columns in rows.decode(OperationColumns.self) { operations.append(try Self.operation(columns)) }
+            return operations
+        }
+    }
+
+    // MARK: - Rows
+
+    private static let operationColumns =
+        "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete"
+    private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?)
+
+    /// Locks the row of a registered operation that has not completed until the transaction
+    /// ends; returns its container and last seq.
+    ///
+    /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already completed.
+    private static func lockRunning(
+        _ key: LongLivedOperationKey, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws -> (container: String, lastSeq: UInt64) {
+        let rows = try await connection.query(
+            """
+            SELECT container, last_seq, complete IS NULL FROM long_lived_operations
+            WHERE owner = \(key.owner) AND operation_id = \(key.operationID) FOR UPDATE
+            """, logger: logger)
+        var found: (container: String, lastSeq: UInt64)?
+        for try await (container, lastSeq, running) in rows.decode((String, Int64, Bool).self) where running {
+            found = (container, UInt64(max(0, lastSeq)))
+        }
+        guard let found else { throw OperationJournalRules.notRunning(key) }
+        return found
+    }
+
+    /// Appends inside the caller's transaction; the seqs follow the row's `last_seq`.
+    private static func append(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?,
+        _ connection: PostgresConnection, _ logger: Logger
+    ) async throws -> [Wire.Event] {
+        let (container, lastSeq) = try await lockRunning(key, connection, logger)
+        let events = OperationJournalRules.events(payloads, after: lastSeq)
+        guard !events.isEmpty || checkpoint != nil else { return [] }
+        let seqs = events.map { Int64($0.seq) }
+        let bytes = events.map { ByteBuffer(bytes: $0.serializedBytes()) }
+        let seq = Int64(events.last?.seq ?? lastSeq)
+        let checkpoint = checkpoint.map { Data($0) }
+        // One statement: the events, then the row's last seq and (when given) checkpoint.
+        try await connection.query(
+            """
+            WITH appended AS (
+                INSERT INTO long_lived_events (container, owner, operation_id, seq, event)
+                SELECT \(container), \(key.owner), \(key.operationID), seq, event
+                FROM unnest(\(seqs)::bigint[], \(bytes)::bytea[]) AS appended (seq, event)
+            )
+            UPDATE long_lived_operations SET last_seq = \(seq), checkpoint = coalesce(\(checkpoint), checkpoint)
+            WHERE container = \(container) AND owner = \(key.owner) AND operation_id = \(key.operationID)
+            """, logger: logger)
+        return events
+    }
+
+    private static func operation(_ columns: OperationColumns) throws(StoreError) -> LongLivedOperationRecord {
+        let (owner, operationID, open, lastSeq, created, completed, checkpoint, complete) = columns
+        return LongLivedOperationRecord(
+            key: LongLivedOperationKey(owner: owner, operationID: operationID),
+            open: try OperationJournalRules.decode(Wire.Open.self, [UInt8](open), what: "long-lived Open"),
+            lastSeq: UInt64(max(0, lastSeq)),
+            creationDate: OperationJournalRules.timestamp(nanoseconds: created),
+            completionDate: completed.map { OperationJournalRules.timestamp(nanoseconds: $0) },
+            complete: try complete.map { (bytes) throws(StoreError) in
+                try OperationJournalRules.decode(Wire.Complete.self, [UInt8](bytes), what: "long-lived Complete")
+            },
+            checkpoint: checkpoint.map { [UInt8]($0) }
+        )
+    }
+}
+
+/// A long-lived modify's result and the events journaling it.
+private struct JournaledModification: Sendable {
+    var result: RecordModificationResult
+    var events: [Wire.Event]
+}
