@@ -8,7 +8,7 @@ extension PostgresStorage {
     package func rowCount(of table: String) async throws -> Int {
         let known = [
             "databases", "zones", "records", "tombstones", "cascade_references", "users", "user_lookup",
-            "user_discoverability", "bearer_tokens",
+            "user_discoverability", "bearer_tokens", "subscriptions", "notification_feeds", "notifications",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         let logger = self.logger
