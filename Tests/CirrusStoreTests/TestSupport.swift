@@ -22,14 +22,15 @@ func temporaryDirectory() -> String {
 /// A storage engine the storage conformance suite runs against.
 ///
 /// **The conformance suite** is every test that reaches the store only through
-/// ``withSyncStore(clock:_:)`` or ``withStore(clock:_:)``. It is split by capability:
+/// ``withSyncStore(clock:_:)``, ``withStore(clock:_:)``, ``withDirectoryStore(clock:_:)`` or
+/// ``withSubscriptionStore(clock:_:)``. It is split by capability:
 ///
 /// - **Records, zones and change feeds** (``RecordSyncStorage``, through
 ///   ``withSyncStore(clock:_:)``): `AccessTests`, `AtomicTests`, `ChangeFeedTests`,
 ///   `FetchTests`, `SavePolicyTests`, `ZoneTests`, `GroupCommitTests`, but for the tests of
 ///   theirs that need more. Every engine in ``all`` runs them: SQLite and PostgreSQL.
 /// - **Everything** (``RecordStorage``, through ``withStore(clock:_:)``): the rest of those
-///   files, `CascadeTests`, `ReferenceRulesTests`, `SubscriptionTests`, `QueryCursorTests`,
+///   files, `CascadeTests`, `ReferenceRulesTests`, `QueryCursorTests`,
 ///   `QueryKeysetTests` (but the two tests named below), `QueryOperatorTests`,
 ///   `QueryRandomizedTests`, `QuerySortTests`, `QueryTextAndDistanceTests`, `ShareSaveTests`,
 ///   `SharedTombstoneTests` and the store part of `ThroughputTests`: the engines of ``all``
@@ -38,6 +39,9 @@ func temporaryDirectory() -> String {
 /// - **The user directory and bearer tokens** (``UserStorage`` and ``TokenStorage``, through
 ///   ``withDirectoryStore(clock:_:)``): `UserStorageTests`, `TokenStorageTests`. The engines
 ///   of ``all`` that implement both (``implementsDirectory``) run them: SQLite and PostgreSQL.
+/// - **Subscriptions and notification feeds** on records and zones (``SubscriptionStorage``,
+///   through ``withSubscriptionStore(clock:_:)``): `SubscriptionTests`. The engines of ``all``
+///   that implement it (``implementsSubscriptions``) run them: SQLite and PostgreSQL.
 ///
 /// A test moves from the second group to the first once every engine can run it; an engine
 /// joins ``all`` by adding its factory there.
@@ -69,6 +73,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements ``UserStorage`` and ``TokenStorage`` (its storages are
     /// ``DirectoryStorageUnderTest``s).
     var implementsDirectory: Bool
+    /// Whether the engine implements ``SubscriptionStorage`` (its storages are
+    /// ``SubscriptionStorageUnderTest``s).
+    var implementsSubscriptions: Bool
 
     var description: String { name }
 
@@ -80,12 +87,13 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         remove: { try? FileManager.default.removeItem(atPath: $0) },
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
         isComplete: true,
-        implementsDirectory: true
+        implementsDirectory: true,
+        implementsSubscriptions: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
-    /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory
-    /// and bearer tokens so far.
+    /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory,
+    /// bearer tokens, subscriptions and notification feeds so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -96,7 +104,8 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         },
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
         isComplete: false,
-        implementsDirectory: true
+        implementsDirectory: true,
+        implementsSubscriptions: true
     )
 
     /// Every engine the conformance suite runs against.
@@ -122,8 +131,13 @@ protocol StorageUnderTest: SyncStorageUnderTest, RecordStorage {}
 /// What the user directory and bearer token part of the conformance suite needs of an engine.
 protocol DirectoryStorageUnderTest: SyncStorageUnderTest, UserStorage, TokenStorage {}
 
+/// What the subscriptions part of the conformance suite needs of an engine.
+protocol SubscriptionStorageUnderTest: SyncStorageUnderTest, SubscriptionStorage {}
+
 extension SQLiteStorage: DirectoryStorageUnderTest {}
 extension PostgresStorage: DirectoryStorageUnderTest {}
+extension SQLiteStorage: SubscriptionStorageUnderTest {}
+extension PostgresStorage: SubscriptionStorageUnderTest {}
 
 extension SQLiteStorage: StorageUnderTest {
     func count(_ table: String) async throws -> Int { try await rowCount(of: table) }
@@ -183,6 +197,22 @@ func withDirectoryStore(
             let directory = try #require(
                 storage as? any DirectoryStorageUnderTest, "\(engine) implements UserStorage and TokenStorage")
             try await body(directory, engine)
+        }
+    }
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
+/// ``SubscriptionStorage`` (``StorageEngineUnderTest/implementsSubscriptions``), each time with a
+/// fresh storage of that engine, closed and removed afterwards.
+func withSubscriptionStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any SubscriptionStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine.implementsSubscriptions {
+        try await withStorage(of: engine, clock: clock()) { storage in
+            let subscribing = try #require(
+                storage as? any SubscriptionStorageUnderTest, "\(engine) implements SubscriptionStorage")
+            try await body(subscribing, engine)
         }
     }
 }
