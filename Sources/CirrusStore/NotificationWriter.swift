@@ -65,8 +65,10 @@ struct NotificationWriter {
                         INSERT INTO notifications (container, owner, seq, scope, created_ns, body, notification_id)
                         VALUES (?, ?, ?, ?, ?, ?, ?)
                         """,
-                    arguments: [key.container, owner, stored.seq, key.scope.rawValue, created,
-                                Data(stored.notification.serializedBytes()), stored.notification.notificationID])
+                    arguments: [
+                        key.container, owner, stored.seq, key.scope.rawValue, created,
+                        Data(stored.notification.serializedBytes()), stored.notification.notificationID,
+                    ])
             }
             notified[owner, default: []].append(contentsOf: notifications)
         }

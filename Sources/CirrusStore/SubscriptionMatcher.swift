@@ -214,8 +214,9 @@ package struct SubscriptionMatcher {
                     firings.firings.append(
                         firing(
                             entry, type: .recordZone,
-                            detail: .recordZone(Wire.RecordZoneNotification(
-                                zoneID: ZoneResolution.zoneID(zoneName, in: key), databaseScope: key.scope)),
+                            detail: .recordZone(
+                                Wire.RecordZoneNotification(
+                                    zoneID: ZoneResolution.zoneID(zoneName, in: key), databaseScope: key.scope)),
                             record: nil))
                 }
             case .database(let database):
@@ -265,12 +266,13 @@ package struct SubscriptionMatcher {
             firings.firings.append(
                 firing(
                     entry, type: .query,
-                    detail: .query(Wire.QueryNotification(
-                        reason: reason,
-                        recordID: Wire.RecordID(
-                            recordName: change.recordName, zoneID: ZoneResolution.zoneID(change.zoneName, in: key)),
-                        recordFields: fields,
-                        databaseScope: key.scope)),
+                    detail: .query(
+                        Wire.QueryNotification(
+                            reason: reason,
+                            recordID: Wire.RecordID(
+                                recordName: change.recordName, zoneID: ZoneResolution.zoneID(change.zoneName, in: key)),
+                            recordFields: fields,
+                            databaseScope: key.scope)),
                     record: record))
             if query.firesOnce {
                 firings.firedOnce.append(

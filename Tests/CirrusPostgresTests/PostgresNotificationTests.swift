@@ -57,8 +57,9 @@ struct PostgresNotificationTests {
     private func subscribeToEverything(_ storage: PostgresStorage, in key: DatabaseKey = alice) async throws {
         let subscription = Wire.Subscription(
             subscriptionID: "all-\(key.scope)",
-            kind: .query(Wire.QuerySubscription(
-                recordType: "Note", firesOnRecordCreation: true, firesOnRecordUpdate: true, firesOnRecordDeletion: true)))
+            kind: .query(
+                Wire.QuerySubscription(
+                    recordType: "Note", firesOnRecordCreation: true, firesOnRecordUpdate: true, firesOnRecordDeletion: true)))
         let result = try await storage.modifySubscriptions(saving: [subscription], deleting: [], in: key, by: "_alice")
         #expect(result.saves.allSatisfy { $0.failure == nil })
     }
