@@ -317,6 +317,30 @@ struct SubscriptionTests {
         }
     }
 
+    @Test func notificationsAreMarkedReadAndTheBadgeIsSet() async throws {
+        try await withSubscriptionStore { storage, _ in
+            try await storage.subscribe([S.query("badged", info: Wire.NotificationInfo(shouldBadge: true))])
+            _ = try await storage.saveAll([note("a"), note("b")])
+            let feed = NotificationFeedKey(container: container, user: "_alice")
+            let ids = try await storage.notifications().map(\.notification.notificationID)
+            #expect(ids.count == 2)
+            // Marked by ID, once or again; an unknown ID, or another user's, is not in the feed.
+            let marked = try await storage.markNotificationsRead([ids[0], "no-such-id", ids[0]], in: feed)
+            #expect(marked == [true, false, true])
+            let bobs = NotificationFeedKey(container: container, user: "_bob")
+            #expect(try await storage.markNotificationsRead([ids[1]], in: bobs) == [false])
+            #expect(try await storage.notifications().map(\.notification.isRead) == [true, false])
+            // The next badging notification shows the badge set, plus one.
+            try await storage.setBadge(10, for: feed)
+            _ = try await storage.saveAll([note("c")])
+            #expect(try await storage.notifications().map(\.notification.badge) == [1, 2, 11])
+            // A feed without notifications keeps its badge and has none.
+            try await storage.setBadge(3, for: bobs)
+            #expect(try await storage.notificationFeedHead(bobs) == 0)
+            #expect(try await storage.notifications(of: "_bob").isEmpty)
+        }
+    }
+
     @Test func theFeedPagesAndExpiresWhatWasPruned() async throws {
         let now = Mutex<Int64>(1_000)
         try await withSubscriptionStore(clock: { Wire.Timestamp(seconds: now.withLock { $0 }, nanos: 0) }) { storage, _ in
