@@ -193,7 +193,7 @@ final class PostgresNotificationListener: Sendable {
             let page = try await client.withConnection { connection in
                 try await PostgresStorage.notifications(of: feed, after: after, limit: Self.readBatch, connection, self.logger)
             }
-            announcer.announce(page, of: feed)
+            announcer.announce(page, of: feed, readAfter: after)
             guard page.count == Self.readBatch, let last = page.last?.seq else { return }
             after = last
         }

@@ -106,10 +106,10 @@ extension PostgresStorage {
     /// Calls `observer` after every commit, on any node sharing the database, that added
     /// notifications to a feed, with the notifications it added: those of this node right
     /// after the commit, those of other nodes once this node's listener heard their `NOTIFY`
-    /// and read the feed (``PostgresNotificationListener``). A node announces each
-    /// notification once; announcements of concurrent commits may come out of order, and a
-    /// feed this node never read nor heard of while its listener was reconnecting is announced
-    /// from its next notification on.
+    /// and read the feed (``PostgresNotificationListener``). A node follows a feed from the
+    /// first time it reads it (a watch does first), hears of it or commits to it, and announces
+    /// each notification of it once; announcements of concurrent commits may come out of order.
+    /// A `NOTIFY` lost while the listener reconnects only delays what it announces.
     public func observeNotifications(_ observer: @escaping @Sendable (NotificationFeedKey, [StoredNotification]) -> Void) {
         notifications.observe(observer)
     }

@@ -131,6 +131,9 @@ struct PostgresNotificationTests {
             // one feed.
             try await subscribeToEverything(first, in: alice)
             try await subscribeToEverything(first, in: publicDB)
+            // Both nodes follow the feed from its start, as a watch on each would.
+            #expect(try await first.notificationFeedHead(feed) == 0)
+            #expect(try await second.notificationFeedHead(feed) == 0)
             let perNode = 25
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<perNode {
@@ -178,25 +181,36 @@ struct PostgresNotificationTests {
 
     @Test func positionsAnnounceEachNotificationOnce() {
         var positions = NotificationPositions()
-        func notifications(_ seqs: ClosedRange<Int64>) -> [StoredNotification] {
+        func notifications(_ seqs: [Int64]) -> [StoredNotification] {
             seqs.map { StoredNotification(seq: $0, scope: .private, notification: Wire.PushNotification()) }
         }
         let announcement = { (first: Int64, head: Int64) in NotificationAnnouncement(feed: feed, first: first, head: head) }
-        // A feed never heard of is read from the announcement's first notification.
+        // A feed not followed yet is read from the announcement's first notification.
         #expect(positions.readStart(for: announcement(3, 4)) == 2)
         #expect(positions.readStart(of: feed, head: 4) == nil)
-        #expect(positions.fresh(notifications(3...4), of: feed).map(\.seq) == [3, 4])
+        #expect(positions.fresh(notifications([3, 4]), of: feed).map(\.seq) == [3, 4])
         // Its own commit's NOTIFY comes back: nothing to read; the same notifications again:
         // nothing to announce.
         #expect(positions.readStart(for: announcement(3, 4)) == nil)
-        #expect(positions.fresh(notifications(3...4), of: feed).isEmpty)
+        #expect(positions.fresh(notifications([3, 4]), of: feed).isEmpty)
         // A later commit's, possibly after a lost one: read after what was announced.
         #expect(positions.readStart(for: announcement(7, 7)) == 4)
         #expect(positions.readStart(of: feed, head: 7) == 4)
-        #expect(positions.fresh(notifications(4...7), of: feed).map(\.seq) == [5, 6, 7])
-        // Registering a known feed changes nothing; an unknown one starts where it was read.
+        #expect(positions.fresh(notifications([4, 5, 6, 7]), of: feed, readAfter: 3).map(\.seq) == [5, 6, 7])
+        // Out of order: 9 (this node's) is announced before 8 (another node's), which is still
+        // announced, once.
+        #expect(positions.fresh(notifications([9]), of: feed).map(\.seq) == [9])
+        #expect(positions.readStart(for: announcement(9, 9)) == nil)
+        #expect(positions.readStart(for: announcement(8, 8)) == 7)
+        #expect(positions.readStart(of: feed, head: 9) == 7)
+        #expect(positions.fresh(notifications([8, 9]), of: feed, readAfter: 7).map(\.seq) == [8])
+        #expect(positions.feeds[feed] == NotificationPositions.Feed(through: 9))
+        // What a read skips was pruned: the position moves past it.
+        #expect(positions.fresh(notifications([12, 13]), of: feed, readAfter: 9).map(\.seq) == [12, 13])
+        #expect(positions.readStart(of: feed, head: 13) == nil)
+        // Registering a followed feed changes nothing; another one is followed from there.
         positions.register(feed, at: 100)
-        #expect(positions.readStart(of: feed, head: 8) == 7)
+        #expect(positions.readStart(of: feed, head: 14) == 13)
         let other = NotificationFeedKey(container: container, user: "_bob")
         positions.register(other, at: 5)
         #expect(positions.readStart(of: other, head: 6) == 5)
