@@ -7,10 +7,12 @@ import PostgresNIO
 
 extension PostgresRecordWriter {
     /// What a zone's writes did: the saved records as stored, by their index in the request,
-    /// and the records deletions cascaded to, in deletion order.
+    /// the records deletions cascaded to, in deletion order, and the changes subscriptions
+    /// see, in the order the SQLite engine makes them (a deletion followed by its cascade).
     struct Written {
         var saved: [(Int, Wire.Record)] = []
         var cascaded: [Wire.RecordID] = []
+        var changes: [RecordChange] = []
     }
 
     /// Writes a zone's checked items in request order, each at the zone's next change
@@ -19,9 +21,10 @@ extension PostgresRecordWriter {
     /// Saves go in one statement (an upsert that drops their tombstones), deletions in one
     /// (a delete and a tombstone upsert), whatever their number, the last of them also moving
     /// the zone along the database's change feed: a 400-record save is one statement (two
-    /// when its records hold `deleteSelf` references, or replace records that did).
+    /// when its records hold `deleteSelf` references, or replace records that did). The
+    /// changes are collected for `subscriptions` (none when it is empty).
     func apply(
-        _ writes: [Write], in zone: PostgresZoneRow, clientChangeToken: Data?
+        _ writes: [Write], in zone: PostgresZoneRow, clientChangeToken: Data?, matching subscriptions: SubscriptionSet
     ) async throws -> Written {
         var seq = zone.changeSeq
         var stored: [(Int, Wire.Record)] = []
@@ -29,6 +32,9 @@ extension PostgresRecordWriter {
         var references = ReferenceColumns()
         var replacedSources: [String] = []
         var deleted = TombstoneColumns()
+        // A deletion's change is followed by those of its cascade (nil: a save's change).
+        var changes: [(change: RecordChange, deletedName: String?)] = []
+        let collecting = !subscriptions.isEmpty
         let modifier = ZoneResolution.userRecordID(user)
         for write in writes {
             switch write {
@@ -55,12 +61,24 @@ extension PostgresRecordWriter {
                     references.targetZones.append(target.zone)
                     references.targetNames.append(target.name)
                 }
+                if collecting {
+                    let change = RecordChange(
+                        zoneName: zone.name, recordType: record.recordType, recordName: name,
+                        old: prepared.serverRecord, new: record)
+                    changes.append((change, nil))
+                }
             case .delete(_, let name, let existing):
                 guard let existing else { continue }
                 seq += 1
                 deleted.names.append(name)
                 deleted.types.append(existing.recordType)
                 deleted.seqs.append(seq)
+                if collecting {
+                    let old = subscriptions.needsPreviousState(of: existing.recordType) ? try existing.record() : nil
+                    let change = RecordChange(
+                        zoneName: zone.name, recordType: existing.recordType, recordName: name, old: old, new: nil)
+                    changes.append((change, name))
+                }
             }
         }
         guard seq > zone.changeSeq else { return Written(saved: stored) }
@@ -73,17 +91,28 @@ extension PostgresRecordWriter {
             try await writeReferences(references, replacing: replacedSources, in: zone)
         }
         var written = Written(saved: stored)
-        for name in deleted.names { written.cascaded += try await cascade(from: name, in: zone.name) }
+        var cascades: [String: [RecordChange]] = [:]
+        for name in deleted.names {
+            let cascade = try await cascade(from: name, in: zone.name, matching: subscriptions)
+            written.cascaded += cascade.map { $0.recordID }
+            if collecting { cascades[name] = cascade.map { $0.change } }
+        }
+        for (change, deletedName) in changes {
+            written.changes.append(change)
+            if let deletedName { written.changes += cascades[deletedName] ?? [] }
+        }
         return written
     }
 
     /// Deletes every record holding a `deleteSelf` reference to the deleted record `name`
     /// of zone `zoneName`, transitively, each at its zone's next change sequence with a
     /// tombstone, depth first and a target's sources in the order they were saved (as the
-    /// SQLite engine does); returns them in deletion order. A record already gone (a cycle)
-    /// is skipped.
-    private func cascade(from name: String, in zoneName: String) async throws -> [Wire.RecordID] {
-        var cascaded: [Wire.RecordID] = []
+    /// SQLite engine does); returns them in deletion order, each with its change as
+    /// `subscriptions` see it. A record already gone (a cycle) is skipped.
+    private func cascade(
+        from name: String, in zoneName: String, matching subscriptions: SubscriptionSet
+    ) async throws -> [(recordID: Wire.RecordID, change: RecordChange)] {
+        var cascaded: [(recordID: Wire.RecordID, change: RecordChange)] = []
         var pending: [(zone: String, name: String)] = [(zoneName, name)]
         while let target = pending.popLast() {
             let sources = try await connection.query(
@@ -99,9 +128,16 @@ extension PostgresRecordWriter {
                     binds: PostgresRows.binds(key, target.zone, target.name)), logger: logger)
             var found: [(zoneID: Int64, zoneName: String, name: String)] = []
             for try await source in sources.decode((Int64, String, String).self) { found.append(source) }
-            for source in found where try await deleteCascaded(source.name, in: source.zoneID) {
+            for source in found {
+                guard let row = try await deleteCascaded(source.name, in: source.zoneID) else { continue }
+                let old = subscriptions.needsPreviousState(of: row.recordType) ? try row.record() : nil
                 cascaded.append(
-                    Wire.RecordID(recordName: source.name, zoneID: ZoneResolution.zoneID(source.zoneName, in: key)))
+                    (
+                        Wire.RecordID(recordName: source.name, zoneID: ZoneResolution.zoneID(source.zoneName, in: key)),
+                        RecordChange(
+                            zoneName: source.zoneName, recordType: row.recordType, recordName: source.name, old: old,
+                            new: nil)
+                    ))
                 pending.append((source.zoneName, source.name))
             }
         }
@@ -109,8 +145,9 @@ extension PostgresRecordWriter {
     }
 
     /// Deletes the record `name` of a zone, if it is still there, at the zone's next change
-    /// sequence (moving the zone along the database's feed) with a tombstone; whether it was.
-    private func deleteCascaded(_ name: String, in zoneID: Int64) async throws -> Bool {
+    /// sequence (moving the zone along the database's feed) with a tombstone; the deleted row,
+    /// nil when it was gone.
+    private func deleteCascaded(_ name: String, in zoneID: Int64) async throws -> PostgresRecordRow? {
         var bindings = PostgresRows.binds(key, zoneID)
         bindings.append(name)
         let removed = try await connection.query(
@@ -118,13 +155,13 @@ extension PostgresRecordWriter {
                 unsafeSQL: """
                     DELETE FROM records
                     WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = $5
-                    RETURNING record_type
+                    RETURNING \(PostgresRecordRow.columns)
                     """,
                 binds: bindings), logger: logger)
-        var recordType: String?
-        for try await type in removed.decode(String.self) { recordType = type }
-        guard let recordType else { return false }
-        bindings.append(recordType)
+        var deleted: PostgresRecordRow?
+        for try await columns in removed.decode(PostgresRecordRow.Columns.self) { deleted = PostgresRecordRow(columns) }
+        guard let deleted else { return nil }
+        bindings.append(deleted.recordType)
         bindings.append(RecordCodec.seconds(now))
         try await connection.query(
             PostgresQuery(
@@ -146,7 +183,7 @@ extension PostgresRecordWriter {
                         record_type = excluded.record_type, seq = excluded.seq, deleted_at = excluded.deleted_at
                     """,
                 binds: bindings), logger: logger)
-        return true
+        return deleted
     }
 
     /// Replaces the references of the records saved again (`replacing`) with those of the

@@ -21,8 +21,17 @@ struct PostgresRecordWriter {
     let user: String
     let now: Wire.Timestamp
     let logger: Logger
+    /// The compiled subscriptions of each database (read once per request, in its transaction).
+    let subscriptionCache: PostgresSubscriptionCache
 
     typealias Item = RecordModificationPlan.Item
+
+    /// What a request did, and the notifications it stored per subscriber (announced once the
+    /// transaction commits).
+    struct Outcome: Sendable {
+        var result: RecordModificationResult
+        var notified: [String: [StoredNotification]]
+    }
 
     /// A save whose checks all passed.
     struct PreparedSave {
@@ -41,8 +50,9 @@ struct PostgresRecordWriter {
     }
 
     /// Carries out a planned request; each zone it writes moves to the database's next change
-    /// sequence.
-    func modify(_ plan: RecordModificationPlan) async throws -> RecordModificationResult {
+    /// sequence. What the changes fire is stored in the same transaction
+    /// (``PostgresNotificationWriter``).
+    func modify(_ plan: RecordModificationPlan) async throws -> Outcome {
         let request = plan.request
         var saves = plan.saves
         var deletes = plan.deletes
@@ -54,16 +64,22 @@ struct PostgresRecordWriter {
         }
 
         var cascaded: [Wire.RecordID] = []
+        // Read with the first zone: a request that writes no zone changes nothing to match.
+        var subscriptions: SubscriptionSet?
+        var changes: [RecordChange] = []
         for group in plan.groups {
             let names = group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil }
             guard
-                let (zone, existing) = try await PostgresRows.liveZoneAndRecords(
+                let (zone, existing, generation) = try await PostgresRows.liveZoneAndRecords(
                     connection, key, group.zoneName, names: names, logger)
             else {
                 for entry in group.items {
                     fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
                 }
                 continue
+            }
+            if subscriptions == nil {
+                subscriptions = try await subscriptionCache.subscriptions(connection, key, generation: generation, logger)
             }
             var writes: [Write] = []
             var failures: [(Item, ItemFailure)] = []
@@ -99,13 +115,19 @@ struct PostgresRecordWriter {
                 }
             } else {
                 let token = request.clientChangeToken.isEmpty ? nil : Data(request.clientChangeToken)
-                let written = try await apply(writes, in: zone, clientChangeToken: token)
+                let written = try await apply(
+                    writes, in: zone, clientChangeToken: token, matching: subscriptions ?? SubscriptionSet())
                 for (index, record) in written.saved { saves[index].result = .success(record) }
                 cascaded += written.cascaded
+                changes += written.changes
             }
             for (item, failure) in failures { fail(item, failure) }
         }
-        return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
+        let result = RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
+        guard let subscriptions, !changes.isEmpty else { return Outcome(result: result, notified: [:]) }
+        let notified = try await PostgresNotificationWriter.fire(
+            subscriptions, in: key, now: now, records: changes, zones: [], connection, logger)
+        return Outcome(result: result, notified: notified)
     }
 
     /// Fails the saves of `writes` whose `deleteSelf` reference names a record of the zone

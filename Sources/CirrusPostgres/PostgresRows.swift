@@ -146,20 +146,23 @@ enum PostgresRows {
 
     // MARK: Records
 
-    /// A live zone and those of its records named in `names`, by name, read in one statement
-    /// (one round trip: a record write runs one per zone it writes); nil when the zone does
-    /// not exist.
+    /// A live zone and those of its records named in `names`, by name, with the database's
+    /// subscriptions generation (``PostgresSubscriptionCache``), read in one statement (one
+    /// round trip: a record write runs one per zone it writes); nil when the zone does not
+    /// exist.
     static func liveZoneAndRecords(
         _ connection: PostgresConnection, _ key: DatabaseKey, _ zoneName: String, names: [String], _ logger: Logger
-    ) async throws -> (zone: PostgresZoneRow, records: [String: PostgresRecordRow])? {
+    ) async throws -> (zone: PostgresZoneRow, records: [String: PostgresRecordRow], subscriptionsGeneration: Int64)? {
         var bindings = binds(key, zoneName)
         bindings.append(names)
         let rows = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
                     SELECT z.id, z.name, z.encryption_scope, z.change_seq, z.pruned_seq, z.client_change_token,
-                        r.name, r.record_type, r.change_tag, r.change_seq, r.creator, r.data
-                    FROM zones z LEFT JOIN records r
+                        r.name, r.record_type, r.change_tag, r.change_seq, r.creator, r.data, d.subscriptions_generation
+                    FROM zones z JOIN databases d
+                        ON d.container = z.container AND d.owner = z.owner AND d.scope = z.scope
+                    LEFT JOIN records r
                         ON r.container = z.container AND r.owner = z.owner AND r.scope = z.scope AND r.zone_id = z.id
                         AND r.name = ANY($5)
                     WHERE z.container = $1 AND z.owner = $2 AND z.scope = $3 AND z.name = $4 AND z.deleted_at IS NULL
@@ -167,11 +170,14 @@ enum PostgresRows {
                 binds: bindings), logger: logger)
         var zone: PostgresZoneRow?
         var records: [String: PostgresRecordRow] = [:]
+        var generation: Int64 = 0
         for try await columns in rows.decode(
-            (Int64, String, Int32, Int64, Int64, Data?, String?, String?, String?, Int64?, String?, ByteBuffer?).self)
+            (Int64, String, Int32, Int64, Int64, Data?, String?, String?, String?, Int64?, String?, ByteBuffer?, Int64)
+                .self)
         {
             if zone == nil {
                 zone = PostgresZoneRow((columns.0, columns.1, columns.2, columns.3, columns.4, columns.5))
+                generation = columns.12
             }
             if let name = columns.6, let type = columns.7, let tag = columns.8, let seq = columns.9,
                 let creator = columns.10, let data = columns.11
@@ -179,7 +185,7 @@ enum PostgresRows {
                 records[name] = PostgresRecordRow((name, type, tag, seq, creator, data))
             }
         }
-        return zone.map { ($0, records) }
+        return zone.map { ($0, records, generation) }
     }
 
     /// Which of `names` are records of the zone.

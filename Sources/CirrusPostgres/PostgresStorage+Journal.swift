@@ -71,15 +71,19 @@ extension PostgresStorage: OperationJournal {
         }
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
+        let cache = subscriptionCache
         let journaled = try await write(in: key, weight: itemCount * 2) { connection in
-            let writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
-            let result = try await writer.modify(plan)
+            let writer = PostgresRecordWriter(
+                connection: connection, key: key, user: user, now: now, logger: logger, subscriptionCache: cache)
+            let outcome = try await writer.modify(plan)
             let events = try await Self.append(
-                journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
-                connection, logger)
-            return JournaledModification(result: result, events: events)
+                journaling.events(outcome.result), to: journaling.operation,
+                checkpoint: journaling.checkpoint(outcome.result), connection, logger)
+            return JournaledModification(outcome: outcome, events: events)
         }
-        return (journaled.result, journaled.events)
+        // What the records fired, as a modify outside the journal announces it: after the commit.
+        notifications.announce(in: key.container, journaled.outcome.notified)
+        return (journaled.outcome.result, journaled.events)
     }
 
     public func completeLongLivedOperation(
@@ -279,6 +283,6 @@ extension PostgresStorage: OperationJournal {
 
 /// A long-lived modify's result and the events journaling it.
 private struct JournaledModification: Sendable {
-    var result: RecordModificationResult
+    var outcome: PostgresRecordWriter.Outcome
     var events: [Wire.Event]
 }

@@ -9,8 +9,10 @@ extension PostgresStorage {
     /// ``RecordStorage`` describes: the save policies, change tags, atomic zones and per-item
     /// failures are the SQLite engine's. Each zone written moves to the database's next change
     /// sequence. Concurrent requests into one database share the transaction (group commit);
-    /// each returns after it committed. Shares, assets and `deleteSelf` references are refused item by item
-    /// (`serverRejectedRequest`): this engine does not keep them yet (README → PostgreSQL).
+    /// each returns after it committed. What the changes fire is stored in the same transaction,
+    /// and announced to the observers after the commit (``observeNotifications(_:)``). Shares
+    /// and assets are refused item by item (`serverRejectedRequest`): this engine does not keep
+    /// them yet (README → PostgreSQL).
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the request has
     ///   more items than allowed; `.invalidArguments` without a user; `.badDatabase`;
@@ -28,10 +30,14 @@ extension PostgresStorage {
         let plan = RecordModificationPlan(modification, in: key)
         let logger = self.logger
         let weight = modification.recordsToSave.count + modification.recordIDsToDelete.count
-        return try await write(in: key, weight: weight) { connection in
-            let writer = PostgresRecordWriter(connection: connection, key: key, user: user, now: now, logger: logger)
+        let cache = subscriptionCache
+        let outcome = try await write(in: key, weight: weight) { connection in
+            let writer = PostgresRecordWriter(
+                connection: connection, key: key, user: user, now: now, logger: logger, subscriptionCache: cache)
             return try await writer.modify(plan)
         }
+        notifications.announce(in: key.container, outcome.notified)
+        return outcome.result
     }
 
     /// Fetches records by ID (CKFetchRecordsOperation), read in one snapshot. `desiredKeys`
@@ -64,7 +70,7 @@ extension PostgresStorage {
             var rows: [String: [String: PostgresRecordRow]] = [:]
             for (zoneName, names) in namesByZone {
                 guard
-                    let (zone, records) = try await PostgresRows.liveZoneAndRecords(
+                    let (zone, records, _) = try await PostgresRows.liveZoneAndRecords(
                         connection, key, zoneName, names: names, logger)
                 else { continue }
                 zones[zoneName] = zone

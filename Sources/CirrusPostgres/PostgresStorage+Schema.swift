@@ -14,8 +14,9 @@ extension PostgresStorage {
     /// The key of every table of a database's data starts with (container, owner, scope), so
     /// the data can be distributed by (container, owner) later without a redesign; the user
     /// directory and tokens (v4) belong to the server and are keyed by user, the server secret
-    /// (v5) to every node. Names compare and sort
-    /// byte-wise (`COLLATE "C"`), as SQLite does, whatever the database's locale.
+    /// (v5) to every node; a user's notification feed (v6) is keyed by (container, user). Names
+    /// compare and sort byte-wise (`COLLATE "C"`), as SQLite does, whatever the database's
+    /// locale.
     static let migrations: [[String]] = [
         // v1: databases and zones.
         [
@@ -220,6 +221,73 @@ extension PostgresStorage {
                 secret bytea NOT NULL
             )
             """,
+        ],
+        // v6: subscriptions and the notification feeds they fill (SubscriptionStorage), as
+        // SQLite's schema v4, v7 and v9 keep them.
+        //
+        // - subscriptions: one row per (database, subscriber, subscription ID), keyed by its
+        //   database first. In a private database the subscriber is the owner; in the public
+        //   one any user. kind is 1 query, 2 zone, 3 database; record_type and zone_name copy
+        //   what the body (a serialized Wire.Subscription) says; position orders a database's
+        //   subscriptions by when they were first saved (the order they fire in).
+        // - databases.subscriptions_generation: replaced, from subscription_generations (a
+        //   sequence never hands a value out twice, even to a transaction that rolled back), by
+        //   every transaction that changes the database's subscriptions. A writer reads it in
+        //   its own transaction and reuses the subscriptions it compiled while it stays the
+        //   same, whichever node changed them.
+        // - notification_feeds: per (container, user) the sequence of the last notification
+        //   (head_seq), how far old ones were pruned (pruned_seq) and the badge count. A
+        //   writer moves head_seq under the row's lock, so a feed's sequences are gap-free
+        //   and in commit order across nodes.
+        // - notifications: the feed, one serialized Wire.PushNotification per (container,
+        //   user, seq), with the scope of the database it came from, its ID (copied out of the
+        //   body, to mark it read) and whether it was. Times are ns since the epoch.
+        [
+            "ALTER TABLE databases ADD COLUMN subscriptions_generation bigint NOT NULL DEFAULT 0",
+            "CREATE SEQUENCE subscription_generations",
+            """
+            CREATE TABLE subscriptions (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                subscriber text COLLATE "C" NOT NULL,
+                subscription_id text COLLATE "C" NOT NULL,
+                kind integer NOT NULL,
+                record_type text COLLATE "C" NOT NULL,
+                zone_name text COLLATE "C",
+                body bytea NOT NULL,
+                created_ns bigint NOT NULL,
+                position bigint NOT NULL,
+                PRIMARY KEY (container, owner, scope, subscriber, subscription_id),
+                FOREIGN KEY (container, owner, scope) REFERENCES databases
+            )
+            """,
+            "CREATE INDEX subscriptions_by_position ON subscriptions (container, owner, scope, position)",
+            """
+            CREATE TABLE notification_feeds (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                head_seq bigint NOT NULL DEFAULT 0,
+                pruned_seq bigint NOT NULL DEFAULT 0,
+                badge bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (container, owner)
+            )
+            """,
+            """
+            CREATE TABLE notifications (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                seq bigint NOT NULL,
+                scope integer NOT NULL,
+                created_ns bigint NOT NULL,
+                notification_id text COLLATE "C" NOT NULL,
+                is_read boolean NOT NULL DEFAULT false,
+                body bytea NOT NULL,
+                PRIMARY KEY (container, owner, seq)
+            )
+            """,
+            "CREATE INDEX notifications_by_id ON notifications (container, owner, notification_id)",
+            "CREATE INDEX notifications_by_time ON notifications (created_ns)",
         ],
     ]
 

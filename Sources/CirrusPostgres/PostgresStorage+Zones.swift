@@ -6,7 +6,8 @@ import PostgresNIO
 extension PostgresStorage {
     /// Saves and deletes zones (CKModifyRecordZonesOperation), as ``RecordStorage``
     /// describes: saving an existing zone returns it as it is; the default zone cannot be
-    /// deleted; only private databases have custom zones.
+    /// deleted; only private databases have custom zones. Zones created and deleted fire the
+    /// database's subscriptions in the same transaction.
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written; `.badDatabase`;
     ///   `.storageFailure`.
@@ -16,24 +17,35 @@ extension PostgresStorage {
         let key = try database.validated()
         try checkItemCount(zones.count + zoneIDs.count)
         if zones.isEmpty && zoneIDs.isEmpty { return ZoneModificationResult() }
-        let now = RecordCodec.seconds(clock())
+        let timestamp = clock()
+        let now = RecordCodec.seconds(timestamp)
         let logger = self.logger
-        return try await write(in: key, weight: zones.count + zoneIDs.count) { connection in
+        let cache = subscriptionCache
+        let (result, notified) = try await write(in: key, weight: zones.count + zoneIDs.count) { connection in
             var result = ZoneModificationResult()
+            var changes: [ZoneChange] = []
             for zone in zones {
-                let saved = try await Self.saveZone(zone, connection, key, logger)
+                let saved = try await Self.saveZone(zone, connection, key, logger, changes: &changes)
                 result.saves.append(ZoneSaveOutcome(id: zone.zoneID, result: saved))
             }
             for zoneID in zoneIDs {
                 let failure = try await Self.deleteZone(zoneID, connection, key, now: now, logger)
                 result.deletes.append(ZoneDeletion(id: zoneID, failure: failure))
+                if failure == nil { changes.append(ZoneChange(zoneName: zoneID.zoneName, wasDeleted: true)) }
             }
-            return result
+            guard !changes.isEmpty else { return (result, [String: [StoredNotification]]()) }
+            let notified = try await PostgresNotificationWriter.fire(
+                try await cache.subscriptions(connection, key, logger), in: key, now: timestamp, records: [],
+                zones: changes, connection, logger)
+            return (result, notified)
         }
+        notifications.announce(in: key.container, notified)
+        return result
     }
 
     private static func saveZone(
-        _ zone: Wire.RecordZone, _ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger
+        _ zone: Wire.RecordZone, _ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger,
+        changes: inout [ZoneChange]
     ) async throws -> ItemResult<Wire.RecordZone> {
         let name: String
         switch ZoneResolution.nameToSave(zone, in: key) {
@@ -53,6 +65,7 @@ extension PostgresStorage {
             INSERT INTO zones (container, owner, scope, name, encryption_scope, db_seq)
             VALUES (\(key.container), \(key.owner), \(key.scope.rawValue), \(name), \(scope.rawValue), \(seq))
             """, logger: logger)
+        changes.append(ZoneChange(zoneName: name, wasDeleted: false))
         return .success(ZoneResolution.zone(named: name, encryptionScope: scope.rawValue, in: key))
     }
 

@@ -7,8 +7,9 @@ import PostgresNIO
 /// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
 /// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
 /// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
-/// operation journal — ``OperationJournal`` — and the server secret — ``ServerSecretStorage``
-/// — so far, see README → PostgreSQL).
+/// operation journal — ``OperationJournal`` —, the server secret — ``ServerSecretStorage`` —,
+/// subscriptions and notification feeds — ``SubscriptionStorage`` — so far, see README →
+/// PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together
@@ -16,7 +17,9 @@ import PostgresNIO
 /// so the data can be distributed by that key later; the user directory and tokens are the
 /// server's, keyed by user. Sessions run with `synchronous_commit=on`: a call returns
 /// after its transaction is durable on the server. Concurrent writes into one database on
-/// one node share transactions (group commit, ``observeCommits(_:)``).
+/// one node share transactions (group commit, ``observeCommits(_:)``). A write's notifications
+/// are stored in its transaction; every node's observers hear of them, through a connection
+/// that `LISTEN`s (``observeNotifications(_:)``).
 ///
 /// For example:
 /// ```swift
@@ -37,7 +40,14 @@ public final class PostgresStorage: RecordSyncStorage {
     let writes: PostgresWriteQueue
     /// Told of every write transaction (see ``observeCommits(_:)``).
     private let commitObservers = CommitObservers()
+    /// The compiled subscriptions of each database.
+    let subscriptionCache = PostgresSubscriptionCache()
+    /// The observers of notifications, and how far this node announced each feed.
+    let notifications: NotificationAnnouncer
+    /// Hears the notifications every node commits (``observeNotifications(_:)``).
+    let listener: PostgresNotificationListener
     private let running: Task<Void, Never>
+    private let listening: Task<Void, Never>
 
     /// Connects to `url` and migrates the schema.
     ///
@@ -56,7 +66,12 @@ public final class PostgresStorage: RecordSyncStorage {
         // cannot be reached or refuses the sign-in fails the open at once, with its reason,
         // rather than after the pool's retries.
         let startupParameters = [("synchronous_commit", "on"), ("application_name", "cirrusd")]
+        // The listener has a connection of its own (a pooled one would be handed to others).
+        var listenerConfiguration: PostgresConnection.Configuration
         do {
+            listenerConfiguration = try url.connectionConfiguration()
+            listenerConfiguration.options.connectTimeout = .seconds(30)
+            listenerConfiguration.options.additionalStartupParameters = [("application_name", "cirrusd-listener")]
             var single = try url.connectionConfiguration()
             single.options.connectTimeout = .seconds(30)
             single.options.additionalStartupParameters = startupParameters
@@ -94,11 +109,23 @@ public final class PostgresStorage: RecordSyncStorage {
             await client.run()
         }
         for await _ in started {}
+        // The open returns once the listener listens (or its first attempt failed), so what
+        // other nodes commit from then on reaches this node's observers.
+        let announcer = NotificationAnnouncer()
+        let listener = PostgresNotificationListener(
+            configuration: listenerConfiguration, client: client, announcer: announcer, logger: logger)
+        self.notifications = announcer
+        self.listener = listener
+        let (listens, listen) = AsyncStream<Void>.makeStream()
+        self.listening = Task { await listener.run { listen.finish() } }
+        for await _ in listens {}
         logger.info("PostgreSQL storage open", metadata: ["url": "\(url)", "schema": "\(Self.schemaVersion)"])
     }
 
     /// Closes every connection; the storage is not used afterwards.
     public func close() async {
+        listening.cancel()
+        await listening.value
         running.cancel()
         await running.value
     }

@@ -161,7 +161,7 @@ extension RecordCodec {
     }
 
     /// Nanoseconds since the Unix epoch, clamped to the Int64 range (± 292 years).
-    static func nanoseconds(_ timestamp: Wire.Timestamp) -> Int64 {
+    package static func nanoseconds(_ timestamp: Wire.Timestamp) -> Int64 {
         let (scaled, overflow) = timestamp.seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return timestamp.seconds < 0 ? Int64.min : Int64.max }
         let (sum, overflow2) = scaled.addingReportingOverflow(Int64(timestamp.nanos))

@@ -1,6 +1,7 @@
 import CirrusWire
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 
 @testable import CirrusStore
@@ -124,6 +125,25 @@ struct OperationJournalTests {
                 return
             }
             #expect(error.code == .unknownItem)
+        }
+    }
+
+    /// A long-lived modify fires subscriptions as any modify does: its notifications are in
+    /// the subscribers' feeds and announced to the observers once it committed.
+    @Test func aJournaledModifyNotifiesSubscribers() async throws {
+        try await withJournalStore { storage, engine in
+            let subscriptions = try #require(storage as? any SubscriptionStorage, "\(engine) implements SubscriptionStorage")
+            let heard = Mutex<[StoredNotification]>([])
+            subscriptions.observeNotifications { _, notifications in heard.withLock { $0 += notifications } }
+            try await subscriptions.subscribe([S.query("notes")])
+            _ = try await storage.registerLongLivedOperation(key, open: open, at: at)
+            let journaling = ModificationJournaling(operation: key, events: { _ in [] }, checkpoint: { _ in nil })
+            let records = (0..<2).map { Wire.Record(recordID: recordID("n\($0)"), recordType: "Note") }
+            _ = try await storage.modifyRecords(
+                RecordModification(saving: records), in: alice, by: "_alice", journaling: journaling)
+            let stored = try await subscriptions.notifications()
+            #expect(stored.map(\.summary) == ["notes:created:n0", "notes:created:n1"], "\(engine)")
+            #expect(heard.withLock { $0 } == stored, "\(engine): announced after the commit")
         }
     }
 

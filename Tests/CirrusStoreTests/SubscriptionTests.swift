@@ -33,7 +33,7 @@ enum S {
     }
 }
 
-extension RecordStorage {
+extension SubscriptionStorage {
     @discardableResult
     func subscribe(
         _ subscriptions: [Wire.Subscription], in key: DatabaseKey = alice, by user: String = "_alice"
@@ -73,7 +73,7 @@ extension StoredNotification {
 @Suite("Subscriptions and notifications in the store")
 struct SubscriptionTests {
     @Test func savesFetchesReplacesAndDeletesSubscriptions() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.createZone("Z")
             let saved = try await storage.subscribe([S.query("q"), S.zone("z", "Z"), S.database("d")])
             #expect(saved.saves.map(\.id) == ["q", "z", "d"])
@@ -129,7 +129,7 @@ struct SubscriptionTests {
          "subscription q: notification info: invalid field name \"not ok\""),
     ] as [(Wire.Subscription, DatabaseKey, String)])
     func refusesWhatCloudKitRefuses(subscription: Wire.Subscription, key: DatabaseKey, message: String) async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             let result = try await storage.subscribe([subscription], in: key)
             guard let error = result.saves.first?.failure else {
                 Issue.record("saved: \(result)")
@@ -141,7 +141,7 @@ struct SubscriptionTests {
     }
 
     @Test func theSameIDTwiceInOneRequestIsRefused() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             let result = try await storage.subscribe([S.database("d"), S.database("d", type: "Note")])
             guard let error = result.saves[1].failure else {
                 Issue.record("saved twice")
@@ -152,7 +152,7 @@ struct SubscriptionTests {
     }
 
     @Test func querySubscriptionsFireWithTheReasonCloudKitGives() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             let hot = Q.cmp("priority", .greater, .int64Value(5))
             try await storage.subscribe([S.query("hot", hot, info: Wire.NotificationInfo(desiredKeys: ["title"]))])
             // Created matching, created not matching.
@@ -190,7 +190,7 @@ struct SubscriptionTests {
     }
 
     @Test func optionsChooseWhichChangesFire() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.subscribe([
                 S.query("create", creation: true, update: false, deletion: false),
                 S.query("update", creation: false, update: true, deletion: false),
@@ -208,7 +208,7 @@ struct SubscriptionTests {
     }
 
     @Test func firesOnceFiresOnceAndIsThenGone() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.subscribe([S.query("once", once: true), S.query("always")])
             _ = try await storage.saveAll([note("a"), note("b")])
             _ = try await storage.saveAll([note("c")])
@@ -220,7 +220,7 @@ struct SubscriptionTests {
     }
 
     @Test func zoneAndDatabaseSubscriptionsFireOncePerWrite() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.createZone("Y")
             try await storage.subscribe([
@@ -240,7 +240,7 @@ struct SubscriptionTests {
     }
 
     @Test func aRolledBackWriteNotifiesNobody() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.subscribe([S.query("all"), S.database("db")])
             let stale = note("a", tag: "no-such-tag")
             let result = try await storage.modifyRecords(
@@ -255,7 +255,7 @@ struct SubscriptionTests {
     }
 
     @Test func cascadedDeletionsFireAsDeletions() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.subscribe([S.query("all", creation: false, update: false, deletion: true)])
             _ = try await storage.saveAll([note("parent"), note("child", [field("p", reference(recordID("parent")))])])
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("parent")]), in: alice, by: "_alice")
@@ -264,7 +264,7 @@ struct SubscriptionTests {
     }
 
     @Test func privateSubscriptionsOnlySeeTheirOwnDatabase() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.subscribe([S.query("mine"), S.database("db")])
             try await storage.subscribe([S.query("bobs", in: bob), S.database("bob-db")], in: bob, by: "_bob")
             _ = try await storage.saveAll([note("a")])
@@ -275,7 +275,7 @@ struct SubscriptionTests {
     }
 
     @Test func publicSubscriptionsOfEveryUserFireOnPublicRecords() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.subscribe([S.query("a-pub", in: publicDB)], in: publicDB, by: "_alice")
             try await storage.subscribe([S.query("b-pub", in: publicDB)], in: publicDB, by: "_bob")
             _ = try await storage.saveAll([note("p", in: publicDB)], in: publicDB, by: "_bob")
@@ -287,7 +287,7 @@ struct SubscriptionTests {
     }
 
     @Test func textSearchAndZonesNarrowQuerySubscriptions() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.subscribe([S.query("words", Q.text("crème brûlée")), S.query("in-z", zone: "Z")])
             _ = try await storage.saveAll([
@@ -300,7 +300,7 @@ struct SubscriptionTests {
     }
 
     @Test func alertsResolveTheirArgumentsAndBadgesCount() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             let info = Wire.NotificationInfo(
                 alertBody: "New note", alertLocalizationKey: "NOTE_%@", alertLocalizationArgs: ["title", "missing"],
                 title: "Notes", soundName: "ping.caf", shouldBadge: true, category: "NOTE")
@@ -317,9 +317,34 @@ struct SubscriptionTests {
         }
     }
 
+    @Test func notificationsAreMarkedReadAndTheBadgeIsSet() async throws {
+        try await withSubscriptionStore { storage, _ in
+            try await storage.subscribe([S.query("badged", info: Wire.NotificationInfo(shouldBadge: true))])
+            _ = try await storage.saveAll([note("a"), note("b")])
+            let feed = NotificationFeedKey(container: container, user: "_alice")
+            let ids = try await storage.notifications().map(\.notification.notificationID)
+            #expect(ids.count == 2)
+            // Marked by ID, once or again; an unknown ID, or another user's, is not in the feed.
+            let marked = try await storage.markNotificationsRead([ids[0], "no-such-id", ids[0]], in: feed)
+            #expect(marked == [true, false, true])
+            let bobs = NotificationFeedKey(container: container, user: "_bob")
+            #expect(try await storage.markNotificationsRead([ids[1]], in: bobs) == [false])
+            #expect(try await storage.notifications().map(\.notification.isRead) == [true, false])
+            // The next badging notification shows the badge set, plus one.
+            try await storage.setBadge(10, for: feed)
+            _ = try await storage.saveAll([note("c")])
+            #expect(try await storage.notifications().map(\.notification.badge) == [1, 2, 11])
+            // A feed without notifications keeps its badge and has none.
+            try await storage.setBadge(3, for: bobs)
+            #expect(try await storage.notificationFeedHead(bobs) == 0)
+            #expect(try await storage.notifications(of: "_bob").isEmpty)
+        }
+    }
+
     @Test func theFeedPagesAndExpiresWhatWasPruned() async throws {
         let now = Mutex<Int64>(1_000)
-        try await withStore(clock: { Wire.Timestamp(seconds: now.withLock { $0 }, nanos: 0) }) { storage, _ in
+        try await withSubscriptionStore(clock: { Wire.Timestamp(seconds: now.withLock { $0 }, nanos: 0) }) { storage, _ in
+            now.withLock { $0 = 1_000 }  // each engine's run starts over
             try await storage.subscribe([S.query("all")])
             _ = try await storage.saveAll((0..<5).map { note("old\($0)") })
             now.withLock { $0 = 2_000 }
@@ -350,7 +375,7 @@ struct SubscriptionTests {
     }
 
     @Test func observersHearOfEachCommitThatNotified() async throws {
-        try await withStore { storage, _ in
+        try await withSubscriptionStore { storage, _ in
             let heard = Mutex<[(NotificationFeedKey, [StoredNotification])]>([])
             storage.observeNotifications { feed, notifications in heard.withLock { $0.append((feed, notifications)) } }
             try await storage.subscribe([S.query("all")])
@@ -366,7 +391,7 @@ struct SubscriptionTests {
     }
 
     @Test func aUserKeepsAtMostTheLimitOfSubscriptions() async throws {
-        try await withStore { storage, engine in
+        try await withSubscriptionStore { storage, engine in
             let limit = engine.maximumSubscriptionsPerDatabase
             for start in stride(from: 0, to: limit, by: 400) {
                 let ids = (start..<min(start + 400, limit)).map { "s\($0)" }

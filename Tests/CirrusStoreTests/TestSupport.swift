@@ -22,14 +22,15 @@ func temporaryDirectory() -> String {
 /// A storage engine the storage conformance suite runs against.
 ///
 /// **The conformance suite** is every test that reaches the store only through
-/// ``withSyncStore(clock:_:)`` or ``withStore(clock:_:)``. It is split by capability:
+/// ``withSyncStore(clock:_:)``, ``withStore(clock:_:)``, ``withDirectoryStore(clock:_:)`` or
+/// ``withSubscriptionStore(clock:_:)``. It is split by capability:
 ///
 /// - **Records, zones and change feeds** (``RecordSyncStorage``, through
 ///   ``withSyncStore(clock:_:)``): `AccessTests`, `AtomicTests`, `ChangeFeedTests`,
 ///   `FetchTests`, `SavePolicyTests`, `ZoneTests`, `GroupCommitTests`, but for the tests of
 ///   theirs that need more. Every engine in ``all`` runs them: SQLite and PostgreSQL.
 /// - **Everything** (``RecordStorage``, through ``withStore(clock:_:)``): the rest of those
-///   files, `CascadeTests`, `ReferenceRulesTests`, `SubscriptionTests`, `QueryCursorTests`,
+///   files, `CascadeTests`, `ReferenceRulesTests`, `QueryCursorTests`,
 ///   `QueryKeysetTests` (but the two tests named below), `QueryOperatorTests`,
 ///   `QueryRandomizedTests`, `QuerySortTests`, `QueryTextAndDistanceTests`, `ShareSaveTests`,
 ///   `SharedTombstoneTests` and the store part of `ThroughputTests`: the engines of ``all``
@@ -42,6 +43,9 @@ func temporaryDirectory() -> String {
 ///   ``withJournalStore(clock:_:)``): `OperationJournalTests` but its test of corrupt stored
 ///   events. The engines of ``all`` that implement it (``implementsJournal``) run them: SQLite
 ///   and PostgreSQL.
+/// - **Subscriptions and notification feeds** on records and zones (``SubscriptionStorage``,
+///   through ``withSubscriptionStore(clock:_:)``): `SubscriptionTests`. The engines of ``all``
+///   that implement it (``implementsSubscriptions``) run them: SQLite and PostgreSQL.
 ///
 /// A test moves from the second group to the first once every engine can run it; an engine
 /// joins ``all`` by adding its factory there.
@@ -76,6 +80,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements ``OperationJournal`` (its storages are
     /// ``JournalStorageUnderTest``s).
     var implementsJournal: Bool
+    /// Whether the engine implements ``SubscriptionStorage`` (its storages are
+    /// ``SubscriptionStorageUnderTest``s).
+    var implementsSubscriptions: Bool
 
     var description: String { name }
 
@@ -88,12 +95,14 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
         isComplete: true,
         implementsDirectory: true,
-        implementsJournal: true
+        implementsJournal: true,
+        implementsSubscriptions: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
     /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory,
-    /// bearer tokens and the long-lived operation journal so far.
+    /// bearer tokens, the long-lived operation journal, subscriptions and notification feeds
+    /// so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -105,7 +114,8 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         maximumSubscriptionsPerDatabase: SQLiteStorage.maximumSubscriptionsPerDatabase,
         isComplete: false,
         implementsDirectory: true,
-        implementsJournal: true
+        implementsJournal: true,
+        implementsSubscriptions: true
     )
 
     /// Every engine the conformance suite runs against.
@@ -131,8 +141,13 @@ protocol StorageUnderTest: SyncStorageUnderTest, RecordStorage {}
 /// What the user directory and bearer token part of the conformance suite needs of an engine.
 protocol DirectoryStorageUnderTest: SyncStorageUnderTest, UserStorage, TokenStorage {}
 
+/// What the subscriptions part of the conformance suite needs of an engine.
+protocol SubscriptionStorageUnderTest: SyncStorageUnderTest, SubscriptionStorage {}
+
 extension SQLiteStorage: DirectoryStorageUnderTest {}
 extension PostgresStorage: DirectoryStorageUnderTest {}
+extension SQLiteStorage: SubscriptionStorageUnderTest {}
+extension PostgresStorage: SubscriptionStorageUnderTest {}
 
 /// What the long-lived operation journal part of the conformance suite needs of an engine.
 protocol JournalStorageUnderTest: SyncStorageUnderTest, OperationJournal {}
@@ -213,6 +228,22 @@ func withJournalStore(
         try await withStorage(of: engine, clock: clock()) { storage in
             let journal = try #require(storage as? any JournalStorageUnderTest, "\(engine) implements OperationJournal")
             try await body(journal, engine)
+        }
+    }
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
+/// ``SubscriptionStorage`` (``StorageEngineUnderTest/implementsSubscriptions``), each time with a
+/// fresh storage of that engine, closed and removed afterwards.
+func withSubscriptionStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any SubscriptionStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine.implementsSubscriptions {
+        try await withStorage(of: engine, clock: clock()) { storage in
+            let subscribing = try #require(
+                storage as? any SubscriptionStorageUnderTest, "\(engine) implements SubscriptionStorage")
+            try await body(subscribing, engine)
         }
     }
 }
