@@ -31,6 +31,7 @@ extension PostgresRecordWriter {
         var saved = RecordColumns()
         var references = ReferenceColumns()
         var replacedSources: [String] = []
+        var index = PostgresIndexRows.Columns()
         var deleted = TombstoneColumns()
         // A deletion's change is followed by those of its cascade (nil: a save's change).
         var changes: [(change: RecordChange, deletedName: String?)] = []
@@ -53,9 +54,13 @@ extension PostgresRecordWriter {
                 saved.seqs.append(seq)
                 saved.creators.append(creator)
                 saved.data.append(ByteBuffer(bytes: record.serializedBytes()))
+                saved.created.append(RecordCodec.nanoseconds(record.creationDate ?? now))
+                saved.modified.append(RecordCodec.nanoseconds(now))
+                saved.modifiers.append(modifier.recordName)
                 stored.append((prepared.index, record))
                 let name = record.recordID?.recordName ?? ""
                 if prepared.existing != nil { replacedSources.append(name) }
+                index.append(record, name: name)
                 for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
                     references.sources.append(name)
                     references.targetZones.append(target.zone)
@@ -87,6 +92,8 @@ extension PostgresRecordWriter {
         let move = ZoneMove(changeSeq: seq, clientChangeToken: clientChangeToken)
         if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone, moving: saved.names.isEmpty ? move : nil) }
         if !saved.names.isEmpty { try await writeSaves(saved, in: zone, moving: move) }
+        try await PostgresIndexRows.write(
+            index, replacing: replacedSources, zoneID: zone.id, database: PostgresRows.binds(key), connection, logger)
         if !replacedSources.isEmpty || !references.sources.isEmpty {
             try await writeReferences(references, replacing: replacedSources, in: zone)
         }
@@ -259,6 +266,10 @@ extension PostgresRecordWriter {
         var seqs: [Int64] = []
         var creators: [String] = []
         var data: [ByteBuffer] = []
+        /// The system fields a query names (nanoseconds since 1970; a user record name).
+        var created: [Int64] = []
+        var modified: [Int64] = []
+        var modifiers: [String] = []
     }
 
     /// The `deleteSelf` references of the records a zone's items save, one row each.
@@ -283,6 +294,9 @@ extension PostgresRecordWriter {
         bindings.append(saved.seqs)
         bindings.append(saved.creators)
         bindings.append(saved.data)
+        bindings.append(saved.created)
+        bindings.append(saved.modified)
+        bindings.append(saved.modifiers)
         let moving = try move.expressions(appendingTo: &bindings)
         // A record saved again supersedes its tombstone. The creator of an existing record
         // stays; everything else is the save's. One statement: one round trip.
@@ -295,13 +309,17 @@ extension PostgresRecordWriter {
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
                     )
                     INSERT INTO records (container, owner, scope, zone_id, name, record_type, change_tag, change_seq,
-                        creator, data)
-                    SELECT $1, $2, $3, $4, name, record_type, change_tag, change_seq, creator, data
-                    FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bytea[])
-                        AS saved (name, record_type, change_tag, change_seq, creator, data)
+                        creator, data, created_ns, modified_ns, modifier)
+                    SELECT $1, $2, $3, $4, name, record_type, change_tag, change_seq, creator, data, created_ns,
+                        modified_ns, modifier
+                    FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bytea[],
+                        $11::bigint[], $12::bigint[], $13::text[])
+                        AS saved (name, record_type, change_tag, change_seq, creator, data, created_ns, modified_ns,
+                            modifier)
                     ON CONFLICT (container, owner, scope, zone_id, name) DO UPDATE SET
                         record_type = excluded.record_type, change_tag = excluded.change_tag,
-                        change_seq = excluded.change_seq, data = excluded.data
+                        change_seq = excluded.change_seq, data = excluded.data, created_ns = excluded.created_ns,
+                        modified_ns = excluded.modified_ns, modifier = excluded.modifier
                     """,
                 binds: bindings), logger: logger)
     }
