@@ -32,6 +32,8 @@ extension PostgresRecordWriter {
         var references = ReferenceColumns()
         var replacedSources: [String] = []
         var index = PostgresIndexRows.Columns()
+        // The versions the writes replace, with the sequence each is replaced at.
+        var replaced: (names: [String], seqs: [Int64]) = ([], [])
         var deleted = TombstoneColumns()
         // A deletion's change is followed by those of its cascade (nil: a save's change).
         var changes: [(change: RecordChange, deletedName: String?)] = []
@@ -59,7 +61,11 @@ extension PostgresRecordWriter {
                 saved.modifiers.append(modifier.recordName)
                 stored.append((prepared.index, record))
                 let name = record.recordID?.recordName ?? ""
-                if prepared.existing != nil { replacedSources.append(name) }
+                if prepared.existing != nil {
+                    replacedSources.append(name)
+                    replaced.names.append(name)
+                    replaced.seqs.append(seq)
+                }
                 index.append(record, name: name)
                 for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
                     references.sources.append(name)
@@ -78,6 +84,8 @@ extension PostgresRecordWriter {
                 deleted.names.append(name)
                 deleted.types.append(existing.recordType)
                 deleted.seqs.append(seq)
+                replaced.names.append(name)
+                replaced.seqs.append(seq)
                 if collecting {
                     let old = subscriptions.needsPreviousState(of: existing.recordType) ? try existing.record() : nil
                     let change = RecordChange(
@@ -90,6 +98,7 @@ extension PostgresRecordWriter {
         // The zone moves to its last change sequence and to the database's next one in the
         // zone's last statement.
         let move = ZoneMove(changeSeq: seq, clientChangeToken: clientChangeToken)
+        if !replaced.names.isEmpty { try await keepVersions(replaced.names, replacedAt: replaced.seqs, in: zone.id) }
         if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone, moving: saved.names.isEmpty ? move : nil) }
         if !saved.names.isEmpty { try await writeSaves(saved, in: zone, moving: move) }
         try await PostgresIndexRows.write(
@@ -157,14 +166,28 @@ extension PostgresRecordWriter {
     private func deleteCascaded(_ name: String, in zoneID: Int64) async throws -> PostgresRecordRow? {
         var bindings = PostgresRows.binds(key, zoneID)
         bindings.append(name)
+        var deleting = bindings
+        deleting.append(RecordCodec.seconds(now))
+        // The version deleted is kept at the sequence the next statement moves the zone to
+        // (the database's row is locked: nothing moves it in between).
         let removed = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
+                    WITH kept AS (
+                        INSERT INTO query_preimages (container, owner, scope, zone_id, replaced_seq, name, record_type,
+                            record_id, old_seq, created_ns, modified_ns, data, kept_at)
+                        SELECT r.container, r.owner, r.scope, r.zone_id, z.change_seq + 1, r.name, r.record_type, r.id,
+                            r.change_seq, r.created_ns, r.modified_ns, r.data, $6
+                        FROM records r JOIN zones z
+                            ON z.container = r.container AND z.owner = r.owner AND z.scope = r.scope AND z.id = r.zone_id
+                        WHERE r.container = $1 AND r.owner = $2 AND r.scope = $3 AND r.zone_id = $4 AND r.name = $5
+                        ON CONFLICT DO NOTHING
+                    )
                     DELETE FROM records
                     WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = $5
                     RETURNING \(PostgresRecordRow.columns)
                     """,
-                binds: bindings), logger: logger)
+                binds: deleting), logger: logger)
         var deleted: PostgresRecordRow?
         for try await columns in removed.decode(PostgresRecordRow.Columns.self) { deleted = PostgresRecordRow(columns) }
         guard let deleted else { return nil }
@@ -191,6 +214,29 @@ extension PostgresRecordWriter {
                     """,
                 binds: bindings), logger: logger)
         return deleted
+    }
+
+    /// Keeps the stored versions of the records `names` of a zone, about to be replaced or
+    /// deleted at the change sequences `seqs`, for the query cursors of earlier sequences
+    /// (`query_preimages`, ``PostgresStorage/continueQuery(_:in:desiredKeys:limit:)``).
+    private func keepVersions(_ names: [String], replacedAt seqs: [Int64], in zoneID: Int64) async throws {
+        var bindings = PostgresRows.binds(key, zoneID)
+        bindings.append(names)
+        bindings.append(seqs)
+        bindings.append(RecordCodec.seconds(now))
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    INSERT INTO query_preimages (container, owner, scope, zone_id, replaced_seq, name, record_type,
+                        record_id, old_seq, created_ns, modified_ns, data, kept_at)
+                    SELECT r.container, r.owner, r.scope, r.zone_id, v.seq, r.name, r.record_type, r.id, r.change_seq,
+                        r.created_ns, r.modified_ns, r.data, $7
+                    FROM unnest($5::text[], $6::bigint[]) AS v (name, seq)
+                    JOIN records r ON r.container = $1 AND r.owner = $2 AND r.scope = $3 AND r.zone_id = $4
+                        AND r.name = v.name
+                    ON CONFLICT DO NOTHING
+                    """,
+                binds: bindings), logger: logger)
     }
 
     /// Replaces the references of the records saved again (`replacing`) with those of the

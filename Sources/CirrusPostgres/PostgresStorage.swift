@@ -3,6 +3,7 @@ public import CirrusWire
 import Foundation
 public import Logging
 import PostgresNIO
+import Synchronization
 
 /// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
 /// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
@@ -42,6 +43,8 @@ public final class PostgresStorage: RecordSyncStorage {
     private let commitObservers = CommitObservers()
     /// The compiled subscriptions of each database.
     let subscriptionCache = PostgresSubscriptionCache()
+    /// The server secret query cursors are sealed with, once read (``querySecret()``).
+    let querySecretCache = Mutex<[UInt8]?>(nil)
     /// The observers of notifications, and how far this node announced each feed.
     let notifications: NotificationAnnouncer
     /// Hears the notifications every node commits (``observeNotifications(_:)``).

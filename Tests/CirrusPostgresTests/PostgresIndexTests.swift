@@ -132,3 +132,79 @@ struct PostgresIndexTests {
         await storage.close()
     }
 }
+
+/// Queries on PostgreSQL beyond the query conformance suite (which runs against this engine in
+/// `CirrusStoreTests`): cursors across nodes, and what a page reads.
+@Suite("PostgreSQL queries")
+struct PostgresQueryTests {
+    private func note(_ name: String, _ n: Int64) -> Wire.Record {
+        Wire.Record(
+            recordID: Wire.RecordID(recordName: name, zoneID: zoneID("_defaultZone")), recordType: "Note",
+            fields: [Wire.RecordField(key: "n", value: Wire.FieldValue(kind: .int64Value(n)))])
+    }
+
+    private func sortedByN(_ ascending: Bool = true) -> Wire.Query {
+        Wire.Query(recordType: "Note", predicate: nil, sortDescriptors: [Wire.QuerySortDescriptor(key: "n", ascending: ascending)])
+    }
+
+    @Test func aCursorFromOneNodeContinuesOnAnotherAndNowhereElse() async throws {
+        let url = try newDatabase()
+        let a = try await PostgresStorage(url: url, maximumConnections: 2)
+        let b = try await PostgresStorage(url: url, maximumConnections: 2)
+        let records = (0..<9).map { note(String(format: "r%02d", $0), Int64(9 - $0)) }
+        #expect(!(try await a.modifyRecords(RecordModification(saving: records), in: alice, by: "_alice")).hasFailures)
+        let first = try await a.queryRecords(sortedByN(), in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 4)
+        #expect(first.records.map { $0.recordID?.recordName } == ["r08", "r07", "r06", "r05"])
+        let cursor = try #require(first.cursor)
+        // Node b reads the next pages, with a change made on node a in between.
+        _ = try await a.modifyRecords(
+            RecordModification(deleting: [Wire.RecordID(recordName: "r04", zoneID: zoneID("_defaultZone"))]), in: alice,
+            by: "_alice")
+        let second = try await b.continueQuery(cursor, in: alice, desiredKeys: .sameAsQuery, limit: 4)
+        #expect(second.records.map { $0.recordID?.recordName } == ["r03", "r02", "r01", "r00"])
+        #expect(second.cursor == nil)
+        // Another database, or one bit changed, is refused as unknown on either node.
+        await #expect(throws: QueryCursor.unknown) {
+            try await b.continueQuery(cursor, in: bob, desiredKeys: .sameAsQuery, limit: 4)
+        }
+        var altered = cursor
+        altered[altered.count / 2] ^= 1
+        await #expect(throws: QueryCursor.unknown) {
+            try await a.continueQuery(altered, in: alice, desiredKeys: .sameAsQuery, limit: 4)
+        }
+        await a.close()
+        await b.close()
+    }
+
+    @Test func aFirstPageInCreationOrderReadsAboutAPageOfAZone() async throws {
+        try await withPostgresStore { storage in
+            let records = (0..<300).map { note(String(format: "r%03d", $0), Int64($0)) }
+            #expect(!(try await storage.modifyRecords(RecordModification(saving: records), in: alice, by: "_alice")).hasFailures)
+            let query = Wire.Query(
+                recordType: "Note", predicate: nil, sortDescriptors: [Wire.QuerySortDescriptor(key: "creationDate", ascending: false)])
+            let page = try await storage.queryRecords(query, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
+            #expect(page.records.count == 10)
+            #expect(page.cursor != nil)
+            // The page and the one more match that shows another follows; a batch at most.
+            #expect(page.recordsExamined <= 11)
+            let unsorted = try await storage.queryRecords(
+                Wire.Query(recordType: "Note", predicate: nil, sortDescriptors: []),
+                in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
+            #expect(unsorted.records.map { $0.recordID?.recordName } == (0..<10).map { String(format: "r%03d", $0) })
+            #expect(unsorted.recordsExamined <= 11)
+        }
+    }
+
+    @Test func fullTextSearchAndDistanceSortsAreRefusedSayingSo() async throws {
+        try await withPostgresStore { storage in
+            let search = Wire.Query(
+                recordType: "Note", predicate: Wire.QueryPredicate(node: .textSearch(Wire.TextSearchPredicate(text: "words"))),
+                sortDescriptors: [])
+            await #expect {
+                try await storage.queryRecords(search, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
+            } throws: { error in
+                (error as? StoreError)?.code == .invalidArguments && "\(error)".contains("does not run full-text search")
+            }
+        }
+    }
+}

@@ -83,6 +83,12 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements ``SubscriptionStorage`` (its storages are
     /// ``SubscriptionStorageUnderTest``s).
     var implementsSubscriptions: Bool
+    /// Whether the engine implements ``RecordQueryStorage`` (its storages are
+    /// ``QueryStorageUnderTest``s).
+    var implementsQueries: Bool
+    /// Whether its queries run full-text search (`self CONTAINS`) and sort by distance; an
+    /// engine that does not refuses them with `invalidArguments` naming what it does not run.
+    var runsTextSearchAndDistanceSorts: Bool
 
     var description: String { name }
 
@@ -96,13 +102,15 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         isComplete: true,
         implementsDirectory: true,
         implementsJournal: true,
-        implementsSubscriptions: true
+        implementsSubscriptions: true,
+        implementsQueries: true,
+        runsTextSearchAndDistanceSorts: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
     /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory,
-    /// bearer tokens, the long-lived operation journal, subscriptions and notification feeds
-    /// so far.
+    /// bearer tokens, the long-lived operation journal, subscriptions, notification feeds and
+    /// queries so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -115,7 +123,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         isComplete: false,
         implementsDirectory: true,
         implementsJournal: true,
-        implementsSubscriptions: true
+        implementsSubscriptions: true,
+        implementsQueries: true,
+        runsTextSearchAndDistanceSorts: false
     )
 
     /// Every engine the conformance suite runs against.
@@ -136,13 +146,19 @@ protocol SyncStorageUnderTest: RecordSyncStorage {
 }
 
 /// What the whole conformance suite needs of an engine: all of ``RecordStorage``.
-protocol StorageUnderTest: SyncStorageUnderTest, RecordStorage {}
+protocol StorageUnderTest: QueryStorageUnderTest, RecordStorage {}
 
 /// What the user directory and bearer token part of the conformance suite needs of an engine.
 protocol DirectoryStorageUnderTest: SyncStorageUnderTest, UserStorage, TokenStorage {}
 
 /// What the subscriptions part of the conformance suite needs of an engine.
 protocol SubscriptionStorageUnderTest: SyncStorageUnderTest, SubscriptionStorage {}
+
+/// What the queries part of the conformance suite needs of an engine.
+protocol QueryStorageUnderTest: SyncStorageUnderTest, RecordQueryStorage {}
+
+extension SQLiteStorage: QueryStorageUnderTest {}
+extension PostgresStorage: QueryStorageUnderTest {}
 
 extension SQLiteStorage: DirectoryStorageUnderTest {}
 extension PostgresStorage: DirectoryStorageUnderTest {}
@@ -160,10 +176,10 @@ extension SQLiteStorage: StorageUnderTest {
 }
 
 extension PostgresStorage: SyncStorageUnderTest {
-    /// Asset contents and query preimages: this engine keeps neither yet (it refuses assets
-    /// and runs no queries), so none is left behind either. Its indexed field values are
-    /// `record_values`, as SQLite's.
-    private static let keptByNothing: Set<String> = ["assets", "record_fields", "query_preimages"]
+    /// Asset contents: this engine keeps none yet (it refuses assets), so none is left behind
+    /// either. Its indexed field values and the record versions kept for query cursors are
+    /// `record_values` and `query_preimages`, as SQLite's.
+    private static let keptByNothing: Set<String> = ["assets", "record_fields"]
 
     func count(_ table: String) async throws -> Int {
         if Self.keptByNothing.contains(table) { return 0 }
@@ -229,6 +245,21 @@ func withJournalStore(
         try await withStorage(of: engine, clock: clock()) { storage in
             let journal = try #require(storage as? any JournalStorageUnderTest, "\(engine) implements OperationJournal")
             try await body(journal, engine)
+        }
+    }
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
+/// ``RecordQueryStorage`` (``StorageEngineUnderTest/implementsQueries``), each time with a fresh
+/// storage of that engine, closed and removed afterwards.
+func withQueryStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any QueryStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine.implementsQueries {
+        try await withStorage(of: engine, clock: clock()) { storage in
+            let querying = try #require(storage as? any QueryStorageUnderTest, "\(engine) implements RecordQueryStorage")
+            try await body(querying, engine)
         }
     }
 }
