@@ -116,9 +116,10 @@ extension PostgresStorage: RecordQueryStorage {
                     binds: bindings), logger: logger)
             var versions: [KeptRecordVersion] = []
             for try await row in kept.decode((String, String, Int64, Int64, Int64, Int64, ByteBuffer).self) {
-                versions.append(KeptRecordVersion(
-                    name: row.0, recordType: row.1, rowID: row.2, oldSeq: row.3, createdNanoseconds: row.4,
-                    modifiedNanoseconds: row.5, data: Array(buffer: row.6)))
+                versions.append(
+                    KeptRecordVersion(
+                        name: row.0, recordType: row.1, rowID: row.2, oldSeq: row.3, createdNanoseconds: row.4,
+                        modifiedNanoseconds: row.5, data: Array(buffer: row.6)))
             }
             let sorts = compiled.sorts
             var changed = try KeptRecordVersion.positions(
@@ -288,12 +289,14 @@ private struct UnchangedRows {
                 var values: [QueryKeyset.Value] = []
                 for i in 0..<sorts {
                     let base = 4 + 4 * i
-                    values.append(PostgresQuerySQL.values(
-                        kind: try cells[base].decode(Int32?.self), int: try cells[base + 1].decode(Int64?.self),
-                        real: try cells[base + 2].decode(Double?.self), bytes: try cells[base + 3].decode(ByteBuffer?.self)))
+                    values.append(
+                        PostgresQuerySQL.values(
+                            kind: try cells[base].decode(Int32?.self), int: try cells[base + 1].decode(Int64?.self),
+                            real: try cells[base + 2].decode(Double?.self), bytes: try cells[base + 3].decode(ByteBuffer?.self)))
                 }
-                read.append(PostgresQueryCandidate(
-                    position: QueryKeyset.Position(values: values, name: name, rowID: id), stored: (id, type, data)))
+                read.append(
+                    PostgresQueryCandidate(
+                        position: QueryKeyset.Position(values: values, name: name, rowID: id), stored: (id, type, data)))
             }
             exhausted = read.count < batch
             after = read.last?.position ?? after

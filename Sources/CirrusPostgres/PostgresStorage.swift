@@ -9,7 +9,8 @@ import Synchronization
 /// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
 /// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
 /// operation journal — ``OperationJournal`` —, the server secret — ``ServerSecretStorage`` —,
-/// subscriptions and notification feeds — ``SubscriptionStorage`` — so far, see README →
+/// subscriptions and notification feeds — ``SubscriptionStorage`` —, and queries —
+/// ``RecordQueryStorage``, but full-text search and distance sorts — so far, see README →
 /// PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
