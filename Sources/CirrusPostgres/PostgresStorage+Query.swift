@@ -72,7 +72,8 @@ extension PostgresStorage: RecordQueryStorage {
     ) async throws -> QueryPage {
         let key = try database.validated()
         try QueryValidation.checkLimit(limit, maximum: maxItemsPerOperation)
-        guard let token = QueryCursor(sealed: cursor, for: key, secret: try await querySecret()) else {
+        let secret = try await querySecret()
+        guard let token = QueryCursor(sealed: cursor, for: key, secret: secret) else {
             throw QueryCursor.unknown
         }
         let now = RecordCodec.seconds(clock())
@@ -146,7 +147,7 @@ extension PostgresStorage: RecordQueryStorage {
             if more, let last {
                 var next = token
                 next.position = last
-                page.cursor = next.sealed(for: key, secret: try await self.querySecret())
+                page.cursor = next.sealed(for: key, secret: secret)
             }
             return page
         }

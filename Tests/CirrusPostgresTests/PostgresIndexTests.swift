@@ -195,6 +195,25 @@ struct PostgresQueryTests {
         }
     }
 
+    @Test func writesKeepTheVersionsTheyReplaceUntilPruned() async throws {
+        let at = Wire.Timestamp(seconds: 5_000, nanos: 0)
+        let storage = try await PostgresStorage(url: try newDatabase(), maximumConnections: 2, clock: { at })
+        let saved = try await storage.modifyRecords(
+            RecordModification(saving: [note("a", 1), note("b", 2)]), in: alice, by: "_alice")
+        #expect(!saved.hasFailures)
+        #expect(try await storage.rowCount(of: "query_preimages") == 0)  // new records replace nothing
+        _ = try await storage.modifyRecords(
+            RecordModification(saving: [note("a", 3)], savePolicy: .allKeys), in: alice, by: "_alice")
+        _ = try await storage.modifyRecords(
+            RecordModification(deleting: [Wire.RecordID(recordName: "b", zoneID: zoneID("_defaultZone"))]), in: alice,
+            by: "_alice")
+        #expect(try await storage.rowCount(of: "query_preimages") == 2)
+        #expect(try await storage.pruneQueryCursors(createdBefore: at) == 0)
+        #expect(try await storage.pruneQueryCursors(createdBefore: Wire.Timestamp(seconds: 5_001, nanos: 0)) == 2)
+        #expect(try await storage.rowCount(of: "query_preimages") == 0)
+        await storage.close()
+    }
+
     @Test func fullTextSearchAndDistanceSortsAreRefusedSayingSo() async throws {
         try await withPostgresStore { storage in
             let search = Wire.Query(
@@ -204,6 +223,16 @@ struct PostgresQueryTests {
                 try await storage.queryRecords(search, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
             } throws: { error in
                 (error as? StoreError)?.code == .invalidArguments && "\(error)".contains("does not run full-text search")
+            }
+            let byDistance = Wire.Query(
+                recordType: "Note", predicate: nil,
+                sortDescriptors: [
+                    Wire.QuerySortDescriptor(key: "at", ascending: true, relativeLocation: Wire.Location(latitude: 1, longitude: 2))
+                ])
+            await #expect {
+                try await storage.queryRecords(byDistance, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
+            } throws: { error in
+                (error as? StoreError)?.code == .invalidArguments && "\(error)".contains("does not sort by distance")
             }
         }
     }
