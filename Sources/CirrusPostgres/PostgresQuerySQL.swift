@@ -23,8 +23,9 @@ struct PostgresSQL {
 /// values and data — read through `records_by_type` (no sort descriptors: row ID order),
 /// `records_by_created` or `records_by_modified` (a first descriptor on that date), so a page
 /// in those orders reads about as many rows as it returns; a sort on a field reads the type's
-/// records and sorts them. The predicate is decided per candidate by the shared
-/// ``QueryEvaluator``, as on SQLite.
+/// records and sorts them. Comparisons of a field with strings, bytes, references or dates
+/// narrow the read through `record_values`; the predicate is decided per candidate by the
+/// shared ``QueryEvaluator``, as on SQLite.
 ///
 /// The order is the SQLite engine's (``QueryKeyset``): per field sort descriptor, numbers
 /// (integers and reals, by value as doubles) before strings (byte-wise, `record_values`
@@ -74,6 +75,7 @@ struct PostgresQuerySQL {
              WHERE r.container = \(container) AND r.owner = \(owner) AND r.scope = \(scope) AND r.zone_id = \(zone) \
             AND r.record_type = \(type) AND r.change_seq <= \(upTo)
             """
+        for filter in filters(binding: &statement) { statement.sql += " AND " + filter }
         if let position { statement.sql += " AND " + after(position, binding: &statement) }
         statement.sql += " ORDER BY "
         for (i, sort) in query.sorts.enumerated() {
@@ -89,6 +91,86 @@ struct PostgresQuerySQL {
         statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
         statement.sql += " LIMIT \(max(1, limit))"
         return statement
+    }
+
+    /// The conjuncts of the predicate the index answers exactly enough to narrow the
+    /// candidates down (a superset of their matches: the evaluator decides), as conditions on
+    /// `records r`, at most 8: comparisons of a field with strings, bytes, references or dates
+    /// (PostgreSQL's planner may then drive the read from `record_values`). Numbers are left
+    /// to the evaluator: integer and real columns compare inexactly with each other in SQL.
+    private func filters(binding statement: inout PostgresSQL) -> [String] {
+        let conjuncts: [QueryNode]
+        switch query.predicate {
+        case .and(let operands): conjuncts = operands
+        default: conjuncts = [query.predicate]
+        }
+        var filters: [String] = []
+        for node in conjuncts where filters.count < 8 {
+            guard case .comparison(let comparison) = node, case .field(let key) = comparison.subject,
+                let family = comparison.operands.first?.family, comparison.operands.allSatisfy({ $0.family == family })
+            else { continue }
+            let target: (kind: IndexedKind, column: String)
+            switch family {
+            case .string: target = (.string, "f.bytes_value")
+            case .bytes: target = (.bytes, "f.bytes_value")
+            case .reference: target = (.reference, "f.bytes_value")
+            case .date: target = (.date, "f.int_value")
+            case .number: continue
+            }
+            let (kind, column) = target
+            var condition = PostgresSQL(sql: "", bindings: statement.bindings)
+            guard let test = Self.valueCondition(column, comparison, binding: &condition) else { continue }
+            statement.bindings = condition.bindings
+            let listed = comparison.op == .contains ? kind.asList : kind
+            filters.append(
+                """
+                EXISTS (SELECT 1 FROM record_values f WHERE f.container = r.container AND f.owner = r.owner \
+                AND f.scope = r.scope AND f.zone_id = r.zone_id AND f.record_name = r.name \
+                AND f.key = \(statement.bind(key)) AND f.kind = \(listed.rawValue) AND \(test))
+                """)
+        }
+        return filters
+    }
+
+    /// `column <op> operands` for an index row's value column, nil when not answered here.
+    private static func valueCondition(
+        _ column: String, _ comparison: QueryComparison, binding statement: inout PostgresSQL
+    ) -> String? {
+        func bind(_ value: QueryValue) -> String? {
+            switch value {
+            case .string(let text): statement.bind(ByteBuffer(string: text))
+            case .bytes(let bytes): statement.bind(ByteBuffer(bytes: bytes))
+            case .reference(let reference): statement.bind(ByteBuffer(string: reference.recordName))
+            case .date(let nanoseconds): statement.bind(nanoseconds)
+            case .int64, .double: nil
+            }
+        }
+        let operands = comparison.operands
+        guard let first = operands.first else { return nil }
+        let ordered = first.family != .reference
+        switch comparison.op {
+        case .equals, .contains: return bind(first).map { "\(column) = \($0)" }
+        case .notEquals:
+            // A reference into another zone differs with the same record name: only names are indexed.
+            if first.family == .reference { return "\(column) IS NOT NULL" }
+            return bind(first).map { "\(column) <> \($0)" }
+        case .less: return ordered ? bind(first).map { "\(column) < \($0)" } : nil
+        case .lessOrEqual: return ordered ? bind(first).map { "\(column) <= \($0)" } : nil
+        case .greater: return ordered ? bind(first).map { "\(column) > \($0)" } : nil
+        case .greaterOrEqual: return ordered ? bind(first).map { "\(column) >= \($0)" } : nil
+        case .between:
+            guard ordered, operands.count == 2, let low = bind(operands[0]), let high = bind(operands[1]) else { return nil }
+            return "\(column) BETWEEN \(low) AND \(high)"
+        case .in:
+            let bound = operands.compactMap(bind)
+            guard bound.count == operands.count else { return nil }
+            return "\(column) IN (\(bound.joined(separator: ", ")))"
+        case .beginsWith:
+            guard case .string(let prefix) = first else { return nil }
+            let low = statement.bind(ByteBuffer(string: prefix))
+            guard let upper = QueryComparison.prefixUpperBound(prefix) else { return "\(column) >= \(low)" }
+            return "\(column) >= \(low) AND \(column) < \(statement.bind(ByteBuffer(string: upper)))"
+        }
     }
 
     /// The ordering expressions of field sort `i`: the value's family (0 number, 1 string,

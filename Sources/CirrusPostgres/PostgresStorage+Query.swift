@@ -10,9 +10,9 @@ import PostgresNIO
 /// and keyset cursors sealed as SQLite seals them (``QueryCursor``), with the server secret
 /// every node shares, so a cursor from one node continues on another.
 ///
-/// A first page reads, in one snapshot, the zone's records of the query's type in its order
-/// (``PostgresQuerySQL``) a batch at a time until the page is full and one more match shows
-/// another page follows. A later page reads the records unchanged since the first page's
+/// A first page reads, in one snapshot, the zone's records of the query's type in its order,
+/// narrowed by the conjuncts the index answers (``PostgresQuerySQL``), a batch at a time
+/// until the page is full and one more match shows another page follows. A later page reads the records unchanged since the first page's
 /// change sequence after the cursor's position, merged with those changed since, placed by
 /// their version of then: every write keeps the versions it replaces or deletes
 /// (`query_preimages`) until ``pruneQueryCursors(createdBefore:)`` drops them.

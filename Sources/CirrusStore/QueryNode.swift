@@ -56,11 +56,11 @@ package enum QueryValue: Sendable, Hashable {
     case date(Int64)
     case reference(QueryReference)
 
-    enum Family: Sendable, Hashable {
+    package enum Family: Sendable, Hashable {
         case number, string, bytes, date, reference
     }
 
-    var family: Family {
+    package var family: Family {
         switch self {
         case .int64, .double: .number
         case .string: .string
@@ -76,15 +76,15 @@ package enum QueryValue: Sendable, Hashable {
 package struct QueryReference: Sendable, Hashable {
     var zoneName: String?
     var ownerName: String
-    var recordName: String
+    package var recordName: String
 }
 
 /// `subject <operator> operands`: one operand for scalar operators, the list
 /// for IN, two (low, high) for BETWEEN.
 package struct QueryComparison: Sendable, Hashable {
-    var subject: QuerySubject
-    var op: QueryOperator
-    var operands: [QueryValue]
+    package var subject: QuerySubject
+    package var op: QueryOperator
+    package var operands: [QueryValue]
 }
 
 package struct QueryTextSearch: Sendable, Hashable {
@@ -123,4 +123,24 @@ package struct QuerySort: Sendable, Hashable {
 
     package var key: Key
     package var ascending: Bool
+}
+
+extension QueryComparison {
+    /// The least string greater than every string starting with `prefix`
+    /// (byte-wise, as SQLite's BINARY collation orders UTF-8): `prefix` with
+    /// its last scalar incremented; nil when every string qualifies.
+    package static func prefixUpperBound(_ prefix: String) -> String? {
+        var scalars = Array(prefix.unicodeScalars)
+        while let last = scalars.popLast() {
+            var next = last.value + 1
+            if next == 0xD800 { next = 0xE000 }
+            if let scalar = Unicode.Scalar(next) {
+                scalars.append(scalar)
+                var result = String.UnicodeScalarView()
+                result.append(contentsOf: scalars)
+                return String(result)
+            }
+        }
+        return nil
+    }
 }

@@ -195,6 +195,27 @@ struct PostgresQueryTests {
         }
     }
 
+    @Test func aComparisonOfAStringFieldReadsItsMatchesNotTheZone() async throws {
+        try await withPostgresStore { storage in
+            let records = (0..<300).map { i in
+                Wire.Record(
+                    recordID: Wire.RecordID(recordName: String(format: "r%03d", i), zoneID: zoneID("_defaultZone")),
+                    recordType: "Note",
+                    fields: [Wire.RecordField(key: "title", value: Wire.FieldValue(kind: .stringValue("t\(i % 100)")))])
+            }
+            #expect(!(try await storage.modifyRecords(RecordModification(saving: records), in: alice, by: "_alice")).hasFailures)
+            let predicate = Wire.QueryPredicate(
+                node: .comparison(
+                    Wire.ComparisonPredicate(
+                        key: "title", comparisonOperator: .equals, value: Wire.FieldValue(kind: .stringValue("t42")))))
+            let page = try await storage.queryRecords(
+                Wire.Query(recordType: "Note", predicate: predicate, sortDescriptors: []), in: zoneID("_defaultZone"),
+                of: alice, desiredKeys: nil, limit: 10)
+            #expect(page.records.map { $0.recordID?.recordName } == ["r042", "r142", "r242"])
+            #expect(page.recordsExamined == 3)
+        }
+    }
+
     @Test func writesKeepTheVersionsTheyReplaceUntilPruned() async throws {
         let at = Wire.Timestamp(seconds: 5_000, nanos: 0)
         let storage = try await PostgresStorage(url: try newDatabase(), maximumConnections: 2, clock: { at })
