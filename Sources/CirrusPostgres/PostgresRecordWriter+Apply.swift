@@ -31,6 +31,9 @@ extension PostgresRecordWriter {
         var saved = RecordColumns()
         var references = ReferenceColumns()
         var replacedSources: [String] = []
+        var index = PostgresIndexRows.Columns()
+        // The versions the writes replace, with the sequence each is replaced at.
+        var replaced: (names: [String], seqs: [Int64]) = ([], [])
         var deleted = TombstoneColumns()
         // A deletion's change is followed by those of its cascade (nil: a save's change).
         var changes: [(change: RecordChange, deletedName: String?)] = []
@@ -53,9 +56,17 @@ extension PostgresRecordWriter {
                 saved.seqs.append(seq)
                 saved.creators.append(creator)
                 saved.data.append(ByteBuffer(bytes: record.serializedBytes()))
+                saved.created.append(RecordCodec.nanoseconds(record.creationDate ?? now))
+                saved.modified.append(RecordCodec.nanoseconds(now))
+                saved.modifiers.append(modifier.recordName)
                 stored.append((prepared.index, record))
                 let name = record.recordID?.recordName ?? ""
-                if prepared.existing != nil { replacedSources.append(name) }
+                if prepared.existing != nil {
+                    replacedSources.append(name)
+                    replaced.names.append(name)
+                    replaced.seqs.append(seq)
+                }
+                index.append(record, name: name)
                 for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
                     references.sources.append(name)
                     references.targetZones.append(target.zone)
@@ -73,6 +84,8 @@ extension PostgresRecordWriter {
                 deleted.names.append(name)
                 deleted.types.append(existing.recordType)
                 deleted.seqs.append(seq)
+                replaced.names.append(name)
+                replaced.seqs.append(seq)
                 if collecting {
                     let old = subscriptions.needsPreviousState(of: existing.recordType) ? try existing.record() : nil
                     let change = RecordChange(
@@ -85,8 +98,11 @@ extension PostgresRecordWriter {
         // The zone moves to its last change sequence and to the database's next one in the
         // zone's last statement.
         let move = ZoneMove(changeSeq: seq, clientChangeToken: clientChangeToken)
+        if !replaced.names.isEmpty { try await keepVersions(replaced.names, replacedAt: replaced.seqs, in: zone.id) }
         if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone, moving: saved.names.isEmpty ? move : nil) }
         if !saved.names.isEmpty { try await writeSaves(saved, in: zone, moving: move) }
+        try await PostgresIndexRows.write(
+            index, replacing: replacedSources, zoneID: zone.id, database: PostgresRows.binds(key), connection, logger)
         if !replacedSources.isEmpty || !references.sources.isEmpty {
             try await writeReferences(references, replacing: replacedSources, in: zone)
         }
@@ -150,14 +166,28 @@ extension PostgresRecordWriter {
     private func deleteCascaded(_ name: String, in zoneID: Int64) async throws -> PostgresRecordRow? {
         var bindings = PostgresRows.binds(key, zoneID)
         bindings.append(name)
+        var deleting = bindings
+        deleting.append(RecordCodec.seconds(now))
+        // The version deleted is kept at the sequence the next statement moves the zone to
+        // (the database's row is locked: nothing moves it in between).
         let removed = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
+                    WITH kept AS (
+                        INSERT INTO query_preimages (container, owner, scope, zone_id, replaced_seq, name, record_type,
+                            record_id, old_seq, created_ns, modified_ns, data, kept_at)
+                        SELECT r.container, r.owner, r.scope, r.zone_id, z.change_seq + 1, r.name, r.record_type, r.id,
+                            r.change_seq, r.created_ns, r.modified_ns, r.data, $6
+                        FROM records r JOIN zones z
+                            ON z.container = r.container AND z.owner = r.owner AND z.scope = r.scope AND z.id = r.zone_id
+                        WHERE r.container = $1 AND r.owner = $2 AND r.scope = $3 AND r.zone_id = $4 AND r.name = $5
+                        ON CONFLICT DO NOTHING
+                    )
                     DELETE FROM records
                     WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = $5
                     RETURNING \(PostgresRecordRow.columns)
                     """,
-                binds: bindings), logger: logger)
+                binds: deleting), logger: logger)
         var deleted: PostgresRecordRow?
         for try await columns in removed.decode(PostgresRecordRow.Columns.self) { deleted = PostgresRecordRow(columns) }
         guard let deleted else { return nil }
@@ -184,6 +214,29 @@ extension PostgresRecordWriter {
                     """,
                 binds: bindings), logger: logger)
         return deleted
+    }
+
+    /// Keeps the stored versions of the records `names` of a zone, about to be replaced or
+    /// deleted at the change sequences `seqs`, for the query cursors of earlier sequences
+    /// (`query_preimages`, ``PostgresStorage/continueQuery(_:in:desiredKeys:limit:)``).
+    private func keepVersions(_ names: [String], replacedAt seqs: [Int64], in zoneID: Int64) async throws {
+        var bindings = PostgresRows.binds(key, zoneID)
+        bindings.append(names)
+        bindings.append(seqs)
+        bindings.append(RecordCodec.seconds(now))
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    INSERT INTO query_preimages (container, owner, scope, zone_id, replaced_seq, name, record_type,
+                        record_id, old_seq, created_ns, modified_ns, data, kept_at)
+                    SELECT r.container, r.owner, r.scope, r.zone_id, v.seq, r.name, r.record_type, r.id, r.change_seq,
+                        r.created_ns, r.modified_ns, r.data, $7
+                    FROM unnest($5::text[], $6::bigint[]) AS v (name, seq)
+                    JOIN records r ON r.container = $1 AND r.owner = $2 AND r.scope = $3 AND r.zone_id = $4
+                        AND r.name = v.name
+                    ON CONFLICT DO NOTHING
+                    """,
+                binds: bindings), logger: logger)
     }
 
     /// Replaces the references of the records saved again (`replacing`) with those of the
@@ -259,6 +312,10 @@ extension PostgresRecordWriter {
         var seqs: [Int64] = []
         var creators: [String] = []
         var data: [ByteBuffer] = []
+        /// The system fields a query names (nanoseconds since 1970; a user record name).
+        var created: [Int64] = []
+        var modified: [Int64] = []
+        var modifiers: [String] = []
     }
 
     /// The `deleteSelf` references of the records a zone's items save, one row each.
@@ -283,6 +340,9 @@ extension PostgresRecordWriter {
         bindings.append(saved.seqs)
         bindings.append(saved.creators)
         bindings.append(saved.data)
+        bindings.append(saved.created)
+        bindings.append(saved.modified)
+        bindings.append(saved.modifiers)
         let moving = try move.expressions(appendingTo: &bindings)
         // A record saved again supersedes its tombstone. The creator of an existing record
         // stays; everything else is the save's. One statement: one round trip.
@@ -295,13 +355,17 @@ extension PostgresRecordWriter {
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
                     )
                     INSERT INTO records (container, owner, scope, zone_id, name, record_type, change_tag, change_seq,
-                        creator, data)
-                    SELECT $1, $2, $3, $4, name, record_type, change_tag, change_seq, creator, data
-                    FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bytea[])
-                        AS saved (name, record_type, change_tag, change_seq, creator, data)
+                        creator, data, created_ns, modified_ns, modifier)
+                    SELECT $1, $2, $3, $4, name, record_type, change_tag, change_seq, creator, data, created_ns,
+                        modified_ns, modifier
+                    FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bytea[],
+                        $11::bigint[], $12::bigint[], $13::text[])
+                        AS saved (name, record_type, change_tag, change_seq, creator, data, created_ns, modified_ns,
+                            modifier)
                     ON CONFLICT (container, owner, scope, zone_id, name) DO UPDATE SET
                         record_type = excluded.record_type, change_tag = excluded.change_tag,
-                        change_seq = excluded.change_seq, data = excluded.data
+                        change_seq = excluded.change_seq, data = excluded.data, created_ns = excluded.created_ns,
+                        modified_ns = excluded.modified_ns, modifier = excluded.modifier
                     """,
                 binds: bindings), logger: logger)
     }

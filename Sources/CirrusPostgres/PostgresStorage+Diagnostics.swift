@@ -9,7 +9,8 @@ extension PostgresStorage {
         let known = [
             "databases", "zones", "records", "tombstones", "cascade_references", "users", "user_lookup",
             "user_discoverability", "bearer_tokens", "long_lived_operations", "long_lived_events", "server_secret",
-            "subscriptions", "notification_feeds", "notifications",
+            "subscriptions", "notification_feeds", "notifications", "record_values",
+            "query_preimages",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         let logger = self.logger

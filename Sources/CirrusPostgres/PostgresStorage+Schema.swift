@@ -289,6 +289,101 @@ extension PostgresStorage {
             "CREATE INDEX notifications_by_id ON notifications (container, owner, notification_id)",
             "CREATE INDEX notifications_by_time ON notifications (created_ns)",
         ],
+        // v7: what queries find records by (PostgresIndexRows), as SQLite's schema v2 and v7
+        // keep it.
+        //
+        // - records.created_ns, modified_ns (nanoseconds since 1970) and modifier (the last
+        //   modifier's user record name): the system fields a query compares and sorts by, out
+        //   of the record; the indexes list a zone's records of a type by row ID, creation or
+        //   modification, so a page in one of these orders reads about a page of rows.
+        // - record_values: one row per field value or list element of a record (kind is
+        //   IndexedKind: the value's type, lists apart), keyed by the record's key and deleted
+        //   with it. A value is in the column of its type (PostgresIndexRows.Columns); the
+        //   indexes list a zone's values of one type, key and kind in value order.
+        //
+        // - records.id: the record's row ID, kept while it exists (a save again keeps it), the
+        //   order of a query without sort descriptors.
+        // - query_preimages: per record version a write replaced or deleted, at the zone's
+        //   change sequence replaced_seq, the version as it was (old_seq, its sort columns
+        //   and data), so a query cursor of an earlier sequence places the record as of then.
+        //   Every write keeps them; pruneQueryCursors deletes those older than a cursor's
+        //   lifetime (kept_at, seconds since 1970).
+        //
+        // Records stored before are indexed by the migration (backfills).
+        [
+            """
+            ALTER TABLE records ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY,
+                ADD COLUMN created_ns bigint NOT NULL DEFAULT 0,
+                ADD COLUMN modified_ns bigint NOT NULL DEFAULT 0,
+                ADD COLUMN modifier text COLLATE "C" NOT NULL DEFAULT ''
+            """,
+            "CREATE INDEX records_by_type ON records (container, owner, scope, zone_id, record_type, id)",
+            """
+            CREATE INDEX records_by_created ON records (container, owner, scope, zone_id, record_type, created_ns, name)
+            """,
+            """
+            CREATE INDEX records_by_modified ON records (container, owner, scope, zone_id, record_type, modified_ns, name)
+            """,
+            """
+            CREATE TABLE record_values (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                zone_id bigint NOT NULL,
+                record_name text COLLATE "C" NOT NULL,
+                key text COLLATE "C" NOT NULL,
+                list_index integer NOT NULL,
+                kind integer NOT NULL,
+                record_type text COLLATE "C" NOT NULL,
+                int_value bigint,
+                real_value double precision,
+                real_value2 double precision,
+                bytes_value bytea,
+                PRIMARY KEY (container, owner, scope, zone_id, record_name, key, list_index),
+                FOREIGN KEY (container, owner, scope, zone_id, record_name) REFERENCES records ON DELETE CASCADE
+            )
+            """,
+            """
+            CREATE INDEX record_values_by_int
+                ON record_values (container, owner, scope, zone_id, record_type, key, kind, int_value)
+            """,
+            """
+            CREATE INDEX record_values_by_real
+                ON record_values (container, owner, scope, zone_id, record_type, key, kind, real_value)
+                WHERE real_value IS NOT NULL
+            """,
+            """
+            CREATE TABLE query_preimages (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                zone_id bigint NOT NULL,
+                replaced_seq bigint NOT NULL,
+                name text COLLATE "C" NOT NULL,
+                record_type text COLLATE "C" NOT NULL,
+                record_id bigint NOT NULL,
+                old_seq bigint NOT NULL,
+                created_ns bigint NOT NULL,
+                modified_ns bigint NOT NULL,
+                data bytea NOT NULL,
+                kept_at double precision NOT NULL,
+                PRIMARY KEY (container, owner, scope, zone_id, replaced_seq, name),
+                FOREIGN KEY (container, owner, scope, zone_id) REFERENCES zones ON DELETE CASCADE
+            )
+            """,
+            "CREATE INDEX query_preimages_by_kept_at ON query_preimages (kept_at)",
+            """
+            CREATE INDEX record_values_by_bytes
+                ON record_values (container, owner, scope, zone_id, record_type, key, kind, bytes_value)
+                WHERE bytes_value IS NOT NULL
+            """,
+        ],
+    ]
+
+    /// What a version's migration computes in Swift after its statements, in the same
+    /// transaction: values SQL cannot read out of a stored record.
+    static let backfills: [Int: @Sendable (PostgresConnection, Logger) async throws -> Void] = [
+        7: { try await PostgresIndexRows.backfill($0, $1) }
     ]
 
     /// Brings the schema to ``schemaVersion`` in one transaction that holds the migration
@@ -319,6 +414,7 @@ extension PostgresStorage {
                 for statement in Self.migrations[version - 1] {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
+                if let backfill = Self.backfills[version] { try await backfill(connection, logger) }
                 try await connection.query("INSERT INTO cirrus_schema (version) VALUES (\(version))", logger: logger)
             }
             return max(0, min(target, Self.schemaVersion) - current)

@@ -3,12 +3,14 @@ public import CirrusWire
 import Foundation
 public import Logging
 import PostgresNIO
+import Synchronization
 
 /// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
 /// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
 /// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
 /// operation journal — ``OperationJournal`` —, the server secret — ``ServerSecretStorage`` —,
-/// subscriptions and notification feeds — ``SubscriptionStorage`` — so far, see README →
+/// subscriptions and notification feeds — ``SubscriptionStorage`` —, and queries —
+/// ``RecordQueryStorage``, but full-text search and distance sorts — so far, see README →
 /// PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
@@ -42,6 +44,8 @@ public final class PostgresStorage: RecordSyncStorage {
     private let commitObservers = CommitObservers()
     /// The compiled subscriptions of each database.
     let subscriptionCache = PostgresSubscriptionCache()
+    /// The server secret query cursors are sealed with, once read (``querySecret()``).
+    let querySecretCache = Mutex<[UInt8]?>(nil)
     /// The observers of notifications, and how far this node announced each feed.
     let notifications: NotificationAnnouncer
     /// Hears the notifications every node commits (``observeNotifications(_:)``).

@@ -16,27 +16,29 @@ import Foundation
 /// (8, milliseconds) · zone name · query (`Wire.Query`) · desired keys ·
 /// position · tag (16). Lengths are big-endian; strings and messages carry a
 /// 4-byte length first.
-struct QueryCursor: Sendable, Hashable {
+package struct QueryCursor: Sendable, Hashable {
     static let version: UInt8 = 2
+    /// How every engine refuses a cursor it did not seal for the database, or that expired.
+    package static let unknown = StoreError(.invalidArguments, "the query cursor is unknown or expired")
     static let tagLength = 16
 
     /// The zone's row ID: a zone deleted and made again is another zone.
-    var zoneID: Int64
-    var zoneName: String
+    package var zoneID: Int64
+    package var zoneName: String
     /// The zone's change sequence when the first page was read: records
     /// changed after it are ordered by their sort keys as of then.
-    var seq: Int64
+    package var seq: Int64
     /// Milliseconds since the epoch when the first page was read.
-    var createdMilliseconds: Int64
+    package var createdMilliseconds: Int64
     /// The query as the client sent it (compiled again on every page).
-    var query: [UInt8]
+    package var query: [UInt8]
     /// nil = all fields; [] = system fields only; else these fields.
-    var desiredKeys: [String]?
+    package var desiredKeys: [String]?
     /// The last record returned so far.
-    var position: QueryKeyset.Position
+    package var position: QueryKeyset.Position
 
     /// The sealed bytes a client holds.
-    func sealed(for database: DatabaseKey, secret: [UInt8]) -> [UInt8] {
+    package func sealed(for database: DatabaseKey, secret: [UInt8]) -> [UInt8] {
         var body: [UInt8] = [Self.version]
         body.append(int64: zoneID)
         body.append(int64: seq)
@@ -55,7 +57,7 @@ struct QueryCursor: Sendable, Hashable {
 
     /// The cursor `bytes` hold, when sealed by this store for `database`;
     /// nil for anything else.
-    init?(sealed bytes: [UInt8], for database: DatabaseKey, secret: [UInt8]) {
+    package init?(sealed bytes: [UInt8], for database: DatabaseKey, secret: [UInt8]) {
         guard bytes.count > Self.tagLength + 1, bytes[0] == Self.version else { return nil }
         let body = Array(bytes.dropLast(Self.tagLength))
         let expected = Self.tag(body, database, secret)
@@ -77,7 +79,7 @@ struct QueryCursor: Sendable, Hashable {
             desiredKeys: desiredKeys, position: position)
     }
 
-    init(
+    package init(
         zoneID: Int64, zoneName: String, seq: Int64, createdMilliseconds: Int64, query: [UInt8],
         desiredKeys: [String]?, position: QueryKeyset.Position
     ) {

@@ -17,7 +17,7 @@ import CirrusWire
 ///   `IN` when a single-valued field equals some element of the operand list.
 /// - References are equal when they name the same record in the same zone;
 ///   `creatorUserRecordID`/`lastModifiedUserRecordID` compare user record names.
-struct QueryEvaluator {
+package struct QueryEvaluator {
     /// The queried zone; references without a zone point into it.
     let zoneName: String
     /// The owner of the queried database; references without one mean it.
@@ -25,7 +25,15 @@ struct QueryEvaluator {
     /// Whether stored record `rowID` holds every word of `search` (FTS5).
     let textMatches: (_ rowID: Int64, _ search: QueryTextSearch) throws -> Bool
 
-    func matches(_ node: QueryNode, _ record: Wire.Record, rowID: Int64) throws -> Bool {
+    package init(
+        zoneName: String, databaseOwner: String, textMatches: @escaping (_ rowID: Int64, _ search: QueryTextSearch) throws -> Bool
+    ) {
+        self.zoneName = zoneName
+        self.databaseOwner = databaseOwner
+        self.textMatches = textMatches
+    }
+
+    package func matches(_ node: QueryNode, _ record: Wire.Record, rowID: Int64) throws -> Bool {
         switch node {
         case .constant(let value):
             return value

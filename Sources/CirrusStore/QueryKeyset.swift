@@ -11,9 +11,9 @@ import GRDB
 /// Order, as SQLite orders the sort expressions (``QueryPlanner/sortExpression(_:)``):
 /// numbers (integers and reals compared by value) before strings (byte-wise
 /// UTF-8); a record without the value comes last whichever the direction.
-enum QueryKeyset {
+package enum QueryKeyset {
     /// One sort value as SQLite holds it.
-    enum Value: Sendable, Hashable {
+    package enum Value: Sendable, Hashable {
         case null
         case integer(Int64)
         case real(Double)
@@ -73,10 +73,10 @@ enum QueryKeyset {
 
     /// Where a page ended: the last returned record's sort values and its
     /// tie-break (record name, or row ID for a query without descriptors).
-    struct Position: Sendable, Hashable {
-        var values: [Value]
-        var name: String
-        var rowID: Int64
+    package struct Position: Sendable, Hashable {
+        package var values: [Value]
+        package var name: String
+        package var rowID: Int64
 
         func encode(into bytes: inout [UInt8]) {
             bytes.append(int64: Int64(values.count))
@@ -98,7 +98,7 @@ enum QueryKeyset {
             bytes.append(int64: rowID)
         }
 
-        init(values: [Value], name: String, rowID: Int64) {
+        package init(values: [Value], name: String, rowID: Int64) {
             self.values = values
             self.name = name
             self.rowID = rowID
@@ -128,7 +128,7 @@ enum QueryKeyset {
     }
 
     /// Negative when `a` comes before `b` in the order of `sorts`.
-    static func compare(_ a: Position, _ b: Position, _ sorts: [QuerySort]) -> Int {
+    package static func compare(_ a: Position, _ b: Position, _ sorts: [QuerySort]) -> Int {
         for (i, sort) in sorts.enumerated() where i < a.values.count && i < b.values.count {
             let x = a.values[i], y = b.values[i]
             switch (x, y) {
@@ -193,7 +193,7 @@ enum QueryKeyset {
 
     /// The sort values of a stored record version, as the sort expressions
     /// compute them from its `record_values` rows and date columns.
-    static func values(
+    package static func values(
         of record: Wire.Record, createdNanoseconds: Int64?, modifiedNanoseconds: Int64?, _ sorts: [QuerySort]
     ) -> [Value] {
         let rows = RecordCodec.indexRows(of: record)

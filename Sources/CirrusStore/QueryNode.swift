@@ -2,14 +2,14 @@ import CirrusWire
 
 /// A query after validation (``QueryValidation``): the form the planner turns
 /// into SQL and the evaluator checks records against.
-struct CompiledQuery: Sendable {
-    var recordType: String
-    var predicate: QueryNode
-    var sorts: [QuerySort]
+package struct CompiledQuery: Sendable {
+    package var recordType: String
+    package var predicate: QueryNode
+    package var sorts: [QuerySort]
 }
 
 /// A predicate tree node with values in the form the store compares them.
-indirect enum QueryNode: Sendable, Hashable {
+package indirect enum QueryNode: Sendable, Hashable {
     case constant(Bool)
     case comparison(QueryComparison)
     case and([QueryNode])
@@ -20,12 +20,12 @@ indirect enum QueryNode: Sendable, Hashable {
 }
 
 /// What a comparison compares: a field or a system field.
-enum QuerySubject: Sendable, Hashable {
+package enum QuerySubject: Sendable, Hashable {
     case field(String)
     case recordID, creator, modifier, creationDate, modificationDate
 }
 
-enum QueryOperator: Sendable, Hashable {
+package enum QueryOperator: Sendable, Hashable {
     case equals, notEquals, less, lessOrEqual, greater, greaterOrEqual, beginsWith, `in`, contains, between
 
     /// As in a predicate format string.
@@ -47,7 +47,7 @@ enum QueryOperator: Sendable, Hashable {
 
 /// Values a comparison can hold; the families that compare with each other
 /// are ``QueryValue/Family``.
-enum QueryValue: Sendable, Hashable {
+package enum QueryValue: Sendable, Hashable {
     case int64(Int64)
     case double(Double)
     case string(String)
@@ -56,11 +56,11 @@ enum QueryValue: Sendable, Hashable {
     case date(Int64)
     case reference(QueryReference)
 
-    enum Family: Sendable, Hashable {
+    package enum Family: Sendable, Hashable {
         case number, string, bytes, date, reference
     }
 
-    var family: Family {
+    package var family: Family {
         switch self {
         case .int64, .double: .number
         case .string: .string
@@ -73,28 +73,28 @@ enum QueryValue: Sendable, Hashable {
 
 /// The record a reference value points to. `zoneName` nil = the queried zone;
 /// an empty `ownerName` = the owner of the queried database.
-struct QueryReference: Sendable, Hashable {
+package struct QueryReference: Sendable, Hashable {
     var zoneName: String?
     var ownerName: String
-    var recordName: String
+    package var recordName: String
 }
 
 /// `subject <operator> operands`: one operand for scalar operators, the list
 /// for IN, two (low, high) for BETWEEN.
-struct QueryComparison: Sendable, Hashable {
-    var subject: QuerySubject
-    var op: QueryOperator
-    var operands: [QueryValue]
+package struct QueryComparison: Sendable, Hashable {
+    package var subject: QuerySubject
+    package var op: QueryOperator
+    package var operands: [QueryValue]
 }
 
-struct QueryTextSearch: Sendable, Hashable {
+package struct QueryTextSearch: Sendable, Hashable {
     /// The words to find, as the client wrote them (non-empty).
     var tokens: [String]
     /// The FTS5 query: every token as a quoted string (implicit AND).
     var matchExpression: String
 }
 
-struct QueryDistance: Sendable, Hashable {
+package struct QueryDistance: Sendable, Hashable {
     enum Comparison: Sendable, Hashable { case less, lessOrEqual, greater, greaterOrEqual }
 
     var key: String
@@ -113,14 +113,34 @@ struct QueryDistance: Sendable, Hashable {
     }
 }
 
-struct QuerySort: Sendable, Hashable {
-    enum Key: Sendable, Hashable {
+package struct QuerySort: Sendable, Hashable {
+    package enum Key: Sendable, Hashable {
         case field(String)
         case creationDate, modificationDate
         /// Distance of the location field from a point.
         case distance(key: String, latitude: Double, longitude: Double)
     }
 
-    var key: Key
-    var ascending: Bool
+    package var key: Key
+    package var ascending: Bool
+}
+
+extension QueryComparison {
+    /// The least string greater than every string starting with `prefix`
+    /// (byte-wise, as SQLite's BINARY collation orders UTF-8): `prefix` with
+    /// its last scalar incremented; nil when every string qualifies.
+    package static func prefixUpperBound(_ prefix: String) -> String? {
+        var scalars = Array(prefix.unicodeScalars)
+        while let last = scalars.popLast() {
+            var next = last.value + 1
+            if next == 0xD800 { next = 0xE000 }
+            if let scalar = Unicode.Scalar(next) {
+                scalars.append(scalar)
+                var result = String.UnicodeScalarView()
+                result.append(contentsOf: scalars)
+                return String(result)
+            }
+        }
+        return nil
+    }
 }

@@ -16,7 +16,7 @@ public struct QueryPage: Sendable, Hashable {
     public var cursor: [UInt8]?
     /// Stored records this page loaded and checked against the predicate
     /// (how well the indexes narrowed the query down; for tests).
-    var recordsExamined = 0
+    package var recordsExamined = 0
 
     public init(records: [Wire.Record], cursor: [UInt8]?) {
         self.records = records

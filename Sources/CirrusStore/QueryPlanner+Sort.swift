@@ -30,17 +30,7 @@ extension QueryPlanner {
     /// unless sorted by distance (and anything but a location then).
     func checkSorts() throws {
         for (i, sort) in query.sorts.enumerated() {
-            let key: String
-            let refused: [IndexedKind]
-            switch sort.key {
-            case .creationDate, .modificationDate: continue
-            case .field(let field):
-                key = field
-                refused = IndexedKind.allCases.filter { !IndexedKind.sortable.contains($0) }
-            case .distance(let field, _, _):
-                key = field
-                refused = IndexedKind.allCases.filter { $0 != .location }
-            }
+            guard let (key, refused) = sort.refusedKinds else { continue }
             let kinds = refused.map { String($0.rawValue) }.joined(separator: ", ")
             guard
                 let raw = try db.int64(
@@ -52,14 +42,33 @@ extension QueryPlanner {
                     arguments: [zoneID, query.recordType, key]),
                 let kind = IndexedKind(rawValue: raw)
             else { continue }
-            let label = "sort descriptor \(i + 1) (\"\(key)\"): \(key) holds \(kind.name) values in this zone"
-            switch sort.key {
-            case .distance:
-                throw StoreError(.invalidArguments, "\(label); a relative location sorts a location field")
-            default:
-                let hint = kind == .location ? "; sort locations by distance from a relative location" : ""
-                throw StoreError(.invalidArguments, "\(label); only single strings, numbers and dates sort\(hint)")
-            }
+            throw sort.refusal(at: i, key: key, holding: kind)
+        }
+    }
+}
+
+/// Which sorts every engine refuses (the rules; each engine looks the kinds up in its index).
+extension QuerySort {
+    /// The field a sort by a field orders by and the kinds of value that field must not hold
+    /// in the zone and type (lists, bytes, references, assets, and locations unless sorted
+    /// by distance, anything but a location then); nil for a date.
+    package var refusedKinds: (key: String, kinds: [IndexedKind])? {
+        switch key {
+        case .creationDate, .modificationDate: nil
+        case .field(let field): (field, IndexedKind.allCases.filter { !IndexedKind.sortable.contains($0) })
+        case .distance(let field, _, _): (field, IndexedKind.allCases.filter { $0 != .location })
+        }
+    }
+
+    /// The refusal of sort descriptor `i` (from 0) by field `key`, which holds `kind` values.
+    package func refusal(at i: Int, key: String, holding kind: IndexedKind) -> StoreError {
+        let label = "sort descriptor \(i + 1) (\"\(key)\"): \(key) holds \(kind.name) values in this zone"
+        switch self.key {
+        case .distance:
+            return StoreError(.invalidArguments, "\(label); a relative location sorts a location field")
+        default:
+            let hint = kind == .location ? "; sort locations by distance from a relative location" : ""
+            return StoreError(.invalidArguments, "\(label); only single strings, numbers and dates sort\(hint)")
         }
     }
 }

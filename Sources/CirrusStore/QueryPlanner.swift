@@ -329,20 +329,7 @@ struct QueryPlanner {
     /// The least string greater than every string starting with `prefix`
     /// (byte-wise, as SQLite's BINARY collation orders UTF-8): `prefix` with
     /// its last scalar incremented; nil when every string qualifies.
-    static func prefixUpperBound(_ prefix: String) -> String? {
-        var scalars = Array(prefix.unicodeScalars)
-        while let last = scalars.popLast() {
-            var next = last.value + 1
-            if next == 0xD800 { next = 0xE000 }
-            if let scalar = Unicode.Scalar(next) {
-                scalars.append(scalar)
-                var result = String.UnicodeScalarView()
-                result.append(contentsOf: scalars)
-                return String(result)
-            }
-        }
-        return nil
-    }
+    static func prefixUpperBound(_ prefix: String) -> String? { QueryComparison.prefixUpperBound(prefix) }
 }
 
 extension SQLFragment {

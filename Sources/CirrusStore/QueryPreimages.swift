@@ -102,31 +102,73 @@ enum QueryPreimages {
     static func changed(
         _ db: Database, zoneID: Int64, since seq: Int64, recordType: String, sorts: [QuerySort]
     ) throws -> [QueryCandidate] {
-        // Per record name, the first version replaced after `seq` is the one
-        // it had at `seq` — unless that version was itself made after `seq`.
         let rows = try db.rows(
             sql: """
                 SELECT name, record_type, record_id, old_seq, created_ns, modified_ns, data FROM query_preimages
                 WHERE zone_id = ? AND replaced_seq > ? ORDER BY replaced_seq
                 """,
             arguments: [zoneID, seq])
+        let versions = rows.map { row in
+            KeptRecordVersion(
+                name: row["name"], recordType: row["record_type"], rowID: row["record_id"], oldSeq: row["old_seq"],
+                createdNanoseconds: row["created_ns"], modifiedNanoseconds: row["modified_ns"],
+                data: [UInt8](row["data"] as Data))
+        }
+        return try KeptRecordVersion.positions(versions, at: seq, recordType: recordType, sorts: sorts)
+            .map { QueryCandidate(position: $0, id: nil) }
+    }
+}
+
+/// A record version a write replaced while query cursors may still need it (a *pre-image*),
+/// as every engine keeps them.
+package struct KeptRecordVersion: Sendable {
+    package var name: String
+    package var recordType: String
+    /// The record's row ID (the tie-break of a query without sort descriptors).
+    package var rowID: Int64
+    /// The change sequence of the version (the record's before the write).
+    package var oldSeq: Int64
+    package var createdNanoseconds: Int64?
+    package var modifiedNanoseconds: Int64?
+    /// The serialized `Wire.Record`.
+    package var data: [UInt8]
+
+    package init(
+        name: String, recordType: String, rowID: Int64, oldSeq: Int64, createdNanoseconds: Int64?,
+        modifiedNanoseconds: Int64?, data: [UInt8]
+    ) {
+        self.name = name
+        self.recordType = recordType
+        self.rowID = rowID
+        self.oldSeq = oldSeq
+        self.createdNanoseconds = createdNanoseconds
+        self.modifiedNanoseconds = modifiedNanoseconds
+        self.data = data
+    }
+
+    /// The positions, in the order of `sorts`, of the records of `recordType` that existed
+    /// at change sequence `seq` and changed since, from the versions replaced after `seq`
+    /// in the order they were replaced: per record name, the first version replaced after
+    /// `seq` is the one it had at `seq` — unless that version was itself made after `seq`.
+    package static func positions(
+        _ versions: [KeptRecordVersion], at seq: Int64, recordType: String, sorts: [QuerySort]
+    ) throws(StoreError) -> [QueryKeyset.Position] {
         var seen = Set<String>()
-        var candidates: [QueryCandidate] = []
-        for row in rows {
-            let name: String = row["name"]
-            guard seen.insert(name).inserted else { continue }
-            guard (row["old_seq"] as Int64) <= seq, (row["record_type"] as String) == recordType else { continue }
+        var positions: [QueryKeyset.Position] = []
+        for version in versions {
+            guard seen.insert(version.name).inserted else { continue }
+            guard version.oldSeq <= seq, version.recordType == recordType else { continue }
             let record: Wire.Record
             do {
-                record = try Wire.Record(serializedBytes: [UInt8](row["data"] as Data))
+                record = try Wire.Record(serializedBytes: version.data)
             } catch {
                 throw StoreError(.corruptData, "a kept record version does not decode: \(error)")
             }
             let values = QueryKeyset.values(
-                of: record, createdNanoseconds: row["created_ns"], modifiedNanoseconds: row["modified_ns"], sorts)
-            candidates.append(QueryCandidate(
-                position: QueryKeyset.Position(values: values, name: name, rowID: row["record_id"]), id: nil))
+                of: record, createdNanoseconds: version.createdNanoseconds,
+                modifiedNanoseconds: version.modifiedNanoseconds, sorts)
+            positions.append(QueryKeyset.Position(values: values, name: version.name, rowID: version.rowID))
         }
-        return candidates
+        return positions
     }
 }

@@ -6,7 +6,7 @@ import CirrusWire
 ///
 /// For example, `a == 1 AND b BEGINSWITH 2` is refused with
 /// `predicate "a == 1 AND b BEGINSWITH 2": operand 2 of AND: BEGINSWITH needs a string value, got int64`.
-enum QueryValidation {
+package enum QueryValidation {
     /// Predicate nodes may nest this deep (the root is level 1).
     static let maximumDepth = 16
     /// At most this many nodes in one predicate.
@@ -22,7 +22,14 @@ enum QueryValidation {
     ]
 
     /// - throws: ``StoreError`` `.invalidArguments` naming what is wrong.
-    static func compile(_ query: Wire.Query) throws(StoreError) -> CompiledQuery {
+    /// Refuses a results limit outside 1 ... `maximum`.
+    package static func checkLimit(_ limit: Int, maximum: Int) throws(StoreError) {
+        guard limit > 0, limit <= maximum else {
+            throw StoreError(.invalidArguments, "results limit \(limit) out of range 1 ... \(maximum)")
+        }
+    }
+
+    package static func compile(_ query: Wire.Query) throws(StoreError) -> CompiledQuery {
         guard !query.recordType.isEmpty, query.recordType.utf8.count <= RecordCodec.maxNameLength else {
             throw StoreError(.invalidArguments, "query: invalid record type \"\(query.recordType)\"")
         }

@@ -6,21 +6,21 @@ import GRDB
 /// type, list elements apart from single values, so a string never matches a
 /// reference, `==` never matches a list element and a sort can tell what a
 /// field holds without loading records.
-enum IndexedKind: Int64, Sendable, CaseIterable {
+package enum IndexedKind: Int64, Sendable, CaseIterable {
     case string = 1, int64 = 2, double = 3, bytes = 4, date = 5, reference = 6, location = 7, asset = 8
     case stringList = 17, int64List = 18, doubleList = 19, bytesList = 20
     case dateList = 21, referenceList = 22, locationList = 23, assetList = 24
 
     /// The kind of an element of a list of this kind's values.
-    var asList: IndexedKind { IndexedKind(rawValue: rawValue | 16) ?? self }
+    package var asList: IndexedKind { IndexedKind(rawValue: rawValue | 16) ?? self }
 
-    var isList: Bool { rawValue & 16 != 0 }
+    package var isList: Bool { rawValue & 16 != 0 }
 
     /// The kinds a sort can order by: single strings, numbers and dates.
-    static let sortable: [IndexedKind] = [.string, .int64, .double, .date]
+    package static let sortable: [IndexedKind] = [.string, .int64, .double, .date]
 
     /// The kind of a wire value.
-    init(_ kind: Wire.FieldValue.Kind) {
+    package init(_ kind: Wire.FieldValue.Kind) {
         switch kind {
         case .stringValue: self = .string
         case .int64Value: self = .int64
@@ -42,7 +42,7 @@ enum IndexedKind: Int64, Sendable, CaseIterable {
     }
 
     /// How a message names the kind ("string", "int64 list" …).
-    var name: String {
+    package var name: String {
         switch self {
         case .string: "string"
         case .int64: "int64"
@@ -66,16 +66,17 @@ enum IndexedKind: Int64, Sendable, CaseIterable {
 
 /// One row of `record_values`: a field value (or list element) as a query
 /// compares it, in the field of its type. Assets and empty lists get one row without
-/// a value, so what a field holds is known from the index alone.
-struct FieldIndexRow: Sendable {
-    var key: String
-    var listIndex: Int
-    var kind: IndexedKind
-    var int: Int64? = nil
-    var real: Double? = nil
-    var real2: Double? = nil
-    var text: String? = nil
-    var blob: Data? = nil
+/// a value, so what a field holds is known from the index alone. Every engine indexes a
+/// record with these rows (``RecordCodec/indexRows(of:)``), each in its own table.
+package struct FieldIndexRow: Sendable {
+    package var key: String
+    package var listIndex: Int
+    package var kind: IndexedKind
+    package var int: Int64? = nil
+    package var real: Double? = nil
+    package var real2: Double? = nil
+    package var text: String? = nil
+    package var blob: Data? = nil
 
     /// What `record_values.value` holds for this row (schema v7): the one
     /// value column that is set, NULL for assets and empty lists.
@@ -91,7 +92,7 @@ struct FieldIndexRow: Sendable {
 extension RecordCodec {
     /// The `record_values` rows of a record. Encrypted fields are not
     /// queryable in CloudKit and get no rows.
-    static func indexRows(of record: Wire.Record) -> [FieldIndexRow] {
+    package static func indexRows(of record: Wire.Record) -> [FieldIndexRow] {
         var rows: [FieldIndexRow] = []
         for field in record.fields where !field.isEncrypted {
             guard let kind = field.value?.kind else { continue }

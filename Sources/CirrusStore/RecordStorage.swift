@@ -107,7 +107,7 @@ public protocol RecordSyncStorage: Sendable {
 /// let result = try await storage.modifyRecords(
 ///     RecordModification(saving: [note]), in: .private(container: "c", user: "_alice"), by: "_alice")
 /// ```
-public protocol RecordStorage: RecordSyncStorage, SubscriptionStorage, UserStorage, TokenStorage, ShareStorage {
+public protocol RecordStorage: RecordSyncStorage, RecordQueryStorage, SubscriptionStorage, UserStorage, TokenStorage, ShareStorage {
     /// Deletes stored asset contents no record refers to any more; returns how many.
     ///
     /// - throws: ``StoreError``.
@@ -131,7 +131,13 @@ public protocol RecordStorage: RecordSyncStorage, SubscriptionStorage, UserStora
     ///
     /// - throws: ``StoreError``.
     func assetBytes(createdBy user: String) async throws -> UInt64
+}
 
+/// Queries over a zone's records (CKQueryOperation), with sealed keyset cursors. Every engine
+/// runs them with the same rules, shared in this module: the validation of a query, the
+/// evaluation of its predicate on a record, the order of its sort keys and the cursor's
+/// layout and seal.
+public protocol RecordQueryStorage: Sendable {
     /// The first page of a query (CKQueryOperation) over one zone: at most
     /// `limit` matching records in the query's order, restricted to
     /// `desiredKeys` (nil = all fields, [] = system fields only), and a cursor

@@ -170,12 +170,10 @@ extension SQLiteStorage {
         case makeLive(Int64)
     }
 
-    static let unknownCursor = StoreError(.invalidArguments, "the query cursor is unknown or expired")
+    static let unknownCursor = QueryCursor.unknown
 
     private func checkQueryLimit(_ limit: Int) throws(StoreError) {
-        guard limit > 0, limit <= maxItemsPerOperation else {
-            throw StoreError(.invalidArguments, "results limit \(limit) out of range 1 ... \(maxItemsPerOperation)")
-        }
+        try QueryValidation.checkLimit(limit, maximum: maxItemsPerOperation)
     }
 }
 

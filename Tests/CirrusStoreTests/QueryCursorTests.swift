@@ -37,7 +37,7 @@ struct QueryCursorTests {
     }
 
     @Test func pagesFollowEachOtherAndTheLastHasNoCursor() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll(numbered(0..<25))
             var page = try await storage.queryRecords(flagged, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
             var pages = [page.records.map(name)]
@@ -51,7 +51,7 @@ struct QueryCursorTests {
     }
 
     @Test func noEmptyLastPageWhenTheMatchesFillThePagesExactly() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll(numbered(0..<20) + numbered(20..<30, flag: 0))
             let first = try await storage.queryRecords(flagged, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
             let cursor = try #require(first.cursor)
@@ -65,7 +65,7 @@ struct QueryCursorTests {
     }
 
     @Test func changesBetweenPagesNeitherRepeatNorSkipRecordsThatMatchedThroughout() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             let saved = try await storage.saveAll(numbered(0..<40))
             func changed(_ i: Int, n: Int64? = nil, flag: Int64? = nil) -> Wire.Record {
                 var record = saved[i]
@@ -118,7 +118,7 @@ struct QueryCursorTests {
     }
 
     @Test func aCursorCanBeUsedAgainAndRemembersTheDesiredKeys() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll(numbered(0..<5).map { record in
                 var record = record
                 record.fields.append(field("extra", .stringValue("x")))
@@ -141,7 +141,7 @@ struct QueryCursorTests {
     }
 
     @Test func aCursorWorksOnlyInTheDatabaseThatMadeIt() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll(numbered(0..<5))
             try await storage.saveAll(numbered(0..<5).map { record in
                 var record = record
@@ -171,7 +171,7 @@ struct QueryCursorTests {
 
     @Test(arguments: [[], [1, 2, 3], [2] + Array(repeating: 0, count: 24), [1] + Array(repeating: 7, count: 24)])
     func malformedOrUnknownCursorsAreRefused(bytes: [UInt8]) async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll(numbered(0..<5))
             let error = await refusal {
                 _ = try await storage.continueQuery(bytes, in: alice, desiredKeys: .sameAsQuery, limit: 2)
@@ -182,7 +182,7 @@ struct QueryCursorTests {
 
     @Test func cursorsExpireAfterTheirLifetimeAndArePruned() async throws {
         let clock = ManualClock()
-        try await withStore(clock: clock.clock) { storage, _ in
+        try await withQueryStore(clock: clock.clock) { storage, _ in
             let saved = try await storage.saveAll(numbered(0..<30))
             let cursor = try #require(
                 try await storage.queryRecords(flagged, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10).cursor)
@@ -210,7 +210,7 @@ struct QueryCursorTests {
     }
 
     @Test func aCursorOfADeletedZoneFindsNoZone() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.createZone("Z")
             try await storage.saveAll((0..<5).map { item("z\($0)", zone: "Z", [("flag", .int64Value(1))]) })
             let first = try await storage.queryRecords(flagged, in: zoneID("Z"), of: alice, desiredKeys: nil, limit: 2)

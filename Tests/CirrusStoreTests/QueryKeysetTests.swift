@@ -8,7 +8,7 @@ import Testing
 private func name(_ record: Wire.Record) -> String { record.recordID?.recordName ?? "?" }
 
 /// The records named, as stored now.
-private func latest(_ storage: any StorageUnderTest, _ names: [String]) async throws -> [Wire.Record] {
+private func latest(_ storage: any QueryStorageUnderTest, _ names: [String]) async throws -> [Wire.Record] {
     try await storage.fetchRecords(names.map { recordID($0) }, desiredKeys: nil, in: alice).map { try #require($0.record) }
 }
 
@@ -35,7 +35,7 @@ struct QueryKeysetTests {
     }
 
     private func all(
-        _ storage: any StorageUnderTest, _ first: QueryPage, limit: Int, between: (Int) async throws -> Void = { _ in }
+        _ storage: any QueryStorageUnderTest, _ first: QueryPage, limit: Int, between: (Int) async throws -> Void = { _ in }
     ) async throws -> [String] {
         var page = first
         var names = page.records.map(name)
@@ -50,7 +50,7 @@ struct QueryKeysetTests {
     }
 
     @Test func aCursorAlteredInAnyBitIsRefused() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll(numbered(0..<6))
             let page = try await storage.queryRecords(
                 Q.query(sorts: [Q.sort("n")]), in: zoneID("_defaultZone"), of: alice, desiredKeys: ["n"], limit: 2)
@@ -77,11 +77,11 @@ struct QueryKeysetTests {
     }
 
     @Test func aCursorOfAnotherStoreIsRefused() async throws {
-        try await withStore { other, _ in
+        try await withQueryStore { other, _ in
             try await other.saveAll(numbered(0..<6))
             let foreign = try #require(
                 try await other.queryRecords(Q.query(), in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 2).cursor)
-            try await withStore { storage, _ in
+            try await withQueryStore { storage, _ in
                 try await storage.saveAll(numbered(0..<6))
                 let error = await refusal {
                     _ = try await storage.continueQuery(foreign, in: alice, desiredKeys: .sameAsQuery, limit: 2)
@@ -117,7 +117,7 @@ struct QueryKeysetTests {
     }
 
     @Test func aDateSortFollowsTheFirstPagesOrderWhileEveryChangeMovesRecords() async throws {
-        try await withStore(clock: SteppingClock(start: 1_000).clock) { storage, _ in
+        try await withQueryStore(clock: SteppingClock(start: 1_000).clock) { storage, _ in
             var saved: [String: Wire.Record] = [:]
             for record in numbered(0..<30) {
                 for stored in try await storage.saveAll([record]) { saved[name(stored)] = stored }
@@ -143,7 +143,7 @@ struct QueryKeysetTests {
     }
 
     @Test func descendingFieldSortWithMissingValuesAndChangesBetweenPages() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             var records = (0..<24).map { i -> Wire.Record in
                 // Ties (i / 3), a double among the integers, some without the field.
                 if i % 7 == 6 { return item(String(format: "r%03d", i), [("other", .int64Value(1))]) }
@@ -176,13 +176,13 @@ struct QueryKeysetTests {
         for engine in StorageEngineUnderTest.all where engine.isComplete {
             let location = try engine.newLocation()
             defer { engine.remove(location) }
-            let first = try #require(try await engine.open(location, systemClock) as? any StorageUnderTest)
+            let first = try #require(try await engine.open(location, systemClock) as? any QueryStorageUnderTest)
             let saved = try await first.saveAll(numbered(0..<6))
             let page = try await first.queryRecords(
                 Q.query(sorts: [Q.sort("n")]), in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 2)
             let cursor = try #require(page.cursor)
             try await first.close()
-            let storage = try #require(try await engine.open(location, systemClock) as? any StorageUnderTest)
+            let storage = try #require(try await engine.open(location, systemClock) as? any QueryStorageUnderTest)
             // A change after the restart still keeps the version the cursor needs.
             var moved = saved[4]
             moved.fields = [field("n", .int64Value(-1))]

@@ -7,7 +7,7 @@ import Testing
 @Suite("Query operators and types")
 struct QueryOperatorTests {
     /// Records whose field `n` holds every kind of value, and one without it.
-    private func numbers(_ storage: any StorageUnderTest) async throws {
+    private func numbers(_ storage: any QueryStorageUnderTest) async throws {
         try await storage.saveAll([
             item("i1", [("n", .int64Value(1))]),
             item("i2", [("n", .int64Value(2))]),
@@ -21,7 +21,7 @@ struct QueryOperatorTests {
     }
 
     @Test func int64AndDoubleCompareNumericallyWithEachOther() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await numbers(storage)
             #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(2))) == ["i2", "d2"])
             #expect(try await storage.names(Q.cmp("n", .equals, .doubleValue(2))) == ["i2", "d2"])
@@ -36,7 +36,7 @@ struct QueryOperatorTests {
     }
 
     @Test func aValueOfAnotherTypeAListOrNoFieldMatchesNoComparison() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await numbers(storage)
             #expect(try await storage.names(Q.cmp("n", .equals, .stringValue("5"))) == ["text5"])
             #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(5))) == [])
@@ -46,7 +46,7 @@ struct QueryOperatorTests {
     }
 
     @Test func notEqualsNeedsTheFieldButNotMatchesWhatTheComparisonDoesNot() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await numbers(storage)
             #expect(try await storage.names(Q.cmp("n", .notEquals, .int64Value(2))) == ["i1", "d25", "big"])
             #expect(
@@ -58,7 +58,7 @@ struct QueryOperatorTests {
     }
 
     @Test func stringsCompareByteWiseAndCaseSensitively() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("lower", [("s", .stringValue("apple"))]),
                 item("upper", [("s", .stringValue("Apple"))]),
@@ -82,7 +82,7 @@ struct QueryOperatorTests {
     }
 
     @Test func datesCompareWithDates() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("d100", [("when", Q.date(100))]),
                 item("d200", [("when", .dateValue(Wire.Timestamp(seconds: 200, nanos: 5)))]),
@@ -100,7 +100,7 @@ struct QueryOperatorTests {
     }
 
     @Test func inMatchesSingleValuesContainsMatchesListElements() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("red", [("color", .stringValue("red")), ("tags", Q.strings("warm", "bright"))]),
                 item("blue", [("color", .stringValue("blue")), ("tags", Q.strings("cold"))]),
@@ -119,7 +119,7 @@ struct QueryOperatorTests {
     }
 
     @Test func betweenIsInclusiveAndEmptyWhenReversed() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll((1...5).map { item("n\($0)", [("n", .int64Value(Int64($0)))]) })
             #expect(try await storage.names(Q.cmp("n", .between, Q.ints(2, 4))) == ["n2", "n3", "n4"])
             #expect(try await storage.names(Q.cmp("n", .between, Q.doubles(1.5, 2.5))) == ["n2"])
@@ -128,7 +128,7 @@ struct QueryOperatorTests {
     }
 
     @Test func bytesCompareForEquality() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("a", [("b", .bytesValue([1, 2]))]),
                 item("b", [("b", .bytesValue([1, 2, 3]))]),
@@ -142,7 +142,7 @@ struct QueryOperatorTests {
     }
 
     @Test func referencesMatchByRecordNameInTheSameZone() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.createZone("Other")
             try await storage.saveAll([
                 item("plain", [("owner", reference(recordID("target"), deleteSelf: false))]),
@@ -172,8 +172,7 @@ struct QueryOperatorTests {
     }
 
     @Test func systemFields() async throws {
-        let clock = SteppingClock(start: 1_000)
-        try await withStore(clock: clock.clock) { storage, _ in
+        try await withQueryStore(clock: SteppingClock(start: 1_000).clock) { storage, _ in
             try await storage.saveAll([item("first", in: publicDB)], in: publicDB, by: "_alice")  // created at 1000
             try await storage.saveAll([item("second", in: publicDB)], in: publicDB, by: "_bob")  // 1001
             try await storage.saveAll([item("third", in: publicDB)], in: publicDB, by: "_alice")  // 1002
@@ -206,7 +205,7 @@ struct QueryOperatorTests {
     }
 
     @Test func theQueryLooksAtOneRecordTypeInOneZoneAndSkipsEncryptedFields() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.createZone("Z")
             var secret = item("secret", [("n", .int64Value(1))])
             secret.fields[0].isEncrypted = true
@@ -222,7 +221,7 @@ struct QueryOperatorTests {
     }
 
     @Test func constantsAndConjunctions() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll((1...6).map {
                 item("n\($0)", [("n", .int64Value(Int64($0))), ("even", .int64Value($0 % 2 == 0 ? 1 : 0))])
             })
@@ -240,7 +239,7 @@ struct QueryOperatorTests {
     }
 
     @Test func anEmptyDefaultZoneAndAMissingZone() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             let names = try await storage.names(Q.all)
             #expect(names == [], "the default zone of a database nobody wrote to")
             let error = await storage.refusal(Q.query(Q.all), zone: "Missing")
@@ -249,7 +248,7 @@ struct QueryOperatorTests {
     }
 
     @Test func desiredKeysRestrictTheFieldsNotTheMatch() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([item("a", [("n", .int64Value(1)), ("s", .stringValue("x"))])])
             let records = try await storage.queryAll(Q.query(Q.cmp("n", .equals, .int64Value(1))), desiredKeys: ["s"])
             #expect(records.map(\.keys) == [["s"]])

@@ -179,9 +179,8 @@ private struct RandomQueries {
 struct QueryRandomizedTests {
     @Test(arguments: [0xC1_2025, 7, 1_234_567] as [UInt64])
     func randomQueriesMatchABruteForceFilter(seed: UInt64) async throws {
-        let clock = SteppingClock(start: 1_000)
         var generator = RandomQueries(seed: seed)
-        try await withStore(clock: clock.clock) { storage, _ in
+        try await withQueryStore(clock: SteppingClock(start: 1_000).clock) { storage, engine in
             try await storage.createZone("Other")
             var records: [String: Wire.Record] = [:]
             var order: [String] = []  // first-save order = the default query order
@@ -227,7 +226,15 @@ struct QueryRandomizedTests {
                 let sorts = generator.sorts()
                 let limit = Int.random(in: 1...15, using: &generator.rng)
                 let query = Q.query(predicate, sorts: sorts)
-                let got = try await storage.queryAll(query, limit: limit).map { $0.recordID?.recordName ?? "?" }
+                let got: [String]
+                do {
+                    got = try await storage.queryAll(query, limit: limit).map { $0.recordID?.recordName ?? "?" }
+                } catch let error as StoreError where !engine.runsTextSearchAndDistanceSorts {
+                    // Refused by an engine that does not run them yet, saying so.
+                    #expect(error.code == .invalidArguments && error.message.contains("does not"), "\(error)")
+                    checked += 1
+                    continue
+                }
                 let matching = order.filter { name in records[name].map { BruteForce.matches(predicate, $0) } ?? false }
                 let expected = BruteForce.sorted(matching.compactMap { records[$0] }, by: sorts, defaultOrder: order)
                 #expect(got == expected, "round \(round), limit \(limit): \(query)")

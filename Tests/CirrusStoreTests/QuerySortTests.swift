@@ -7,7 +7,7 @@ import Testing
 @Suite("Query sort order")
 struct QuerySortTests {
     @Test func severalKeysAscendingAndDescendingTiesByRecordName() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("e", [("group", .stringValue("b")), ("n", .int64Value(1))]),
                 item("d", [("group", .stringValue("a")), ("n", .int64Value(2))]),
@@ -22,7 +22,7 @@ struct QuerySortTests {
     }
 
     @Test func recordsWithoutTheFieldComeLastEitherWay() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("none1"), item("two", [("n", .int64Value(2))]), item("none2", [("other", .int64Value(0))]),
                 item("one", [("n", .int64Value(1))]), item("encrypted", [("n", .int64Value(0))]),
@@ -38,8 +38,7 @@ struct QuerySortTests {
     }
 
     @Test func systemDatesSort() async throws {
-        let clock = SteppingClock(start: 5_000)
-        try await withStore(clock: clock.clock) { storage, _ in
+        try await withQueryStore(clock: SteppingClock(start: 5_000).clock) { storage, _ in
             let saved = try await storage.saveAll([item("z")])
             try await storage.saveAll([item("y")])
             try await storage.saveAll([item("x")])
@@ -52,7 +51,7 @@ struct QuerySortTests {
     }
 
     @Test func withoutSortDescriptorsRecordsComeInTheOrderTheyWereFirstSaved() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([item("m"), item("c"), item("x")])
             let saved = try await storage.saveAll([item("a")])
             try await storage.saveAll([saved[0]])

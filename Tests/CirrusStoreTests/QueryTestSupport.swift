@@ -62,7 +62,7 @@ enum Q {
     }
 }
 
-extension RecordStorage {
+extension RecordQueryStorage {
     /// Every page of a query, in order.
     func queryAll(
         _ query: Wire.Query, zone: String = "_defaultZone", in key: DatabaseKey = alice, desiredKeys: [String]? = nil,

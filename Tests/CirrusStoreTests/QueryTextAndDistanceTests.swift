@@ -6,7 +6,7 @@ import Testing
 
 @Suite("Query full-text search and distance")
 struct QueryTextAndDistanceTests {
-    private func desserts(_ storage: any StorageUnderTest) async throws {
+    private func desserts(_ storage: any QueryStorageUnderTest) async throws {
         try await storage.saveAll([
             item("creme", [("title", .stringValue("Crème Brûlée")), ("tags", Q.strings("French", "custard"))]),
             item("pie", [("title", .stringValue("Apple pie")), ("notes", .stringValue("with CREME fraiche"))]),
@@ -62,7 +62,7 @@ struct QueryTextAndDistanceTests {
     private static let london = (51.5074, -0.1278)  // 343.5 km from Paris
     private static let berlin = (52.5200, 13.4050)  // 877.5 km from Paris
 
-    private func cities(_ storage: any StorageUnderTest) async throws {
+    private func cities(_ storage: any QueryStorageUnderTest) async throws {
         try await storage.saveAll([
             item("paris", [("at", Q.location(Self.paris.0, Self.paris.1))]),
             item("london", [("at", Q.location(Self.london.0, Self.london.1))]),
@@ -73,7 +73,7 @@ struct QueryTextAndDistanceTests {
     }
 
     @Test func distanceToLocationInMeters() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await cities(storage)
             let (lat, lon) = Self.paris
             #expect(try await storage.names(Q.near("at", lat, lon, within: 1)) == ["paris"])
@@ -90,7 +90,7 @@ struct QueryTextAndDistanceTests {
     }
 
     @Test func distanceAcrossTheAntimeridianAndNearAPole() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("east", [("at", Q.location(0, 179.9))]),
                 item("west", [("at", Q.location(0, -179.9))]),

@@ -22,19 +22,32 @@ func temporaryDirectory() -> String {
 /// A storage engine the storage conformance suite runs against.
 ///
 /// **The conformance suite** is every test that reaches the store only through
-/// ``withSyncStore(clock:_:)``, ``withStore(clock:_:)``, ``withDirectoryStore(clock:_:)`` or
-/// ``withSubscriptionStore(clock:_:)``. It is split by capability:
+/// ``withSyncStore(clock:_:)``, ``withStore(clock:_:)``, ``withDirectoryStore(clock:_:)``,
+/// ``withJournalStore(clock:_:)``, ``withSubscriptionStore(clock:_:)`` or
+/// ``withQueryStore(clock:_:)``. It is split by capability:
 ///
 /// - **Records, zones and change feeds** (``RecordSyncStorage``, through
 ///   ``withSyncStore(clock:_:)``): `AccessTests`, `AtomicTests`, `ChangeFeedTests`,
 ///   `FetchTests`, `SavePolicyTests`, `ZoneTests`, `GroupCommitTests`, but for the tests of
 ///   theirs that need more. Every engine in ``all`` runs them: SQLite and PostgreSQL.
 /// - **Everything** (``RecordStorage``, through ``withStore(clock:_:)``): the rest of those
-///   files, `CascadeTests`, `ReferenceRulesTests`, `QueryCursorTests`,
-///   `QueryKeysetTests` (but the two tests named below), `QueryOperatorTests`,
-///   `QueryRandomizedTests`, `QuerySortTests`, `QueryTextAndDistanceTests`, `ShareSaveTests`,
-///   `SharedTombstoneTests` and the store part of `ThroughputTests`: the engines of ``all``
-///   that implement all of ``RecordStorage`` (``isComplete``) run them — SQLite so far.
+///   files, `CascadeTests`, `ReferenceRulesTests`, `ShareSaveTests`, `SharedTombstoneTests`,
+///   the store part of `ThroughputTests`, and the query tests that need more than queries:
+///   in `QueryTextAndDistanceTests` full-text search and the distance sort
+///   (`everyWordMustOccurInSomeStringField`, `wordsMatchIgnoringCaseAndDiacritics`,
+///   `theTextIndexFollowsSavesAndDeletes`, `locationsSortByDistanceMissingOnesLast`), in
+///   `QuerySortTests` `aDistanceSortNeedsALocationField` and `fieldsThatDoNotSortAreRefused`
+///   (it saves assets), in `QueryKeysetTests` `versionsAreKeptOnlyInZonesWithLiveCursors`
+///   (SQLite keeps versions only in zones with live cursors; PostgreSQL keeps every one until
+///   pruned). The engines of ``all`` that implement all of ``RecordStorage`` (``isComplete``)
+///   run them — SQLite so far.
+/// - **Queries** (``RecordQueryStorage``, through ``withQueryStore(clock:_:)``): the rest of
+///   `QueryCursorTests`, `QueryKeysetTests` (but the tests named here and below),
+///   `QueryOperatorTests`, `QueryRandomizedTests`, `QuerySortTests` and
+///   `QueryTextAndDistanceTests`. The engines of ``all`` that implement it
+///   (``implementsQueries``) run them: SQLite and PostgreSQL; on an engine that does not run
+///   full-text search and distance sorts (``runsTextSearchAndDistanceSorts``: PostgreSQL so
+///   far) `QueryRandomizedTests` expects those queries refused, saying so.
 ///
 /// - **The user directory and bearer tokens** (``UserStorage`` and ``TokenStorage``, through
 ///   ``withDirectoryStore(clock:_:)``): `UserStorageTests`, `TokenStorageTests`. The engines
@@ -83,6 +96,12 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements ``SubscriptionStorage`` (its storages are
     /// ``SubscriptionStorageUnderTest``s).
     var implementsSubscriptions: Bool
+    /// Whether the engine implements ``RecordQueryStorage`` (its storages are
+    /// ``QueryStorageUnderTest``s).
+    var implementsQueries: Bool
+    /// Whether its queries run full-text search (`self CONTAINS`) and sort by distance; an
+    /// engine that does not refuses them with `invalidArguments` naming what it does not run.
+    var runsTextSearchAndDistanceSorts: Bool
 
     var description: String { name }
 
@@ -96,13 +115,15 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         isComplete: true,
         implementsDirectory: true,
         implementsJournal: true,
-        implementsSubscriptions: true
+        implementsSubscriptions: true,
+        implementsQueries: true,
+        runsTextSearchAndDistanceSorts: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
     /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory,
-    /// bearer tokens, the long-lived operation journal, subscriptions and notification feeds
-    /// so far.
+    /// bearer tokens, the long-lived operation journal, subscriptions, notification feeds and
+    /// queries so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -115,7 +136,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         isComplete: false,
         implementsDirectory: true,
         implementsJournal: true,
-        implementsSubscriptions: true
+        implementsSubscriptions: true,
+        implementsQueries: true,
+        runsTextSearchAndDistanceSorts: false
     )
 
     /// Every engine the conformance suite runs against.
@@ -136,13 +159,19 @@ protocol SyncStorageUnderTest: RecordSyncStorage {
 }
 
 /// What the whole conformance suite needs of an engine: all of ``RecordStorage``.
-protocol StorageUnderTest: SyncStorageUnderTest, RecordStorage {}
+protocol StorageUnderTest: QueryStorageUnderTest, RecordStorage {}
 
 /// What the user directory and bearer token part of the conformance suite needs of an engine.
 protocol DirectoryStorageUnderTest: SyncStorageUnderTest, UserStorage, TokenStorage {}
 
 /// What the subscriptions part of the conformance suite needs of an engine.
 protocol SubscriptionStorageUnderTest: SyncStorageUnderTest, SubscriptionStorage {}
+
+/// What the queries part of the conformance suite needs of an engine.
+protocol QueryStorageUnderTest: SyncStorageUnderTest, RecordQueryStorage {}
+
+extension SQLiteStorage: QueryStorageUnderTest {}
+extension PostgresStorage: QueryStorageUnderTest {}
 
 extension SQLiteStorage: DirectoryStorageUnderTest {}
 extension PostgresStorage: DirectoryStorageUnderTest {}
@@ -160,9 +189,10 @@ extension SQLiteStorage: StorageUnderTest {
 }
 
 extension PostgresStorage: SyncStorageUnderTest {
-    /// Asset contents, indexed field values and query preimages: this engine keeps none of
-    /// them yet (it refuses assets and runs no queries), so none is left behind either.
-    private static let keptByNothing: Set<String> = ["assets", "record_values", "record_fields", "query_preimages"]
+    /// Asset contents: this engine keeps none yet (it refuses assets), so none is left behind
+    /// either. Its indexed field values and the record versions kept for query cursors are
+    /// `record_values` and `query_preimages`, as SQLite's.
+    private static let keptByNothing: Set<String> = ["assets", "record_fields"]
 
     func count(_ table: String) async throws -> Int {
         if Self.keptByNothing.contains(table) { return 0 }
@@ -228,6 +258,21 @@ func withJournalStore(
         try await withStorage(of: engine, clock: clock()) { storage in
             let journal = try #require(storage as? any JournalStorageUnderTest, "\(engine) implements OperationJournal")
             try await body(journal, engine)
+        }
+    }
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
+/// ``RecordQueryStorage`` (``StorageEngineUnderTest/implementsQueries``), each time with a fresh
+/// storage of that engine, closed and removed afterwards.
+func withQueryStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any QueryStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine.implementsQueries {
+        try await withStorage(of: engine, clock: clock()) { storage in
+            let querying = try #require(storage as? any QueryStorageUnderTest, "\(engine) implements RecordQueryStorage")
+            try await body(querying, engine)
         }
     }
 }
