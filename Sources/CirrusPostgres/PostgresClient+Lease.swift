@@ -1,0 +1,53 @@
+import PostgresNIO
+
+/// No pooled connection was free or could be made within the storage's lease timeout (the
+/// server is down, or every connection is busy for that long).
+struct PostgresLeaseTimeout: Error, CustomStringConvertible {
+    var timeout: Duration
+
+    var description: String { "no PostgreSQL connection within \(timeout)" }
+}
+
+extension PostgresClient {
+    /// Runs `body` on a pooled connection, or throws ``PostgresLeaseTimeout`` when none is
+    /// leased within `timeout`.
+    ///
+    /// While the server cannot be reached the pool keeps a request waiting, and fails it only
+    /// after it has failed to connect for a minute: a caller would hang that long. Here the
+    /// lease is taken by a child task that hands the connection over and holds it until
+    /// `body` returned; when the timeout comes first, that task is cancelled, which withdraws
+    /// the request from the pool. Once leased, `body` runs to its end without a deadline.
+    func withConnection<Result: Sendable>(
+        leaseTimeout timeout: Duration, _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let (leases, lease) = AsyncThrowingStream<PostgresConnection, any Error>.makeStream()
+        let (released, release) = AsyncStream<Void>.makeStream()
+        return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
+            group.addTask {
+                do {
+                    try await self.withConnection { connection in
+                        lease.yield(connection)
+                        for await _ in released {}
+                    }
+                    lease.finish()
+                } catch {
+                    lease.finish(throwing: error)
+                }
+            }
+            group.addTask {
+                // Cancelled once the body returned: then the stream has ended, and this is moot.
+                try? await Task.sleep(for: timeout)
+                lease.finish(throwing: PostgresLeaseTimeout(timeout: timeout))
+            }
+            defer {
+                release.finish()
+                group.cancelAll()
+            }
+            var iterator = leases.makeAsyncIterator()
+            guard let connection = try await iterator.next() else {
+                throw PostgresLeaseTimeout(timeout: timeout)
+            }
+            return try await body(connection)
+        }
+    }
+}
