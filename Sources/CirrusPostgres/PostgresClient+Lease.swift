@@ -14,40 +14,39 @@ extension PostgresClient {
     ///
     /// While the server cannot be reached the pool keeps a request waiting, and fails it only
     /// after it has failed to connect for a minute: a caller would hang that long. Here the
-    /// lease is taken by a child task that hands the connection over and holds it until
-    /// `body` returned; when the timeout comes first, that task is cancelled, which withdraws
-    /// the request from the pool. Once leased, `body` runs to its end without a deadline.
+    /// lease is taken by a task of its own that hands the connection over and holds it until
+    /// `body` returned; when the timeout comes first, that task is cancelled (which withdraws
+    /// the request) and not waited for: a request the pool still answers later is released at
+    /// once. Once leased, `body` runs to its end without a deadline.
     func withConnection<Result: Sendable>(
         leaseTimeout timeout: Duration, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let (leases, lease) = AsyncThrowingStream<PostgresConnection, any Error>.makeStream()
         let (released, release) = AsyncStream<Void>.makeStream()
-        return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
-            group.addTask {
-                do {
-                    try await self.withConnection { connection in
-                        lease.yield(connection)
-                        for await _ in released {}
-                    }
-                    lease.finish()
-                } catch {
-                    lease.finish(throwing: error)
+        let holder = Task {
+            do {
+                try await self.withConnection { connection in
+                    lease.yield(connection)
+                    for await _ in released {}
                 }
+                lease.finish()
+            } catch {
+                lease.finish(throwing: error)
             }
-            group.addTask {
-                // Cancelled once the body returned: then the stream has ended, and this is moot.
-                try? await Task.sleep(for: timeout)
-                lease.finish(throwing: PostgresLeaseTimeout(timeout: timeout))
-            }
-            defer {
-                release.finish()
-                group.cancelAll()
-            }
-            var iterator = leases.makeAsyncIterator()
-            guard let connection = try await iterator.next() else {
-                throw PostgresLeaseTimeout(timeout: timeout)
-            }
-            return try await body(connection)
         }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            lease.finish(throwing: PostgresLeaseTimeout(timeout: timeout))
+        }
+        defer {
+            release.finish()
+            timer.cancel()
+            holder.cancel()
+        }
+        var iterator = leases.makeAsyncIterator()
+        guard let connection = try await iterator.next() else {
+            throw PostgresLeaseTimeout(timeout: timeout)
+        }
+        return try await body(connection)
     }
 }
