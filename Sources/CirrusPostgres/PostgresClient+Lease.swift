@@ -1,3 +1,4 @@
+import NIOCore
 import PostgresNIO
 
 /// No pooled connection was free or could be made within the storage's lease timeout (the
@@ -47,6 +48,15 @@ extension PostgresClient {
         guard let connection = try await iterator.next() else {
             throw PostgresLeaseTimeout(timeout: timeout)
         }
-        return try await body(connection)
+        do {
+            return try await body(connection)
+        } catch {
+            // A connection the server ended is closed before it returns to the pool, so no
+            // later statement is queued on it.
+            if PostgresUnavailability.reason(error) != nil {
+                let _: EventLoopFuture<Void> = connection.close()
+            }
+            throw error
+        }
     }
 }

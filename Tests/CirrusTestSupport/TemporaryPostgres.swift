@@ -219,13 +219,13 @@ public final class TemporaryPostgres: Sendable {
     private static func removeStaleClusters(binaries: String) {
         let temporary = NSTemporaryDirectory()
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: temporary) else { return }
-        // This process's own clusters are never stale (one may be starting on another thread,
-        // its owner file not written yet).
-        for entry in entries where entry.hasPrefix(prefix) && !entry.hasPrefix(prefix + "\(getpid())-") {
+        for entry in entries where entry.hasPrefix(prefix) {
             let directory = temporary + entry
             let owner = (try? String(contentsOfFile: directory + "/owner.pid", encoding: .utf8))
                 .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
             if let owner, owner == getpid() || kill(owner, 0) == 0 || errno == EPERM { continue }
+            // One of this process's that another thread is creating (no owner file yet).
+            if owner == nil && entry.hasPrefix(prefix + "\(getpid())-") { continue }
             destroy(directory: directory, binaries: binaries)
         }
     }
