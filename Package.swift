@@ -106,6 +106,8 @@ let package = Package(
                 "CirrusStore",
                 "CirrusWire",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // ConnectionPoolError, to tell a pool that gave up connecting from other failures.
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

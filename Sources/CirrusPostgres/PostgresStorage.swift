@@ -38,6 +38,8 @@ public final class PostgresStorage: RecordSyncStorage {
     let client: PostgresClient
     let logger: Logger
     let clock: @Sendable () -> Wire.Timestamp
+    /// How long a call waits for a pooled connection before it fails `.unavailable`.
+    let leaseTimeout: Duration
     /// The group commit of record and zone writes, per database.
     let writes: PostgresWriteQueue
     /// Told of every write transaction (see ``observeCommits(_:)``).
@@ -56,13 +58,16 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Connects to `url` and migrates the schema.
     ///
     /// - parameter maximumConnections: the pool's size on this node.
+    /// - parameter leaseTimeout: how long a call waits for a pooled connection (the server
+    ///   down, or every connection busy) before it fails with ``StoreError`` `.unavailable`.
     /// - parameter clock: the source of deletion dates; the wall clock unless a test injects one.
-    /// - throws: ``StoreError`` `.storageFailure` when the server cannot be reached, refuses
-    ///   the sign-in, or holds a schema newer than this version.
+    /// - throws: ``StoreError`` `.unavailable` when the server cannot be reached;
+    ///   `.storageFailure` when it refuses the sign-in or holds a schema newer than this version.
     public init(
         url: PostgresURL,
         maximumConnections: Int = 20,
         maxItemsPerOperation: Int = SQLiteStorage.defaultMaxItemsPerOperation,
+        leaseTimeout: Duration = .seconds(10),
         logger: Logger = Logger(label: "cirrus.postgres"),
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
     ) async throws {
@@ -100,9 +105,10 @@ public final class PostgresStorage: RecordSyncStorage {
         self.url = url
         self.logger = logger
         self.clock = clock
+        self.leaseTimeout = leaseTimeout
         self.maxItemsPerOperation = maxItemsPerOperation
         let observers = commitObservers
-        self.writes = PostgresWriteQueue(client: client, logger: logger) { commit in
+        self.writes = PostgresWriteQueue(client: client, logger: logger, leaseTimeout: leaseTimeout) { commit in
             for observer in observers.withLock({ $0 }) { observer(commit) }
         }
         // The pool leases only while run() runs: the open returns once the task that runs it
@@ -169,10 +175,20 @@ public final class PostgresStorage: RecordSyncStorage {
     func transaction<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
-        do {
-            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
-        } catch {
-            throw Self.storeError(error)
+        let logger = self.logger
+        return try await connection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            let result: Result
+            do {
+                result = try await body(connection)
+            } catch {
+                // A connection that was lost rolled back with its session (and a statement
+                // sent on it may never be answered).
+                if PostgresUnavailability.reason(error) == nil { _ = try? await connection.query("ROLLBACK", logger: logger) }
+                throw error
+            }
+            try await connection.query("COMMIT", logger: logger)
+            return result
         }
     }
 
@@ -188,7 +204,9 @@ public final class PostgresStorage: RecordSyncStorage {
             do {
                 result = try await body(connection)
             } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
+                // A connection that was lost rolled back with its session (and a statement
+                // sent on it may never be answered).
+                if PostgresUnavailability.reason(error) == nil { _ = try? await connection.query("ROLLBACK", logger: logger) }
                 throw error
             }
             try await connection.query("COMMIT", logger: logger)
@@ -202,27 +220,10 @@ public final class PostgresStorage: RecordSyncStorage {
         _ body: (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         do {
-            return try await client.withConnection { connection in try await body(connection) }
+            return try await client.withConnection(leaseTimeout: leaseTimeout) { connection in try await body(connection) }
         } catch {
             throw Self.storeError(error)
         }
-    }
-
-    /// A ``StoreError`` for what the server or the pool threw (the server's message, never
-    /// the connection's password: the server does not send it back).
-    static func storeError(_ error: any Error) -> StoreError {
-        if let error = error as? StoreError { return error }
-        if let transaction = error as? PostgresTransactionError,
-            let cause = transaction.closureError ?? transaction.commitError ?? transaction.beginError
-        {
-            return storeError(cause)
-        }
-        if let error = error as? PSQLError {
-            let message = error.serverInfo?[.message] ?? "\(error.code)"
-            let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
-            return StoreError(.storageFailure, "PostgreSQL: \(message)\(state)")
-        }
-        return StoreError(.storageFailure, "PostgreSQL: \(error)")
     }
 
     func checkItemCount(_ count: Int) throws(StoreError) {

@@ -31,17 +31,19 @@ final class PostgresWriteQueue: Sendable {
     private let client: PostgresClient
     private let logger: Logger
     private let maxWeightPerTransaction: Int
+    private let leaseTimeout: Duration
     private let queues = Mutex<[DatabaseKey: WriteBatchQueue<Job>]>([:])
     /// Told after each transaction (committed or not), on the task that ran it.
     private let afterCommit: @Sendable (WriteCommit) -> Void
 
     init(
-        client: PostgresClient, logger: Logger, maxWeightPerTransaction: Int = 2_000,
+        client: PostgresClient, logger: Logger, maxWeightPerTransaction: Int = 2_000, leaseTimeout: Duration = .seconds(10),
         afterCommit: @escaping @Sendable (WriteCommit) -> Void
     ) {
         self.client = client
         self.logger = logger
         self.maxWeightPerTransaction = maxWeightPerTransaction
+        self.leaseTimeout = leaseTimeout
         self.afterCommit = afterCommit
     }
 
@@ -102,7 +104,7 @@ final class PostgresWriteQueue: Sendable {
     private func run(_ batch: [Job], in key: DatabaseKey) async -> [Result<any Sendable, any Error>] {
         let logger = self.logger
         do {
-            return try await client.withConnection { connection in
+            return try await client.withConnection(leaseTimeout: leaseTimeout) { connection in
                 if let outcomes = try await Self.runTogether(batch, key, connection, logger) { return outcomes }
                 return try await Self.runApart(batch, key, connection, logger)
             }
@@ -125,7 +127,7 @@ final class PostgresWriteQueue: Sendable {
             do {
                 values.append(try await job.body(connection))
             } catch {
-                try await rollback(connection, logger)
+                try await rollback(after: error, connection, logger)
                 // A lone job's error is its own; the rollback undid what it wrote.
                 if batch.count == 1 { return [.failure(error)] }
                 return nil
@@ -152,12 +154,13 @@ final class PostgresWriteQueue: Sendable {
                     try await connection.query("RELEASE SAVEPOINT job", logger: logger)
                     outcomes.append(.success(value))
                 } catch {
+                    if PostgresUnavailability.reason(error) != nil { throw error }
                     try await connection.query("ROLLBACK TO SAVEPOINT job", logger: logger)
                     outcomes.append(.failure(error))
                 }
             }
         } catch {
-            try await rollback(connection, logger)
+            try await rollback(after: error, connection, logger)
             throw error
         }
         try await commit(connection, logger)
@@ -170,7 +173,7 @@ final class PostgresWriteQueue: Sendable {
         do {
             try await PostgresRows.lockDatabase(connection, key, logger)
         } catch {
-            try await rollback(connection, logger)
+            try await rollback(after: error, connection, logger)
             throw error
         }
     }
@@ -180,9 +183,12 @@ final class PostgresWriteQueue: Sendable {
         try await connection.query("COMMIT", logger: logger)
     }
 
-    /// Rolls back. A rollback fails only when the connection did (every job of the batch
-    /// then gets that error).
-    private static func rollback(_ connection: PostgresConnection, _ logger: Logger) async throws {
+    /// Rolls back after `error`. A rollback fails only when the connection did (every job of
+    /// the batch then gets that error). When `error` is the connection's loss, throws it
+    /// without a statement: the server rolls back a transaction whose session ended, and a
+    /// statement sent on a connection the server is closing may never be answered.
+    private static func rollback(after error: any Error, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        if PostgresUnavailability.reason(error) != nil { throw error }
         try await connection.query("ROLLBACK", logger: logger)
     }
 }

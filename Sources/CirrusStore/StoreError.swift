@@ -15,6 +15,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
             case changeTokenExpired, corruptData, storageFailure
             case duplicateOperation, unknownOperation
             case unknownUser, alreadyExists
+            case unavailable
         }
 
         private let base: Base
@@ -42,6 +43,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let unknownUser = Code(.unknownUser)
         /// What an administrator tried to create exists (a user, a lookup value another user holds).
         public static let alreadyExists = Code(.alreadyExists)
+        /// The database server cannot be reached now (restarting, stopped, the connection
+        /// lost): the call may succeed when tried again after a moment. A write that fails so
+        /// either committed whole or not at all.
+        public static let unavailable = Code(.unavailable)
 
         public var description: String { "\(base)" }
     }

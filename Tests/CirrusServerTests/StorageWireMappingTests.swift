@@ -34,6 +34,16 @@ struct StorageWireMappingTests {
         #expect(error == Wire.OperationError(code: wire, message: "what went wrong"))
     }
 
+    @Test func anUnreachableDatabaseIsAServiceUnavailableWithARetryAfter() throws {
+        let error = StoreError(.unavailable, "PostgreSQL: the server closed the connection").operationError
+        #expect(error.code == .serviceUnavailable)
+        #expect(error.message == "PostgreSQL: the server closed the connection")
+        let retryAfter = try #require(error.retryAfterSeconds)
+        #expect(retryAfter > 0)
+        // Errors that trying again does not cure carry no advice.
+        #expect(StoreError(.storageFailure, "disk I/O").operationError.retryAfterSeconds == nil)
+    }
+
     @Test(arguments: [
         (ItemFailure.Code.unknownItem, Wire.ErrorCode.unknownItem),
         (.zoneNotFound, .zoneNotFound),

@@ -71,6 +71,8 @@ public final class TemporaryPostgres: Sendable {
     }
 
     /// Starts a new cluster (prefer ``shared()``: one cluster a process, a database a test).
+    /// A test that stops or restarts its server (``stopServer()``, ``restartServer()``)
+    /// starts one of its own this way, and ``stop()``s it at its end.
     ///
     /// - throws: ``Failure``.
     public init() throws {
@@ -128,7 +130,52 @@ public final class TemporaryPostgres: Sendable {
         Self.destroy(directory: directory, binaries: binaries)
     }
 
+    /// Stops the server the way an administrator does (`pg_ctl stop -m fast`: sessions are
+    /// ended with `admin_shutdown`, the data is kept); ``startServer()`` starts it again.
+    /// Only on a cluster of the test's own, never on ``shared()``.
+    ///
+    /// - throws: ``Failure`` when `pg_ctl` fails.
+    public func stopServer() throws {
+        try Self.run(
+            binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "fast", "-w", "-t", "120", "stop"], asPostgres: true)
+    }
+
+    /// Starts the server ``stopServer()`` stopped, on the same port, and returns once it
+    /// accepts sessions.
+    ///
+    /// - throws: ``Failure`` when `pg_ctl` fails.
+    public func startServer() throws {
+        try Self.run(
+            binaries + "/pg_ctl",
+            [
+                "-D", directory + "/data", "-l", directory + "/server.log", "-o",
+                Self.serverOptions(directory: directory, port: port), "-w", "-t", "120", "start",
+            ],
+            asPostgres: true)
+    }
+
+    /// Restarts the server (`pg_ctl restart -m fast`) and returns once it accepts sessions
+    /// again. Only on a cluster of the test's own, never on ``shared()``.
+    ///
+    /// - throws: ``Failure`` when `pg_ctl` fails.
+    public func restartServer() throws {
+        try Self.run(
+            binaries + "/pg_ctl",
+            [
+                "-D", directory + "/data", "-l", directory + "/server.log", "-o",
+                Self.serverOptions(directory: directory, port: port), "-m", "fast", "-w", "-t", "120", "restart",
+            ],
+            asPostgres: true)
+    }
+
     // MARK: - Cluster life
+
+    private static func serverOptions(directory: String, port: Int) -> String {
+        [
+            "-p \(port)", "-k \(directory)", "-c listen_addresses=127.0.0.1", "-c fsync=off",
+            "-c max_connections=200", "-c shared_buffers=32MB",
+        ].joined(separator: " ")
+    }
 
     private static func create(directory: String, port: Int, binaries: String) throws {
         guard mkdir(directory, 0o755) == 0 else {
@@ -144,10 +191,7 @@ public final class TemporaryPostgres: Sendable {
                 "--pwfile=" + directory + "/password", "-E", "UTF8", "--no-locale", "--no-sync",
             ],
             asPostgres: true)
-        let options = [
-            "-p \(port)", "-k \(directory)", "-c listen_addresses=127.0.0.1", "-c fsync=off",
-            "-c max_connections=200", "-c shared_buffers=32MB",
-        ].joined(separator: " ")
+        let options = serverOptions(directory: directory, port: port)
         try run(
             binaries + "/pg_ctl",
             ["-D", directory + "/data", "-l", directory + "/server.log", "-o", options, "-w", "-t", "120", "start"],
@@ -180,6 +224,8 @@ public final class TemporaryPostgres: Sendable {
             let owner = (try? String(contentsOfFile: directory + "/owner.pid", encoding: .utf8))
                 .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
             if let owner, owner == getpid() || kill(owner, 0) == 0 || errno == EPERM { continue }
+            // One of this process's that another thread is creating (no owner file yet).
+            if owner == nil && entry.hasPrefix(prefix + "\(getpid())-") { continue }
             destroy(directory: directory, binaries: binaries)
         }
     }

@@ -17,6 +17,7 @@ extension StoreError.Code {
         case .changeTokenExpired: .changeTokenExpired
         case .duplicateOperation: .duplicateOperationID
         case .unknownOperation: .unknownOperation
+        case .unavailable: .serviceUnavailable
         case .corruptData, .storageFailure: .internalError
         default: .internalError
         }
@@ -26,7 +27,16 @@ extension StoreError.Code {
 extension StoreError {
     /// The error as the server streams it to a client.
     var operationError: Wire.OperationError {
-        Wire.OperationError(code: code.wireCode, message: message)
+        Wire.OperationError(code: code.wireCode, message: message, retryAfterSeconds: code.retryAfterSeconds)
+    }
+}
+
+extension StoreError.Code {
+    /// How long a client should wait before trying again (`CKErrorRetryAfterKey`): for a
+    /// database that is unreachable, about as long as a restart takes; nil for errors that
+    /// trying again does not cure.
+    var retryAfterSeconds: Double? {
+        self == .unavailable ? 2 : nil
     }
 }
 

@@ -331,6 +331,8 @@ public final class LongLivedOperations: Sendable {
         let record: LongLivedOperationRecord?
         do {
             record = try await journal.longLivedOperation(key)
+        } catch let error as StoreError where error.code == .unavailable {
+            return .failure(Refusal(error: error.operationError))
         } catch {
             logger.error("could not read long-lived operation \(key): \(error)")
             return .failure(Refusal(.internalError, "could not read the operation"))
@@ -408,6 +410,8 @@ public final class LongLivedOperations: Sendable {
             }
         } catch is CancellationError {
             return
+        } catch let error as StoreError where error.code == .unavailable {
+            stream.complete(OperationCompletion(error: error.operationError))
         } catch {
             stream.complete(.failure(.internalError, "could not read the operation's journal"))
         }
@@ -477,6 +481,8 @@ public final class LongLivedOperations: Sendable {
                 let ids = try await journal.longLivedOperationIDs(
                     owner: caller.userRecordName, container: open.containerIdentifier, completedSince: retentionCutoff())
                 return .success(.fetchLongLivedOperationIDs(Wire.FetchLongLivedOperationIDsResult(operationIDs: ids)))
+            } catch let error as StoreError where error.code == .unavailable {
+                return OperationCompletion(error: error.operationError)
             } catch {
                 logger.error("could not list long-lived operations: \(error)")
                 return .failure(.internalError, "could not list the operations")
