@@ -54,16 +54,12 @@ extension PostgresStorage: RecordQueryStorage {
             var unchanged = UnchangedRows(sql: sql, seq: zone.changeSeq, after: nil, connection: connection, logger: logger)
             var run = PostgresQueryRun(query: compiled, zoneName: zone.name, key: key, desiredKeys: desiredKeys)
             let (records, last, more) = try await run.page(limit: limit) { try await unchanged.next(batch: limit + 1) }
-            var page = QueryPage(records: records, cursor: nil)
-            page.recordsExamined = run.examined
-            if more, let last {
-                let cursor = QueryCursor(
+            return QueryPage(records: records, examined: run.examined, more: more, last: last, for: key, secret: secret) {
+                QueryCursor(
                     zoneID: zone.id, zoneName: zone.name, seq: zone.changeSeq,
                     createdMilliseconds: Int64((now * 1_000).rounded(.down)), query: queryBytes,
-                    desiredKeys: desiredKeys, position: last)
-                page.cursor = cursor.sealed(for: key, secret: secret)
+                    desiredKeys: desiredKeys, position: $0)
             }
-            return page
         }
     }
 
@@ -142,14 +138,11 @@ extension PostgresStorage: RecordQueryStorage {
                 head = try await unchanged.next(batch: limit + 1)
                 return current
             }
-            var page = QueryPage(records: records, cursor: nil)
-            page.recordsExamined = run.examined
-            if more, let last {
+            return QueryPage(records: records, examined: run.examined, more: more, last: last, for: key, secret: secret) {
                 var next = token
-                next.position = last
-                page.cursor = next.sealed(for: key, secret: secret)
+                next.position = $0
+                return next
             }
-            return page
         }
     }
 

@@ -175,21 +175,7 @@ public final class PostgresStorage: RecordSyncStorage {
     func transaction<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
-        let logger = self.logger
-        return try await connection { connection in
-            try await connection.query("BEGIN", logger: logger)
-            let result: Result
-            do {
-                result = try await body(connection)
-            } catch {
-                // A connection that was lost rolled back with its session (and a statement
-                // sent on it may never be answered).
-                if PostgresUnavailability.reason(error) == nil { _ = try? await connection.query("ROLLBACK", logger: logger) }
-                throw error
-            }
-            try await connection.query("COMMIT", logger: logger)
-            return result
-        }
+        try await inTransaction(begin: "BEGIN", body)
     }
 
     /// Runs `body` in a read-only transaction that sees one snapshot of the database
@@ -197,9 +183,17 @@ public final class PostgresStorage: RecordSyncStorage {
     func snapshot<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
+        try await inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", body)
+    }
+
+    /// Runs `body` between `begin` and `COMMIT` on a pooled connection of its own; rolls back
+    /// when it throws.
+    private func inTransaction<Result: Sendable>(
+        begin: PostgresQuery, _ body: (PostgresConnection) async throws -> Result
+    ) async throws(StoreError) -> Result {
         let logger = self.logger
         return try await connection { connection in
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            try await connection.query(begin, logger: logger)
             let result: Result
             do {
                 result = try await body(connection)

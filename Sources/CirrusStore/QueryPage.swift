@@ -24,6 +24,20 @@ public struct QueryPage: Sendable, Hashable {
     }
 }
 
+extension QueryPage {
+    /// A page of `records`, for which `examined` stored records were loaded; when more
+    /// results follow `last`, continued by `cursor(last)` sealed for `database`. One code for
+    /// every engine's first and continued pages.
+    package init(
+        records: [Wire.Record], examined: Int, more: Bool, last: QueryKeyset.Position?, for database: DatabaseKey,
+        secret: [UInt8], cursor: (QueryKeyset.Position) -> QueryCursor
+    ) {
+        self.init(records: records, cursor: nil)
+        self.recordsExamined = examined
+        if more, let last { self.cursor = cursor(last).sealed(for: database, secret: secret) }
+    }
+}
+
 /// The fields a continued query returns.
 public enum QueryContinuationKeys: Sendable, Hashable {
     /// The desired keys of the query that made the cursor.

@@ -72,16 +72,15 @@ extension SQLiteStorage {
                 var run = QueryRun(db: db, query: compiled, zoneID: zone.id, zoneName: zone.name, key: key, desiredKeys: desiredKeys)
                 let unchanged = try Self.unchangedRows(planner, upTo: seq, after: nil)
                 let (records, last, more) = try run.page(limit: limit) { try unchanged.next() }
-                var page = QueryPage(records: records, cursor: nil)
-                page.recordsExamined = run.examined
-                if more, let last {
-                    let cursor = QueryCursor(
-                        zoneID: zone.id, zoneName: zone.name, seq: seq,
-                        createdMilliseconds: Int64((now * 1_000).rounded(.down)), query: queryBytes,
-                        desiredKeys: desiredKeys, position: last)
-                    page.cursor = cursor.sealed(for: key, secret: secret)
-                }
-                return .page(page)
+                return .page(
+                    QueryPage(
+                        records: records, examined: run.examined, more: more, last: last, for: key, secret: secret
+                    ) { last in
+                        QueryCursor(
+                            zoneID: zone.id, zoneName: zone.name, seq: seq,
+                            createdMilliseconds: Int64((now * 1_000).rounded(.down)), query: queryBytes,
+                            desiredKeys: desiredKeys, position: last)
+                    })
             }
             switch outcome {
             case .page(let page): return page
@@ -134,14 +133,11 @@ extension SQLiteStorage {
                 head = try unchanged.next()
                 return current
             }
-            var page = QueryPage(records: records, cursor: nil)
-            page.recordsExamined = run.examined
-            if more, let last {
+            return QueryPage(records: records, examined: run.examined, more: more, last: last, for: key, secret: secret) {
                 var next = token
-                next.position = last
-                page.cursor = next.sealed(for: key, secret: secret)
+                next.position = $0
+                return next
             }
-            return page
         }
     }
 
