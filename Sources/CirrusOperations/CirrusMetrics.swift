@@ -43,8 +43,14 @@ public struct CirrusMetrics: Sendable {
 
     /// Counts every write transaction of `storage` (requests per commit, items, commit latency).
     public func observe(_ storage: SQLiteStorage) {
+        self.observe(commitsOf: storage.observeCommits)
+    }
+
+    /// Counts every write transaction a storage reports to the observers `register` adds
+    /// (its `observeCommits`: SQLite's or PostgreSQL's).
+    public func observe(commitsOf register: (@escaping @Sendable (WriteCommit) -> Void) -> Void) {
         let server = self.server
-        storage.observeCommits { commit in
+        register { commit in
             server.recordCommit(jobs: commit.jobs, records: commit.items, nanoseconds: ServerMetrics.nanoseconds(commit.duration))
         }
     }

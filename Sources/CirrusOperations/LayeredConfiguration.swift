@@ -54,10 +54,20 @@ public struct ConfiguredValue: Sendable, Equatable {
     public var value: String?
     public var source: SettingSource
 
-    /// The value as `--print-config` shows it: secrets masked.
+    /// The value as `--print-config` shows it: secrets masked, and so is the password of a URL
+    /// (`postgres://cirrus:***@db/cirrus`).
     public var shownValue: String? {
         guard let value = self.value else { return nil }
-        return self.setting.isSecret && !value.isEmpty ? "********" : value
+        if self.setting.isSecret && !value.isEmpty { return "********" }
+        return Self.maskingURLPassword(in: value)
+    }
+
+    /// `value` with the password of a `SCHEME://USER:PASSWORD@…` URL replaced by `***`.
+    public static func maskingURLPassword(in value: String) -> String {
+        guard let scheme = value.range(of: "://") else { return value }
+        let authority = value[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") else { return value }
+        return value[..<value.index(after: colon)] + "***" + value[at...]
     }
 }
 

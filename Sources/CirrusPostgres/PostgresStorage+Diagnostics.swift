@@ -22,3 +22,18 @@ extension PostgresStorage {
         }
     }
 }
+
+extension PostgresStorage {
+    /// Checks that the storage can serve: a pooled connection answers a statement within the
+    /// lease timeout.
+    ///
+    /// For example, a readiness probe: `try await storage.checkHealth()`.
+    ///
+    /// - throws: ``StoreError`` `.unavailable` when the server cannot be reached.
+    public func checkHealth() async throws {
+        let logger = self.logger
+        try await connection { connection in
+            _ = try await connection.query("SELECT 1", logger: logger).collect()
+        }
+    }
+}

@@ -20,9 +20,6 @@ import PostgresNIO
 /// Not run by this engine yet, refused with `.invalidArguments` naming it: full-text search
 /// (`self CONTAINS`) and sorting by distance.
 extension PostgresStorage: RecordQueryStorage {
-    /// How long a query cursor stays valid, in seconds (as on SQLite).
-    public static var queryCursorLifetime: Double { SQLiteStorage.defaultQueryCursorLifetime }
-
     public func queryRecords(
         _ query: Wire.Query, in zone: Wire.RecordZoneID, of database: DatabaseKey, desiredKeys: [String]?, limit: Int
     ) async throws -> QueryPage {
@@ -73,7 +70,7 @@ extension PostgresStorage: RecordQueryStorage {
             throw QueryCursor.unknown
         }
         let now = RecordCodec.seconds(clock())
-        guard now * 1_000 - Double(token.createdMilliseconds) < Self.queryCursorLifetime * 1_000 else {
+        guard now * 1_000 - Double(token.createdMilliseconds) < queryCursorLifetime * 1_000 else {
             throw QueryCursor.unknown
         }
         let compiled: CompiledQuery

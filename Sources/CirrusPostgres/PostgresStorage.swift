@@ -34,6 +34,8 @@ public final class PostgresStorage: RecordSyncStorage {
     public let maxItemsPerOperation: Int
     /// The server, password masked.
     public let url: PostgresURL
+    /// How long a query cursor stays valid, in seconds.
+    public let queryCursorLifetime: Double
 
     let client: PostgresClient
     let logger: Logger
@@ -58,6 +60,7 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Connects to `url` and migrates the schema.
     ///
     /// - parameter maximumConnections: the pool's size on this node.
+    /// - parameter queryCursorLifetime: seconds a query cursor stays valid.
     /// - parameter leaseTimeout: how long a call waits for a pooled connection (the server
     ///   down, or every connection busy) before it fails with ``StoreError`` `.unavailable`.
     /// - parameter clock: the source of deletion dates; the wall clock unless a test injects one.
@@ -67,6 +70,7 @@ public final class PostgresStorage: RecordSyncStorage {
         url: PostgresURL,
         maximumConnections: Int = 20,
         maxItemsPerOperation: Int = SQLiteStorage.defaultMaxItemsPerOperation,
+        queryCursorLifetime: Double = SQLiteStorage.defaultQueryCursorLifetime,
         leaseTimeout: Duration = .seconds(10),
         logger: Logger = Logger(label: "cirrus.postgres"),
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
@@ -107,6 +111,7 @@ public final class PostgresStorage: RecordSyncStorage {
         self.clock = clock
         self.leaseTimeout = leaseTimeout
         self.maxItemsPerOperation = maxItemsPerOperation
+        self.queryCursorLifetime = queryCursorLifetime
         let observers = commitObservers
         self.writes = PostgresWriteQueue(client: client, logger: logger, leaseTimeout: leaseTimeout) { commit in
             for observer in observers.withLock({ $0 }) { observer(commit) }

@@ -100,4 +100,16 @@ struct ConfigurationTests {
         #expect(!layers.arguments.contains("--allow-tls12"))
         #expect(effective.first { $0.setting.name == "port" }?.shownValue == "7443")
     }
+
+    @Test func aURLsPasswordIsMaskedButNotTheRestOfIt() {
+        let mask = ConfiguredValue.maskingURLPassword(in:)
+        #expect(mask("postgres://cirrus:s3cr@t@db:5432/cirrus?sslmode=require") == "postgres://cirrus:***@db:5432/cirrus?sslmode=require")
+        #expect(mask("postgres://cirrus@db/cirrus") == "postgres://cirrus@db/cirrus")
+        #expect(mask("postgres://db/cirrus?note=a:b@c") == "postgres://db/cirrus?note=a:b@c")
+        #expect(mask("./cirrus-data") == "./cirrus-data")
+        let value = ConfiguredValue(
+            setting: SettingDescriptor(name: "database", takesValue: true), value: "postgres://u:pw@h/d", source: .environment("CIRRUSD_DATABASE"))
+        #expect(value.shownValue == "postgres://u:***@h/d")
+        #expect(value.value == "postgres://u:pw@h/d")
+    }
 }
