@@ -53,9 +53,23 @@ public struct BenchConfiguration: Sendable {
     public var handshakes = false
     /// The record type the benchmark writes and reads.
     public var recordType = "BenchRecord"
+    /// Spread the connections over ``CirrusClientConfiguration/servers``: connection `i` starts
+    /// at server `i` (modulo their count), the others following as its fail-over order. When
+    /// false every connection starts at the first server.
+    public var spreadOverServers = false
 
     public init(client: CirrusClientConfiguration) {
         self.client = client
+    }
+
+    /// The client configuration of connection `index`.
+    public func client(forConnection index: Int) -> CirrusClientConfiguration {
+        let servers = self.client.servers
+        guard self.spreadOverServers, servers.count > 1 else { return self.client }
+        var client = self.client
+        let first = index % servers.count
+        client.servers = Array(servers[first...] + servers[..<first])
+        return client
     }
 
     /// Checks the numbers; the error names the flag.

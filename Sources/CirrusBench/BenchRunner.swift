@@ -60,8 +60,8 @@ public final class BenchRunner: Sendable {
         let runID = "r" + UUID().uuidString.prefix(8).lowercased()
         let containers = configuration.handshakes
             ? []
-            : (0..<configuration.connections).map { _ in
-                CKContainer(identifier: configuration.containerIdentifier, configuration: configuration.client)
+            : (0..<configuration.connections).map { index in
+                CKContainer(identifier: configuration.containerIdentifier, configuration: configuration.client(forConnection: index))
             }
         let workload = BenchWorkload(configuration: configuration, containers: containers, runID: runID)
         do {

@@ -51,6 +51,8 @@ struct Bench: AsyncParsableCommand {
     @Flag(help: "With --handshakes: make every handshake a full one instead of resuming the last TLS session.")
     var noResume = false
     @Option(help: "Also write the results as JSON to this file ('-' for stdout).") var json: String?
+    @Flag(help: "With several --server addresses: start connection i at the i-th (the others as its fail-over order) instead of all at the first.")
+    var spread = false
 
     func run() async throws {
         var configuration = BenchConfiguration(client: try self.connection.clientConfiguration())
@@ -108,6 +110,7 @@ struct Bench: AsyncParsableCommand {
         configuration.seed = self.seed
         configuration.rate = self.rate
         configuration.handshakes = self.handshakes
+        configuration.spreadOverServers = self.spread
         configuration.client.resumesTLSSessions = !self.noResume
         do {
             try configuration.validate()

@@ -197,4 +197,17 @@ struct BenchUnitTests {
         configuration.eventsPerStream = 1
         #expect(throws: Never.self) { try configuration.validate() }
     }
+
+    @Test func spreadConnectionsStartAtEachServerInTurn() {
+        var client = CirrusClientConfiguration()
+        client.servers = ["a", "b", "c"].map { CirrusClientConfiguration.Server(host: $0, port: 7443) }
+        var configuration = BenchConfiguration(client: client)
+        func hosts(_ index: Int) -> [String] { configuration.client(forConnection: index).servers.map(\.host) }
+        #expect(hosts(0) == ["a", "b", "c"] && hosts(1) == ["a", "b", "c"])
+        configuration.spreadOverServers = true
+        #expect(hosts(0) == ["a", "b", "c"])
+        #expect(hosts(1) == ["b", "c", "a"])
+        #expect(hosts(2) == ["c", "a", "b"])
+        #expect(hosts(4) == ["b", "c", "a"])
+    }
 }
