@@ -214,8 +214,9 @@ extension PostgresRecordWriter {
             }
         }
         if let refusal = Self.capabilityRefusal(of: record, client: client, in: zone) { return .failure(refusal) }
-        return .success(PreparedSave(
-            index: index, existing: existing, serverRecord: checked.serverRecord, record: record, share: share))
+        return .success(
+            PreparedSave(
+                index: index, existing: existing, serverRecord: checked.serverRecord, record: record, share: share))
     }
 
     /// After the share `name` was deleted: drops its row and participants and, for a hierarchy

@@ -44,9 +44,10 @@ enum PostgresShareRows {
         {
             let (container, owner, scope, zoneID, zoneName, name, rootName, token, publicPermission) =
                 (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8)
-            if found.last.map({ $0.key.container != container || $0.key.owner != owner || $0.zoneID != zoneID
-                || $0.entry.recordName != name }) ?? true
-            {
+            if found.last.map({
+                $0.key.container != container || $0.key.owner != owner || $0.zoneID != zoneID
+                    || $0.entry.recordName != name
+            }) ?? true {
                 let key = DatabaseKey(container: container, scope: Wire.DatabaseScope(rawValue: scope), owner: owner)
                 found.append(
                     Found(

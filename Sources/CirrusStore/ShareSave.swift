@@ -138,11 +138,12 @@ extension ShareRules {
         let name = record.recordID?.recordName ?? ""
         let isZoneWide = name == zoneShareName
         if zoneHasOtherKind {
-            return .failure(ItemFailure(
-                .alreadyShared,
-                isZoneWide
-                    ? "zone \(zoneName) already has hierarchy shares; a zone is shared either whole or by hierarchy"
-                    : "zone \(zoneName) is shared as a whole; a record in it cannot have a share of its own"))
+            return .failure(
+                ItemFailure(
+                    .alreadyShared,
+                    isZoneWide
+                        ? "zone \(zoneName) already has hierarchy shares; a zone is shared either whole or by hierarchy"
+                        : "zone \(zoneName) is shared as a whole; a record in it cannot have a share of its own"))
         }
         var rootName: String?
         if !isZoneWide {
@@ -151,9 +152,10 @@ extension ShareRules {
             } else if let newRoot {
                 rootName = newRoot
             } else {
-                return .failure(ItemFailure(
-                    .invalidArguments,
-                    "share \(name): a new share is saved with its root record in the same operation (the root's share names it)"))
+                return .failure(
+                    ItemFailure(
+                        .invalidArguments,
+                        "share \(name): a new share is saved with its root record in the same operation (the root's share names it)"))
             }
         }
         let fields = record.shareFields ?? Wire.ShareFields()
@@ -174,9 +176,10 @@ extension ShareRules {
             participants: participants.map(\.wire), publicPermission: publicPermission,
             owner: participants.first?.wire, currentUserParticipant: nil,
             url: urlPath(container: key.container, token: token))
-        return .success(PreparedShare(
-            rootName: rootName, token: token, publicPermission: publicPermission,
-            participants: participants))
+        return .success(
+            PreparedShare(
+                rootName: rootName, token: token, publicPermission: publicPermission,
+                participants: participants))
     }
 
     /// The participants to keep: the owner (the database's owner) first, then everyone the
@@ -204,8 +207,9 @@ extension ShareRules {
                     || (user != nil && old.user == user)
             }
             if user == nil && match == nil && participant.userIdentity?.lookupInfo == nil {
-                return .failure(ItemFailure(
-                    .invalidArguments, "share \(name): a participant names no user record ID, email address or phone number"))
+                return .failure(
+                    ItemFailure(
+                        .invalidArguments, "share \(name): a participant names no user record ID, email address or phone number"))
             }
             if result.contains(where: { ($0.user != nil && $0.user == user) || (match != nil && $0.id == match?.id) }) {
                 continue
@@ -219,15 +223,17 @@ extension ShareRules {
             // One who left stays removed (the owner removes them from the list and adds them
             // again to invite them again).
             let status: Wire.ShareParticipantAcceptanceStatus = match?.status ?? .pending
-            result.append(ShareParticipantRow(
-                id: match?.id ?? UUID().uuidString, user: user ?? match?.user,
-                role: match?.role == .publicUser ? .publicUser : .privateUser, permission: permission, status: status,
-                identity: identity))
+            result.append(
+                ShareParticipantRow(
+                    id: match?.id ?? UUID().uuidString, user: user ?? match?.user,
+                    role: match?.role == .publicUser ? .publicUser : .privateUser, permission: permission, status: status,
+                    identity: identity))
         }
         guard result.count <= maximumParticipants else {
-            return .failure(ItemFailure(
-                .tooManyParticipants,
-                "share \(name) has \(result.count) participants; a share has at most \(maximumParticipants)"))
+            return .failure(
+                ItemFailure(
+                    .tooManyParticipants,
+                    "share \(name) has \(result.count) participants; a share has at most \(maximumParticipants)"))
         }
         return .success(result)
     }
@@ -249,9 +255,10 @@ extension ShareRules {
         if let current, try storedShareExists(current) {
             return .failure(ItemFailure(.alreadyShared, "record \(name) is already the root of share \(current)"))
         }
-        return .success(Wire.Reference(
-            recordID: Wire.RecordID(recordName: requested, zoneID: ZoneResolution.zoneID(zoneName, in: key)),
-            action: .none))
+        return .success(
+            Wire.Reference(
+                recordID: Wire.RecordID(recordName: requested, zoneID: ZoneResolution.zoneID(zoneName, in: key)),
+                action: .none))
     }
 
     /// The refusal of a participant's write of a record that is not in a share they may change

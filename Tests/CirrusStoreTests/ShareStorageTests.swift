@@ -123,7 +123,8 @@ struct ShareStorageTests {
             #expect(!added.hasFailures, "\(added)")
             #expect(added.saved(0)?.lastModifiedUserRecordID?.recordName == "_bob")
             // Outside the share: refused, whether the record exists or not.
-            let outside = try await asBob(RecordModification(saving: [note("diary", zone: "Trip"), note("loose", zone: "Trip")], isAtomic: false))
+            let outside = try await asBob(
+                RecordModification(saving: [note("diary", zone: "Trip"), note("loose", zone: "Trip")], isAtomic: false))
             #expect(outside.saveError(0)?.code == .permissionFailure)
             #expect(outside.saveError(1)?.code == .permissionFailure)
             let deleting = try await asBob(
@@ -180,7 +181,8 @@ struct ShareStorageTests {
                             #expect(try await node.acceptShare(withToken: token, in: container, by: user) != nil, "\(engine)")
                         }
                         if index == 1 {
-                            _ = try await node.leaveShare(ShareRules.zoneShareName, inZone: "Trip", of: "_alice", in: container, by: "_carol")
+                            _ = try await node.leaveShare(
+                                ShareRules.zoneShareName, inZone: "Trip", of: "_alice", in: container, by: "_carol")
                         }
                     }
                 }
