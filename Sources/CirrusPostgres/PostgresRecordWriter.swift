@@ -14,7 +14,11 @@ import PostgresNIO
 /// A request names each record once, so the items of one zone cannot change each other's
 /// checks: a zone's items are all checked against one read of their rows, then written
 /// together in two statements (and two for each record a deletion cascades to). An atomic zone with a failed item writes nothing, with no
-/// savepoint to roll back — what running the items one by one in a savepoint would do.
+/// savepoint to roll back — what running the items one by one in a savepoint would do. A zone
+/// with a share, a zone where the request saves one, and a participant's write through their
+/// shared database are the exception: there an item's checks follow parent chains and shares
+/// the items before it may have changed, so its items run one at a time, an atomic zone in a
+/// savepoint (``modifyOneByOne(_:of:in:matching:)``).
 struct PostgresRecordWriter {
     let connection: PostgresConnection
     let key: DatabaseKey

@@ -172,11 +172,12 @@ extension SQLiteStorage: ShareStorage {
                     """,
                 arguments: [id]
             ).map { participant in
-                ShareParticipantEntry(
-                    participantID: participant["participant_id"], user: participant["user"],
-                    role: ShareRole(rawValue: participant["role"]) ?? .privateUser,
-                    permission: SharePermission(rawValue: participant["permission"]) ?? .readOnly,
-                    status: ShareAcceptanceStatus(rawValue: participant["status"]) ?? .pending)
+                ShareParticipantRow(
+                    id: participant["participant_id"], user: participant["user"],
+                    role: Wire.ShareParticipantRole(rawValue: participant["role"]),
+                    permission: Wire.ShareParticipantPermission(rawValue: participant["permission"]),
+                    status: Wire.ShareParticipantAcceptanceStatus(rawValue: participant["status"])
+                ).entry
             }
             let entry = ShareEntry(
                 container: row["container"], owner: row["owner"], zoneName: row["zone_name"], recordName: row["name"],
