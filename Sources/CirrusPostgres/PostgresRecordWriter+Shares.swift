@@ -301,13 +301,13 @@ extension PostgresRecordWriter {
 
     // MARK: - Participants' subscriptions
 
-    /// Fires the subscriptions of the shared databases of the accepted participants of every
-    /// shared zone this write changed, each for the changes to records in the shares they take
-    /// part in (all of a zone shared whole; in a hierarchy, the records whose parent chain
-    /// reaches their share's root, and the records deleted from it); what each subscriber was
-    /// notified of. Who takes part is read now, in the write's transaction: a participant
-    /// removed before it gets nothing.
-    func fireSharedSubscriptions(_ changes: [RecordChange]) async throws -> [String: [StoredNotification]] {
+    /// What the subscriptions of the shared databases of the accepted participants of every
+    /// shared zone this write changed hear of: each participant's changes to records in the
+    /// shares they take part in (all of a zone shared whole; in a hierarchy, the records whose
+    /// parent chain reaches their share's root, and the records deleted from it). Who takes
+    /// part is read now, in the write's transaction: a participant removed before it hears of
+    /// nothing.
+    func sharedSubscriptionBatches(_ changes: [RecordChange]) async throws -> [PostgresNotificationWriter.Batch] {
         var changesByUser: [String: [RecordChange]] = [:]
         for (zoneID, zoneName) in shares.touched.sorted(by: { $0.key < $1.key }) {
             guard try await !shares.zoneShares(zoneID, connection, key, logger).isEmpty else { continue }
@@ -347,15 +347,13 @@ extension PostgresRecordWriter {
                 changesByUser[user, default: []] += userChanges
             }
         }
-        var notified: [String: [StoredNotification]] = [:]
+        var batches: [PostgresNotificationWriter.Batch] = []
         for (user, userChanges) in changesByUser.sorted(by: { $0.key < $1.key }) where !userChanges.isEmpty {
             let shared = DatabaseKey.shared(container: key.container, user: user)
             let subscriptions = try await subscriptionCache.subscriptions(connection, shared, logger)
             guard !subscriptions.isEmpty else { continue }
-            let fired = try await PostgresNotificationWriter.fire(
-                subscriptions, in: shared, now: now, records: userChanges, zones: [], connection, logger)
-            notified.merge(fired) { $0 + $1 }
+            batches.append(PostgresNotificationWriter.Batch(subscriptions: subscriptions, key: shared, records: userChanges))
         }
-        return notified
+        return batches
     }
 }

@@ -148,11 +148,12 @@ struct PostgresRecordWriter {
         }
         let result = RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
         guard let subscriptions, !changes.isEmpty else { return Outcome(result: result, notified: [:]) }
-        var notified = try await PostgresNotificationWriter.fire(
-            subscriptions, in: key, now: now, records: changes, zones: [], connection, logger)
-        // Each user's notifications in feed order (a user's private and shared subscriptions
-        // write to one feed).
-        notified.merge(try await fireSharedSubscriptions(changes)) { ($0 + $1).sorted { $0.seq < $1.seq } }
+        // The database's own subscriptions, and its shared zones' participants' in their shared
+        // databases, their feeds moved together.
+        let batches =
+            [PostgresNotificationWriter.Batch(subscriptions: subscriptions, key: key, records: changes)]
+            + (try await sharedSubscriptionBatches(changes))
+        let notified = try await PostgresNotificationWriter.fire(batches, in: key.container, now: now, connection, logger)
         return Outcome(result: result, notified: notified)
     }
 

@@ -142,6 +142,29 @@ struct ShareStorageTests {
         }
     }
 
+    @Test func aParticipantsSharedSubscriptionHearsOfTheRecordsOfTheirHierarchyShareOnly() async throws {
+        try await withShareStore { storage, engine in
+            try await prepare(storage)
+            var album = note("album", zone: "Trip")
+            album.share = Wire.Reference(recordID: recordID("s1", zone: "Trip"), action: .none)
+            let saved = try await storage.saveAll([album, share("s1", participants: [invite("_bob")])])
+            #expect(try await storage.acceptShare(withToken: token(of: saved.last), in: container, by: "_bob") != nil)
+            _ = try await storage.modifySubscriptions(
+                saving: [Wire.Subscription(subscriptionID: "db", kind: .database(Wire.DatabaseSubscription()))],
+                deleting: [], in: DatabaseKey.shared(container: container, user: "_bob"), by: "_bob")
+            let feed = NotificationFeedKey(container: container, user: "_bob")
+            let before = try await storage.notificationFeedHead(feed)
+            try await storage.saveAll([note("loose", zone: "Trip")])
+            #expect(try await storage.notificationFeedHead(feed) == before, "\(engine): not in bob's share")
+            try await storage.saveAll([child("photo", of: "album")])
+            #expect(try await storage.notificationFeedHead(feed) == before + 1, "\(engine): under the root")
+            _ = try await storage.modifyRecords(
+                RecordModification(deleting: [recordID("photo", zone: "Trip"), recordID("loose", zone: "Trip")]), in: alice,
+                by: "_alice")
+            #expect(try await storage.notificationFeedHead(feed) == before + 2, "\(engine): a shared record deleted")
+        }
+    }
+
     @Test func aParticipantRemovedThroughOneNodeLosesAccessThroughTheOther() async throws {
         try await withStores(\.implementsShares, as: (any ShareStorageUnderTest).self, nodes: 2) { nodes, engine in
             let (first, second) = (nodes[0], nodes[1])
