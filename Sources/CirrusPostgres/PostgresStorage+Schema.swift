@@ -391,7 +391,7 @@ extension PostgresStorage {
         //   permission and status are Wire's numbers. They go with their share.
         // - tombstones.shared_by: the record names of the shares a deleted record was in (NULL
         //   when none), so a participant's change feed lists only deletions of records shared
-        //   with them.
+        //   with them. No share existed before v8: earlier tombstones were in none.
         //
         // Every change of a share happens under its database's row lock, as a record write does,
         // so nodes accepting, leaving and saving one share at once take turns.
