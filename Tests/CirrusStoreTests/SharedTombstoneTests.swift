@@ -73,6 +73,22 @@ struct SharedTombstoneTests {
         }
     }
 
+    @Test func aRecordDeletedByACascadeNamesTheSharesItWasIn() async throws {
+        try await withShareStore { storage, engine in
+            try await storage.createZone("Albums")
+            // tag's parent is photo, which it references with deleteSelf: deleting photo deletes
+            // tag, whose chain then reaches the root through the photo just deleted.
+            var tag = child("tag", of: "photo")
+            tag.fields = [field("on", reference(recordID("photo", zone: "Albums")))]
+            try await storage.saveAll([root("album", sharedBy: "s1"), share("s1"), child("photo", of: "album"), tag])
+            let result = try await storage.modifyRecords(
+                RecordModification(deleting: [recordID("photo", zone: "Albums")]), in: alice, by: "_alice")
+            #expect(result.cascadedDeletions.map(\.recordName) == ["tag"], "\(engine)")
+            let deleted = try await tombstones(storage, zone: "Albums")
+            #expect(deleted["photo"] == ["s1"] && deleted["tag"] == ["s1"], "\(engine): \(deleted)")
+        }
+    }
+
     @Test func aZoneSharedWholeNamesItsShareAndAnUnsharedZoneNone() async throws {
         try await withShareStore { storage, _ in
             try await storage.createZone("Trip")
