@@ -83,6 +83,53 @@ enum PostgresNotificationWriter {
         return placed
     }
 
+    /// What the changes of one database fire (``fire(_:in:now:_:_:)``).
+    struct Batch {
+        var subscriptions: SubscriptionSet
+        var key: DatabaseKey
+        var records: [RecordChange]
+    }
+
+    /// Matches each batch's record changes against its subscriptions, as
+    /// ``fire(_:in:now:records:zones:_:_:)`` does, for several databases of `container` at
+    /// once (a write's own database and its participants' shared databases): every feed they
+    /// grow is moved in one statement, locked in subscriber order, so a write never locks feeds
+    /// in two runs and two writes never lock feeds in opposite orders. The notifications
+    /// stored, per subscriber in feed order.
+    static func fire(
+        _ batches: [Batch], in container: String, now: Wire.Timestamp, _ connection: PostgresConnection,
+        _ logger: Logger
+    ) async throws -> [String: [StoredNotification]] {
+        var matched: [(key: DatabaseKey, firings: SubscriptionFirings)] = []
+        for batch in batches {
+            let firings = try SubscriptionMatcher(key: batch.key, now: now).fire(
+                batch.subscriptions, records: batch.records, zones: [])
+            guard !firings.isEmpty else { continue }
+            if !firings.firedOnce.isEmpty { try await deleteFiredOnce(firings.firedOnce, in: batch.key, connection, logger) }
+            matched.append((batch.key, firings))
+        }
+        let growth = matched.flatMap(\.firings.growth)
+        var notified: [String: [StoredNotification]] = [:]
+        guard Set(growth.map(\.owner)).count == growth.count else {
+            // A feed grown by two of the databases (not a write's own and its participants'
+            // shared ones, whose subscribers differ): one database at a time.
+            for (key, firings) in matched {
+                let placed = try firings.placed(after: try await grow(firings.growth, in: container, connection, logger))
+                try await insert(placed, in: key, now: now, connection, logger)
+                notified.merge(placed) { ($0 + $1).sorted { $0.seq < $1.seq } }
+            }
+            return notified
+        }
+        guard !growth.isEmpty else { return [:] }
+        let positions = try await grow(growth, in: container, connection, logger)
+        for (key, firings) in matched {
+            let placed = try firings.placed(after: positions)
+            try await insert(placed, in: key, now: now, connection, logger)
+            notified.merge(placed) { ($0 + $1).sorted { $0.seq < $1.seq } }
+        }
+        return notified
+    }
+
     /// Deletes the `firesOnce` subscriptions that fired, and gives the database's
     /// subscriptions a new generation.
     private static func deleteFiredOnce(

@@ -37,7 +37,10 @@ extension PostgresRecordWriter {
         var deleted = TombstoneColumns()
         // A deletion's change is followed by those of its cascade (nil: a save's change).
         var changes: [(change: RecordChange, deletedName: String?)] = []
-        let collecting = !subscriptions.isEmpty
+        // A shared zone's changes may fire its participants' subscriptions too.
+        var collecting = !subscriptions.isEmpty
+        if !collecting { collecting = try await !shares.zoneShares(zone.id, connection, key, logger).isEmpty }
+        shares.touched[zone.id] = zone.name
         let modifier = ZoneResolution.userRecordID(user)
         for write in writes {
             switch write {
@@ -84,6 +87,8 @@ extension PostgresRecordWriter {
                 deleted.names.append(name)
                 deleted.types.append(existing.recordType)
                 deleted.seqs.append(seq)
+                deleted.sharedBy.append(
+                    try await sharesHolding(existing, named: name, zoneID: zone.id).joined(separator: "\n"))
                 replaced.names.append(name)
                 replaced.seqs.append(seq)
                 if collecting {
@@ -111,7 +116,8 @@ extension PostgresRecordWriter {
         for name in deleted.names {
             let cascade = try await cascade(from: name, in: zone.name, matching: subscriptions)
             written.cascaded += cascade.map { $0.recordID }
-            if collecting { cascades[name] = cascade.map { $0.change } }
+            let reported = cascade.filter { collecting || $0.inSharedZone }
+            if !reported.isEmpty { cascades[name] = reported.map { $0.change } }
         }
         for (change, deletedName) in changes {
             written.changes.append(change)
@@ -127,8 +133,10 @@ extension PostgresRecordWriter {
     /// `subscriptions` see it. A record already gone (a cycle) is skipped.
     private func cascade(
         from name: String, in zoneName: String, matching subscriptions: SubscriptionSet
-    ) async throws -> [(recordID: Wire.RecordID, change: RecordChange)] {
-        var cascaded: [(recordID: Wire.RecordID, change: RecordChange)] = []
+    ) async throws -> [(recordID: Wire.RecordID, change: RecordChange, inSharedZone: Bool)] {
+        // A cascaded record's change is one to report when some subscription may hear of it:
+        // the database's, or one of its zone's participants' (`inSharedZone`).
+        var cascaded: [(recordID: Wire.RecordID, change: RecordChange, inSharedZone: Bool)] = []
         var pending: [(zone: String, name: String)] = [(zoneName, name)]
         while let target = pending.popLast() {
             let sources = try await connection.query(
@@ -146,13 +154,16 @@ extension PostgresRecordWriter {
             for try await source in sources.decode((Int64, String, String).self) { found.append(source) }
             for source in found {
                 guard let row = try await deleteCascaded(source.name, in: source.zoneID) else { continue }
+                shares.touched[source.zoneID] = source.zoneName
+                let inSharedZone = try await !shares.zoneShares(source.zoneID, connection, key, logger).isEmpty
                 let old = subscriptions.needsPreviousState(of: row.recordType) ? try row.record() : nil
                 cascaded.append(
                     (
                         Wire.RecordID(recordName: source.name, zoneID: ZoneResolution.zoneID(source.zoneName, in: key)),
                         RecordChange(
                             zoneName: source.zoneName, recordType: row.recordType, recordName: source.name, old: old,
-                            new: nil)
+                            new: nil),
+                        inSharedZone
                     ))
                 pending.append((source.zoneName, source.name))
             }
@@ -161,9 +172,9 @@ extension PostgresRecordWriter {
     }
 
     /// Deletes the record `name` of a zone, if it is still there, at the zone's next change
-    /// sequence (moving the zone along the database's feed) with a tombstone; the deleted row,
-    /// nil when it was gone.
-    private func deleteCascaded(_ name: String, in zoneID: Int64) async throws -> PostgresRecordRow? {
+    /// sequence (moving the zone along the database's feed) with a tombstone naming the shares
+    /// it was in; the deleted row, nil when it was gone.
+    func deleteCascaded(_ name: String, in zoneID: Int64) async throws -> PostgresRecordRow? {
         var bindings = PostgresRows.binds(key, zoneID)
         bindings.append(name)
         var deleting = bindings
@@ -193,6 +204,8 @@ extension PostgresRecordWriter {
         guard let deleted else { return nil }
         bindings.append(deleted.recordType)
         bindings.append(RecordCodec.seconds(now))
+        let sharedBy = try await sharesHolding(deleted, named: name, zoneID: zoneID)
+        bindings.append(sharedBy.isEmpty ? nil : sharedBy)
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
@@ -207,10 +220,12 @@ extension PostgresRecordWriter {
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND id = $4
                         RETURNING zones.change_seq
                     )
-                    INSERT INTO tombstones (container, owner, scope, zone_id, name, record_type, seq, deleted_at)
-                    SELECT $1, $2, $3, $4, $5, $6, moved.change_seq, $7 FROM moved
+                    INSERT INTO tombstones (container, owner, scope, zone_id, name, record_type, seq, deleted_at,
+                        shared_by)
+                    SELECT $1, $2, $3, $4, $5, $6, moved.change_seq, $7, $8 FROM moved
                     ON CONFLICT (container, owner, scope, zone_id, name) DO UPDATE SET
-                        record_type = excluded.record_type, seq = excluded.seq, deleted_at = excluded.deleted_at
+                        record_type = excluded.record_type, seq = excluded.seq, deleted_at = excluded.deleted_at,
+                        shared_by = excluded.shared_by
                     """,
                 binds: bindings), logger: logger)
         return deleted
@@ -330,6 +345,9 @@ extension PostgresRecordWriter {
         var names: [String] = []
         var types: [String] = []
         var seqs: [Int64] = []
+        /// The shares each record was in, one name per line (record names are printable
+        /// ASCII); empty for none.
+        var sharedBy: [String] = []
     }
 
     private func writeSaves(_ saved: RecordColumns, in zone: PostgresZoneRow, moving move: ZoneMove) async throws {
@@ -378,6 +396,7 @@ extension PostgresRecordWriter {
         bindings.append(deleted.types)
         bindings.append(deleted.seqs)
         bindings.append(RecordCodec.seconds(now))
+        bindings.append(deleted.sharedBy)
         let moving = try move?.expressions(appendingTo: &bindings) ?? ""
         try await connection.query(
             PostgresQuery(
@@ -387,11 +406,14 @@ extension PostgresRecordWriter {
                         DELETE FROM records
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
                     )
-                    INSERT INTO tombstones (container, owner, scope, zone_id, name, record_type, seq, deleted_at)
-                    SELECT $1, $2, $3, $4, name, record_type, seq, $8
-                    FROM unnest($5::text[], $6::text[], $7::bigint[]) AS deleted (name, record_type, seq)
+                    INSERT INTO tombstones (container, owner, scope, zone_id, name, record_type, seq, deleted_at,
+                        shared_by)
+                    SELECT $1, $2, $3, $4, name, record_type, seq, $8,
+                        CASE WHEN shared_by = '' THEN NULL ELSE string_to_array(shared_by, E'\\n') END
+                    FROM unnest($5::text[], $6::text[], $7::bigint[], $9::text[]) AS deleted (name, record_type, seq, shared_by)
                     ON CONFLICT (container, owner, scope, zone_id, name) DO UPDATE SET
-                        record_type = excluded.record_type, seq = excluded.seq, deleted_at = excluded.deleted_at
+                        record_type = excluded.record_type, seq = excluded.seq, deleted_at = excluded.deleted_at,
+                        shared_by = excluded.shared_by
                     """,
                 binds: bindings), logger: logger)
     }

@@ -14,7 +14,11 @@ import PostgresNIO
 /// A request names each record once, so the items of one zone cannot change each other's
 /// checks: a zone's items are all checked against one read of their rows, then written
 /// together in two statements (and two for each record a deletion cascades to). An atomic zone with a failed item writes nothing, with no
-/// savepoint to roll back — what running the items one by one in a savepoint would do.
+/// savepoint to roll back — what running the items one by one in a savepoint would do. A zone
+/// with a share, a zone where the request saves one, and a participant's write through their
+/// shared database are the exception: there an item's checks follow parent chains and shares
+/// the items before it may have changed, so its items run one at a time, an atomic zone in a
+/// savepoint (``modifyOneByOne(_:of:in:matching:)``).
 struct PostgresRecordWriter {
     let connection: PostgresConnection
     let key: DatabaseKey
@@ -23,6 +27,8 @@ struct PostgresRecordWriter {
     let logger: Logger
     /// The compiled subscriptions of each database (read once per request, in its transaction).
     let subscriptionCache: PostgresSubscriptionCache
+    /// What the request found and did of shares (``PostgresShareState``).
+    let shares = PostgresShareState()
 
     typealias Item = RecordModificationPlan.Item
 
@@ -40,6 +46,8 @@ struct PostgresRecordWriter {
         var serverRecord: Wire.Record?
         /// The record to store, system fields not yet set.
         var record: Wire.Record
+        /// Set when the record is a share: its row and participants.
+        var share: PreparedShare? = nil
     }
 
     /// What one checked item writes.
@@ -67,10 +75,11 @@ struct PostgresRecordWriter {
         // Read with the first zone: a request that writes no zone changes nothing to match.
         var subscriptions: SubscriptionSet?
         var changes: [RecordChange] = []
+        shares.sharedScope = request.sharedScope
         for group in plan.groups {
             let names = group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil }
             guard
-                let (zone, existing, generation) = try await PostgresRows.liveZoneAndRecords(
+                let (zone, existing, generation, isShared) = try await PostgresRows.liveZoneAndRecords(
                     connection, key, group.zoneName, names: names, logger)
             else {
                 for entry in group.items {
@@ -81,10 +90,24 @@ struct PostgresRecordWriter {
             if subscriptions == nil {
                 subscriptions = try await subscriptionCache.subscriptions(connection, key, generation: generation, logger)
             }
+            if isShared || request.sharedScope != nil || Self.savesShares(group) {
+                // Shares make an item's checks depend on the items before it: one at a time.
+                let written = try await modifyOneByOne(group, of: request, in: zone, matching: subscriptions ?? SubscriptionSet())
+                for (item, result) in written.outcomes {
+                    switch result {
+                    case .failure(let failure): fail(item, failure)
+                    case .success(let record): if case .save(let index, _) = item, let record { saves[index].result = .success(record) }
+                    }
+                }
+                cascaded += written.cascaded
+                changes += written.changes
+                continue
+            }
+            shares.knowUnshared(zone.id)
             var writes: [Write] = []
             var failures: [(Item, ItemFailure)] = []
             for entry in group.items {
-                if let problem = entry.problem ?? Self.sharingRefusal(request) {
+                if let problem = entry.problem {
                     failures.append((entry.item, problem))
                     continue
                 }
@@ -125,8 +148,12 @@ struct PostgresRecordWriter {
         }
         let result = RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
         guard let subscriptions, !changes.isEmpty else { return Outcome(result: result, notified: [:]) }
-        let notified = try await PostgresNotificationWriter.fire(
-            subscriptions, in: key, now: now, records: changes, zones: [], connection, logger)
+        // The database's own subscriptions, and its shared zones' participants' in their shared
+        // databases, their feeds moved together.
+        let batches =
+            [PostgresNotificationWriter.Batch(subscriptions: subscriptions, key: key, records: changes)]
+            + (try await sharedSubscriptionBatches(changes))
+        let notified = try await PostgresNotificationWriter.fire(batches, in: key.container, now: now, connection, logger)
         return Outcome(result: result, notified: notified)
     }
 
@@ -136,7 +163,7 @@ struct PostgresRecordWriter {
     ///
     /// The group's checks all see the zone as it was before the request, so a record the
     /// group deletes counts as gone for every save of the group, whatever their order.
-    private func checkDeleteSelfTargets(
+    func checkDeleteSelfTargets(
         _ writes: inout [Write], _ failures: inout [(Item, ItemFailure)], of group: RecordModificationPlan.Group,
         in zone: PostgresZoneRow, existing: [String: PostgresRecordRow]
     ) async throws {
@@ -204,13 +231,9 @@ struct PostgresRecordWriter {
     }
 
     /// What this engine does not store yet, refused whole so nothing is kept half
-    /// (README → PostgreSQL): shares and assets.
+    /// (README → PostgreSQL): assets.
     static func capabilityRefusal(of record: Wire.Record, client: Wire.Record, in zone: PostgresZoneRow) -> ItemFailure? {
         let name = record.recordID?.recordName ?? ""
-        if record.recordType == ShareRules.shareType || client.share != nil {
-            return RecordCodec.error(
-                .serverRejectedRequest, "record \(name): the PostgreSQL storage engine does not keep shares yet")
-        }
         for field in record.fields {
             switch field.value?.kind {
             case .assetValue, .assetList:
@@ -224,11 +247,11 @@ struct PostgresRecordWriter {
         return nil
     }
 
-    /// A participant's write through a shared database, refused item by item (this engine
-    /// keeps no shares yet).
-    static func sharingRefusal(_ request: RecordModification) -> ItemFailure? {
-        guard request.sharedScope != nil else { return nil }
-        return RecordCodec.error(
-            .serverRejectedRequest, "the PostgreSQL storage engine does not keep shares yet; no shared database")
+    /// Whether a group saves a share, or a record naming one (a new share's root).
+    static func savesShares(_ group: RecordModificationPlan.Group) -> Bool {
+        group.items.contains { entry in
+            guard entry.problem == nil, case .save(_, let record) = entry.item else { return false }
+            return record.recordType == ShareRules.shareType || record.share != nil
+        }
     }
 }

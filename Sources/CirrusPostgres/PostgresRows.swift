@@ -147,19 +147,25 @@ enum PostgresRows {
     // MARK: Records
 
     /// A live zone and those of its records named in `names`, by name, with the database's
-    /// subscriptions generation (``PostgresSubscriptionCache``), read in one statement (one
-    /// round trip: a record write runs one per zone it writes); nil when the zone does not
-    /// exist.
+    /// subscriptions generation (``PostgresSubscriptionCache``) and whether the zone has a
+    /// share, read in one statement (one round trip: a record write runs one per zone it
+    /// writes); nil when the zone does not exist.
     static func liveZoneAndRecords(
         _ connection: PostgresConnection, _ key: DatabaseKey, _ zoneName: String, names: [String], _ logger: Logger
-    ) async throws -> (zone: PostgresZoneRow, records: [String: PostgresRecordRow], subscriptionsGeneration: Int64)? {
+    ) async throws -> (
+        zone: PostgresZoneRow, records: [String: PostgresRecordRow], subscriptionsGeneration: Int64, isShared: Bool
+    )? {
         var bindings = binds(key, zoneName)
         bindings.append(names)
         let rows = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
                     SELECT z.id, z.name, z.encryption_scope, z.change_seq, z.pruned_seq, z.client_change_token,
-                        r.name, r.record_type, r.change_tag, r.change_seq, r.creator, r.data, d.subscriptions_generation
+                        r.name, r.record_type, r.change_tag, r.change_seq, r.creator, r.data, d.subscriptions_generation,
+                        EXISTS (
+                            SELECT 1 FROM shares s WHERE s.container = z.container AND s.owner = z.owner
+                                AND s.scope = z.scope AND s.zone_id = z.id
+                        )
                     FROM zones z JOIN databases d
                         ON d.container = z.container AND d.owner = z.owner AND d.scope = z.scope
                     LEFT JOIN records r
@@ -171,13 +177,17 @@ enum PostgresRows {
         var zone: PostgresZoneRow?
         var records: [String: PostgresRecordRow] = [:]
         var generation: Int64 = 0
+        var isShared = false
         for try await columns in rows.decode(
-            (Int64, String, Int32, Int64, Int64, Data?, String?, String?, String?, Int64?, String?, ByteBuffer?, Int64)
-                .self)
+            (
+                Int64, String, Int32, Int64, Int64, Data?, String?, String?, String?, Int64?, String?, ByteBuffer?, Int64,
+                Bool
+            ).self)
         {
             if zone == nil {
                 zone = PostgresZoneRow((columns.0, columns.1, columns.2, columns.3, columns.4, columns.5))
                 generation = columns.12
+                isShared = columns.13
             }
             if let name = columns.6, let type = columns.7, let tag = columns.8, let seq = columns.9,
                 let creator = columns.10, let data = columns.11
@@ -185,7 +195,24 @@ enum PostgresRows {
                 records[name] = PostgresRecordRow((name, type, tag, seq, creator, data))
             }
         }
-        return zone.map { ($0, records, generation) }
+        return zone.map { ($0, records, generation, isShared) }
+    }
+
+    /// The record `name` of the zone, if it is stored.
+    static func record(
+        _ connection: PostgresConnection, _ key: DatabaseKey, zoneID: Int64, name: String, _ logger: Logger
+    ) async throws -> PostgresRecordRow? {
+        var bindings = binds(key, zoneID)
+        bindings.append(name)
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(PostgresRecordRow.columns) FROM records
+                    WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = $5
+                    """,
+                binds: bindings), logger: logger)
+        for try await columns in rows.decode(PostgresRecordRow.Columns.self) { return PostgresRecordRow(columns) }
+        return nil
     }
 
     /// Which of `names` are records of the zone.

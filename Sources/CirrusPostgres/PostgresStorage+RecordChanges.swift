@@ -47,13 +47,13 @@ extension PostgresStorage {
             let tombstoneRows = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """
-                        SELECT name, record_type, seq FROM tombstones
+                        SELECT name, record_type, seq, shared_by FROM tombstones
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND seq > $5 AND seq <= $6
                         ORDER BY seq LIMIT $7
                         """,
                     binds: bindings), logger: logger)
-            var tombstones: [(name: String, recordType: String, seq: Int64)] = []
-            for try await row in tombstoneRows.decode((String, String, Int64).self) { tombstones.append(row) }
+            var tombstones: [(name: String, recordType: String, seq: Int64, sharedBy: [String]?)] = []
+            for try await row in tombstoneRows.decode((String, String, Int64, [String]?).self) { tombstones.append(row) }
 
             var changed: [Wire.Record] = []
             var deleted: [RecordTombstone] = []
@@ -62,7 +62,10 @@ extension PostgresStorage {
                 changed: { changed.append(RecordCodec.restrict(try $0.record(), to: desiredKeys)) },
                 deleted: { tombstone in
                     let recordID = Wire.RecordID(recordName: tombstone.name, zoneID: ZoneResolution.zoneID(zone.name, in: key))
-                    deleted.append(RecordTombstone(recordID: recordID, recordType: tombstone.recordType, seq: tombstone.seq))
+                    deleted.append(
+                        RecordTombstone(
+                            recordID: recordID, recordType: tombstone.recordType, seq: tombstone.seq,
+                            sharedBy: tombstone.sharedBy ?? []))
                 })
             return RecordChangeBatch(
                 changed: changed, deleted: deleted, lastSeq: page.lastSeq, moreComing: page.moreComing,

@@ -11,8 +11,10 @@ extension PostgresStorage {
     /// sequence. Concurrent requests into one database share the transaction (group commit);
     /// each returns after it committed. What the changes fire is stored in the same transaction,
     /// and announced to the observers after the commit (``observeNotifications(_:)``). Shares
-    /// and assets are refused item by item (`serverRejectedRequest`): this engine does not keep
-    /// them yet (README → PostgreSQL).
+    /// (`cloudkit.share` records) are kept with their participants, as ``ShareStorage``
+    /// describes; a participant's write through their shared database (``RecordModification/sharedScope``)
+    /// is checked in the transaction. Assets are refused item by item (`serverRejectedRequest`):
+    /// this engine does not keep them yet (README → PostgreSQL).
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the request has
     ///   more items than allowed; `.invalidArguments` without a user; `.badDatabase`;
@@ -70,7 +72,7 @@ extension PostgresStorage {
             var rows: [String: [String: PostgresRecordRow]] = [:]
             for (zoneName, names) in namesByZone {
                 guard
-                    let (zone, records, _) = try await PostgresRows.liveZoneAndRecords(
+                    let (zone, records, _, _) = try await PostgresRows.liveZoneAndRecords(
                         connection, key, zoneName, names: names, logger)
                 else { continue }
                 zones[zoneName] = zone

@@ -378,6 +378,59 @@ extension PostgresStorage {
                 WHERE bytes_value IS NOT NULL
             """,
         ],
+        // v8: shares and their participants (ShareStorage), as SQLite's schema v10 and v11 keep
+        // them.
+        //
+        // - shares: one row per share record of a zone of a private database, keyed by its
+        //   zone like the record, which it goes with: root_name is the root of a hierarchy
+        //   share (NULL for the zone-wide share, `cloudkit.zoneshare`), token the secret of its
+        //   URL (unique), public_permission a Wire.ShareParticipantPermission; id orders shares
+        //   by when they were first saved.
+        // - share_participants: one row per participant of a share, the owner included; user_name
+        //   is NULL while the invitation names someone the directory does not know; role,
+        //   permission and status are Wire's numbers. They go with their share.
+        // - tombstones.shared_by: the record names of the shares a deleted record was in (NULL
+        //   when none), so a participant's change feed lists only deletions of records shared
+        //   with them. No share existed before v8: earlier tombstones were in none.
+        //
+        // Every change of a share happens under its database's row lock, as a record write does,
+        // so nodes accepting, leaving and saving one share at once take turns.
+        [
+            """
+            CREATE TABLE shares (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                zone_id bigint NOT NULL,
+                name text COLLATE "C" NOT NULL,
+                id bigint GENERATED ALWAYS AS IDENTITY,
+                root_name text COLLATE "C",
+                token text COLLATE "C" NOT NULL UNIQUE,
+                public_permission integer NOT NULL,
+                PRIMARY KEY (container, owner, scope, zone_id, name),
+                FOREIGN KEY (container, owner, scope, zone_id) REFERENCES zones ON DELETE CASCADE
+            )
+            """,
+            "CREATE INDEX shares_by_root ON shares (container, owner, scope, zone_id, root_name)",
+            """
+            CREATE TABLE share_participants (
+                container text COLLATE "C" NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                scope integer NOT NULL,
+                zone_id bigint NOT NULL,
+                share_name text COLLATE "C" NOT NULL,
+                participant_id text COLLATE "C" NOT NULL,
+                user_name text COLLATE "C",
+                role integer NOT NULL,
+                permission integer NOT NULL,
+                status integer NOT NULL,
+                PRIMARY KEY (container, owner, scope, zone_id, share_name, participant_id),
+                FOREIGN KEY (container, owner, scope, zone_id, share_name) REFERENCES shares ON DELETE CASCADE
+            )
+            """,
+            "CREATE INDEX share_participants_by_user ON share_participants (container, user_name, status)",
+            "ALTER TABLE tombstones ADD COLUMN shared_by text[]",
+        ],
     ]
 
     /// What a version's migration computes in Swift after its statements, in the same

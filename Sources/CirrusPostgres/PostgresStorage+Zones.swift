@@ -53,7 +53,9 @@ extension PostgresStorage {
         case .success(let resolved): name = resolved
         }
         if let existing = try await PostgresRows.liveZone(connection, key, name, logger) {
-            return .success(ZoneResolution.zone(named: existing.name, encryptionScope: existing.encryptionScope, in: key))
+            let zone = ZoneResolution.zone(named: existing.name, encryptionScope: existing.encryptionScope, in: key)
+            return .success(
+                PostgresShareRows.zone(zone, sharedBy: try await PostgresShareRows.zoneWideShares(connection, key, logger)[name]))
         }
         if let refusal = ZoneResolution.customZoneRefusal(name, in: key) { return .failure(refusal) }
         // A tombstone of an earlier zone with this name stays until pruned: the database feed
@@ -89,8 +91,9 @@ extension PostgresStorage {
                 AND id = \(zone.id)
             """, logger: logger)
         // The zone's records go with it: its tombstone in the database feed tells a device
-        // to drop them all, and a zone created again with this name starts empty.
-        for table in ["records", "tombstones"] {
+        // to drop them all, and a zone created again with this name starts empty. Its shares
+        // go too, participants with them.
+        for table in ["records", "shares", "tombstones"] {
             try await connection.query(
                 PostgresQuery(
                     unsafeSQL: "DELETE FROM \(table) WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4",
@@ -107,7 +110,8 @@ extension PostgresStorage {
         let key = try database.validated()
         try checkItemCount(zoneIDs.count)
         let logger = self.logger
-        return try await connection { connection in
+        return try await snapshot { connection in
+            let shared = try await PostgresShareRows.zoneWideShares(connection, key, logger)
             var outcomes: [ZoneFetchOutcome] = []
             for zoneID in zoneIDs {
                 let result: ItemResult<Wire.RecordZone>
@@ -116,7 +120,8 @@ extension PostgresStorage {
                     result = .failure(failure)
                 case .success(let name):
                     if let zone = try await PostgresRows.liveZone(connection, key, name, logger) {
-                        result = .success(ZoneResolution.zone(named: zone.name, encryptionScope: zone.encryptionScope, in: key))
+                        let fetched = ZoneResolution.zone(named: zone.name, encryptionScope: zone.encryptionScope, in: key)
+                        result = .success(PostgresShareRows.zone(fetched, sharedBy: shared[zone.name]))
                     } else if name == RecordCodec.defaultZoneName {
                         result = .success(ZoneResolution.defaultZone(in: key))
                     } else {
@@ -135,13 +140,15 @@ extension PostgresStorage {
     public func fetchAllZones(in database: DatabaseKey) async throws -> [Wire.RecordZone] {
         let key = try database.validated()
         let logger = self.logger
-        return try await connection { connection in
+        return try await snapshot { connection in
             let rows = try await PostgresRows.liveZones(connection, key, logger)
             guard !rows.isEmpty else { return [ZoneResolution.defaultZone(in: key)] }
+            let shared = try await PostgresShareRows.zoneWideShares(connection, key, logger)
             let defaults = rows.filter { $0.name == RecordCodec.defaultZoneName }
             let custom = rows.filter { $0.name != RecordCodec.defaultZoneName }
             return (defaults + custom).map {
-                ZoneResolution.zone(named: $0.name, encryptionScope: $0.encryptionScope, in: key)
+                PostgresShareRows.zone(
+                    ZoneResolution.zone(named: $0.name, encryptionScope: $0.encryptionScope, in: key), sharedBy: shared[$0.name])
             }
         }
     }

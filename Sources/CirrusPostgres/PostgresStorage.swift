@@ -9,9 +9,9 @@ import Synchronization
 /// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
 /// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
 /// operation journal — ``OperationJournal`` —, the server secret — ``ServerSecretStorage`` —,
-/// subscriptions and notification feeds — ``SubscriptionStorage`` —, and queries —
-/// ``RecordQueryStorage``, but full-text search and distance sorts — so far, see README →
-/// PostgreSQL).
+/// subscriptions and notification feeds — ``SubscriptionStorage`` —, queries —
+/// ``RecordQueryStorage``, but full-text search and distance sorts —, and shares with the
+/// shared database — ``ShareStorage`` — so far, see README → PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together
@@ -21,7 +21,9 @@ import Synchronization
 /// after its transaction is durable on the server. Concurrent writes into one database on
 /// one node share transactions (group commit, ``observeCommits(_:)``). A write's notifications
 /// are stored in its transaction; every node's observers hear of them, through a connection
-/// that `LISTEN`s (``observeNotifications(_:)``).
+/// that `LISTEN`s (``observeNotifications(_:)``). Shares change under their database's row
+/// lock, like records; access checks read them afresh on every request (no
+/// ``sharesGeneration``), so a participant removed on one node loses access on every node.
 ///
 /// For example:
 /// ```swift

@@ -25,7 +25,7 @@ package struct RecordModificationPlan: Sendable {
         /// The roots the group saves for shares, by share name: a record saved with its
         /// `share` naming a share record the group also saves (CloudKit: a new share is saved
         /// with its root in one operation).
-        var shareRoots: [String: String] = [:]
+        package var shareRoots: [String: String] = [:]
     }
 
     package let request: RecordModification

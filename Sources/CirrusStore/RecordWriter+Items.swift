@@ -13,7 +13,7 @@ extension RecordWriter {
         var assets: [RecordCodec.AssetContent]
         var checksums: Set<[UInt8]>
         /// Set when the record is a share: its row and participants.
-        var share: PreparedShare? = nil
+        var share: SQLitePreparedShare? = nil
     }
 
     /// Saves one record under `policy`; the record as stored, or its error.
@@ -44,7 +44,7 @@ extension RecordWriter {
         let name = checked.name
         let serverRecord = checked.serverRecord
         var record = checked.record
-        var preparedShare: PreparedShare?
+        var preparedShare: SQLitePreparedShare?
         if record.recordType == ShareRules.shareType {
             switch try prepareShare(&record, in: zone) {
             case .failure(let failure): return .failure(failure)
@@ -178,7 +178,7 @@ extension RecordWriter {
         if sharedScope != nil {
             // A participant deletes records of their shares only; one that does not exist is
             // refused alike.
-            guard let existing else { return Self.notInScope(name) }
+            guard let existing else { return ShareRules.notInScope(name) }
             if let refusal = try sharedScopeRefusal(existing.record(), existing: existing, in: zone) { return refusal }
         }
         guard let existing else { return nil }

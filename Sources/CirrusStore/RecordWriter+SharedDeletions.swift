@@ -1,33 +1,16 @@
 import CirrusWire
 import GRDB
 
-/// The shares of one zone, as a write reads them (``RecordWriter/zoneShares(_:)``).
-struct ZoneShares {
-    /// The name of the zone-wide share; nil when the zone is shared by hierarchy (or not at all).
-    var zoneWide: String?
-    /// The share of each root of a hierarchy share, by the root's name.
-    var byRoot: [String: String] = [:]
-
-    var isEmpty: Bool { zoneWide == nil && byRoot.isEmpty }
-}
-
 extension RecordWriter {
-    /// How far up a parent chain a deletion looks for the roots of shares.
-    static let maximumShareDepth = 64
-
     /// The shares of the zone `zoneID`, read once per write.
     mutating func zoneShares(_ zoneID: Int64) throws -> ZoneShares {
         if let known = zoneShares[zoneID] { return known }
         var shares = ZoneShares()
         if try isShared(zoneID) {
-            for row in try db.rows(sql: "SELECT name, root_name FROM shares WHERE zone_id = ?", arguments: [zoneID]) {
-                let name: String = row["name"]
-                if let root: String = row["root_name"] {
-                    shares.byRoot[root] = name
-                } else {
-                    shares.zoneWide = name
-                }
-            }
+            shares = ZoneShares(
+                try db.rows(sql: "SELECT name, root_name FROM shares WHERE zone_id = ?", arguments: [zoneID]).map {
+                    (name: $0["name"], rootName: $0["root_name"])
+                })
         }
         zoneShares[zoneID] = shares
         return shares
@@ -43,51 +26,27 @@ extension RecordWriter {
     /// (see ``sharesReached(from:named:zoneID:)``). Remembered for records deleted after it in
     /// the same write, and for the subscriptions of the participants.
     mutating func sharesHolding(_ row: RecordRow, named name: String, zoneID: Int64) throws -> [String] {
-        let shares = try zoneShares(zoneID)
-        var holding: [String] = []
-        if row.recordType == ShareRules.shareType {
-            holding = [name]
-        } else if let zoneWide = shares.zoneWide {
-            holding = [zoneWide]
-        } else if !shares.byRoot.isEmpty {
-            holding = try sharesReached(from: row.record(), named: name, zoneID: zoneID)
-        }
+        let holding = try sharesReached(recordType: row.recordType, named: name, zoneID: zoneID) { try row.record() }
         deletedFromShares[zoneID, default: [:]][name] = holding
         return holding
     }
 
-    /// The shares `record` (named `name`, in the zone `zoneID` as this write left it) is in:
-    /// the zone-wide share; or the share of every root its parent chain reaches (a parent
-    /// deleted earlier in this write counts with the shares it was in); a share record is in
-    /// its own share.
+    /// The shares `record` (named `name`, in the zone `zoneID` as this write left it) is in
+    /// (``SharesReached``).
     mutating func sharesReached(from record: Wire.Record, named name: String, zoneID: Int64) throws -> [String] {
-        if record.recordType == ShareRules.shareType { return [name] }
-        let shares = try zoneShares(zoneID)
-        if let zoneWide = shares.zoneWide { return [zoneWide] }
-        guard !shares.byRoot.isEmpty else { return [] }
-        var holding: [String] = []
-        var current = record
-        var currentName = name
-        for _ in 0..<Self.maximumShareDepth {
-            if let share = shares.byRoot[currentName], !holding.contains(share) { holding.append(share) }
-            guard let parent = current.parent?.recordID?.recordName else { break }
-            if let stored = try StoreRows.record(db, zoneID: zoneID, name: parent) {
-                current = try stored.record()
-                currentName = parent
-            } else {
-                for share in deletedFromShares[zoneID]?[parent] ?? [] where !holding.contains(share) {
-                    holding.append(share)
-                }
-                break
-            }
-        }
-        return holding
+        try sharesReached(recordType: record.recordType, named: name, zoneID: zoneID) { record }
     }
 
-    /// The refusal of a participant's write of a record that is not in a share they may change
-    /// (the same whether it exists or not).
-    static func notInScope(_ name: String) -> ItemFailure {
-        ItemFailure(.permissionFailure, "record \(name) is not part of a share you may change")
+    private mutating func sharesReached(
+        recordType: String, named name: String, zoneID: Int64, record: () throws -> Wire.Record
+    ) throws -> [String] {
+        var walk = try SharesReached(
+            recordType: recordType, name: name, shares: try zoneShares(zoneID), deleted: deletedFromShares[zoneID] ?? [:],
+            record: record)
+        while let parent = walk.parentToRead {
+            walk.read(try StoreRows.record(db, zoneID: zoneID, name: parent)?.record())
+        }
+        return walk.holding
     }
 
     /// Why a participant writing through their shared database (``sharedScope``) may not save
@@ -99,6 +58,6 @@ extension RecordWriter {
         let allowed = sharedScope[zone.name] ?? []
         let record = try existing?.record() ?? client
         let shares = try sharesReached(from: record, named: name, zoneID: zone.id)
-        return allowed.isDisjoint(with: shares) ? Self.notInScope(name) : nil
+        return allowed.isDisjoint(with: shares) ? ShareRules.notInScope(name) : nil
     }
 }

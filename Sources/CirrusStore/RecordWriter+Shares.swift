@@ -3,39 +3,16 @@ import Foundation
 import GRDB
 
 extension RecordWriter {
-    /// A share save whose checks passed: the `shares` row and participants ``applyShare`` writes.
-    struct PreparedShare {
+    /// A share save whose checks passed: the `shares` row (its ID when it exists) and the
+    /// participants ``applyShare`` writes.
+    struct SQLitePreparedShare {
         var existingID: Int64?
-        /// The root record of a hierarchy share; nil for a zone-wide share.
-        var rootName: String?
-        var token: String
-        var publicPermission: Wire.ShareParticipantPermission
-        var participants: [Participant]
+        var share: PreparedShare
     }
 
-    /// One participant as the store keeps it.
-    struct Participant {
-        var id: String
-        /// The user record name; nil while an invitation names someone the directory does not know.
-        var user: String?
-        var role: Wire.ShareParticipantRole
-        var permission: Wire.ShareParticipantPermission
-        var status: Wire.ShareParticipantAcceptanceStatus
-        var identity: Wire.UserIdentity
-
-        var wire: Wire.ShareParticipant {
-            Wire.ShareParticipant(
-                participantID: id, userIdentity: identity, role: role, acceptanceStatus: status, permission: permission)
-        }
-    }
-
-    /// Runs the checks of saving a share (``ShareRules/checkPlacement(of:zoneName:in:)`` ran
-    /// before) and fills its server-kept share fields into `record`: the participants with
-    /// their IDs and statuses, the owner, the public permission and the URL.
-    ///
-    /// A new hierarchy share needs its root in the same request; a root already shared by
-    /// another share, or a zone that mixes zone-wide and hierarchy sharing, is `alreadyShared`.
-    func prepareShare(_ record: inout Wire.Record, in zone: ZoneRow) throws -> ItemResult<PreparedShare> {
+    /// Runs the checks of saving a share (``ShareRules/prepareShare(_:zoneName:in:stored:zoneHasOtherKind:newRoot:directory:)``)
+    /// against the zone's stored shares and fills its server-kept share fields into `record`.
+    func prepareShare(_ record: inout Wire.Record, in zone: ZoneRow) throws -> ItemResult<SQLitePreparedShare> {
         let name = record.recordID?.recordName ?? ""
         let isZoneWide = name == ShareRules.zoneShareName
         let existing = try db.row(
@@ -44,158 +21,53 @@ extension RecordWriter {
         let otherKind = try db.int64(
             sql: "SELECT 1 FROM shares WHERE zone_id = ? AND name != ? AND ((? AND root_name IS NOT NULL) OR (NOT ? AND root_name IS NULL))",
             arguments: [zone.id, name, isZoneWide, isZoneWide])
-        if otherKind != nil {
-            return .failure(ItemFailure(
-                .alreadyShared,
-                isZoneWide
-                    ? "zone \(zone.name) already has hierarchy shares; a zone is shared either whole or by hierarchy"
-                    : "zone \(zone.name) is shared as a whole; a record in it cannot have a share of its own"))
-        }
-        var rootName: String?
-        if !isZoneWide {
-            if let existing {
-                rootName = existing["root_name"] as String?
-            } else if let root = shareRootsInZone[name] {
-                rootName = root
-            } else {
-                return .failure(ItemFailure(
-                    .invalidArguments,
-                    "share \(name): a new share is saved with its root record in the same operation (the root's share names it)"))
-            }
-        }
-        var previous: [Participant] = []
-        if let existingID {
-            previous = try db.rows(
+        var stored: StoredShare?
+        if let existing, let existingID {
+            let participants = try db.rows(
                 sql: "SELECT participant_id, user, role, permission, status FROM share_participants WHERE share_id = ?",
                 arguments: [existingID]
             ).map { row in
-                Participant(
+                ShareParticipantRow(
                     id: row["participant_id"], user: row["user"], role: Wire.ShareParticipantRole(rawValue: row["role"]),
                     permission: Wire.ShareParticipantPermission(rawValue: row["permission"]),
-                    status: Wire.ShareParticipantAcceptanceStatus(rawValue: row["status"]), identity: Wire.UserIdentity())
+                    status: Wire.ShareParticipantAcceptanceStatus(rawValue: row["status"]))
             }
+            stored = StoredShare(rootName: existing["root_name"], token: existing["token"], participants: participants)
         }
-        let fields = record.shareFields ?? Wire.ShareFields()
-        let participants: [Participant]
-        switch try self.participants(fields.participants, previous: previous, share: name) {
+        let db = self.db
+        let directory = ShareDirectoryAnswers(
+            userExists: { try db.int64(sql: "SELECT 1 FROM users WHERE name = ?", arguments: [$0]) != nil },
+            owner: { lookup in
+                try String.fetchOne(
+                    db, sql: "SELECT user FROM user_lookup WHERE kind = ? AND value = ?",
+                    arguments: [lookup.kind.rawValue, lookup.value])
+            })
+        switch try ShareRules.prepareShare(
+            &record, zoneName: zone.name, in: key, stored: stored, zoneHasOtherKind: otherKind != nil,
+            newRoot: shareRootsInZone[name], directory: directory)
+        {
         case .failure(let failure): return .failure(failure)
-        case .success(let list): participants = list
+        case .success(let share): return .success(SQLitePreparedShare(existingID: existingID, share: share))
         }
-        let token: String = existing.map { $0["token"] } ?? ShareRules.newToken()
-        let publicPermission: Wire.ShareParticipantPermission =
-            switch fields.publicPermission {
-            case .readOnly, .readWrite: fields.publicPermission
-            default: .none
-            }
-        record.shareFields = Wire.ShareFields(
-            participants: participants.map(\.wire), publicPermission: publicPermission,
-            owner: participants.first?.wire, currentUserParticipant: nil,
-            url: ShareRules.urlPath(container: key.container, token: token))
-        return .success(PreparedShare(
-            existingID: existingID, rootName: rootName, token: token, publicPermission: publicPermission,
-            participants: participants))
     }
 
-    /// The participants to keep: the owner (the database's owner) first, then everyone the
-    /// client listed, each resolved to a user where the directory knows them, keeping the ID
-    /// and acceptance of a participant already in the share; newcomers are pending.
-    private func participants(
-        _ requested: [Wire.ShareParticipant], previous: [Participant], share name: String
-    ) throws -> ItemResult<[Participant]> {
-        let previousOwner = previous.first { $0.role == .owner }
-        var result = [
-            Participant(
-                id: previousOwner?.id ?? UUID().uuidString, user: key.owner, role: .owner, permission: .readWrite,
-                status: .accepted, identity: Wire.UserIdentity(
-                    userRecordID: ZoneResolution.userRecordID(key.owner), hasIcloudAccount: true))
-        ]
-        for participant in requested {
-            let recordName = participant.userIdentity?.userRecordID?.recordName
-            if participant.role == .owner || recordName == key.owner || recordName == ZoneOwnerNames.currentUser {
-                continue
-            }
-            let user = try self.user(of: participant)
-            let match = previous.first { old in
-                (!participant.participantID.isEmpty && old.id == participant.participantID)
-                    || (user != nil && old.user == user)
-            }
-            if user == nil && match == nil && participant.userIdentity?.lookupInfo == nil {
-                return .failure(ItemFailure(
-                    .invalidArguments, "share \(name): a participant names no user record ID, email address or phone number"))
-            }
-            if result.contains(where: { ($0.user != nil && $0.user == user) || (match != nil && $0.id == match?.id) }) {
-                continue
-            }
-            var identity = participant.userIdentity ?? Wire.UserIdentity()
-            identity.userRecordID = (user ?? match?.user).map(ZoneResolution.userRecordID)
-            identity.hasIcloudAccount = (user ?? match?.user) != nil
-            identity.contactIdentifiers = []
-            let permission: Wire.ShareParticipantPermission =
-                participant.permission == .readWrite ? .readWrite : .readOnly
-            // One who left stays removed (the owner removes them from the list and adds them
-            // again to invite them again).
-            let status: Wire.ShareParticipantAcceptanceStatus = match?.status ?? .pending
-            result.append(Participant(
-                id: match?.id ?? UUID().uuidString, user: user ?? match?.user,
-                role: match?.role == .publicUser ? .publicUser : .privateUser, permission: permission, status: status,
-                identity: identity))
-        }
-        guard result.count <= ShareRules.maximumParticipants else {
-            return .failure(ItemFailure(
-                .tooManyParticipants,
-                "share \(name) has \(result.count) participants; a share has at most \(ShareRules.maximumParticipants)"))
-        }
-        return .success(result)
-    }
-
-    /// The user a participant names: its user record ID, or the owner of its email address or
-    /// phone number in the directory; nil when the directory knows no such user.
-    private func user(of participant: Wire.ShareParticipant) throws -> String? {
-        if let name = participant.userIdentity?.userRecordID?.recordName, UserLookup.isValidUserRecordName(name) {
-            return try db.int64(sql: "SELECT 1 FROM users WHERE name = ?", arguments: [name]) != nil ? name : nil
-        }
-        guard let info = participant.userIdentity?.lookupInfo else { return nil }
-        if let name = info.userRecordID?.recordName, UserLookup.isValidUserRecordName(name) {
-            return try db.int64(sql: "SELECT 1 FROM users WHERE name = ?", arguments: [name]) != nil ? name : nil
-        }
-        if let email = UserLookup.normalizedEmail(info.emailAddress) {
-            return try String.fetchOne(
-                db, sql: "SELECT user FROM user_lookup WHERE kind = 1 AND value = ?", arguments: [email])
-        }
-        if let phone = UserLookup.normalizedPhone(info.phoneNumber) {
-            return try String.fetchOne(
-                db, sql: "SELECT user FROM user_lookup WHERE kind = 2 AND value = ?", arguments: [phone])
-        }
-        return nil
-    }
-
-    /// The `share` a saved record keeps: what the server has, unless the request also saves
-    /// the share the client names and names this record its root (a new share). A record whose
-    /// stored share still exists cannot become the root of another: `alreadyShared`.
+    /// The `share` a saved record keeps (``ShareRules/shareReference(for:server:zoneName:in:shareRoots:storedShareExists:)``).
     func shareReference(
         for client: Wire.Record, server: Wire.Record?, in zone: ZoneRow
     ) throws -> ItemResult<Wire.Reference?> {
-        let name = client.recordID?.recordName ?? ""
-        let current = server?.share?.recordID?.recordName
-        guard let requested = client.share?.recordID?.recordName, requested != current,
-            shareRootsInZone[requested] == name
-        else {
-            return .success(server?.share)
-        }
-        if let current,
-            try db.int64(sql: "SELECT 1 FROM shares WHERE zone_id = ? AND name = ?", arguments: [zone.id, current]) != nil
-        {
-            return .failure(ItemFailure(.alreadyShared, "record \(name) is already the root of share \(current)"))
-        }
-        return .success(Wire.Reference(
-            recordID: Wire.RecordID(recordName: requested, zoneID: ZoneResolution.zoneID(zone.name, in: key)),
-            action: .none))
+        let db = self.db
+        return try ShareRules.shareReference(
+            for: client, server: server, zoneName: zone.name, in: key, shareRoots: shareRootsInZone,
+            storedShareExists: { name in
+                try db.int64(sql: "SELECT 1 FROM shares WHERE zone_id = ? AND name = ?", arguments: [zone.id, name]) != nil
+            })
     }
 
     /// Writes the `shares` row and the participants of a saved share.
-    func applyShare(_ share: PreparedShare, name: String, in zone: ZoneRow) throws {
+    func applyShare(_ prepared: SQLitePreparedShare, name: String, in zone: ZoneRow) throws {
+        let share = prepared.share
         let shareID: Int64
-        if let existingID = share.existingID {
+        if let existingID = prepared.existingID {
             shareID = existingID
             try db.run(
                 sql: "UPDATE shares SET public_permission = ? WHERE id = ?",
@@ -300,8 +172,8 @@ extension RecordWriter {
                 }
                 if !shares.isEmpty { inShares.append((change, shares)) }
             }
-            for (user, shares) in sharesByUser {
-                changesByUser[user, default: []] += inShares.filter { !shares.isDisjoint(with: $0.shares) }.map(\.change)
+            for (user, changes) in ShareRules.changesByParticipant(inShares, sharesByUser: sharesByUser) {
+                changesByUser[user, default: []] += changes
             }
         }
         var notified: [String: [StoredNotification]] = [:]

@@ -13,35 +13,27 @@ extension SQLiteStorage: ShareStorage {
         let cache = subscriptionCache
         let transaction = writer.transactionCache
         return try await write(weight: 1, sharesCache: true) { db -> ShareEntry? in
-            guard let found = try Self.shareRow(db, where: "s.token = ? AND d.container = ?", [token, container]).first,
-                let standing = found.entry.standing(of: user)
+            guard let found = try Self.shareRow(db, where: "s.token = ? AND d.container = ?", [token, container]).first
             else { return nil }
-            if standing.role == .owner || standing.status == .accepted { return found.entry }
-            let participantID = standing.participantID.isEmpty ? UUID().uuidString : standing.participantID
-            if standing.participantID.isEmpty {
+            let (acceptance, unchanged) = ShareMembership.acceptance(of: found.entry, by: user)
+            guard let acceptance else { return unchanged ? found.entry : nil }
+            let participant = acceptance.participant
+            if acceptance.isNew {
                 try db.run(
                     sql: """
                         INSERT INTO share_participants (share_id, participant_id, user, role, permission, status)
                         VALUES (?, ?, ?, ?, ?, ?)
                         """,
-                    arguments: [found.id, participantID, user, ShareRole.publicUser.rawValue,
-                                standing.permission.rawValue, ShareAcceptanceStatus.accepted.rawValue])
+                    arguments: [found.id, participant.id, user, participant.role.rawValue, participant.permission.rawValue,
+                                participant.status.rawValue])
             } else {
                 try db.run(
                     sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
-                    arguments: [ShareAcceptanceStatus.accepted.rawValue, found.id, participantID])
+                    arguments: [ShareAcceptanceStatus.accepted.rawValue, found.id, participant.id])
             }
             // The share record lists its participants: it changes with the acceptance.
             try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
-                if let index = fields.participants.firstIndex(where: { $0.participantID == participantID }) {
-                    fields.participants[index].acceptanceStatus = .accepted
-                } else {
-                    fields.participants.append(Wire.ShareParticipant(
-                        participantID: participantID,
-                        userIdentity: Wire.UserIdentity(userRecordID: ZoneResolution.userRecordID(user), hasIcloudAccount: true),
-                        role: .publicUser, acceptanceStatus: .accepted,
-                        permission: Wire.ShareParticipantPermission(rawValue: standing.permission.rawValue)))
-                }
+                ShareMembership.accept(acceptance, in: &fields)
             }
             return try Self.shareRow(db, where: "s.id = ?", [found.id]).first?.entry
         }
@@ -58,16 +50,13 @@ extension SQLiteStorage: ShareStorage {
             guard let found = try Self.shareRow(
                 db, where: "d.container = ? AND d.scope = ? AND d.owner = ? AND z.name = ? AND s.name = ?",
                 [container, Wire.DatabaseScope.private.rawValue, owner, zoneName, shareRecordName]
-            ).first, let participant = found.entry.participant(user), participant.status != .removed
+            ).first, let participant = ShareMembership.leaving(found.entry, by: user)
             else { return false }
             try db.run(
                 sql: "UPDATE share_participants SET status = ? WHERE share_id = ? AND participant_id = ?",
                 arguments: [ShareAcceptanceStatus.removed.rawValue, found.id, participant.participantID])
             try Self.rewriteShareRecord(found.entry, db: db, now: now, by: user, cache: cache, transaction: transaction) { fields in
-                for index in fields.participants.indices
-                where fields.participants[index].participantID == participant.participantID {
-                    fields.participants[index].acceptanceStatus = .removed
-                }
+                ShareMembership.leave(participant.participantID, in: &fields)
             }
             return true
         }
@@ -183,11 +172,12 @@ extension SQLiteStorage: ShareStorage {
                     """,
                 arguments: [id]
             ).map { participant in
-                ShareParticipantEntry(
-                    participantID: participant["participant_id"], user: participant["user"],
-                    role: ShareRole(rawValue: participant["role"]) ?? .privateUser,
-                    permission: SharePermission(rawValue: participant["permission"]) ?? .readOnly,
-                    status: ShareAcceptanceStatus(rawValue: participant["status"]) ?? .pending)
+                ShareParticipantRow(
+                    id: participant["participant_id"], user: participant["user"],
+                    role: Wire.ShareParticipantRole(rawValue: participant["role"]),
+                    permission: Wire.ShareParticipantPermission(rawValue: participant["permission"]),
+                    status: Wire.ShareParticipantAcceptanceStatus(rawValue: participant["status"])
+                ).entry
             }
             let entry = ShareEntry(
                 container: row["container"], owner: row["owner"], zoneName: row["zone_name"], recordName: row["name"],

@@ -7,7 +7,7 @@ package enum ShareRules {
     /// The record type of every share.
     package static let shareType = "cloudkit.share"
     /// The record name of a zone-wide share.
-    static let zoneShareName = "cloudkit.zoneshare"
+    package static let zoneShareName = "cloudkit.zoneshare"
     /// The field keys CloudKit defines for shares (title, thumbnail, type): allowed on shares
     /// although they are not valid field names.
     static let systemFieldKeys: Set<String> = ["cloudkit.title", "cloudkit.thumbnailImageData", "cloudkit.type"]

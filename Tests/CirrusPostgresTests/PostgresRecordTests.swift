@@ -131,22 +131,15 @@ struct PostgresRecordTests {
         await storage.close()
     }
 
-    @Test func sharesAndAssetsAreRefusedAndNothingIsWritten() async throws {
+    @Test func assetsAreRefusedAndNothingIsWritten() async throws {
         try await withPostgresStore { storage in
             _ = try await storage.modifyZones(saving: [.init(zoneID: zoneID("Z"))], deleting: [], in: alice)
             let content: [UInt8] = [1, 2, 3]
             let asset = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 3, content: .inlineData(content))
-            let share = Wire.Record(
-                recordID: Wire.RecordID(recordName: "s", zoneID: zoneID("Z")), recordType: ShareRules.shareType)
-            var shared = note("shared", zone: "Z")
-            shared.share = Wire.Reference(recordID: Wire.RecordID(recordName: "s", zoneID: zoneID("Z")), action: .none)
-            let target = Wire.RecordID(recordName: "fine", zoneID: zoneID("Z"))
             let records = [
                 note("fine", zone: "Z"),
                 note("asset", zone: "Z", [field("f", .assetValue(asset))]),
                 note("list", zone: "Z", [field("f", .assetList(Wire.AssetList(values: [asset])))]),
-                share,
-                shared,
             ]
             let result = try await storage.modifyRecords(RecordModification(saving: records), in: alice, by: "_alice")
             #expect(result.saves[0].failure?.code == .batchRequestFailed)
@@ -160,14 +153,6 @@ struct PostgresRecordTests {
             let partial = try await storage.modifyRecords(request, in: alice, by: "_alice")
             #expect(partial.saves[0].value != nil)
             #expect(partial.saves[1...].allSatisfy { $0.failure?.code == .serverRejectedRequest })
-            #expect(try await storage.rowCount(of: "records") == 1)
-
-            // A participant's write through a shared database.
-            var participant = RecordModification(saving: [note("p", zone: "Z")], deleting: [target])
-            participant.sharedScope = ["Z": ["s"]]
-            let refused = try await storage.modifyRecords(participant, in: alice, by: "_bob")
-            #expect(refused.saves[0].failure?.code == .serverRejectedRequest)
-            #expect(refused.deletes[0].failure?.code == .serverRejectedRequest)
             #expect(try await storage.rowCount(of: "records") == 1)
         }
     }

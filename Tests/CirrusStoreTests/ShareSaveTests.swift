@@ -27,8 +27,8 @@ struct ShareSaveTests {
             permission: permission)
     }
 
-    private func withUsers(_ body: @escaping @Sendable (any StorageUnderTest) async throws -> Void) async throws {
-        try await withStore { storage, _ in
+    private func withUsers(_ body: @escaping @Sendable (any ShareStorageUnderTest) async throws -> Void) async throws {
+        try await withShareStore { storage, _ in
             for user in ["_alice", "_bob", "_carol"] {
                 _ = try await storage.createUser(user, at: Wire.Timestamp(seconds: 1))
             }

@@ -27,19 +27,19 @@ struct SharedTombstoneTests {
     }
 
     /// Every tombstone of `zone`, by record name.
-    private func tombstones(_ storage: any StorageUnderTest, zone: String) async throws -> [String: [String]] {
+    private func tombstones(_ storage: any ShareStorageUnderTest, zone: String) async throws -> [String: [String]] {
         let batch = try await storage.recordChanges(in: zoneID(zone), of: alice, since: 0, limit: 400, desiredKeys: [])
         return Dictionary(uniqueKeysWithValues: batch.deleted.map { ($0.recordID.recordName, $0.sharedBy) })
     }
 
-    private func delete(_ names: [String], zone: String, in storage: any StorageUnderTest) async throws {
+    private func delete(_ names: [String], zone: String, in storage: any ShareStorageUnderTest) async throws {
         let result = try await storage.modifyRecords(
             RecordModification(deleting: names.map { recordID($0, zone: zone) }), in: alice, by: "_alice")
         #expect(!result.hasFailures, "\(result)")
     }
 
     @Test func aHierarchyDeletionNamesTheSharesOfTheRootsItsChainReached() async throws {
-        try await withStore { storage, _ in
+        try await withShareStore { storage, _ in
             try await storage.createZone("Albums")
             // album (share s1) ← photo ← crop; other (share s2) ← b; loose has no parent,
             // orphan's parent never existed.
@@ -64,7 +64,7 @@ struct SharedTombstoneTests {
     }
 
     @Test func aChildDeletedAfterItsParentInOneRequestKeepsTheParentsShares() async throws {
-        try await withStore { storage, _ in
+        try await withShareStore { storage, _ in
             try await storage.createZone("Albums")
             try await storage.saveAll([root("album", sharedBy: "s1"), share("s1"), child("photo", of: "album"), child("crop", of: "photo")])
             try await delete(["photo", "crop"], zone: "Albums", in: storage)
@@ -73,8 +73,24 @@ struct SharedTombstoneTests {
         }
     }
 
+    @Test func aRecordDeletedByACascadeNamesTheSharesItWasIn() async throws {
+        try await withShareStore { storage, engine in
+            try await storage.createZone("Albums")
+            // tag's parent is photo, which it references with deleteSelf: deleting photo deletes
+            // tag, whose chain then reaches the root through the photo just deleted.
+            var tag = child("tag", of: "photo")
+            tag.fields = [field("on", reference(recordID("photo", zone: "Albums")))]
+            try await storage.saveAll([root("album", sharedBy: "s1"), share("s1"), child("photo", of: "album"), tag])
+            let result = try await storage.modifyRecords(
+                RecordModification(deleting: [recordID("photo", zone: "Albums")]), in: alice, by: "_alice")
+            #expect(result.cascadedDeletions.map(\.recordName) == ["tag"], "\(engine)")
+            let deleted = try await tombstones(storage, zone: "Albums")
+            #expect(deleted["photo"] == ["s1"] && deleted["tag"] == ["s1"], "\(engine): \(deleted)")
+        }
+    }
+
     @Test func aZoneSharedWholeNamesItsShareAndAnUnsharedZoneNone() async throws {
-        try await withStore { storage, _ in
+        try await withShareStore { storage, _ in
             try await storage.createZone("Trip")
             try await storage.createZone("Private")
             try await storage.saveAll([note("early", zone: "Trip"), note("mine", zone: "Private")])

@@ -23,16 +23,17 @@ func temporaryDirectory() -> String {
 ///
 /// **The conformance suite** is every test that reaches the store only through
 /// ``withSyncStore(clock:_:)``, ``withStore(clock:_:)``, ``withDirectoryStore(clock:_:)``,
-/// ``withJournalStore(clock:_:)``, ``withSubscriptionStore(clock:_:)`` or
-/// ``withQueryStore(clock:_:)``. It is split by capability:
+/// ``withJournalStore(clock:_:)``, ``withSubscriptionStore(clock:_:)``,
+/// ``withQueryStore(clock:_:)`` or ``withShareStore(clock:_:)`` (each one shape,
+/// ``withStore(_:as:clock:_:)``: the engines with a capability, their storages as the protocol
+/// it promises). It is split by capability:
 ///
 /// - **Records, zones and change feeds** (``RecordSyncStorage``, through
 ///   ``withSyncStore(clock:_:)``): `AccessTests`, `AtomicTests`, `ChangeFeedTests`,
 ///   `FetchTests`, `SavePolicyTests`, `ZoneTests`, `GroupCommitTests`, but for the tests of
 ///   theirs that need more. Every engine in ``all`` runs them: SQLite and PostgreSQL.
 /// - **Everything** (``RecordStorage``, through ``withStore(clock:_:)``): the rest of those
-///   files, `CascadeTests`, `ReferenceRulesTests`, `ShareSaveTests`, `SharedTombstoneTests`,
-///   the store part of `ThroughputTests`, and the query tests that need more than queries:
+///   files, `CascadeTests`, `ReferenceRulesTests`, the store part of `ThroughputTests`, and the query tests that need more than queries:
 ///   in `QueryTextAndDistanceTests` full-text search and the distance sort
 ///   (`everyWordMustOccurInSomeStringField`, `wordsMatchIgnoringCaseAndDiacritics`,
 ///   `theTextIndexFollowsSavesAndDeletes`, `locationsSortByDistanceMissingOnesLast`), in
@@ -59,6 +60,11 @@ func temporaryDirectory() -> String {
 /// - **Subscriptions and notification feeds** on records and zones (``SubscriptionStorage``,
 ///   through ``withSubscriptionStore(clock:_:)``): `SubscriptionTests`. The engines of ``all``
 ///   that implement it (``implementsSubscriptions``) run them: SQLite and PostgreSQL.
+/// - **Shares and the shared database** (``ShareStorage`` and shares in record writes, through
+///   ``withShareStore(clock:_:)``, or ``withStores(_:as:nodes:_:)`` for several nodes):
+///   `ShareSaveTests`, `SharedTombstoneTests` but its migration test, `ShareStorageTests`. The
+///   engines of ``all`` that implement it (``implementsShares``) run them: SQLite and
+///   PostgreSQL.
 ///
 /// A test moves from the second group to the first once every engine can run it; an engine
 /// joins ``all`` by adding its factory there.
@@ -66,7 +72,9 @@ func temporaryDirectory() -> String {
 /// **SQLite-specific** (they open `SQLiteStorage` through ``withSQLiteStore(clock:_:)`` or
 /// directly, and test its internals): `MigrationTests`, `CheckpointTests`, `DurabilityTests`
 /// (crash safety, SIGKILL), in `GroupCommitTests` the test of SQLite's write queue,
-/// `QueryIndexTests` (schema and index introspection, rows examined), in
+/// `QueryIndexTests` (schema and index introspection, rows examined), the shares generation
+/// (`ShareGenerationTests`, `ShareGenerationAcrossOpenersTests`: PostgreSQL keeps none), in
+/// `SharedTombstoneTests` the v11 migration test, in
 /// `OperationJournalTests` the test of corrupt stored events (it rewrites SQLite's rows), in
 /// `QueryKeysetTests` `firstPagesInTheQueryOrderReadAboutAPage` (rows examined, query
 /// plan) and `swiftOrdersSortValuesAsSQLiteDoes`, and `ThroughputTests.rawSQLiteBaseline`.
@@ -99,6 +107,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements ``RecordQueryStorage`` (its storages are
     /// ``QueryStorageUnderTest``s).
     var implementsQueries: Bool
+    /// Whether the engine implements ``ShareStorage`` and keeps shares in its record writes
+    /// (its storages are ``ShareStorageUnderTest``s).
+    var implementsShares: Bool
     /// Whether its queries run full-text search (`self CONTAINS`) and sort by distance; an
     /// engine that does not refuses them with `invalidArguments` naming what it does not run.
     var runsTextSearchAndDistanceSorts: Bool
@@ -117,13 +128,14 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         implementsJournal: true,
         implementsSubscriptions: true,
         implementsQueries: true,
+        implementsShares: true,
         runsTextSearchAndDistanceSorts: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
     /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory,
-    /// bearer tokens, the long-lived operation journal, subscriptions, notification feeds and
-    /// queries so far.
+    /// bearer tokens, the long-lived operation journal, subscriptions, notification feeds,
+    /// queries and shares so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -138,6 +150,7 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         implementsJournal: true,
         implementsSubscriptions: true,
         implementsQueries: true,
+        implementsShares: true,
         runsTextSearchAndDistanceSorts: false
     )
 
@@ -177,6 +190,13 @@ extension SQLiteStorage: DirectoryStorageUnderTest {}
 extension PostgresStorage: DirectoryStorageUnderTest {}
 extension SQLiteStorage: SubscriptionStorageUnderTest {}
 extension PostgresStorage: SubscriptionStorageUnderTest {}
+
+/// What the shares part of the conformance suite needs of an engine: shares, and the users,
+/// subscriptions and notification feeds its tests invite, subscribe and notify.
+protocol ShareStorageUnderTest: DirectoryStorageUnderTest, SubscriptionStorageUnderTest, ShareStorage {}
+
+extension SQLiteStorage: ShareStorageUnderTest {}
+extension PostgresStorage: ShareStorageUnderTest {}
 
 /// What the long-lived operation journal part of the conformance suite needs of an engine.
 protocol JournalStorageUnderTest: SyncStorageUnderTest, OperationJournal {}
@@ -223,12 +243,7 @@ func withStore(
     clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
     _ body: (any StorageUnderTest, StorageEngineUnderTest) async throws -> Void
 ) async throws {
-    for engine in StorageEngineUnderTest.all where engine.isComplete {
-        try await withStorage(of: engine, clock: clock()) { storage in
-            let complete = try #require(storage as? any StorageUnderTest, "\(engine) implements all of RecordStorage")
-            try await body(complete, engine)
-        }
-    }
+    try await withStore(\.isComplete, as: (any StorageUnderTest).self, clock: clock(), body)
 }
 
 /// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements ``UserStorage``
@@ -238,13 +253,7 @@ func withDirectoryStore(
     clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
     _ body: (any DirectoryStorageUnderTest, StorageEngineUnderTest) async throws -> Void
 ) async throws {
-    for engine in StorageEngineUnderTest.all where engine.implementsDirectory {
-        try await withStorage(of: engine, clock: clock()) { storage in
-            let directory = try #require(
-                storage as? any DirectoryStorageUnderTest, "\(engine) implements UserStorage and TokenStorage")
-            try await body(directory, engine)
-        }
-    }
+    try await withStore(\.implementsDirectory, as: (any DirectoryStorageUnderTest).self, clock: clock(), body)
 }
 
 /// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
@@ -254,12 +263,7 @@ func withJournalStore(
     clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
     _ body: (any JournalStorageUnderTest, StorageEngineUnderTest) async throws -> Void
 ) async throws {
-    for engine in StorageEngineUnderTest.all where engine.implementsJournal {
-        try await withStorage(of: engine, clock: clock()) { storage in
-            let journal = try #require(storage as? any JournalStorageUnderTest, "\(engine) implements OperationJournal")
-            try await body(journal, engine)
-        }
-    }
+    try await withStore(\.implementsJournal, as: (any JournalStorageUnderTest).self, clock: clock(), body)
 }
 
 /// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
@@ -269,12 +273,7 @@ func withQueryStore(
     clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
     _ body: (any QueryStorageUnderTest, StorageEngineUnderTest) async throws -> Void
 ) async throws {
-    for engine in StorageEngineUnderTest.all where engine.implementsQueries {
-        try await withStorage(of: engine, clock: clock()) { storage in
-            let querying = try #require(storage as? any QueryStorageUnderTest, "\(engine) implements RecordQueryStorage")
-            try await body(querying, engine)
-        }
-    }
+    try await withStore(\.implementsQueries, as: (any QueryStorageUnderTest).self, clock: clock(), body)
 }
 
 /// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
@@ -284,12 +283,55 @@ func withSubscriptionStore(
     clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
     _ body: (any SubscriptionStorageUnderTest, StorageEngineUnderTest) async throws -> Void
 ) async throws {
-    for engine in StorageEngineUnderTest.all where engine.implementsSubscriptions {
+    try await withStore(\.implementsSubscriptions, as: (any SubscriptionStorageUnderTest).self, clock: clock(), body)
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements ``ShareStorage``
+/// (``StorageEngineUnderTest/implementsShares``), each time with a fresh storage of that engine,
+/// closed and removed afterwards.
+func withShareStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any ShareStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    try await withStore(\.implementsShares, as: (any ShareStorageUnderTest).self, clock: clock(), body)
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that has `capability`, each
+/// time with a fresh storage of that engine as a `Storage` (the protocol of what the
+/// capability promises), closed and removed afterwards: the shape of every `with…Store`.
+func withStore<Storage>(
+    _ capability: KeyPath<StorageEngineUnderTest, Bool>, as _: Storage.Type,
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (Storage, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine[keyPath: capability] {
         try await withStorage(of: engine, clock: clock()) { storage in
-            let subscribing = try #require(
-                storage as? any SubscriptionStorageUnderTest, "\(engine) implements SubscriptionStorage")
-            try await body(subscribing, engine)
+            let capable = try #require(storage as? Storage, "\(engine) implements \(Storage.self)")
+            try await body(capable, engine)
         }
+    }
+}
+
+/// Like ``withStore(_:as:clock:_:)``, but `body` gets `nodes` storages of each engine open on
+/// the same data at once (several `cirrusd` nodes sharing one database, or several processes on
+/// one SQLite file).
+func withStores<Storage>(
+    _ capability: KeyPath<StorageEngineUnderTest, Bool>, as _: Storage.Type, nodes: Int,
+    _ body: ([Storage], StorageEngineUnderTest) async throws -> Void
+) async throws {
+    for engine in StorageEngineUnderTest.all where engine[keyPath: capability] {
+        let location = try engine.newLocation()
+        defer { engine.remove(location) }
+        var opened: [any SyncStorageUnderTest] = []
+        do {
+            for _ in 0..<nodes { opened.append(try await engine.open(location, systemClock)) }
+            let storages = try opened.map { try #require($0 as? Storage, "\(engine) implements \(Storage.self)") }
+            try await body(storages, engine)
+        } catch {
+            for storage in opened { try? await storage.close() }
+            throw error
+        }
+        for storage in opened { try await storage.close() }
     }
 }
 
@@ -299,22 +341,7 @@ func withSubscriptionStore(
 func withDirectoryStores(
     nodes: Int, _ body: ([any DirectoryStorageUnderTest], StorageEngineUnderTest) async throws -> Void
 ) async throws {
-    for engine in StorageEngineUnderTest.all where engine.implementsDirectory {
-        let location = try engine.newLocation()
-        defer { engine.remove(location) }
-        var opened: [any SyncStorageUnderTest] = []
-        do {
-            for _ in 0..<nodes { opened.append(try await engine.open(location, systemClock)) }
-            let storages = try opened.map {
-                try #require($0 as? any DirectoryStorageUnderTest, "\(engine) implements UserStorage and TokenStorage")
-            }
-            try await body(storages, engine)
-        } catch {
-            for storage in opened { try? await storage.close() }
-            throw error
-        }
-        for storage in opened { try await storage.close() }
-    }
+    try await withStores(\.implementsDirectory, as: (any DirectoryStorageUnderTest).self, nodes: nodes, body)
 }
 
 /// Opens a fresh storage of `engine`, runs `body` with it, then closes and removes it (also
