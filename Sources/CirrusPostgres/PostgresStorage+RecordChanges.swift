@@ -64,6 +64,7 @@ extension PostgresStorage {
                     let recordID = Wire.RecordID(recordName: tombstone.name, zoneID: ZoneResolution.zoneID(zone.name, in: key))
                     deleted.append(RecordTombstone(recordID: recordID, recordType: tombstone.recordType, seq: tombstone.seq))
                 })
+            try await PostgresAssetRows.fill(&changed, connection, logger)
             return RecordChangeBatch(
                 changed: changed, deleted: deleted, lastSeq: page.lastSeq, moreComing: page.moreComing,
                 clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id, headSeq: zone.changeSeq,

@@ -378,6 +378,10 @@ extension PostgresStorage {
                 WHERE bytes_value IS NOT NULL
             """,
         ],
+        // v8: shares (another branch; its statements replace this empty list when it is merged).
+        [],
+        // v9: asset contents and the records that refer to them (PostgresStorage+SchemaV9).
+        assetsMigration,
     ]
 
     /// What a version's migration computes in Swift after its statements, in the same
