@@ -131,11 +131,9 @@ struct PostgresRecordTests {
         await storage.close()
     }
 
-    @Test func sharesAndAssetsAreRefusedAndNothingIsWritten() async throws {
+    @Test func sharesAreRefusedAndNothingIsWritten() async throws {
         try await withPostgresStore { storage in
             _ = try await storage.modifyZones(saving: [.init(zoneID: zoneID("Z"))], deleting: [], in: alice)
-            let content: [UInt8] = [1, 2, 3]
-            let asset = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 3, content: .inlineData(content))
             let share = Wire.Record(
                 recordID: Wire.RecordID(recordName: "s", zoneID: zoneID("Z")), recordType: ShareRules.shareType)
             var shared = note("shared", zone: "Z")
@@ -143,8 +141,6 @@ struct PostgresRecordTests {
             let target = Wire.RecordID(recordName: "fine", zoneID: zoneID("Z"))
             let records = [
                 note("fine", zone: "Z"),
-                note("asset", zone: "Z", [field("f", .assetValue(asset))]),
-                note("list", zone: "Z", [field("f", .assetList(Wire.AssetList(values: [asset])))]),
                 share,
                 shared,
             ]
