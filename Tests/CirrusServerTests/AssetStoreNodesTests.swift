@@ -116,6 +116,9 @@ struct AssetStoreNodesTests {
             #expect(empty.receivedBytes == 100_000)
             let second = try await nodes.b.receive(Self.chunk(content, 100_000..<200_000, id: "u"), from: "_alice")
             #expect(second.receivedBytes == 200_000)
+            // A, asked where to resume, knows what B received.
+            let resume = try await nodes.a.receive(Self.chunk(content, 0..<0, id: "u"), from: "_alice")
+            #expect(resume.receivedBytes == 200_000)
             // Back on A, whose open upload is behind the file: it adds B's bytes to its digest.
             let done = try await nodes.a.receive(Self.chunk(content, 200_000..<300_000, id: "u", final: true), from: "_alice")
             #expect(done.receivedBytes == 300_000)
