@@ -154,6 +154,20 @@ struct FetchTests {
         }
     }
 
+    /// Content that arrives with an earlier save of the request may be named by checksum alone
+    /// in a later one.
+    @Test func contentArrivingWithAnEarlierSaveOfTheRequestIsKnown() async throws {
+        try await withAssetStore { storage, _ in
+            let content: [UInt8] = Array("arrives first".utf8)
+            let digest = Wire.SHA256.hash(content)
+            let inline = Wire.Asset(sha256: digest, size: UInt64(content.count), content: .inlineData(content))
+            let byChecksum = Wire.Asset(sha256: digest, size: UInt64(content.count))
+            try await storage.saveAll([note("first", [field("f", .assetValue(inline))]), note("second", [field("f", .assetValue(byChecksum))])])
+            #expect(try #require(try await storage.fetch(recordID("second")).record).value("f") == .assetValue(inline))
+            #expect(try await storage.count("assets") == 1)
+        }
+    }
+
     @Test func unreferencedAssetsArePruned() async throws {
         try await withAssetStore { storage, _ in
             let content: [UInt8] = [4, 5, 6]

@@ -53,7 +53,8 @@ func temporaryDirectory() -> String {
 ///   ``withAssetStore(clock:_:)``): the asset tests of `FetchTests`
 ///   (`assetsAreStoredOncePerChecksumAndFetchedWithContent`, `assetContentIsVerified`,
 ///   `fileContentIsSavedByChecksumAndCountedOnce`, `anAssetWithoutContentMustAlreadyBeStored`,
-///   `unreferencedAssetsArePruned`, `aCommittedContentIsKeptUntilItsGraceHasPassed`). The engines
+///   `unreferencedAssetsArePruned`, `contentArrivingWithAnEarlierSaveOfTheRequestIsKnown`,
+///   `aCommittedContentIsKeptUntilItsGraceHasPassed`). The engines
 ///   of ``all`` that implement it (``implementsAssets``) run them: SQLite and PostgreSQL.
 ///
 /// - **The user directory and bearer tokens** (``UserStorage`` and ``TokenStorage``, through
