@@ -91,9 +91,11 @@ extension AssetStore {
         let dropped: Bool
         do {
             dropped = try await self.storage.dropAssetIfUnreferenced(sha256, committedBefore: cutoff) {
-                // Run again when the storage retries its transaction: moved once is enough.
-                guard rename(path, aside) == 0 || (errno == ENOENT && AssetFile.exists(aside)) else {
-                    throw AssetStoreError.system("cannot move \(path) to", aside)
+                // Gone already: another node's collection took it (or this closure ran before,
+                // the storage retrying its transaction).
+                guard rename(path, aside) == 0 else {
+                    guard errno == ENOENT else { throw AssetStoreError.system("cannot move \(path) to", aside) }
+                    return
                 }
                 // Dated now: no collection of `tmp/` takes it before this one is done.
                 utimes(aside, nil)
@@ -103,7 +105,9 @@ extension AssetStore {
             if AssetFile.exists(aside) { rename(aside, path) }
             throw error
         }
-        if dropped { unlink(aside) }
-        return dropped
+        // Counted by the node that moved the file.
+        guard dropped, AssetFile.exists(aside) else { return false }
+        unlink(aside)
+        return true
     }
 }
