@@ -32,6 +32,7 @@ extension PostgresRecordWriter {
         var references = ReferenceColumns()
         var replacedSources: [String] = []
         var index = PostgresIndexRows.Columns()
+        var assets = PostgresAssetRows.Columns()
         // The versions the writes replace, with the sequence each is replaced at.
         var replaced: (names: [String], seqs: [Int64]) = ([], [])
         var deleted = TombstoneColumns()
@@ -70,6 +71,9 @@ extension PostgresRecordWriter {
                     replaced.seqs.append(seq)
                 }
                 index.append(record, name: name)
+                assets.append(
+                    name, checksums: prepared.checksums, arriving: prepared.assets,
+                    replaced: prepared.existing == nil ? nil : prepared.serverRecord)
                 for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
                     references.sources.append(name)
                     references.targetZones.append(target.zone)
@@ -110,6 +114,9 @@ extension PostgresRecordWriter {
             index, replacing: replacedSources, zoneID: zone.id, database: PostgresRows.binds(key), connection, logger)
         if !replacedSources.isEmpty || !references.sources.isEmpty {
             try await writeReferences(references, replacing: replacedSources, in: zone)
+        }
+        if !assets.isEmpty {
+            try await PostgresAssetRows.write(assets, zoneID: zone.id, database: key, connection, logger)
         }
         var written = Written(saved: stored)
         var cascades: [String: [RecordChange]] = [:]

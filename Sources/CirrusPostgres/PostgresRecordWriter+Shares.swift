@@ -69,14 +69,16 @@ extension PostgresRecordWriter {
     /// the zone as the items before it left it: the way of a zone with shares, a request saving
     /// shares, and a participant's write through their shared database, whose checks follow
     /// parent chains and shares the items before may have changed. An atomic zone runs in a
-    /// savepoint, rolled back when an item fails.
+    /// savepoint, rolled back when an item fails. `arrived` is the asset content earlier saves
+    /// of the request brought (see ``checkAssets(_:_:arrived:)``); it gains this zone's.
     func modifyOneByOne(
         _ group: RecordModificationPlan.Group, of request: RecordModification, in zone: PostgresZoneRow,
-        matching subscriptions: SubscriptionSet
+        matching subscriptions: SubscriptionSet, arrived: inout Set<[UInt8]>
     ) async throws -> OneByOne {
         let token = request.clientChangeToken.isEmpty ? nil : Data(request.clientChangeToken)
         if request.isAtomic { try await connection.query("SAVEPOINT shared_zone", logger: logger) }
         let mark = shares.mark
+        let arrivedBefore = arrived
         var done = OneByOne()
         var failed = false
         for entry in group.items {
@@ -86,7 +88,7 @@ extension PostgresRecordWriter {
             } else {
                 outcome = try await perform(
                     entry.item, of: group, policy: request.savePolicy, clientChangeToken: token, matching: subscriptions,
-                    &done)
+                    arrived: &arrived, &done)
             }
             if case .failure = outcome { failed = true }
             done.outcomes.append((entry.item, outcome))
@@ -99,6 +101,7 @@ extension PostgresRecordWriter {
         try await connection.query("ROLLBACK TO SAVEPOINT shared_zone", logger: logger)
         try await connection.query("RELEASE SAVEPOINT shared_zone", logger: logger)
         shares.restore(mark, zoneID: zone.id)
+        arrived = arrivedBefore
         let failure = RecordCodec.error(.batchRequestFailed, "another item of zone \(zone.name) failed")
         let outcomes = done.outcomes.map { item, outcome -> (Item, ItemResult<Wire.Record?>) in
             if case .failure = outcome { return (item, outcome) }
@@ -110,7 +113,7 @@ extension PostgresRecordWriter {
     /// Checks and writes one item against the zone as it is now.
     private func perform(
         _ item: Item, of group: RecordModificationPlan.Group, policy: Wire.SavePolicy, clientChangeToken token: Data?,
-        matching subscriptions: SubscriptionSet, _ done: inout OneByOne
+        matching subscriptions: SubscriptionSet, arrived: inout Set<[UInt8]>, _ done: inout OneByOne
     ) async throws -> ItemResult<Wire.Record?> {
         let name: String
         switch item {
@@ -136,12 +139,15 @@ extension PostgresRecordWriter {
             var failures: [(Item, ItemFailure)] = []
             try await checkDeleteSelfTargets(&writes, &failures, of: group, in: zone, existing: rows)
             if let (_, failure) = failures.first { return .failure(failure) }
+            try await checkAssets(&writes, &failures, arrived: arrived)
+            if let (_, failure) = failures.first { return .failure(failure) }
             if let share = prepared.share {
                 // Before the record: its change is then one of a shared zone's.
                 try await PostgresShareRows.write(share, name: name, connection, key, zoneID: zone.id, logger)
                 shares.forget(zone.id)
             }
             let written = try await apply(writes, in: zone, clientChangeToken: token, matching: subscriptions)
+            arrived.formUnion(prepared.assets.map(\.sha256))
             done.changes += written.changes
             return .success(written.saved.first?.1)
         case .delete(let index, _):
@@ -213,10 +219,15 @@ extension PostgresRecordWriter {
             case .success(let reference): record.share = reference
             }
         }
-        if let refusal = Self.capabilityRefusal(of: record, client: client, in: zone) { return .failure(refusal) }
+        let assets: [RecordCodec.AssetContent]
+        switch RecordCodec.extractAssets(&record) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let contents): assets = contents
+        }
         return .success(
             PreparedSave(
-                index: index, existing: existing, serverRecord: checked.serverRecord, record: record, share: share))
+                index: index, existing: existing, serverRecord: checked.serverRecord, record: record, share: share,
+                assets: assets, checksums: RecordCodec.assetChecksums(in: record)))
     }
 
     /// After the share `name` was deleted: drops its row and participants and, for a hierarchy
@@ -237,7 +248,12 @@ extension PostgresRecordWriter {
         var unshared = root
         unshared.share = nil
         let written = try await apply(
-            [.save(PreparedSave(index: 0, existing: rootRow, serverRecord: root, record: unshared))], in: current,
+            [
+                .save(
+                    PreparedSave(
+                        index: 0, existing: rootRow, serverRecord: root, record: unshared, assets: [],
+                        checksums: RecordCodec.assetChecksums(in: unshared)))
+            ], in: current,
             clientChangeToken: nil, matching: subscriptions)
         done.changes += written.changes
     }

@@ -44,10 +44,14 @@ struct PostgresRecordWriter {
         var index: Int
         var existing: PostgresRecordRow?
         var serverRecord: Wire.Record?
-        /// The record to store, system fields not yet set.
+        /// The record to store, system fields not yet set, its assets without content.
         var record: Wire.Record
         /// Set when the record is a share: its row and participants.
         var share: PreparedShare? = nil
+        /// The asset contents arriving with it (inline bytes, or files of the asset store).
+        var assets: [RecordCodec.AssetContent]
+        /// Every content its assets name.
+        var checksums: Set<[UInt8]>
     }
 
     /// What one checked item writes.
@@ -72,6 +76,8 @@ struct PostgresRecordWriter {
         }
 
         var cascaded: [Wire.RecordID] = []
+        // Asset contents the request's written saves brought: a later save may name them alone.
+        var arrived = Set<[UInt8]>()
         // Read with the first zone: a request that writes no zone changes nothing to match.
         var subscriptions: SubscriptionSet?
         var changes: [RecordChange] = []
@@ -92,7 +98,8 @@ struct PostgresRecordWriter {
             }
             if isShared || request.sharedScope != nil || Self.savesShares(group) {
                 // Shares make an item's checks depend on the items before it: one at a time.
-                let written = try await modifyOneByOne(group, of: request, in: zone, matching: subscriptions ?? SubscriptionSet())
+                let written = try await modifyOneByOne(
+                    group, of: request, in: zone, matching: subscriptions ?? SubscriptionSet(), arrived: &arrived)
                 for (item, result) in written.outcomes {
                     switch result {
                     case .failure(let failure): fail(item, failure)
@@ -128,6 +135,7 @@ struct PostgresRecordWriter {
                 }
             }
             try await checkDeleteSelfTargets(&writes, &failures, of: group, in: zone, existing: existing)
+            try await checkAssets(&writes, &failures, arrived: arrived)
             if request.isAtomic && !failures.isEmpty {
                 let failure = RecordCodec.error(.batchRequestFailed, "another item of zone \(zone.name) failed")
                 for write in writes {
@@ -141,6 +149,7 @@ struct PostgresRecordWriter {
                 let written = try await apply(
                     writes, in: zone, clientChangeToken: token, matching: subscriptions ?? SubscriptionSet())
                 for (index, record) in written.saved { saves[index].result = .success(record) }
+                for case .save(let prepared) in writes { arrived.formUnion(prepared.assets.map(\.sha256)) }
                 cascaded += written.cascaded
                 changes += written.changes
             }
@@ -197,6 +206,38 @@ struct PostgresRecordWriter {
         writes = kept
     }
 
+    /// Fails the saves of `writes` naming asset content the server does not know, as the
+    /// SQLite engine does: content neither arriving with the save nor with an earlier save
+    /// of the request (`arrived`, or an earlier save of the group) must be stored already.
+    /// One read for the group, which locks the contents it finds until the commit.
+    func checkAssets(
+        _ writes: inout [Write], _ failures: inout [(Item, ItemFailure)], arrived: Set<[UInt8]>
+    ) async throws {
+        var wanted = Set<[UInt8]>()
+        for case .save(let prepared) in writes {
+            wanted.formUnion(RecordCodec.checksumsToFind(prepared.checksums, arriving: prepared.assets, arrived: arrived))
+        }
+        guard !wanted.isEmpty else { return }
+        let known = try await PostgresAssetRows.known(wanted, connection, logger)
+        var available = arrived.union(known)
+        var kept: [Write] = []
+        for write in writes {
+            guard case .save(let prepared) = write else {
+                kept.append(write)
+                continue
+            }
+            guard RecordCodec.checksumsToFind(prepared.checksums, arriving: prepared.assets, arrived: available).isEmpty
+            else {
+                let name = prepared.record.recordID?.recordName ?? ""
+                failures.append((.save(prepared.index, prepared.record), RecordCodec.unknownAsset(in: name)))
+                continue
+            }
+            available.formUnion(prepared.assets.map(\.sha256))
+            kept.append(write)
+        }
+        writes = kept
+    }
+
     private static func recordName(of item: Item) -> String? {
         switch item {
         case .save(_, let record): record.recordID?.recordName
@@ -218,9 +259,15 @@ struct PostgresRecordWriter {
         case .failure(let failure):
             return .failure(failure)
         case .success(let checked):
-            if let refusal = Self.capabilityRefusal(of: checked.record, client: client, in: zone) { return .failure(refusal) }
+            var record = checked.record
+            let assets: [RecordCodec.AssetContent]
+            switch RecordCodec.extractAssets(&record) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let contents): assets = contents
+            }
             return .success(PreparedSave(
-                index: index, existing: existing, serverRecord: checked.serverRecord, record: checked.record))
+                index: index, existing: existing, serverRecord: checked.serverRecord, record: record, assets: assets,
+                checksums: RecordCodec.assetChecksums(in: record)))
         }
     }
 
@@ -228,23 +275,6 @@ struct PostgresRecordWriter {
     func checkDelete(_ name: String, existing: PostgresRecordRow?, in zone: PostgresZoneRow) -> ItemFailure? {
         if let refusal = rules.deletionRefusal(name, zoneName: zone.name) { return refusal }
         return existing.flatMap { rules.ownershipRefusal(name, existing: $0) }
-    }
-
-    /// What this engine does not store yet, refused whole so nothing is kept half
-    /// (README → PostgreSQL): assets.
-    static func capabilityRefusal(of record: Wire.Record, client: Wire.Record, in zone: PostgresZoneRow) -> ItemFailure? {
-        let name = record.recordID?.recordName ?? ""
-        for field in record.fields {
-            switch field.value?.kind {
-            case .assetValue, .assetList:
-                return RecordCodec.error(
-                    .serverRejectedRequest,
-                    "record \(name): the PostgreSQL storage engine does not keep assets yet (field \(field.key))")
-            default:
-                continue
-            }
-        }
-        return nil
     }
 
     /// Whether a group saves a share, or a record naming one (a new share's root).

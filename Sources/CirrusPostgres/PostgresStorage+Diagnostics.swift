@@ -10,7 +10,7 @@ extension PostgresStorage {
             "databases", "zones", "records", "tombstones", "cascade_references", "users", "user_lookup",
             "user_discoverability", "bearer_tokens", "long_lived_operations", "long_lived_events", "server_secret",
             "subscriptions", "notification_feeds", "notifications", "record_values",
-            "query_preimages", "shares", "share_participants",
+            "query_preimages", "shares", "share_participants", "assets", "asset_references", "asset_commits",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         let logger = self.logger

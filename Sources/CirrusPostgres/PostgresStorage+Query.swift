@@ -50,7 +50,8 @@ extension PostgresStorage: RecordQueryStorage {
             let sql = PostgresQuerySQL(key: key, zoneID: zone.id, query: compiled)
             var unchanged = UnchangedRows(sql: sql, seq: zone.changeSeq, after: nil, connection: connection, logger: logger)
             var run = PostgresQueryRun(query: compiled, zoneName: zone.name, key: key, desiredKeys: desiredKeys)
-            let (records, last, more) = try await run.page(limit: limit) { try await unchanged.next(batch: limit + 1) }
+            var (records, last, more) = try await run.page(limit: limit) { try await unchanged.next(batch: limit + 1) }
+            try await PostgresAssetRows.fill(&records, connection, logger)
             return QueryPage(records: records, examined: run.examined, more: more, last: last, for: key, secret: secret) {
                 QueryCursor(
                     zoneID: zone.id, zoneName: zone.name, seq: zone.changeSeq,
@@ -126,7 +127,7 @@ extension PostgresStorage: RecordQueryStorage {
                 sql: sql, seq: token.seq, after: token.position, connection: connection, logger: logger)
             var head = try await unchanged.next(batch: limit + 1)
             var run = PostgresQueryRun(query: compiled, zoneName: token.zoneName, key: key, desiredKeys: keys)
-            let (records, last, more) = try await run.page(limit: limit) {
+            var (records, last, more) = try await run.page(limit: limit) {
                 if let candidate = changed.last, head.map({ QueryKeyset.compare(candidate, $0.position, sorts) < 0 }) ?? true {
                     changed.removeLast()
                     return try await Self.current(candidate, key: key, zoneID: token.zoneID, connection, logger)
@@ -135,6 +136,7 @@ extension PostgresStorage: RecordQueryStorage {
                 head = try await unchanged.next(batch: limit + 1)
                 return current
             }
+            try await PostgresAssetRows.fill(&records, connection, logger)
             return QueryPage(records: records, examined: run.examined, more: more, last: last, for: key, secret: secret) {
                 var next = token
                 next.position = $0

@@ -67,6 +67,7 @@ extension PostgresStorage {
                             recordID: recordID, recordType: tombstone.recordType, seq: tombstone.seq,
                             sharedBy: tombstone.sharedBy ?? []))
                 })
+            try await PostgresAssetRows.fill(&changed, connection, logger)
             return RecordChangeBatch(
                 changed: changed, deleted: deleted, lastSeq: page.lastSeq, moreComing: page.moreComing,
                 clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id, headSeq: zone.changeSeq,

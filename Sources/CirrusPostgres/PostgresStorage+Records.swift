@@ -13,8 +13,8 @@ extension PostgresStorage {
     /// and announced to the observers after the commit (``observeNotifications(_:)``). Shares
     /// (`cloudkit.share` records) are kept with their participants, as ``ShareStorage``
     /// describes; a participant's write through their shared database (``RecordModification/sharedScope``)
-    /// is checked in the transaction. Assets are refused item by item (`serverRejectedRequest`):
-    /// this engine does not keep them yet (README → PostgreSQL).
+    /// is checked in the transaction. Assets are kept as on SQLite: a save naming content the
+    /// server does not know fails with `assetFileNotFound`.
     ///
     /// - throws: ``StoreError`` `.limitExceeded` with nothing written when the request has
     ///   more items than allowed; `.invalidArguments` without a user; `.badDatabase`;
@@ -78,7 +78,7 @@ extension PostgresStorage {
                 zones[zoneName] = zone
                 rows[zoneName] = records
             }
-            return try zip(recordIDs, resolved).map { recordID, zone in
+            var outcomes = try zip(recordIDs, resolved).map { recordID, zone in
                 let result: ItemResult<Wire.Record>
                 switch zone {
                 case .failure(let failure):
@@ -94,6 +94,16 @@ extension PostgresStorage {
                 }
                 return RecordFetchOutcome(id: recordID, result: result)
             }
+            // The inline asset contents of every fetched record, in one read.
+            var records = outcomes.compactMap(\.value)
+            if !records.isEmpty {
+                try await PostgresAssetRows.fill(&records, connection, logger)
+                var next = records.makeIterator()
+                for i in outcomes.indices where outcomes[i].value != nil {
+                    if let record = next.next() { outcomes[i].result = .success(record) }
+                }
+            }
+            return outcomes
         }
     }
 }

@@ -431,6 +431,8 @@ extension PostgresStorage {
             "CREATE INDEX share_participants_by_user ON share_participants (container, user_name, status)",
             "ALTER TABLE tombstones ADD COLUMN shared_by text[]",
         ],
+        // v9: asset contents and the records that refer to them (PostgresStorage+SchemaV9).
+        assetsMigration,
     ]
 
     /// What a version's migration computes in Swift after its statements, in the same

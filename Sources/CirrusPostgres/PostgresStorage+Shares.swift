@@ -205,7 +205,12 @@ extension PostgresRecordWriter {
         change(&fields)
         record.shareFields = fields
         _ = try await apply(
-            [.save(PreparedSave(index: 0, existing: row, serverRecord: stored, record: record))], in: zone,
+            [
+                .save(
+                    PreparedSave(
+                        index: 0, existing: row, serverRecord: stored, record: record, assets: [],
+                        checksums: RecordCodec.assetChecksums(in: record)))
+            ], in: zone,
             clientChangeToken: nil, matching: SubscriptionSet())
     }
 }

@@ -10,8 +10,15 @@ import Synchronization
 /// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
 /// operation journal — ``OperationJournal`` —, the server secret — ``ServerSecretStorage`` —,
 /// subscriptions and notification feeds — ``SubscriptionStorage`` —, queries —
-/// ``RecordQueryStorage``, but full-text search and distance sorts —, and shares with the
-/// shared database — ``ShareStorage`` — so far, see README → PostgreSQL).
+/// ``RecordQueryStorage``, but full-text search and distance sorts —, shares with the shared
+/// database — ``ShareStorage`` —, and assets — ``AssetReferenceStorage`` — so far, see README →
+/// PostgreSQL).
+///
+/// Asset content that a record brings inline is kept here once per checksum; larger content
+/// is files of the server's asset store, in a directory every node shares (a shared file
+/// system): this storage keeps which contents exist, which records name them, and which
+/// contents a node committed lately, and orders each content's commits and its drop with an
+/// advisory lock, so no node's collection removes a file another node still needs.
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together

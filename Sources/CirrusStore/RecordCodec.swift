@@ -173,6 +173,20 @@ package enum RecordCodec {
         return nil
     }
 
+    /// Of the checksums a record to save names (``assetChecksums(in:)``), those the storage
+    /// must know already: all but the contents arriving with it or, `arrived`, with an
+    /// earlier save of the request.
+    package static func checksumsToFind(
+        _ checksums: Set<[UInt8]>, arriving: [AssetContent], arrived: Set<[UInt8]> = []
+    ) -> Set<[UInt8]> {
+        checksums.subtracting(arriving.map(\.sha256)).subtracting(arrived)
+    }
+
+    /// The failure of a save naming asset content the storage does not know.
+    package static func unknownAsset(in name: String) -> ItemFailure {
+        error(.assetFileNotFound, "record \(name) names an asset the server does not have")
+    }
+
     /// Every checksum of an asset value in `record` that lacks content.
     package static func assetChecksums(in record: Wire.Record) -> Set<[UInt8]> {
         var result = Set<[UInt8]>()

@@ -107,31 +107,9 @@ public protocol RecordSyncStorage: Sendable {
 /// let result = try await storage.modifyRecords(
 ///     RecordModification(saving: [note]), in: .private(container: "c", user: "_alice"), by: "_alice")
 /// ```
-public protocol RecordStorage: RecordSyncStorage, RecordQueryStorage, SubscriptionStorage, UserStorage, TokenStorage, ShareStorage {
-    /// Deletes stored asset contents no record refers to any more; returns how many.
-    ///
-    /// - throws: ``StoreError``.
-    @discardableResult
-    func pruneUnreferencedAssets() async throws -> Int
-
-    /// Forgets the asset content `sha256` if no record refers to it, in one transaction:
-    /// true when it is now unknown (a save naming it after this fails with
-    /// `assetFileNotFound`), so its file may go; false when a record still refers to it.
-    ///
-    /// - throws: ``StoreError``.
-    func dropAssetIfUnreferenced(_ sha256: [UInt8]) async throws -> Bool
-
-    /// Whether any record refers to the asset content `sha256`.
-    ///
-    /// - throws: ``StoreError``.
-    func assetIsReferenced(_ sha256: [UInt8]) async throws -> Bool
-
-    /// Bytes of distinct asset content referred to by records `user` created (the
-    /// per-user quota counts these).
-    ///
-    /// - throws: ``StoreError``.
-    func assetBytes(createdBy user: String) async throws -> UInt64
-}
+public protocol RecordStorage: RecordSyncStorage, RecordQueryStorage, SubscriptionStorage, UserStorage, TokenStorage, ShareStorage,
+    AssetReferenceStorage
+{}
 
 /// Queries over a zone's records (CKQueryOperation), with sealed keyset cursors. Every engine
 /// runs them with the same rules, shared in this module: the validation of a query, the

@@ -67,10 +67,9 @@ extension RecordWriter {
             }
         }
         let checksums = RecordCodec.assetChecksums(in: record)
-        let arriving = Set(assets.map(\.sha256))
-        for checksum in checksums where !arriving.contains(checksum) {
+        for checksum in RecordCodec.checksumsToFind(checksums, arriving: assets) {
             guard try db.int64(sql: "SELECT size FROM assets WHERE sha256 = ?", arguments: [Data(checksum)]) != nil else {
-                return .failure(RecordCodec.error(.assetFileNotFound, "record \(name) names an asset the server does not have"))
+                return .failure(RecordCodec.unknownAsset(in: name))
             }
         }
         return .success(PreparedSave(

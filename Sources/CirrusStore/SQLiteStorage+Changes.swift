@@ -110,41 +110,4 @@ extension SQLiteStorage {
             try db.run(sql: "DELETE FROM zones WHERE deleted_at < ?", arguments: [cutoff])
         }
     }
-
-    @discardableResult
-    public func pruneUnreferencedAssets() async throws -> Int {
-        try await write(weight: 1) { db in
-            try db.run(sql: "DELETE FROM assets WHERE sha256 NOT IN (SELECT sha256 FROM asset_references)")
-            return db.changesCount
-        }
-    }
-
-    public func dropAssetIfUnreferenced(_ sha256: [UInt8]) async throws -> Bool {
-        try await write(weight: 1) { db in
-            guard try db.int64(
-                sql: "SELECT 1 FROM asset_references WHERE sha256 = ? LIMIT 1", arguments: [Data(sha256)]) == nil
-            else { return false }
-            try db.run(sql: "DELETE FROM assets WHERE sha256 = ?", arguments: [Data(sha256)])
-            return true
-        }
-    }
-
-    public func assetIsReferenced(_ sha256: [UInt8]) async throws -> Bool {
-        try await read { db in
-            try db.int64(sql: "SELECT 1 FROM asset_references WHERE sha256 = ? LIMIT 1", arguments: [Data(sha256)]) != nil
-        }
-    }
-
-    public func assetBytes(createdBy user: String) async throws -> UInt64 {
-        try await read { db in
-            let bytes = try db.int64(
-                sql: """
-                    SELECT COALESCE(SUM(size), 0) FROM assets WHERE sha256 IN (
-                        SELECT r.sha256 FROM asset_references r JOIN records ON records.id = r.record_id
-                        WHERE records.creator = ?)
-                    """,
-                arguments: [user])
-            return UInt64(max(bytes ?? 0, 0))
-        }
-    }
 }

@@ -46,6 +46,11 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     let commitObservers = CommitObservers()
     /// Reads the generation every change of a share moves (``sharesGeneration``).
     let shareGeneration: ShareGeneration
+    /// When the asset file store last committed each content (``noteAssetsCommitted(_:at:)``),
+    /// in seconds since 1970. In memory: one process holds a SQLite data directory, and so its
+    /// asset directory; a content committed before a restart is kept by its upload's marker,
+    /// or was never named by a save.
+    let assetCommits = Mutex<[[UInt8]: Double]>([:])
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
     ///

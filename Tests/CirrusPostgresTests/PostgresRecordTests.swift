@@ -131,32 +131,6 @@ struct PostgresRecordTests {
         await storage.close()
     }
 
-    @Test func assetsAreRefusedAndNothingIsWritten() async throws {
-        try await withPostgresStore { storage in
-            _ = try await storage.modifyZones(saving: [.init(zoneID: zoneID("Z"))], deleting: [], in: alice)
-            let content: [UInt8] = [1, 2, 3]
-            let asset = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 3, content: .inlineData(content))
-            let records = [
-                note("fine", zone: "Z"),
-                note("asset", zone: "Z", [field("f", .assetValue(asset))]),
-                note("list", zone: "Z", [field("f", .assetList(Wire.AssetList(values: [asset])))]),
-            ]
-            let result = try await storage.modifyRecords(RecordModification(saving: records), in: alice, by: "_alice")
-            #expect(result.saves[0].failure?.code == .batchRequestFailed)
-            for i in 1..<records.count {
-                #expect(result.saves[i].failure?.code == .serverRejectedRequest, "save \(i)")
-                #expect(result.saves[i].failure?.message.contains("PostgreSQL") == true)
-            }
-            // Not atomic: the plain record is saved, the others still refused.
-            var request = RecordModification(saving: records)
-            request.isAtomic = false
-            let partial = try await storage.modifyRecords(request, in: alice, by: "_alice")
-            #expect(partial.saves[0].value != nil)
-            #expect(partial.saves[1...].allSatisfy { $0.failure?.code == .serverRejectedRequest })
-            #expect(try await storage.rowCount(of: "records") == 1)
-        }
-    }
-
     @Test func countingATableTheEngineDoesNotHaveIsRefused() async throws {
         try await withPostgresStore { storage in
             do {

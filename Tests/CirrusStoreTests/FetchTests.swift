@@ -1,5 +1,6 @@
 import CirrusWire
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CirrusStore
@@ -63,7 +64,7 @@ struct FetchTests {
     }
 
     @Test func assetsAreStoredOncePerChecksumAndFetchedWithContent() async throws {
-        try await withStore { storage, _ in
+        try await withAssetStore { storage, _ in
             let content: [UInt8] = Array("hello, asset".utf8)
             let asset = Wire.Asset(sha256: Wire.SHA256.hash(content), size: UInt64(content.count), fileName: "a.txt", content: .inlineData(content))
             let saved = try await storage.saveAll([
@@ -86,7 +87,7 @@ struct FetchTests {
     }
 
     @Test func assetContentIsVerified() async throws {
-        try await withStore { storage, _ in
+        try await withAssetStore { storage, _ in
             let content: [UInt8] = [1, 2, 3]
             let wrongHash = Wire.Asset(sha256: Array(repeating: 0, count: 32), size: 3, content: .inlineData(content))
             let wrongSize = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 4, content: .inlineData(content))
@@ -115,7 +116,7 @@ struct FetchTests {
     /// file-content handle; the record comes back without inline bytes, and the user's asset
     /// bytes count it once.
     @Test func fileContentIsSavedByChecksumAndCountedOnce() async throws {
-        try await withStore { storage, _ in
+        try await withAssetStore { storage, _ in
             let digest = Wire.SHA256.hash(Array("in a file".utf8))
             let file = Wire.Asset(sha256: digest, size: 5000, content: .uploadHandle(RecordModification.fileContentHandle))
             try await storage.saveAll([note("a", [field("f", .assetValue(file))]), note("b", [field("f", .assetValue(file))])])
@@ -133,7 +134,7 @@ struct FetchTests {
     }
 
     @Test func anAssetWithoutContentMustAlreadyBeStored() async throws {
-        try await withStore { storage, _ in
+        try await withAssetStore { storage, _ in
             let content: [UInt8] = Array("shared bytes".utf8)
             let digest = Wire.SHA256.hash(content)
             let inline = Wire.Asset(sha256: digest, size: UInt64(content.count), content: .inlineData(content))
@@ -153,8 +154,22 @@ struct FetchTests {
         }
     }
 
+    /// Content that arrives with an earlier save of the request may be named by checksum alone
+    /// in a later one.
+    @Test func contentArrivingWithAnEarlierSaveOfTheRequestIsKnown() async throws {
+        try await withAssetStore { storage, _ in
+            let content: [UInt8] = Array("arrives first".utf8)
+            let digest = Wire.SHA256.hash(content)
+            let inline = Wire.Asset(sha256: digest, size: UInt64(content.count), content: .inlineData(content))
+            let byChecksum = Wire.Asset(sha256: digest, size: UInt64(content.count))
+            try await storage.saveAll([note("first", [field("f", .assetValue(inline))]), note("second", [field("f", .assetValue(byChecksum))])])
+            #expect(try #require(try await storage.fetch(recordID("second")).record).value("f") == .assetValue(inline))
+            #expect(try await storage.count("assets") == 1)
+        }
+    }
+
     @Test func unreferencedAssetsArePruned() async throws {
-        try await withStore { storage, _ in
+        try await withAssetStore { storage, _ in
             let content: [UInt8] = [4, 5, 6]
             let asset = Wire.Asset(sha256: Wire.SHA256.hash(content), size: 3, content: .inlineData(content))
             try await storage.saveAll([note("a", [field("f", .assetValue(asset))]), note("b", [field("f", .assetValue(asset))])])
@@ -165,6 +180,43 @@ struct FetchTests {
             try await storage.saveAll([b])
             #expect(try await storage.pruneUnreferencedAssets() == 1)
             #expect(try await storage.count("assets") == 0)
+        }
+    }
+
+    /// A content the asset file store committed is kept, whatever refers to it, until its
+    /// grace has passed; a drop runs `remove` only when it drops, and one whose `remove` fails
+    /// keeps the content known.
+    @Test func aCommittedContentIsKeptUntilItsGraceHasPassed() async throws {
+        try await withAssetStore { storage, engine in
+            let content: [UInt8] = Array("committed".utf8)
+            let digest = Wire.SHA256.hash(content)
+            let at = Wire.Timestamp(seconds: 1_700_000_000, nanos: 0)
+            let later = Wire.Timestamp(seconds: at.seconds + 1, nanos: 0)
+            let removals = Mutex(0)
+            try await storage.noteAssetsCommitted([digest, digest], at: at)
+            #expect(try await storage.dropAssetIfUnreferenced(digest, committedBefore: at) { removals.withLock { $0 += 1 } } == false)
+            #expect(removals.withLock { $0 } == 0, "\(engine)")
+            #expect(try await storage.dropAssetIfUnreferenced(digest, committedBefore: later) { removals.withLock { $0 += 1 } })
+            #expect(removals.withLock { $0 } == 1, "\(engine)")
+
+            // Referenced: kept whatever its commits.
+            let inline = Wire.Asset(sha256: digest, size: UInt64(content.count), content: .inlineData(content))
+            try await storage.saveAll([note("a", [field("f", .assetValue(inline))])])
+            #expect(try await storage.dropAssetIfUnreferenced(digest, committedBefore: later) { removals.withLock { $0 += 1 } } == false)
+            _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("a")]), in: alice, by: "_alice")
+
+            // A removal that fails undoes the drop: the content is still known.
+            struct Refused: Error {}
+            await #expect(throws: (any Error).self) {
+                try await storage.dropAssetIfUnreferenced(digest, committedBefore: later) { throw Refused() }
+            }
+            let byChecksum = Wire.Asset(sha256: digest, size: UInt64(content.count))
+            try await storage.saveAll([note("b", [field("f", .assetValue(byChecksum))])])
+            #expect(try #require(try await storage.fetch(recordID("b")).record).value("f") == .assetValue(inline))
+
+            try await storage.noteAssetsCommitted([digest], at: later)
+            #expect(try await storage.forgetAssetCommits(before: later) == 0)
+            #expect(try await storage.forgetAssetCommits(before: Wire.Timestamp(seconds: later.seconds + 1, nanos: 0)) == 1)
         }
     }
 

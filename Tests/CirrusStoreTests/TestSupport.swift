@@ -24,21 +24,21 @@ func temporaryDirectory() -> String {
 /// **The conformance suite** is every test that reaches the store only through
 /// ``withSyncStore(clock:_:)``, ``withStore(clock:_:)``, ``withDirectoryStore(clock:_:)``,
 /// ``withJournalStore(clock:_:)``, ``withSubscriptionStore(clock:_:)``,
-/// ``withQueryStore(clock:_:)`` or ``withShareStore(clock:_:)`` (each one shape,
-/// ``withStore(_:as:clock:_:)``: the engines with a capability, their storages as the protocol
-/// it promises). It is split by capability:
+/// ``withQueryStore(clock:_:)``, ``withShareStore(clock:_:)`` or ``withAssetStore(clock:_:)``
+/// (each one shape, ``withStore(_:as:clock:_:)``: the engines with a capability, their storages
+/// as the protocol it promises). It is split by capability:
 ///
 /// - **Records, zones and change feeds** (``RecordSyncStorage``, through
 ///   ``withSyncStore(clock:_:)``): `AccessTests`, `AtomicTests`, `ChangeFeedTests`,
 ///   `FetchTests`, `SavePolicyTests`, `ZoneTests`, `GroupCommitTests`, but for the tests of
 ///   theirs that need more. Every engine in ``all`` runs them: SQLite and PostgreSQL.
 /// - **Everything** (``RecordStorage``, through ``withStore(clock:_:)``): the rest of those
-///   files, `CascadeTests`, `ReferenceRulesTests`, the store part of `ThroughputTests`, and the query tests that need more than queries:
+///   files (but the asset tests, below), `CascadeTests`, `ReferenceRulesTests`, the store part
+///   of `ThroughputTests`, and the query tests that need more than queries:
 ///   in `QueryTextAndDistanceTests` full-text search and the distance sort
 ///   (`everyWordMustOccurInSomeStringField`, `wordsMatchIgnoringCaseAndDiacritics`,
 ///   `theTextIndexFollowsSavesAndDeletes`, `locationsSortByDistanceMissingOnesLast`), in
-///   `QuerySortTests` `aDistanceSortNeedsALocationField` and `fieldsThatDoNotSortAreRefused`
-///   (it saves assets), in `QueryKeysetTests` `versionsAreKeptOnlyInZonesWithLiveCursors`
+///   `QuerySortTests` `aDistanceSortNeedsALocationField`, in `QueryKeysetTests` `versionsAreKeptOnlyInZonesWithLiveCursors`
 ///   (SQLite keeps versions only in zones with live cursors; PostgreSQL keeps every one until
 ///   pruned). The engines of ``all`` that implement all of ``RecordStorage`` (``isComplete``)
 ///   run them — SQLite so far.
@@ -49,6 +49,15 @@ func temporaryDirectory() -> String {
 ///   (``implementsQueries``) run them: SQLite and PostgreSQL; on an engine that does not run
 ///   full-text search and distance sorts (``runsTextSearchAndDistanceSorts``: PostgreSQL so
 ///   far) `QueryRandomizedTests` expects those queries refused, saying so.
+///   `QuerySortTests` `fieldsThatDoNotSortAreRefused` saves assets: it runs on the engines
+///   that implement queries and assets.
+/// - **Assets** (``AssetReferenceStorage``, and records with asset fields, through
+///   ``withAssetStore(clock:_:)``): the asset tests of `FetchTests`
+///   (`assetsAreStoredOncePerChecksumAndFetchedWithContent`, `assetContentIsVerified`,
+///   `fileContentIsSavedByChecksumAndCountedOnce`, `anAssetWithoutContentMustAlreadyBeStored`,
+///   `unreferencedAssetsArePruned`, `contentArrivingWithAnEarlierSaveOfTheRequestIsKnown`,
+///   `aCommittedContentIsKeptUntilItsGraceHasPassed`). The engines
+///   of ``all`` that implement it (``implementsAssets``) run them: SQLite and PostgreSQL.
 ///
 /// - **The user directory and bearer tokens** (``UserStorage`` and ``TokenStorage``, through
 ///   ``withDirectoryStore(clock:_:)``): `UserStorageTests`, `TokenStorageTests`. The engines
@@ -110,6 +119,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     /// Whether the engine implements ``ShareStorage`` and keeps shares in its record writes
     /// (its storages are ``ShareStorageUnderTest``s).
     var implementsShares: Bool
+    /// Whether the engine implements ``AssetReferenceStorage`` and keeps records with asset
+    /// fields (its storages are ``AssetStorageUnderTest``s).
+    var implementsAssets: Bool
     /// Whether its queries run full-text search (`self CONTAINS`) and sort by distance; an
     /// engine that does not refuses them with `invalidArguments` naming what it does not run.
     var runsTextSearchAndDistanceSorts: Bool
@@ -129,13 +141,14 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         implementsSubscriptions: true,
         implementsQueries: true,
         implementsShares: true,
+        implementsAssets: true,
         runsTextSearchAndDistanceSorts: true
     )
 
     /// The engine on a PostgreSQL server: a new database on this test process's server
     /// (``TemporaryPostgres``) per storage. Records, zones, change feeds, the user directory,
     /// bearer tokens, the long-lived operation journal, subscriptions, notification feeds,
-    /// queries and shares so far.
+    /// queries, shares and assets so far.
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
@@ -151,6 +164,7 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
         implementsSubscriptions: true,
         implementsQueries: true,
         implementsShares: true,
+        implementsAssets: true,
         runsTextSearchAndDistanceSorts: false
     )
 
@@ -198,6 +212,12 @@ protocol ShareStorageUnderTest: DirectoryStorageUnderTest, SubscriptionStorageUn
 extension SQLiteStorage: ShareStorageUnderTest {}
 extension PostgresStorage: ShareStorageUnderTest {}
 
+/// What the assets part of the conformance suite needs of an engine.
+protocol AssetStorageUnderTest: SyncStorageUnderTest, AssetReferenceStorage {}
+
+extension SQLiteStorage: AssetStorageUnderTest {}
+extension PostgresStorage: AssetStorageUnderTest {}
+
 /// What the long-lived operation journal part of the conformance suite needs of an engine.
 protocol JournalStorageUnderTest: SyncStorageUnderTest, OperationJournal {}
 
@@ -209,10 +229,9 @@ extension SQLiteStorage: StorageUnderTest {
 }
 
 extension PostgresStorage: SyncStorageUnderTest {
-    /// Asset contents: this engine keeps none yet (it refuses assets), so none is left behind
-    /// either. Its indexed field values and the record versions kept for query cursors are
-    /// `record_values` and `query_preimages`, as SQLite's.
-    private static let keptByNothing: Set<String> = ["assets", "record_fields"]
+    /// Its indexed field values and the record versions kept for query cursors are
+    /// `record_values` and `query_preimages`, as SQLite's; its asset contents `assets`.
+    private static let keptByNothing: Set<String> = ["record_fields"]
 
     func count(_ table: String) async throws -> Int {
         if Self.keptByNothing.contains(table) { return 0 }
@@ -274,6 +293,16 @@ func withQueryStore(
     _ body: (any QueryStorageUnderTest, StorageEngineUnderTest) async throws -> Void
 ) async throws {
     try await withStore(\.implementsQueries, as: (any QueryStorageUnderTest).self, clock: clock(), body)
+}
+
+/// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements
+/// ``AssetReferenceStorage`` (``StorageEngineUnderTest/implementsAssets``), each time with a fresh
+/// storage of that engine, closed and removed afterwards.
+func withAssetStore(
+    clock: @autoclosure () -> @Sendable () -> Wire.Timestamp = systemClock,
+    _ body: (any AssetStorageUnderTest, StorageEngineUnderTest) async throws -> Void
+) async throws {
+    try await withStore(\.implementsAssets, as: (any AssetStorageUnderTest).self, clock: clock(), body)
 }
 
 /// Runs `body` once per engine of ``StorageEngineUnderTest/all`` that implements

@@ -102,6 +102,28 @@ final class AssetFile: @unchecked Sendable {
         if failed { throw AssetStoreError.system("cannot read", self.path) }
     }
 
+    /// Waits for, then holds, the exclusive lock of the file (`flock`), which other processes
+    /// and other nodes on a shared file system (NFS) take too: a writer that holds it sees what
+    /// the others wrote before. Held for one short write at a time.
+    func lock() throws(AssetStoreError) {
+        while flock(self.fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw AssetStoreError.system("cannot lock", self.path) }
+        }
+    }
+
+    /// Releases ``lock()``.
+    func unlock() {
+        _ = flock(self.fd, LOCK_UN)
+    }
+
+    /// Whether `path` names this open file still (it was neither removed nor replaced).
+    func isStill(at path: String) -> Bool {
+        var open = stat()
+        var named = stat()
+        guard fstat(self.fd, &open) == 0, stat(path, &named) == 0 else { return false }
+        return open.st_dev == named.st_dev && open.st_ino == named.st_ino
+    }
+
     /// Drops everything after `length`.
     func truncate(to length: UInt64) throws(AssetStoreError) {
         guard ftruncate(self.fd, off_t(length)) == 0 else { throw AssetStoreError.system("cannot truncate", self.path) }

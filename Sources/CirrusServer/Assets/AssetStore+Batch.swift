@@ -18,14 +18,13 @@ extension AssetStore {
             throw AssetStoreError(
                 code: .limitExceeded, message: "asset of \(bytes.count) bytes; at most \(self.limits.maxAssetBytes)")
         }
-        let now = self.clock().seconds
-        var digests: [[UInt8]] = []
+        let digests = contents.map { Wire.SHA256.hash($0) }
+        guard !digests.isEmpty else { return [] }
+        // Noted before the files are looked at: a content found here stays until its save.
+        try await self.noteCommitted(digests)
         var fresh: [(digest: [UInt8], bytes: [UInt8])] = []
         var seen = Set<[UInt8]>()
-        for bytes in contents {
-            let digest = Wire.SHA256.hash(bytes)
-            digests.append(digest)
-            self.recentCommits[digest] = now
+        for (digest, bytes) in zip(digests, contents) {
             if seen.insert(digest).inserted && !AssetFile.exists(self.contentPath(digest)) {
                 fresh.append((digest, bytes))
             }

@@ -15,7 +15,9 @@ struct UploadDeclaration: Codable, Sendable, Hashable {
     var finished: Int64?
 }
 
-/// An unfinished upload being written: its file and the digest of the bytes in it so far.
+/// An unfinished upload being written: its file and the digest of the bytes in it so far (as
+/// far as this node knows: other nodes may have appended since, see
+/// ``AssetStore/catchUp(_:)``).
 final class OpenUpload {
     let file: AssetFile
     let declaration: UploadDeclaration
@@ -38,6 +40,10 @@ final class OpenUpload {
 extension AssetStore {
     /// Takes one chunk of an upload (`UploadAssetRequest`) from `user`; how many bytes the
     /// server has (the next chunk's offset) and, after the final chunk, the upload handle.
+    ///
+    /// The upload may have started, or gone on, on another node sharing the directory (a client
+    /// that reconnected after a failover): its state is its files, and each chunk is written
+    /// under the file's lock after the bytes other nodes appended.
     ///
     /// A chunk may start before the bytes received (a resumed client sending again what was
     /// made durable: the overlap is skipped). One that starts after them, within
@@ -83,6 +89,14 @@ extension AssetStore {
             throw AssetStoreError.invalid(
                 "chunk at \(chunk.offset) of \(chunk.data.count) bytes goes past the declared size \(chunk.totalSize)")
         }
+        if chunk.isFinal {
+            // Noted before the upload's file may become content (``noteCommitted(_:)``); another
+            // copy of this chunk, here or on another node, may have finished it meanwhile.
+            try await self.noteCommitted([chunk.sha256])
+            if let done = Self.declaration(at: paths.done), done.sha256 == declared.sha256, done.size == declared.size {
+                return self.finishedResult(key, done)
+            }
+        }
         let opened = try self.openUpload(key, declared)
         guard opened.declaration.size == declared.size, opened.declaration.sha256 == declared.sha256 else {
             throw AssetStoreError.invalid(
@@ -97,6 +111,18 @@ extension AssetStore {
             return self.finishedResult(key, done)
         }
         upload.lastChunk = self.clock().seconds
+        // Under the file's lock from here to the end: no other node appends meanwhile.
+        try upload.file.lock()
+        defer { upload.file.unlock() }
+        guard upload.file.isStill(at: paths.part) else {
+            // Finished or discarded on another node while this one kept it open.
+            if self.open[key] === upload { self.open[key] = nil }
+            if let done = Self.declaration(at: paths.done), done.sha256 == declared.sha256, done.size == declared.size {
+                return self.finishedResult(key, done)
+            }
+            throw AssetStoreError.invalid("upload \(chunk.uploadID) was discarded; start again")
+        }
+        try self.catchUp(upload)
         guard chunk.offset <= upload.received else {
             throw AssetStoreError.invalid(
                 "chunk out of order: it starts at \(chunk.offset) but the server has \(upload.received) bytes; send from \(upload.received)")
@@ -155,11 +181,16 @@ extension AssetStore {
         done.finished = self.clock().seconds
         try AssetFile.makeDirectory((paths.done as NSString).deletingLastPathComponent)
         let body = Array((try? JSONEncoder().encode(done)) ?? Data())
-        let temporary = paths.done + ".tmp"
+        // A name of its own: another node may finish the same upload (a chunk sent again).
+        let temporary = paths.done + ".tmp-\(UInt64.random(in: 0...UInt64.max))"
         let file = try AssetFile.writing(temporary)
         try file.truncate(to: 0)
         try file.write(body, at: 0)
-        guard rename(temporary, paths.done) == 0 else { throw AssetStoreError.system("cannot rename \(temporary) to", paths.done) }
+        guard rename(temporary, paths.done) == 0 else {
+            let error = AssetStoreError.system("cannot rename \(temporary) to", paths.done)
+            unlink(temporary)
+            throw error
+        }
         unlink(paths.meta)
         self.open[key] = nil
         return self.finishedResult(key, done)
@@ -187,8 +218,33 @@ extension AssetStore {
             try await Task.sleep(for: .milliseconds(1))
             guard let again = self.open[key], again === current else { return nil }
             current = again
+            // The chunks before this one may have come to another node.
+            try current.file.lock()
+            defer { current.file.unlock() }
+            if current.file.isStill(at: self.uploadPaths(key).part) { try self.catchUp(current) }
         }
         return current
+    }
+
+    /// Adds to the upload's digest the bytes other nodes appended to its file since this node
+    /// last wrote or read it; called holding the file's lock. Bytes once in the file never
+    /// change (every writer appends under the lock), so the digest of what this node saw
+    /// stays the digest of the file's start.
+    func catchUp(_ upload: OpenUpload) throws(AssetStoreError) {
+        let size = min(try upload.file.size(), upload.declaration.size)
+        if size < upload.received {
+            // Cut short under this node (not by a writer of this store): read it again.
+            upload.digest = Wire.SHA256()
+            upload.received = 0
+        }
+        var offset = upload.received
+        while offset < size {
+            let bytes = try upload.file.read(at: offset, count: Int(min(size - offset, 1 << 20)))
+            guard !bytes.isEmpty else { break }
+            upload.digest.update(bytes)
+            offset += UInt64(bytes.count)
+        }
+        upload.received = offset
     }
 
     /// Checks the finished upload's size and digest, moves it into the content, and answers
@@ -220,10 +276,15 @@ extension AssetStore {
     }
 
     /// The upload's open state: kept in memory, or opened again from its files (after a
-    /// restart the digest of what is there is computed once), or started.
+    /// restart, or when it started on another node, the digest of what is there is computed
+    /// once), or started. A state kept here whose file was finished or discarded on another
+    /// node is dropped.
     private func openUpload(_ key: UploadKey, _ declared: UploadDeclaration) throws(AssetStoreError) -> OpenUpload {
-        if let upload = self.open[key] { return upload }
         let paths = self.uploadPaths(key)
+        if let upload = self.open[key] {
+            if upload.file.isStill(at: paths.part) { return upload }
+            self.open[key] = nil
+        }
         try AssetFile.makeDirectory((paths.meta as NSString).deletingLastPathComponent)
         let declaration: UploadDeclaration
         if let existing = Self.declaration(at: paths.meta) {
@@ -235,16 +296,11 @@ extension AssetStore {
         }
         let upload = OpenUpload(
             file: try AssetFile.writing(paths.part), declaration: declaration, now: self.clock().seconds)
-        let size = min(try upload.file.size(), declaration.size)
-        var offset: UInt64 = 0
-        while offset < size {
-            let bytes = try upload.file.read(at: offset, count: Int(min(size - offset, 1 << 20)))
-            guard !bytes.isEmpty else { break }
-            upload.digest.update(bytes)
-            offset += UInt64(bytes.count)
-        }
-        try upload.file.truncate(to: offset)
-        upload.received = offset
+        try upload.file.lock()
+        defer { upload.file.unlock() }
+        try self.catchUp(upload)
+        // Bytes past the declared size (or a short read) go: the next chunk appends here.
+        if try upload.file.size() != upload.received { try upload.file.truncate(to: upload.received) }
         self.open[key] = upload
         return upload
     }

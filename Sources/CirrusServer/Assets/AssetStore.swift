@@ -11,11 +11,24 @@ import NIOPosix
 ///   to a temporary name, fsynced and renamed, so a name always holds complete, checked bytes;
 /// - `uploads/<user>/<upload>.part` and `.meta` — an unfinished upload and what it declared;
 ///   `.done` — a finished upload whose handle has not expired (its content stays until then);
-/// - `tmp/` — content being written.
+/// - `tmp/` — content being written, and content a collection is removing.
 ///
-/// The records that refer to content are in the ``RecordStorage`` (its `assets` rows say the
-/// server has content, its `asset_references` which records hold it); ``collect(now:)``
+/// The records that refer to content are in the storage (``AssetReferenceStorage``: its `assets`
+/// rows say the server has content, its `asset_references` which records hold it); ``collect()``
 /// removes content no record, unexpired upload handle or upload in progress refers to.
+///
+/// Several stores, one per `cirrusd` node, may share one directory (a shared file system) over
+/// one storage (PostgreSQL). Nothing one of them needs of another is in its memory:
+/// - an upload is its files: a chunk may come to any node (a client that reconnected after a
+///   failover), which takes the file's lock, adds the bytes other nodes appended to its digest,
+///   and appends its own (an open upload here is a cache of the files, checked per chunk);
+/// - a content committed for a save still to come is noted in the storage
+///   (``AssetReferenceStorage/noteAssetsCommitted(_:at:)``) before the store relies on its file,
+///   and a collection removes a file only inside the storage's drop of that content, which
+///   waits for such notes and keeps what they name for `uploadLifetimeSeconds`: a content one
+///   node committed is never removed by another node's collection before its save had its
+///   chance, and a node that committed content a collection was removing writes it again;
+/// - temporary names are random, so two nodes never write one.
 ///
 /// For example:
 /// ```swift
@@ -59,7 +72,7 @@ public actor AssetStore {
     public nonisolated let directory: String
     /// What users may store.
     public nonisolated let limits: Limits
-    let storage: any RecordStorage
+    let storage: any AssetReferenceStorage
     let handles: AssetHandleSealer
     let clock: @Sendable () -> Wire.Timestamp
 
@@ -67,11 +80,9 @@ public actor AssetStore {
     /// kept off the concurrency pool.
     nonisolated let blockingPool: NIOThreadPool
 
-    /// Uploads with an open file and a running digest, by user and upload ID.
+    /// Uploads with an open file and a running digest, by user and upload ID: a cache of
+    /// their files, which other nodes may extend.
     var open: [UploadKey: OpenUpload] = [:]
-    /// Content committed lately, by when: not collected before the save that refers to it
-    /// had its chance (a grace of `uploadLifetimeSeconds`).
-    var recentCommits: [[UInt8]: Int64] = [:]
 
     /// - parameter directory: created if missing.
     /// - parameter secret: keys the upload and download handles (the server secret, so
@@ -79,7 +90,7 @@ public actor AssetStore {
     /// - throws: ``AssetStoreError`` if the directories cannot be made.
     public init(
         directory: String,
-        storage: any RecordStorage,
+        storage: any AssetReferenceStorage,
         secret: [UInt8],
         limits: Limits = Limits(),
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
@@ -113,18 +124,33 @@ public actor AssetStore {
         sha256.count == 32 && AssetFile.exists(self.contentPath(sha256))
     }
 
+    /// Notes in the storage that contents `digests` are committed now, for saves still to
+    /// come: no node's collection removes them for `uploadLifetimeSeconds`. Called before the
+    /// store looks whether their files are there (a collection that removed one before the
+    /// note returned has removed it for good: the file is written again).
+    func noteCommitted(_ digests: [[UInt8]]) async throws {
+        try await self.storage.noteAssetsCommitted(digests, at: self.clock())
+    }
+
     /// Moves a complete, checked file into place as content `sha256` (or drops it when that
-    /// content is there already).
+    /// content is there already: placed by this node or another, the same bytes). Its commit
+    /// was noted first (``noteCommitted(_:)``).
     func commit(_ file: AssetFile, as sha256: [UInt8]) throws(AssetStoreError) {
         let target = self.contentPath(sha256)
-        self.recentCommits[sha256] = self.clock().seconds
         if AssetFile.exists(target) {
             unlink(file.path)
             return
         }
         try file.sync()
         try AssetFile.makeDirectory((target as NSString).deletingLastPathComponent)
-        try AssetFile.move(file.path, to: target)
+        do {
+            try AssetFile.move(file.path, to: target)
+        } catch {
+            // Another node placed the content meanwhile (or finished this very upload, whose
+            // file it moved).
+            guard AssetFile.exists(target) else { throw error }
+            unlink(file.path)
+        }
     }
 
     /// Refuses `bytes` more content when the disk would keep less than `minimumFreeBytes`.

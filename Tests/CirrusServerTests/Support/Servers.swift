@@ -61,8 +61,13 @@ final class CirrusdProcess: @unchecked Sendable {
 
     /// - parameter standardErrorPath: a file that receives the process's log
     ///   (standard error); nil discards it.
-    init(arguments: [String] = [], workingDirectory: String? = nil, standardErrorPath: String? = nil) throws {
+    /// - parameter environment: the process's environment; nil = this process's.
+    init(
+        arguments: [String] = [], workingDirectory: String? = nil, standardErrorPath: String? = nil,
+        environment: [String: String]? = nil
+    ) throws {
         self.process.executableURL = Self.binary
+        if let environment { self.process.environment = environment }
         var arguments = arguments
         // The whole suite shares two cores with this process: a handshake plus `Hello` can take
         // longer than the production 10 s (as for in-process servers, see `withServer`).
@@ -135,14 +140,16 @@ final class CirrusdProcess: @unchecked Sendable {
     /// such waits at once would stall every other test in the process (their servers' handshake
     /// timers then fire). Suites that start many processes use this.
     static func launch(
-        arguments: [String] = [], workingDirectory: String? = nil, standardErrorPath: String? = nil
+        arguments: [String] = [], workingDirectory: String? = nil, standardErrorPath: String? = nil,
+        environment: [String: String]? = nil
     ) async throws -> CirrusdProcess {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(
                     with: Result {
                         try CirrusdProcess(
-                            arguments: arguments, workingDirectory: workingDirectory, standardErrorPath: standardErrorPath)
+                            arguments: arguments, workingDirectory: workingDirectory, standardErrorPath: standardErrorPath,
+                            environment: environment)
                     })
             }
         }
