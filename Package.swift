@@ -147,6 +147,7 @@ let package = Package(
             name: "cirrusd",
             dependencies: [
                 "CirrusOperations",
+                "CirrusPostgres",
                 "CirrusServer",
                 "CirrusStore",
                 "CirrusTLS",
@@ -238,6 +239,7 @@ let package = Package(
             name: "CirrusKitTests",
             dependencies: [
                 "CirrusTestSupport",
+                "CirrusPostgres",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 "CirrusKit",

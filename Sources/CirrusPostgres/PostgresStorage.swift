@@ -240,3 +240,7 @@ public final class PostgresStorage: RecordSyncStorage {
         }
     }
 }
+
+/// Everything the server's operations run against: records, zones and their feeds, queries,
+/// subscriptions, the user directory and tokens, shares and asset references.
+extension PostgresStorage: RecordStorage {}

@@ -8,7 +8,7 @@ import Logging
 extension Cirrusd {
     /// Starts the `--metrics-address` endpoint, when one is given; returns it and where it listens.
     func startOperationsEndpoint(
-        metrics: CirrusMetrics?, server: CirrusServer, storage: SQLiteStorage, longLived: LongLivedOperations,
+        metrics: CirrusMetrics?, server: CirrusServer, storage: ServedStorage, longLived: LongLivedOperations,
         executor: StorageExecutor, logger: Logger
     ) async throws -> (endpoint: OperationsEndpoint, address: EndpointAddress)? {
         guard let address = self.metricsAddress, let metrics else { return nil }

@@ -105,6 +105,9 @@ struct Cirrusd: AsyncParsableCommand {
     @OptionGroup var storageLocation: StorageLocation
     var dataDir: String { self.storageLocation.dataDir }
 
+    @Option(help: "Connections to the PostgreSQL server (--database) this node keeps at most.")
+    var databaseConnections = 20
+
     @Option(
         help: ArgumentHelp(
             "How long deletions stay visible to change feeds (e.g. 30d, 12h, 90m).",
@@ -220,6 +223,9 @@ struct Cirrusd: AsyncParsableCommand {
         if self.backupDir != nil, self.metricsAddress == nil {
             throw ValidationError("--backup-dir needs --metrics-address: backups are asked for with POST /backup there")
         }
+        guard self.databaseConnections >= 2 else {
+            throw ValidationError("--database-connections must be at least 2, not \(self.databaseConnections)")
+        }
         guard self.maxOutboundBytes >= 1 << 20 else {
             throw ValidationError("--max-outbound-bytes must be at least 1048576 (1 MiB), not \(self.maxOutboundBytes)")
         }
@@ -278,14 +284,28 @@ struct Cirrusd: AsyncParsableCommand {
             configuration.bearerTokens = try BearerTokenFile.load(path: tokens)
         }
 
-        let storage = try SQLiteStorage(
-            directory: self.dataDir, queryCursorLifetime: Double(self.queryCursorLifetime.seconds))
+        let served: ServedStorage
+        let cursorLifetime = Double(self.queryCursorLifetime.seconds)
+        if let url = try self.storageLocation.postgresURL(
+            commandLine: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+        {
+            guard self.backupDir == nil else {
+                throw ValidationError("--backup-dir backs up --data-dir's SQLite storage; back a PostgreSQL database up with pg_dump or its base backups")
+            }
+            served = try await ServedStorage.openPostgres(
+                url: url, maximumConnections: self.databaseConnections, queryCursorLifetime: cursorLifetime,
+                logLevel: logger.logLevel)
+        } else {
+            served = .sqlite(try SQLiteStorage(directory: self.dataDir, queryCursorLifetime: cursorLifetime))
+        }
+        logger.notice("storage: \(served.description)")
+        let storage = served.records
         let metrics = self.metricsAddress.map { _ in CirrusMetrics() }
         if let metrics {
             configuration.metrics = metrics.server
-            metrics.observe(storage)
+            metrics.observe(commitsOf: served.observeCommits)
         }
-        let secret = try ServerSecret.loadOrCreate(inDirectory: self.dataDir)
+        let secret = try await served.serverSecret(dataDirectory: self.dataDir)
         let users = UserDirectory(storage: storage, webAuthTokenLifetime: self.webAuthTokenLifetime.seconds, logger: logger)
         try await users.load()
         configuration.users = users
@@ -324,7 +344,7 @@ struct Cirrusd: AsyncParsableCommand {
         }
         let address = try await server.start()
         let endpoint = try await self.startOperationsEndpoint(
-            metrics: metrics, server: server, storage: storage, longLived: longLived, executor: executor, logger: logger)
+            metrics: metrics, server: server, storage: served, longLived: longLived, executor: executor, logger: logger)
         var announcement = "listening on \(address.ipAddress ?? self.host):\(address.port ?? self.port)\n"
         if let endpoint {
             announcement += "metrics on http://\(endpoint.address)/metrics\n"
@@ -359,7 +379,7 @@ struct Cirrusd: AsyncParsableCommand {
         reload.cancel()
         // Long-lived operations stop where they are and continue on the next start.
         await longLived.shutdown()
-        try storage.close()
+        try await served.close()
         logger.notice("stopped")
     }
 }

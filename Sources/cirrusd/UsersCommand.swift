@@ -46,18 +46,20 @@ struct UsersCommand: AsyncParsableCommand {
         }
     }
 
-    static func withStorage(_ location: StorageLocation, _ body: (SQLiteStorage) async throws -> Void) async throws {
-        let storage = try location.openExisting()
+    static func withStorage(
+        _ location: StorageLocation, _ body: (any UserStorage & TokenStorage) async throws -> Void
+    ) async throws {
+        let storage = try await location.openDirectory()
         do {
-            try await body(storage)
+            try await body(storage.directory)
         } catch let error as StoreError {
-            try? storage.close()
+            try? await storage.close()
             throw ValidationError(error.message)
         } catch {
-            try? storage.close()
+            try? await storage.close()
             throw error
         }
-        try storage.close()
+        try await storage.close()
     }
 
     static func describe(_ user: DirectoryUser) -> String {
