@@ -123,7 +123,8 @@ public final class PostgresStorage: RecordSyncStorage {
         // other nodes commit from then on reaches this node's observers.
         let announcer = NotificationAnnouncer()
         let listener = PostgresNotificationListener(
-            configuration: listenerConfiguration, client: client, announcer: announcer, logger: logger)
+            configuration: listenerConfiguration, client: client, leaseTimeout: leaseTimeout, announcer: announcer,
+            logger: logger)
         self.notifications = announcer
         self.listener = listener
         let (listens, listen) = AsyncStream<Void>.makeStream()
@@ -173,7 +174,7 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` in one transaction on a pooled connection of its own; commits when it
     /// returns.
     func transaction<Result: Sendable>(
-        _ body: (PostgresConnection) async throws -> Result
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         try await inTransaction(begin: "BEGIN", body)
     }
@@ -181,7 +182,7 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` in a read-only transaction that sees one snapshot of the database
     /// throughout (REPEATABLE READ), as a reader on SQLite does.
     func snapshot<Result: Sendable>(
-        _ body: (PostgresConnection) async throws -> Result
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         try await inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", body)
     }
@@ -189,7 +190,7 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` between `begin` and `COMMIT` on a pooled connection of its own; rolls back
     /// when it throws.
     private func inTransaction<Result: Sendable>(
-        begin: PostgresQuery, _ body: (PostgresConnection) async throws -> Result
+        begin: PostgresQuery, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         let logger = self.logger
         return try await connection { connection in
@@ -211,10 +212,10 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` on a pooled connection outside a transaction (one statement, or reads that
     /// need no common snapshot).
     func connection<Result: Sendable>(
-        _ body: (PostgresConnection) async throws -> Result
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         do {
-            return try await client.withConnection(leaseTimeout: leaseTimeout) { connection in try await body(connection) }
+            return try await client.withConnection(leaseTimeout: leaseTimeout, body)
         } catch {
             throw Self.storeError(error)
         }
