@@ -10,8 +10,8 @@ import Synchronization
 /// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
 /// operation journal — ``OperationJournal`` —, the server secret — ``ServerSecretStorage`` —,
 /// subscriptions and notification feeds — ``SubscriptionStorage`` —, and queries —
-/// ``RecordQueryStorage``, but full-text search and distance sorts — so far, see README →
-/// PostgreSQL).
+/// ``RecordQueryStorage``, full-text search and distance sorts included — so far, see README
+/// → PostgreSQL).
 ///
 /// Opening it connects a pool to the server and brings the schema to this version's
 /// (``PostgresStorage/schemaVersion``) under an advisory lock, so nodes starting together
