@@ -92,7 +92,9 @@ struct QueryValidationTests {
             "sort descriptor 1 (\"at\"): relative location (0.0, 200.0) is not a latitude and longitude"),
     ]
 
-    @Test(arguments: refusals)
+    // One case at a time: each opens a storage of every engine, and 40 PostgreSQL storages at
+    // once would take most of the test server's connections.
+    @Test(.serialized, arguments: refusals)
     func refused(_ refusal: Refusal) async throws {
         try await withQueryStore { storage, _ in
             try await storage.saveAll([item("a", [("a", .int64Value(1))])])
