@@ -32,11 +32,21 @@ enum PostgresIndexRows {
         var reals2: [Double] = []
         var bytes: [ByteBuffer] = []
         var present: [Int32] = []
+        /// The words full-text search finds the records by (``PostgresTextRows``), nil when
+        /// not written (before schema v10).
+        var words: PostgresTextRows.Columns?
 
-        var isEmpty: Bool { names.isEmpty }
+        /// Index rows with the records' words, or without them (`indexingWords` false: schema
+        /// v7's backfill, before `record_words` exists).
+        init(indexingWords: Bool = true) {
+            words = indexingWords ? PostgresTextRows.Columns() : nil
+        }
+
+        var isEmpty: Bool { names.isEmpty && (words?.names.isEmpty ?? true) }
 
         /// Adds the rows of `record`, stored under `name`.
         mutating func append(_ record: Wire.Record, name: String) {
+            words?.append(record, name: name)
             for row in RecordCodec.indexRows(of: record) {
                 var present: Int32 = 0
                 names.append(name)
@@ -64,8 +74,9 @@ enum PostgresIndexRows {
         }
     }
 
-    /// Replaces the index rows of the records `replacing` (saved again) and writes `columns`
-    /// in zone `zoneID` of the database bound as $1, $2, $3 in `bindings`, in one statement.
+    /// Replaces the index rows (and words, ``PostgresTextRows``) of the records `replacing`
+    /// (saved again) and writes `columns` in zone `zoneID` of the database bound as $1, $2, $3
+    /// in `bindings`, in one statement.
     /// A row the save keeps is updated in place rather than deleted and inserted again (in one
     /// statement, a row a `WITH` expression deletes and the main statement inserts again would
     /// conflict).
@@ -87,10 +98,16 @@ enum PostgresIndexRows {
         bindings.append(columns.reals2)
         bindings.append(columns.bytes)
         bindings.append(columns.present)
+        var wordExpressions = ""
+        if let words = columns.words {
+            bindings.append(words.names)
+            bindings.append(words.words)
+            wordExpressions = PostgresTextRows.replacingExpressions(replacing: "$5", names: "$16", words: "$17") + ",\n"
+        }
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
-                    WITH fresh AS (
+                    WITH \(wordExpressions)fresh AS (
                         SELECT * FROM unnest($6::text[], $7::text[], $8::integer[], $9::integer[], $10::text[],
                             $11::bigint[], $12::double precision[], $13::double precision[], $14::bytea[], $15::integer[])
                             AS v (record_name, key, list_index, kind, record_type, i, r, r2, b, present)
@@ -149,7 +166,7 @@ enum PostgresIndexRows {
             while start < batch.count {
                 let first = batch[start]
                 var end = start
-                var columns = Columns()
+                var columns = Columns(indexingWords: false)
                 var system = SystemColumns()
                 while end < batch.count, batch[end].0 == first.0, batch[end].1 == first.1, batch[end].2 == first.2,
                     batch[end].3 == first.3

@@ -31,6 +31,8 @@ final class PostgresNotificationListener: Sendable {
 
     private let configuration: PostgresConnection.Configuration
     private let client: PostgresClient
+    /// How long a read waits for a pooled connection (``PostgresClient/withConnection(leaseTimeout:_:)``).
+    private let leaseTimeout: Duration
     private let announcer: NotificationAnnouncer
     private let logger: Logger
     private let state = Mutex(State())
@@ -38,11 +40,12 @@ final class PostgresNotificationListener: Sendable {
     private let wakes: AsyncStream<Void>
 
     init(
-        configuration: PostgresConnection.Configuration, client: PostgresClient, announcer: NotificationAnnouncer,
-        logger: Logger
+        configuration: PostgresConnection.Configuration, client: PostgresClient, leaseTimeout: Duration,
+        announcer: NotificationAnnouncer, logger: Logger
     ) {
         self.configuration = configuration
         self.client = client
+        self.leaseTimeout = leaseTimeout
         self.announcer = announcer
         self.logger = logger
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -129,10 +132,11 @@ final class PostgresNotificationListener: Sendable {
         let logger = self.logger
         for start in stride(from: 0, to: feeds.count, by: Self.catchUpBatch) {
             let batch = feeds[start..<min(start + Self.catchUpBatch, feeds.count)]
-            var bindings = PostgresBindings(capacity: 2)
-            bindings.append(batch.map(\.container))
-            bindings.append(batch.map(\.user))
-            let heads = try await client.withConnection { connection in
+            var binding = PostgresBindings(capacity: 2)
+            binding.append(batch.map(\.container))
+            binding.append(batch.map(\.user))
+            let bindings = binding
+            let heads = try await client.withConnection(leaseTimeout: leaseTimeout) { connection in
                 let rows = try await connection.query(
                     PostgresQuery(
                         unsafeSQL: """
@@ -190,8 +194,9 @@ final class PostgresNotificationListener: Sendable {
     private func read(_ feed: NotificationFeedKey, after start: Int64) async throws {
         var after = start
         while true {
-            let page = try await client.withConnection { connection in
-                try await PostgresStorage.notifications(of: feed, after: after, limit: Self.readBatch, connection, self.logger)
+            let from = after
+            let page = try await client.withConnection(leaseTimeout: leaseTimeout) { connection in
+                try await PostgresStorage.notifications(of: feed, after: from, limit: Self.readBatch, connection, self.logger)
             }
             announcer.announce(page, of: feed, readAfter: after)
             guard page.count == Self.readBatch, let last = page.last?.seq else { return }

@@ -24,8 +24,10 @@ struct PostgresSQL {
 /// `records_by_created` or `records_by_modified` (a first descriptor on that date), so a page
 /// in those orders reads about as many rows as it returns; a sort on a field reads the type's
 /// records and sorts them. Comparisons of a field with strings, bytes, references or dates
-/// narrow the read through `record_values`; the predicate is decided per candidate by the
-/// shared ``QueryEvaluator``, as on SQLite.
+/// narrow the read through `record_values`, full-text searches through `record_words`
+/// (``PostgresTextRows``); the predicate is decided per candidate by the shared
+/// ``QueryEvaluator``, as on SQLite. A query sorted by distance reads the sort keys of every
+/// candidate and orders them in Swift (``sortsInSwift``), as SQLite's sorter orders them.
 ///
 /// The order is the SQLite engine's (``QueryKeyset``): per field sort descriptor, numbers
 /// (integers and reals, by value as doubles) before strings (byte-wise, `record_values`
@@ -40,29 +42,98 @@ struct PostgresQuerySQL {
     /// The kinds a field sort orders by (``IndexedKind/sortable``).
     private static let sortableKinds = IndexedKind.sortable.map { String($0.rawValue) }.joined(separator: ", ")
 
+    /// Whether the query sorts by distance: its candidates are then ordered here, in Swift
+    /// (``keys(upTo:)``), by the distances ``QueryKeyset/distance(from:_:to:_:)`` computes, as
+    /// the SQLite engine's `cirrus_distance` and the kept versions of changed records
+    /// (``KeptRecordVersion``) compute them, so a cursor's position and every candidate's
+    /// compare exactly; PostgreSQL's own trigonometry could differ in the last bit.
+    var sortsInSwift: Bool {
+        query.sorts.contains { if case .distance = $0.key { true } else { false } }
+    }
+
     /// The candidates after `position` among the rows at or below change sequence `seq`:
     /// columns `id`, `name`, `record_type`, `data`, then per sort descriptor its value's kind,
-    /// integer, real and bytes (a date: kind NULL, the integer set).
+    /// integer, real and bytes (a date: kind NULL, the integer set). Not for a query that
+    /// ``sortsInSwift``.
     func candidates(upTo seq: Int64, after position: QueryKeyset.Position?, limit: Int) -> PostgresSQL {
+        var statement = selection(upTo: seq, data: true)
+        if let position { statement.sql += " AND " + after(position, binding: &statement) }
+        statement.sql += " ORDER BY "
+        for (i, sort) in query.sorts.enumerated() {
+            let direction = sort.ascending ? "ASC" : "DESC"
+            switch sort.key {
+            case .creationDate: statement.sql += "r.created_ns \(direction), "
+            case .modificationDate: statement.sql += "r.modified_ns \(direction), "
+            case .field:
+                let e = Self.expressions(i)
+                statement.sql += "\(e.family) \(direction) NULLS LAST, \(e.number) \(direction), \(e.bytes) \(direction), "
+            case .distance:
+                // Ordered in Swift (``sortsInSwift``): read through ``keys(upTo:)``, never here.
+                continue
+            }
+        }
+        statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
+        statement.sql += " LIMIT \(max(1, limit))"
+        return statement
+    }
+
+    /// Every candidate among the rows at or below change sequence `seq`, unordered, without
+    /// its data, for a query that ``sortsInSwift``: columns `id`, `name`, `record_type`, then
+    /// per sort descriptor four columns: as ``candidates(upTo:after:limit:)``'s, but for a
+    /// distance sort the location's kind, NULL, its latitude and its longitude.
+    func keys(upTo seq: Int64) -> PostgresSQL {
+        selection(upTo: seq, data: false)
+    }
+
+    /// The stored rows (`id`, `record_type`, `data`) of the records of the zone with row IDs
+    /// `ids`.
+    func rows(_ ids: [Int64]) -> PostgresSQL {
         var statement = PostgresSQL()
-        statement.sql = "SELECT r.id, r.name, r.record_type, r.data"
+        let container = statement.bind(key.container)
+        let owner = statement.bind(key.owner)
+        let scope = statement.bind(key.scope.rawValue)
+        let zone = statement.bind(zoneID)
+        statement.sql = """
+            SELECT id, record_type, data FROM records
+            WHERE container = \(container) AND owner = \(owner) AND scope = \(scope) AND zone_id = \(zone) \
+            AND id = ANY(\(statement.bind(ids)))
+            """
+        return statement
+    }
+
+    /// `SELECT` … `WHERE` of the candidates among the rows at or below change sequence `seq`:
+    /// their row ID, name, type, data (or NULL) and sort columns, narrowed by the conjuncts the
+    /// indexes answer.
+    private func selection(upTo seq: Int64, data: Bool) -> PostgresSQL {
+        var statement = PostgresSQL()
+        statement.sql = "SELECT r.id, r.name, r.record_type, \(data ? "r.data" : "NULL::bytea")"
         for (i, sort) in query.sorts.enumerated() {
             switch sort.key {
             case .creationDate: statement.sql += ", NULL::integer, r.created_ns, NULL::float8, NULL::bytea"
             case .modificationDate: statement.sql += ", NULL::integer, r.modified_ns, NULL::float8, NULL::bytea"
-            case .field, .distance:
-                statement.sql += ", s\(i).kind, s\(i).int_value, s\(i).real_value, s\(i).bytes_value"
+            case .field: statement.sql += ", s\(i).kind, s\(i).int_value, s\(i).real_value, s\(i).bytes_value"
+            case .distance: statement.sql += ", s\(i).kind, NULL::bigint, s\(i).real_value, s\(i).real_value2"
             }
         }
         statement.sql += " FROM records r"
         for (i, sort) in query.sorts.enumerated() {
-            guard case .field(let field) = sort.key else { continue }
-            let k = statement.bind(field)
+            let value: String
+            switch sort.key {
+            case .creationDate, .modificationDate:
+                continue
+            case .field(let field):
+                value = """
+                    s\(i).key = \(statement.bind(field)) AND s\(i).kind IN (\(Self.sortableKinds)) \
+                    AND NOT (s\(i).kind = \(IndexedKind.double.rawValue) AND s\(i).real_value = 'NaN'::float8)
+                    """
+            case .distance(let field, _, _):
+                // A single location: what SQLite's distance sort reads (a list is no location).
+                value = "s\(i).key = \(statement.bind(field)) AND s\(i).kind = \(IndexedKind.location.rawValue)"
+            }
             statement.sql += """
                  LEFT JOIN record_values s\(i) ON s\(i).container = r.container AND s\(i).owner = r.owner \
                 AND s\(i).scope = r.scope AND s\(i).zone_id = r.zone_id AND s\(i).record_name = r.name \
-                AND s\(i).key = \(k) AND s\(i).list_index = -1 AND s\(i).kind IN (\(Self.sortableKinds)) \
-                AND NOT (s\(i).kind = \(IndexedKind.double.rawValue) AND s\(i).real_value = 'NaN'::float8)
+                AND s\(i).list_index = -1 AND \(value)
                 """
         }
         let container = statement.bind(key.container)
@@ -76,28 +147,16 @@ struct PostgresQuerySQL {
             AND r.record_type = \(type) AND r.change_seq <= \(upTo)
             """
         for filter in filters(binding: &statement) { statement.sql += " AND " + filter }
-        if let position { statement.sql += " AND " + after(position, binding: &statement) }
-        statement.sql += " ORDER BY "
-        for (i, sort) in query.sorts.enumerated() {
-            let direction = sort.ascending ? "ASC" : "DESC"
-            switch sort.key {
-            case .creationDate: statement.sql += "r.created_ns \(direction), "
-            case .modificationDate: statement.sql += "r.modified_ns \(direction), "
-            case .field, .distance:
-                let e = Self.expressions(i)
-                statement.sql += "\(e.family) \(direction) NULLS LAST, \(e.number) \(direction), \(e.bytes) \(direction), "
-            }
-        }
-        statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
-        statement.sql += " LIMIT \(max(1, limit))"
         return statement
     }
 
     /// The conjuncts of the predicate the index answers exactly enough to narrow the
     /// candidates down (a superset of their matches: the evaluator decides), as conditions on
-    /// `records r`, at most 8: comparisons of a field with strings, bytes, references or dates
-    /// (PostgreSQL's planner may then drive the read from `record_values`). Numbers are left
-    /// to the evaluator: integer and real columns compare inexactly with each other in SQL.
+    /// `records r`, at most 8: full-text searches (every word among the record's,
+    /// `record_words`) and comparisons of a field with strings, bytes, references or dates
+    /// (PostgreSQL's planner may then drive the read from `record_words` or `record_values`).
+    /// Numbers are left to the evaluator: integer and real columns compare inexactly with each
+    /// other in SQL.
     private func filters(binding statement: inout PostgresSQL) -> [String] {
         let conjuncts: [QueryNode]
         switch query.predicate {
@@ -106,6 +165,12 @@ struct PostgresQuerySQL {
         }
         var filters: [String] = []
         for node in conjuncts where filters.count < 8 {
+            if case .text(let search) = node {
+                // Every word of the search among the record's (one condition per word).
+                let words = Set(QueryText.words(of: search)).sorted()
+                filters.append(words.map { PostgresTextRows.holds(statement.bind($0)) }.joined(separator: " AND "))
+                continue
+            }
             guard case .comparison(let comparison) = node, case .field(let key) = comparison.subject,
                 let family = comparison.operands.first?.family, comparison.operands.allSatisfy({ $0.family == family })
             else { continue }

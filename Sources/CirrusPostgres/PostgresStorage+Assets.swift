@@ -61,7 +61,7 @@ extension PostgresStorage: AssetReferenceStorage {
         bindings.append(unique.map { ByteBuffer(bytes: $0) })
         bindings.append(RecordCodec.seconds(time))
         let logger = self.logger
-        try await transaction { connection in
+        try await transaction { [bindings] connection in
             for lock in locks { try await Self.takeAssetLock(lock, connection, logger) }
             try await connection.query(
                 PostgresQuery(
@@ -95,7 +95,7 @@ extension PostgresStorage: AssetReferenceStorage {
         var bindings = digest
         bindings.append(RecordCodec.seconds(cutoff))
         let logger = self.logger
-        return try await transaction { connection in
+        return try await transaction { [digest, bindings] connection in
             try await Self.takeAssetLock(Self.assetLock(sha256), connection, logger)
             try await connection.query(
                 PostgresQuery(unsafeSQL: "SELECT 1 FROM assets WHERE sha256 = $1 FOR UPDATE", binds: digest), logger: logger)
@@ -126,7 +126,7 @@ extension PostgresStorage: AssetReferenceStorage {
         var bindings = PostgresBindings(capacity: 1)
         bindings.append(RecordCodec.seconds(cutoff))
         let logger = self.logger
-        return try await connection { connection in
+        return try await connection { [bindings] connection in
             let rows = try await connection.query(
                 PostgresQuery(unsafeSQL: "DELETE FROM asset_commits WHERE committed_at < $1 RETURNING 1", binds: bindings),
                 logger: logger)
@@ -140,7 +140,7 @@ extension PostgresStorage: AssetReferenceStorage {
         var bindings = PostgresBindings(capacity: 1)
         bindings.append(ByteBuffer(bytes: sha256))
         let logger = self.logger
-        return try await connection { connection in
+        return try await connection { [bindings] connection in
             let rows = try await connection.query(
                 PostgresQuery(unsafeSQL: "SELECT 1 FROM asset_references WHERE sha256 = $1 LIMIT 1", binds: bindings),
                 logger: logger)
@@ -154,7 +154,7 @@ extension PostgresStorage: AssetReferenceStorage {
         var bindings = PostgresBindings(capacity: 1)
         bindings.append(user)
         let logger = self.logger
-        return try await connection { connection in
+        return try await connection { [bindings] connection in
             let rows = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """

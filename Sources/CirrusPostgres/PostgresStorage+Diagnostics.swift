@@ -11,11 +11,26 @@ extension PostgresStorage {
             "user_discoverability", "bearer_tokens", "long_lived_operations", "long_lived_events", "server_secret",
             "subscriptions", "notification_feeds", "notifications", "record_values",
             "query_preimages", "shares", "share_participants", "assets", "asset_references", "asset_commits",
+            "record_words",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         let logger = self.logger
         return try await connection { connection in
             let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: logger)
+            var count: Int64 = 0
+            for try await value in rows.decode(Int64.self) { count = value }
+            return Int(count)
+        }
+    }
+
+    /// How many records have words for full-text search (`record_words`): what the SQLite
+    /// engine's `record_text` holds a row for.
+    package func recordsWithWords() async throws -> Int {
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                "SELECT count(*) FROM (SELECT DISTINCT container, owner, scope, zone_id, record_name FROM record_words) w",
+                logger: logger)
             var count: Int64 = 0
             for try await value in rows.decode(Int64.self) { count = value }
             return Int(count)

@@ -59,6 +59,8 @@ enum PostgresUnavailability {
             return "no connection could be made for a while"
         case let timeout as PostgresLeaseTimeout:
             return "no connection within \(timeout.timeout)"
+        case let closed as PostgresConnectionClosed:
+            return closed.description
         case is IOError, is NIOConnectionError, is ChannelError:
             return "\(error)"
         default:

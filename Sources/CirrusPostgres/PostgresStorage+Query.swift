@@ -17,8 +17,12 @@ import PostgresNIO
 /// their version of then: every write keeps the versions it replaces or deletes
 /// (`query_preimages`) until ``pruneQueryCursors(createdBefore:)`` drops them.
 ///
-/// Not run by this engine yet, refused with `.invalidArguments` naming it: full-text search
-/// (`self CONTAINS`) and sorting by distance.
+/// Full-text search (`self CONTAINS`) matches the words the SQLite engine's does: every
+/// word of the search among those of the record's strings, ignoring case and diacritics
+/// (``QueryText``), found through `record_words` (``PostgresTextRows``). A distance sort
+/// orders by the distances SQLite computes (``QueryKeyset/distance(from:_:to:_:)``), records
+/// without the location last, ordered in Swift (``PostgresQuerySQL/sortsInSwift``): a page
+/// reads the sort keys of every candidate, as SQLite's sorter does.
 extension PostgresStorage: RecordQueryStorage {
     public func queryRecords(
         _ query: Wire.Query, in zone: Wire.RecordZoneID, of database: DatabaseKey, desiredKeys: [String]?, limit: Int
@@ -26,7 +30,6 @@ extension PostgresStorage: RecordQueryStorage {
         let key = try database.validated()
         try QueryValidation.checkLimit(limit, maximum: maxItemsPerOperation)
         let compiled = try QueryValidation.compile(query)
-        try Self.checkRuns(compiled)
         let zoneName: String
         switch ZoneResolution.zoneName(of: zone, in: key) {
         case .failure(let failure):
@@ -77,7 +80,6 @@ extension PostgresStorage: RecordQueryStorage {
         let compiled: CompiledQuery
         do {
             compiled = try QueryValidation.compile(try Wire.Query(serializedBytes: token.query))
-            try Self.checkRuns(compiled)
         } catch {
             // Sealed by a node of this database, so it ran once: only a change of the rules refuses it now.
             throw QueryCursor.unknown
@@ -168,29 +170,6 @@ extension PostgresStorage: RecordQueryStorage {
         return secret
     }
 
-    /// Refuses what this engine does not run yet: full-text search and sorting by distance.
-    static func checkRuns(_ query: CompiledQuery) throws(StoreError) {
-        func searches(_ node: QueryNode) -> Bool {
-            switch node {
-            case .text: true
-            case .and(let operands): operands.contains(where: searches)
-            case .not(let operand): searches(operand)
-            case .constant, .comparison, .distance: false
-            }
-        }
-        if searches(query.predicate) {
-            throw StoreError(
-                .invalidArguments, "the PostgreSQL storage engine does not run full-text search (self CONTAINS) yet")
-        }
-        for (i, sort) in query.sorts.enumerated() {
-            if case .distance = sort.key {
-                throw StoreError(
-                    .invalidArguments,
-                    "sort descriptor \(i + 1): the PostgreSQL storage engine does not sort by distance yet")
-            }
-        }
-    }
-
     /// Refuses sorting by a field that holds, in this zone and type, values that do not sort
     /// (``QuerySort/refusedKinds``), as the SQLite engine does.
     private static func checkSorts(
@@ -246,7 +225,8 @@ struct PostgresQueryCandidate {
 }
 
 /// The candidates of a query unchanged since a change sequence, read a batch at a time after
-/// the last one read.
+/// the last one read; for a query sorted by distance (``PostgresQuerySQL/sortsInSwift``), the
+/// sort keys of all of them are read and ordered first, and their rows a batch at a time.
 private struct UnchangedRows {
     let sql: PostgresQuerySQL
     let seq: Int64
@@ -256,6 +236,9 @@ private struct UnchangedRows {
     private var buffered: [PostgresQueryCandidate] = []
     private var exhausted = false
     private var batch = 0
+    /// For a query ordered in Swift: the candidates not read yet, last in order first (nil
+    /// until the keys are read).
+    private var ordered: [(position: QueryKeyset.Position, rowID: Int64)]?
 
     init(sql: PostgresQuerySQL, seq: Int64, after: QueryKeyset.Position?, connection: PostgresConnection, logger: Logger) {
         self.sql = sql
@@ -269,33 +252,79 @@ private struct UnchangedRows {
     mutating func next(batch first: Int) async throws -> PostgresQueryCandidate? {
         if buffered.isEmpty && !exhausted {
             batch = batch == 0 ? max(2, first) : min(1_000, batch * 2)
-            let statement = sql.candidates(upTo: seq, after: after, limit: batch)
-            let rows = try await connection.query(statement.query, logger: logger)
-            var read: [PostgresQueryCandidate] = []
-            let sorts = sql.query.sorts.count
-            for try await row in rows {
-                let cells = row.makeRandomAccess()
-                let id = try cells[0].decode(Int64.self)
-                let name = try cells[1].decode(String.self)
-                let type = try cells[2].decode(String.self)
-                let data = try cells[3].decode(ByteBuffer.self)
-                var values: [QueryKeyset.Value] = []
-                for i in 0..<sorts {
-                    let base = 4 + 4 * i
-                    values.append(
-                        PostgresQuerySQL.values(
-                            kind: try cells[base].decode(Int32?.self), int: try cells[base + 1].decode(Int64?.self),
-                            real: try cells[base + 2].decode(Double?.self), bytes: try cells[base + 3].decode(ByteBuffer?.self)))
-                }
-                read.append(
-                    PostgresQueryCandidate(
-                        position: QueryKeyset.Position(values: values, name: name, rowID: id), stored: (id, type, data)))
-            }
-            exhausted = read.count < batch
-            after = read.last?.position ?? after
+            let read = sql.sortsInSwift ? try await readOrdered() : try await readInOrder()
             buffered = read.reversed()
         }
         return buffered.popLast()
+    }
+
+    /// The next `batch` candidates in the order SQL gives them.
+    private mutating func readInOrder() async throws -> [PostgresQueryCandidate] {
+        let statement = sql.candidates(upTo: seq, after: after, limit: batch)
+        let rows = try await connection.query(statement.query, logger: logger)
+        var read: [PostgresQueryCandidate] = []
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            let id = try cells[0].decode(Int64.self)
+            let type = try cells[2].decode(String.self)
+            let data = try cells[3].decode(ByteBuffer.self)
+            read.append(PostgresQueryCandidate(position: try position(of: cells), stored: (id, type, data)))
+        }
+        exhausted = read.count < batch
+        after = read.last?.position ?? after
+        return read
+    }
+
+    /// The next `batch` candidates in the order of their sort keys (``QueryKeyset/compare(_:_:_:)``),
+    /// with their rows.
+    private mutating func readOrdered() async throws -> [PostgresQueryCandidate] {
+        let sorts = sql.query.sorts
+        if ordered == nil {
+            let rows = try await connection.query(sql.keys(upTo: seq).query, logger: logger)
+            var keys: [(position: QueryKeyset.Position, rowID: Int64)] = []
+            for try await row in rows {
+                let cells = row.makeRandomAccess()
+                let key = (position: try position(of: cells), rowID: try cells[0].decode(Int64.self))
+                if let after, QueryKeyset.compare(key.position, after, sorts) <= 0 { continue }
+                keys.append(key)
+            }
+            // Last in order first.
+            keys.sort { QueryKeyset.compare($0.position, $1.position, sorts) > 0 }
+            ordered = keys
+        }
+        var next: [(position: QueryKeyset.Position, rowID: Int64)] = []
+        while next.count < batch, let key = ordered?.popLast() { next.append(key) }
+        exhausted = ordered?.isEmpty ?? true
+        guard !next.isEmpty else { return [] }
+        var stored: [Int64: (String, ByteBuffer)] = [:]
+        let rows = try await connection.query(sql.rows(next.map(\.rowID)).query, logger: logger)
+        for try await (id, type, data) in rows.decode((Int64, String, ByteBuffer).self) { stored[id] = (type, data) }
+        return next.map { key in
+            PostgresQueryCandidate(
+                position: key.position, stored: stored[key.rowID].map { (key.rowID, $0.0, $0.1) })
+        }
+    }
+
+    /// A candidate row's place in the query's order: its sort values (columns 4 …, four per
+    /// sort descriptor), name and row ID.
+    private func position(of cells: PostgresRandomAccessRow) throws -> QueryKeyset.Position {
+        var values: [QueryKeyset.Value] = []
+        for (i, sort) in sql.query.sorts.enumerated() {
+            let base = 4 + 4 * i
+            if case .distance(_, let latitude, let longitude) = sort.key {
+                values.append(
+                    QueryKeyset.distance(
+                        from: try cells[base + 2].decode(Double?.self), try cells[base + 3].decode(Double?.self),
+                        to: latitude, longitude))
+                continue
+            }
+            values.append(
+                PostgresQuerySQL.values(
+                    kind: try cells[base].decode(Int32?.self), int: try cells[base + 1].decode(Int64?.self),
+                    real: try cells[base + 2].decode(Double?.self), bytes: try cells[base + 3].decode(ByteBuffer?.self)))
+        }
+        return QueryKeyset.Position(
+            values: values, name: try cells[1].decode(String.self), rowID: try cells[0].decode(Int64.self))
     }
 }
 
@@ -322,8 +351,6 @@ private struct PostgresQueryRun {
     mutating func page(
         limit: Int, next: () async throws -> PostgresQueryCandidate?
     ) async throws -> (records: [Wire.Record], last: QueryKeyset.Position?, more: Bool) {
-        // Full-text search is refused before a page is read (``PostgresStorage/checkRuns(_:)``).
-        let evaluator = QueryEvaluator(zoneName: zoneName, databaseOwner: key.owner) { _, _ in false }
         var records: [Wire.Record] = []
         var last: QueryKeyset.Position?
         while let candidate = try await next() {
@@ -335,6 +362,10 @@ private struct PostgresQueryRun {
                 record = try Wire.Record(serializedBytes: Array(buffer: stored.data))
             } catch {
                 throw StoreError(.corruptData, "stored record \(candidate.position.name) does not decode: \(error)")
+            }
+            // A full-text search looks for its words among the record's, as `record_words` keeps them.
+            let evaluator = QueryEvaluator(zoneName: zoneName, databaseOwner: key.owner) { _, search in
+                QueryText.holds(search, in: record)
             }
             guard try evaluator.matches(query.predicate, record, rowID: stored.rowID) else { continue }
             if records.count == limit { return (records, last, true) }

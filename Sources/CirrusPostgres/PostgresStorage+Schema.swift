@@ -433,12 +433,15 @@ extension PostgresStorage {
         ],
         // v9: asset contents and the records that refer to them (PostgresStorage+SchemaV9).
         assetsMigration,
+        // v10: the words full-text search finds records by (PostgresStorage+SchemaV10.swift).
+        recordWordsMigration,
     ]
 
     /// What a version's migration computes in Swift after its statements, in the same
     /// transaction: values SQL cannot read out of a stored record.
     static let backfills: [Int: @Sendable (PostgresConnection, Logger) async throws -> Void] = [
-        7: { try await PostgresIndexRows.backfill($0, $1) }
+        7: { try await PostgresIndexRows.backfill($0, $1) },
+        recordWordsVersion: { try await PostgresTextRows.backfill($0, $1) },
     ]
 
     /// Brings the schema to ``schemaVersion`` in one transaction that holds the migration

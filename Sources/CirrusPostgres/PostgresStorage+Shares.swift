@@ -87,7 +87,7 @@ extension PostgresStorage: ShareStorage {
         bindings.append(user)
         bindings.append(ShareAcceptanceStatus.accepted.rawValue)
         bindings.append(ShareRole.owner.rawValue)
-        return try await snapshot { connection in
+        return try await snapshot { [bindings] connection in
             try await PostgresShareRows.find(
                 where: """
                     s.container = $1 AND (s.owner, s.scope, s.zone_id, s.name) IN (

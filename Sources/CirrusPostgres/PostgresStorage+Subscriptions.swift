@@ -80,7 +80,7 @@ extension PostgresStorage: SubscriptionStorage {
         var bindings = PostgresRows.binds(key, user)
         bindings.append(subscriptionIDs ?? [])
         let all = subscriptionIDs == nil
-        let bodies = try await connection { connection in
+        let bodies = try await connection { [bindings] connection in
             let rows = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """

@@ -6,12 +6,11 @@ import PostgresNIO
 import Synchronization
 
 /// The storage engine on a PostgreSQL server, for several `cirrusd` nodes sharing one
-/// database (in progress: records, zones and their change feeds — ``RecordSyncStorage`` —, the
-/// user directory and bearer tokens — ``UserStorage``, ``TokenStorage`` —, the long-lived
-/// operation journal — ``OperationJournal`` —, the server secret — ``ServerSecretStorage`` —,
-/// subscriptions and notification feeds — ``SubscriptionStorage`` —, queries —
-/// ``RecordQueryStorage``, but full-text search and distance sorts —, shares with the shared
-/// database — ``ShareStorage`` —, and assets — ``AssetReferenceStorage`` — so far, see README →
+/// database (`cirrusd --database`): all of ``RecordStorage`` — records, zones and their change
+/// feeds, queries (full-text search and distance sorts included), subscriptions and
+/// notification feeds, the user directory and bearer tokens, shares and the shared database,
+/// asset references — and the long-lived operation journal (``OperationJournal``) and the
+/// server secret (``ServerSecretStorage``), with the SQLite engine's semantics (README →
 /// PostgreSQL).
 ///
 /// Asset content that a record brings inline is kept here once per checksum; larger content
@@ -137,7 +136,8 @@ public final class PostgresStorage: RecordSyncStorage {
         // other nodes commit from then on reaches this node's observers.
         let announcer = NotificationAnnouncer()
         let listener = PostgresNotificationListener(
-            configuration: listenerConfiguration, client: client, announcer: announcer, logger: logger)
+            configuration: listenerConfiguration, client: client, leaseTimeout: leaseTimeout, announcer: announcer,
+            logger: logger)
         self.notifications = announcer
         self.listener = listener
         let (listens, listen) = AsyncStream<Void>.makeStream()
@@ -187,7 +187,7 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` in one transaction on a pooled connection of its own; commits when it
     /// returns.
     func transaction<Result: Sendable>(
-        _ body: (PostgresConnection) async throws -> Result
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         try await inTransaction(begin: "BEGIN", body)
     }
@@ -195,7 +195,7 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` in a read-only transaction that sees one snapshot of the database
     /// throughout (REPEATABLE READ), as a reader on SQLite does.
     func snapshot<Result: Sendable>(
-        _ body: (PostgresConnection) async throws -> Result
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         try await inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", body)
     }
@@ -203,7 +203,7 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` between `begin` and `COMMIT` on a pooled connection of its own; rolls back
     /// when it throws.
     private func inTransaction<Result: Sendable>(
-        begin: PostgresQuery, _ body: (PostgresConnection) async throws -> Result
+        begin: PostgresQuery, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         let logger = self.logger
         return try await connection { connection in
@@ -225,10 +225,10 @@ public final class PostgresStorage: RecordSyncStorage {
     /// Runs `body` on a pooled connection outside a transaction (one statement, or reads that
     /// need no common snapshot).
     func connection<Result: Sendable>(
-        _ body: (PostgresConnection) async throws -> Result
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws(StoreError) -> Result {
         do {
-            return try await client.withConnection(leaseTimeout: leaseTimeout) { connection in try await body(connection) }
+            return try await client.withConnection(leaseTimeout: leaseTimeout, body)
         } catch {
             throw Self.storeError(error)
         }

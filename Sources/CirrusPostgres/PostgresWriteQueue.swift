@@ -21,7 +21,9 @@ import Synchronization
 /// fallback: each costs two round trips, and more than 64 in a transaction overflow the
 /// server's subtransaction cache, which slows every other session's snapshots. When the
 /// COMMIT itself fails, every job of the batch gets its error: nothing is acknowledged that
-/// is not durable.
+/// is not durable. When the transaction's connection closes (the server restarted), every job
+/// gets the retryable `.unavailable` at once, whatever statement the batch was waiting on
+/// (``PostgresConnection/untilClosed(_:)``), and the queue goes on with its next batch.
 final class PostgresWriteQueue: Sendable {
     struct Job: Sendable {
         var body: @Sendable (PostgresConnection) async throws -> any Sendable

@@ -210,12 +210,22 @@ package enum QueryKeyset {
                 if let v = row.text { return .text(v) }
                 return .null
             case .distance(let key, let latitude, let longitude):
-                guard let row = rows.first(where: { $0.key == key && $0.kind == .location }),
-                    let lat = row.real, let lon = row.real2,
-                    let meters = QueryGeometry.distanceOnEarth(lat, lon, latitude, longitude)
-                else { return .null }
-                return .real(meters)
+                let row = rows.first(where: { $0.key == key && $0.kind == .location })
+                return distance(from: row?.real, row?.real2, to: latitude, longitude)
             }
         }
+    }
+
+    /// The sort value of a distance sort from (`latitude`, `longitude`) for a record whose
+    /// location field holds (`storedLatitude`, `storedLongitude`): meters as
+    /// ``QueryGeometry/distanceOnEarth(_:_:_:_:)`` computes them (as SQLite's `cirrus_distance`
+    /// does), NULL without a location or off Earth.
+    package static func distance(
+        from storedLatitude: Double?, _ storedLongitude: Double?, to latitude: Double, _ longitude: Double
+    ) -> Value {
+        guard let storedLatitude, let storedLongitude,
+            let meters = QueryGeometry.distanceOnEarth(storedLatitude, storedLongitude, latitude, longitude)
+        else { return .null }
+        return .real(meters)
     }
 }

@@ -348,18 +348,3 @@ package struct SubscriptionMatcher {
         }
     }
 }
-
-extension QueryText {
-    /// Whether `record`'s searchable text holds every word of `search`, ignoring case and
-    /// diacritics — what FTS5's unicode61 tokenizer decides for a stored record, for a record
-    /// that is not (or no longer) in the index.
-    static func holds(_ search: QueryTextSearch, in record: Wire.Record) -> Bool {
-        guard let text = RecordCodec.searchableText(of: record) else { return false }
-        let words = Set(tokens(of: text).map(fold))
-        return search.tokens.flatMap { tokens(of: $0) }.allSatisfy { words.contains(fold($0)) }
-    }
-
-    private static func fold(_ token: String) -> String {
-        token.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
-    }
-}

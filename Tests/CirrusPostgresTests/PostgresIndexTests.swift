@@ -235,26 +235,30 @@ struct PostgresQueryTests {
         await storage.close()
     }
 
-    @Test func fullTextSearchAndDistanceSortsAreRefusedSayingSo() async throws {
+    @Test func aDistanceSortReadsTheRowsOfAPageNotOfTheZone() async throws {
         try await withPostgresStore { storage in
-            let search = Wire.Query(
-                recordType: "Note", predicate: Wire.QueryPredicate(node: .textSearch(Wire.TextSearchPredicate(text: "words"))),
-                sortDescriptors: [])
-            await #expect {
-                try await storage.queryRecords(search, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
-            } throws: { error in
-                (error as? StoreError)?.code == .invalidArguments && "\(error)".contains("does not run full-text search")
+            let records = (0..<300).map { i in
+                Wire.Record(
+                    recordID: Wire.RecordID(recordName: String(format: "r%03d", i), zoneID: zoneID("_defaultZone")),
+                    recordType: "Note",
+                    fields: [
+                        Wire.RecordField(
+                            key: "at",
+                            value: Wire.FieldValue(kind: .locationValue(Wire.Location(latitude: Double(i) / 10, longitude: 0))))
+                    ])
             }
+            #expect(!(try await storage.modifyRecords(RecordModification(saving: records), in: alice, by: "_alice")).hasFailures)
             let byDistance = Wire.Query(
                 recordType: "Note", predicate: nil,
                 sortDescriptors: [
-                    Wire.QuerySortDescriptor(key: "at", ascending: true, relativeLocation: Wire.Location(latitude: 1, longitude: 2))
+                    Wire.QuerySortDescriptor(key: "at", ascending: true, relativeLocation: Wire.Location(latitude: 30, longitude: 0))
                 ])
-            await #expect {
-                try await storage.queryRecords(byDistance, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
-            } throws: { error in
-                (error as? StoreError)?.code == .invalidArguments && "\(error)".contains("does not sort by distance")
-            }
+            let page = try await storage.queryRecords(byDistance, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 5)
+            #expect(page.records.map { $0.recordID?.recordName } == ["r299", "r298", "r297", "r296", "r295"])
+            // The sort keys of every record, the rows of a batch only: the page and the one more match.
+            #expect(page.recordsExamined <= 6)
+            let next = try await storage.continueQuery(try #require(page.cursor), in: alice, desiredKeys: .sameAsQuery, limit: 5)
+            #expect(next.records.map { $0.recordID?.recordName } == ["r294", "r293", "r292", "r291", "r290"])
         }
     }
 }

@@ -91,8 +91,9 @@ struct QueryKeysetTests {
         }
     }
 
+    /// SQLite's own economy: PostgreSQL keeps every replaced version until pruned.
     @Test func versionsAreKeptOnlyInZonesWithLiveCursors() async throws {
-        try await withStore { storage, _ in
+        try await withSQLiteStore { storage, _ in
             try await storage.createZone("Quiet")
             let loud = try await storage.saveAll(numbered(0..<5))
             let quiet = try await storage.saveAll(numbered(0..<5, zone: "Quiet"))
@@ -169,6 +170,56 @@ struct QueryKeysetTests {
                 _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("r009")]), in: alice, by: "_alice")
             }
             #expect(names == expected.filter { $0 != "r009" }, "the first page's order, without the deleted record")
+        }
+    }
+
+    @Test func distanceSortWithTiesMissingLocationsAndChangesBetweenPages() async throws {
+        try await withQueryStore { storage, _ in
+            let places = [(48.8566, 2.3522), (51.5074, -0.1278), (52.52, 13.405), (0, 179.9), (0, -179.9), (89.9, 0)]
+            let records = (0..<24).map { i -> Wire.Record in
+                let name = String(format: "r%03d", i)
+                // Some without a location; the others share places (ties, by record name).
+                if i % 7 == 6 || i == 10 { return item(name, [("other", .int64Value(1))]) }
+                let (latitude, longitude) = places[i % places.count]
+                return item(name, [("at", Q.location(latitude, longitude))])
+            }
+            let original = try await storage.saveAll(records)
+            let berlin = Wire.Location(latitude: 52.52, longitude: 13.405)
+            for ascending in [true, false] {
+                let query = Q.query(sorts: [Q.sort("at", ascending: ascending, from: berlin)])
+                let expected = try await storage.queryRecords(
+                    query, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 100
+                ).records.map(name)
+                #expect(expected.count == 24)
+                #expect(Array(expected.suffix(4)) == ["r006", "r010", "r013", "r020"], "no location: last, by name")
+                let first = try await storage.queryRecords(query, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 5)
+                var changedOnce = false
+                let names = try await all(storage, first, limit: 5) { _ in
+                    guard !changedOnce else { return }
+                    changedOnce = true
+                    // A record moves to Berlin, one loses its location, one goes.
+                    let current = try await latest(storage, ["r023", "r013"])
+                    let moved = current.map { record in
+                        var record = record
+                        record.fields = name(record) == "r023" ? [field("other", .int64Value(2))] : [field("at", Q.location(52.52, 13.405))]
+                        return record
+                    }
+                    _ = try await storage.modifyRecords(RecordModification(saving: moved, savePolicy: .allKeys), in: alice, by: "_alice")
+                    _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("r007")]), in: alice, by: "_alice")
+                }
+                #expect(names == expected.filter { $0 != "r007" }, "the first page's order, without the deleted record")
+                // Put back what the pages changed.
+                let changed = try await latest(storage, ["r023", "r013"]).map { record in
+                    var record = record
+                    record.fields = original.first { name($0) == name(record) }?.fields ?? []
+                    return record
+                }
+                let restored = try await storage.modifyRecords(
+                    RecordModification(
+                        saving: changed + [item("r007", [("at", Q.location(places[1].0, places[1].1))])], savePolicy: .allKeys),
+                    in: alice, by: "_alice")
+                #expect(!restored.hasFailures)
+            }
         }
     }
 

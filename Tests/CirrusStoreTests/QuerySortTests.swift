@@ -86,7 +86,7 @@ struct QuerySortTests {
     }
 
     @Test func aDistanceSortNeedsALocationField() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([item("one", [("title", .stringValue("t"))])])
             let error = await storage.refusal(Q.query(nil, sorts: [Q.sort("title", from: Wire.Location(latitude: 1, longitude: 1))]))
             #expect(error?.message == "sort descriptor 1 (\"title\"): title holds string values in this zone; a relative location sorts a location field")

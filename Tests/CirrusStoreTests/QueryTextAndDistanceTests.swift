@@ -17,7 +17,7 @@ struct QueryTextAndDistanceTests {
     }
 
     @Test func wordsMatchIgnoringCaseAndDiacritics() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await desserts(storage)
             #expect(try await storage.names(Q.text("creme")) == ["creme", "pie"])
             #expect(try await storage.names(Q.text("BRULEE")) == ["creme"])
@@ -29,7 +29,7 @@ struct QueryTextAndDistanceTests {
     }
 
     @Test func everyWordMustOccurInSomeStringField() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await desserts(storage)
             #expect(try await storage.names(Q.text("creme custard")) == ["creme"], "title and a tag")
             #expect(try await storage.names(Q.text("apple creme")) == ["pie"], "title and notes")
@@ -41,7 +41,7 @@ struct QueryTextAndDistanceTests {
     }
 
     @Test func theTextIndexFollowsSavesAndDeletes() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.createZone("Z")
             let saved = try await storage.saveAll([item("n", [("title", .stringValue("old words"))])])
             try await storage.saveAll([item("z", zone: "Z", [("title", .stringValue("zone words"))])])
@@ -104,7 +104,7 @@ struct QueryTextAndDistanceTests {
     }
 
     @Test func locationsSortByDistanceMissingOnesLast() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([
                 item("nowhere"),
                 item("paris", [("at", Q.location(Self.paris.0, Self.paris.1))]),

@@ -92,9 +92,11 @@ struct QueryValidationTests {
             "sort descriptor 1 (\"at\"): relative location (0.0, 200.0) is not a latitude and longitude"),
     ]
 
-    @Test(arguments: refusals)
+    // One case at a time: each opens a storage of every engine, and 40 PostgreSQL storages at
+    // once would take most of the test server's connections.
+    @Test(.serialized, arguments: refusals)
     func refused(_ refusal: Refusal) async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([item("a", [("a", .int64Value(1))])])
             let error = await storage.refusal(refusal.query)
             #expect(error?.code == .invalidArguments)
@@ -103,7 +105,7 @@ struct QueryValidationTests {
     }
 
     @Test func deepButSaneTreesAndLargeListsAreFine() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             try await storage.saveAll([item("a", [("a", .int64Value(1))])])
             #expect(try await storage.names(nested(16)) == [])
             #expect(try await storage.names(nested(15)) == ["a"])
@@ -114,7 +116,7 @@ struct QueryValidationTests {
 
     @Test(arguments: [0, -1, 401])
     func resultsLimitOutOfRange(limit: Int) async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             do {
                 _ = try await storage.queryRecords(Q.query(), in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: limit)
                 Issue.record("limit \(limit) accepted")
@@ -126,7 +128,7 @@ struct QueryValidationTests {
     }
 
     @Test func aZoneOfAnotherOwnerIsNotFound() async throws {
-        try await withStore { storage, _ in
+        try await withQueryStore { storage, _ in
             do {
                 _ = try await storage.queryRecords(Q.query(), in: zoneID("_defaultZone", in: bob), of: alice, desiredKeys: nil, limit: 5)
                 Issue.record("bob's zone was queried in alice's database")

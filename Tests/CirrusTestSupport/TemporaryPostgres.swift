@@ -170,10 +170,13 @@ public final class TemporaryPostgres: Sendable {
 
     // MARK: - Cluster life
 
+    /// Room for the storages the tests of a process open at once on the shared cluster: each
+    /// holds up to its pool's connections, a listener's and, while it opens, a migration's
+    /// (about 6), and the conformance suite runs its tests in parallel.
     private static func serverOptions(directory: String, port: Int) -> String {
         [
             "-p \(port)", "-k \(directory)", "-c listen_addresses=127.0.0.1", "-c fsync=off",
-            "-c max_connections=200", "-c shared_buffers=32MB",
+            "-c max_connections=400", "-c shared_buffers=32MB",
         ].joined(separator: " ")
     }
 
