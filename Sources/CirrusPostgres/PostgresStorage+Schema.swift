@@ -378,6 +378,9 @@ extension PostgresStorage {
                 WHERE bytes_value IS NOT NULL
             """,
         ],
+        // v8–v10 come from other branches and go here, before v11.
+        // v11: leases on running long-lived operations (PostgresStorage+SchemaV11.swift).
+        migrationV11,
     ]
 
     /// What a version's migration computes in Swift after its statements, in the same
