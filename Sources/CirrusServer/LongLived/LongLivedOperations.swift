@@ -21,6 +21,32 @@ import Synchronization
 /// - ``resumeUnfinished()`` continues, after a restart, what was running: each executor
 ///   starts after its last journaled event (see ``LongLivedCheckpoint``).
 ///
+/// Several nodes (`cirrusd` processes on one PostgreSQL database) share the journal. Each
+/// running operation is held by the node that runs it through a lease (``Leasing``):
+///
+/// - The node registers the operation with a lease of ``Leasing/leaseDuration`` (8 s by
+///   default) and renews the leases of its runs every ``Leasing/heartbeatInterval`` (2 s).
+/// - Every ``Leasing/sweepInterval`` (1 s) each node looks for running operations that no node
+///   holds (a lease that expired, or one released by a node that stopped) and takes them over,
+///   one node per operation. It continues each exactly after its last journaled event, from the
+///   checkpoint stored with that event, as after a restart. So when a node dies (SIGKILL, power
+///   loss), its operations continue on another node within ``Leasing/takeoverBound``: the lease
+///   plus one sweep, 9 s by default, plus however far the nodes' clocks disagree (leases are
+///   written and compared in the nodes' wall-clock time). A node that stops gracefully
+///   (``shutdown()``) releases its leases, so another takes over at its next sweep.
+/// - The journal fences: an append, a journaled modify or a completion by a node that no longer
+///   holds the operation fails in its own transaction. A node paused past its lease (a long GC
+///   pause, a stopped VM) that wakes up after another took over cannot add an event or a record;
+///   its run stops, and the streams following it there go on reading the journal. Clock skew or a
+///   late heartbeat can therefore cost time, never a duplicated or lost event.
+/// - `Resume` works on every node. Where the operation runs, the follower reads the run's
+///   memory; elsewhere it reads the journal after the client's seq and then polls it every
+///   ``Leasing/journalPollInterval`` (250 ms) for the events other nodes append, to `Complete`.
+/// - `OPERATION_ALREADY_ATTACHED` is kept per node: two streams on one node never follow the
+///   same operation at once, but streams on two nodes may (each gets every event in order).
+/// - A `Cancel` reaches the operation only on the node that runs it; elsewhere it drops the
+///   operation only once it completed.
+///
 /// For example:
 /// ```swift
 /// let executor = StorageExecutor(storage: storage)
@@ -45,17 +71,25 @@ public final class LongLivedOperations: Sendable {
     let logger: Logger
     /// Runs between the durable registration and `Persisted` (tests hold it to disconnect there).
     let afterRegistration: @Sendable (LongLivedOperationKey) async -> Void
-    private let state = Mutex(State())
+    /// This node's ID and lease timings.
+    public let leasing: Leasing
+    let state = Mutex(State())
 
-    private struct Entry {
+    struct Entry {
         let run: LongLivedRun
         var task: Task<Void, Never>?
         /// Cancelled by its client: dropped once its cancellation is journaled.
         var isCancelled = false
+        /// Another node took it over: it stops without journaling anything more.
+        var isLost = false
     }
 
-    private struct State {
+    struct State {
         var runs: [LongLivedOperationKey: Entry] = [:]
+        /// Operations other nodes run that streams of this node follow through the journal.
+        var following: [LongLivedOperationKey: LongLivedRun] = [:]
+        /// The heartbeat and the sweep (``startLeasing()``).
+        var leasing: Task<Void, Never>?
         /// Registered, `Persisted` not yet sent: the registering stream starts the run once its
         /// client has `Persisted`, or drops the registration when that client is gone — unless
         /// a `Resume` claimed the operation meanwhile (``attach(operationID:caller:after:)``).
@@ -70,18 +104,20 @@ public final class LongLivedOperations: Sendable {
         var isShuttingDown = false
     }
 
-    /// - parameter clock: registration, completion and retention times; the wall clock
-    ///   unless a test injects one.
+    /// - parameter clock: registration, completion and retention times, and lease expiries;
+    ///   the wall clock unless a test injects one.
+    /// - parameter leasing: this node's ID (random unless configured) and lease timings.
     public convenience init(
         journal: any OperationJournal,
         executor: any OperationExecutor,
         retentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
+        leasing: Leasing = Leasing(),
         logger: Logger = Logger(label: "cirrusd.long-lived")
     ) {
         self.init(
-            journal: journal, executor: executor, retentionSeconds: retentionSeconds, clock: clock, logger: logger,
-            afterRegistration: { _ in })
+            journal: journal, executor: executor, retentionSeconds: retentionSeconds, clock: clock, leasing: leasing,
+            logger: logger, afterRegistration: { _ in })
     }
 
     init(
@@ -89,6 +125,7 @@ public final class LongLivedOperations: Sendable {
         executor: any OperationExecutor,
         retentionSeconds: Int64,
         clock: @escaping @Sendable () -> Wire.Timestamp,
+        leasing: Leasing = Leasing(),
         logger: Logger,
         afterRegistration: @escaping @Sendable (LongLivedOperationKey) async -> Void
     ) {
@@ -96,6 +133,7 @@ public final class LongLivedOperations: Sendable {
         self.executor = executor
         self.retentionSeconds = retentionSeconds
         self.clock = clock
+        self.leasing = leasing
         self.logger = logger
         self.afterRegistration = afterRegistration
     }
@@ -103,39 +141,70 @@ public final class LongLivedOperations: Sendable {
     /// Operations running now in this process.
     public var runningCount: Int { state.withLock { $0.runs.count } }
 
-    /// Continues every operation that was running when the server last stopped; call once,
-    /// before serving. Returns how many.
+    /// Continues every operation that was running when the server last stopped and that no
+    /// other node holds (see ``Leasing``), then starts this node's heartbeat and sweep; call
+    /// once, before serving. Returns how many it continued.
     ///
     /// - throws: ``StoreError`` when the registry cannot be read.
     @discardableResult
     public func resumeUnfinished() async throws -> Int {
         let records = try await journal.unfinishedLongLivedOperations()
-        for record in records {
-            var errors: [Wire.ItemError] = []
-            var seq: UInt64 = 0
-            while seq < record.lastSeq {
-                let page = try await journal.longLivedEvents(record.key, after: seq, limit: 1_000)
-                guard let last = page.last else { break }
-                errors += page.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
-                seq = last.seq
-            }
-            let run = LongLivedRun(
-                record: record, caller: ClientIdentity(userRecordName: record.key.owner), journal: journal,
-                priorErrors: errors)
-            logger.info("continuing long-lived operation \(record.key) after seq \(record.lastSeq)")
-            start(run)
+        let now = clock()
+        var continued = 0
+        for record in records where OperationJournalRules.mayTakeOver(record.lease, by: leasing.nodeID, at: now) {
+            if try await takeOver(record.key) { continued += 1 }
         }
-        return records.count
+        startLeasing()
+        return continued
     }
 
-    /// Stops every run where it stands, without completing it: the next start continues it.
-    public func shutdown() async {
-        let tasks = state.withLock { state in
-            state.isShuttingDown = true
-            return state.runs.values.compactMap(\.task)
+    /// Continues the running operation `record` here: its executor starts after its last
+    /// journaled event, with the item errors journaled so far for its final `partialFailure`.
+    /// `record` is as this node took it over (it holds its lease).
+    ///
+    /// - throws: ``StoreError`` when its journal cannot be read.
+    func continueRun(_ record: LongLivedOperationRecord) async throws {
+        var errors: [Wire.ItemError] = []
+        var seq: UInt64 = 0
+        while seq < record.lastSeq {
+            let page = try await journal.longLivedEvents(record.key, after: seq, limit: 1_000)
+            guard let last = page.last else { break }
+            errors += page.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
+            seq = last.seq
         }
+        let run = LongLivedRun(
+            record: record, caller: ClientIdentity(userRecordName: record.key.owner), journal: journal,
+            node: leasing.nodeID, priorErrors: errors)
+        logger.info("continuing long-lived operation \(record.key) after seq \(record.lastSeq)")
+        start(run)
+    }
+
+    /// Stops every run where it stands, without completing it, and releases their leases: the
+    /// next start, or another node's sweep, continues them.
+    public func shutdown() async {
+        await shutdown(releasingLeases: true)
+    }
+
+    /// ``shutdown()``; without `releasingLeases` the leases stay until they expire, as when
+    /// the process dies (tests use it to play a node's death).
+    func shutdown(releasingLeases: Bool) async {
+        let (tasks, keys, leasingTask) = state.withLock { state in
+            state.isShuttingDown = true
+            let running = state.runs.filter { !$0.value.isCancelled && !$0.value.isLost }
+            return (state.runs.values.compactMap(\.task), Array(running.keys) + Array(state.pending.keys), state.leasing)
+        }
+        leasingTask?.cancel()
+        await leasingTask?.value
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
+        guard releasingLeases else { return }
+        for key in keys {
+            do {
+                try await journal.releaseLongLivedOperation(key, node: leasing.nodeID)
+            } catch {
+                logger.warning("could not release long-lived operation \(key): \(error)")
+            }
+        }
     }
 
     // MARK: - Registration and running
@@ -166,12 +235,12 @@ public final class LongLivedOperations: Sendable {
         do {
             let record: LongLivedOperationRecord
             do {
-                record = try await journal.registerLongLivedOperation(key, open: open, at: clock())
+                record = try await journal.registerLongLivedOperation(key, open: open, at: clock(), lease: newLease())
             } catch {
                 state.withLock { $0.registered(key) }
                 throw error
             }
-            let run = LongLivedRun(record: record, caller: caller, journal: journal)
+            let run = LongLivedRun(record: record, caller: caller, journal: journal, node: leasing.nodeID)
             state.withLock { state in
                 state.registered(key)
                 state.pending[key] = run
@@ -223,7 +292,13 @@ public final class LongLivedOperations: Sendable {
     }
 
     private func finish(_ run: LongLivedRun, _ completion: OperationCompletion) async {
-        let (shuttingDown, cancelled) = state.withLock { ($0.isShuttingDown, $0.runs[run.key]?.isCancelled ?? false) }
+        let (shuttingDown, cancelled, lost) = state.withLock { state in
+            (state.isShuttingDown, state.runs[run.key]?.isCancelled ?? false, state.runs[run.key]?.isLost ?? false)
+        }
+        if lost {
+            moved(run)
+            return
+        }
         if shuttingDown && !cancelled {
             // Not finished: it continues from its journal on the next start.
             state.withLock { _ = $0.runs.removeValue(forKey: run.key) }
@@ -236,10 +311,17 @@ public final class LongLivedOperations: Sendable {
                 error: Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled"))
         }
         do {
-            complete = try await journal.completeLongLivedOperation(run.key, complete: complete, at: clock())
+            complete = try await journal.completeLongLivedOperation(
+                run.key, complete: complete, at: clock(), by: leasing.nodeID)
             if cancelled {
                 try await journal.removeLongLivedOperation(run.key)
             }
+        } catch let error as StoreError where error.code == .leaseLost || error.code == .unknownOperation {
+            // Another node continues it (and completes it), or it is gone: this run's end is
+            // not the operation's, and its followers here read what is from the journal.
+            logger.warning("long-lived operation \(run.key) was taken over by another node: \(error)")
+            moved(run)
+            return
         } catch {
             logger.error("could not journal the completion of \(run.key): \(error)")
         }
@@ -257,17 +339,23 @@ public final class LongLivedOperations: Sendable {
     ) async -> Result<(run: LongLivedRun, attachment: UInt64), Refusal> {
         let key = LongLivedOperationKey(owner: caller.userRecordName, operationID: operationID)
         let run: LongLivedRun
+        // Taken under the lock that records the follower of an operation run elsewhere.
+        var journalAttachment: UInt64?
         // An operation registered on a connection that has not sent its `Persisted` yet: its
         // client resumes it because an `Open` it repeated elsewhere was refused as a duplicate
         // (the first connection dropped). It starts now, so that connection does not drop it.
-        let (running, registering) = state.withLock { state -> (LongLivedRun?, Bool) in
-            if state.registering[key] != nil { return (nil, true) }
+        let (running, registering, followed) = state.withLock { state -> (LongLivedRun?, Bool, Bool) in
+            if state.registering[key] != nil { return (nil, true, false) }
+            if state.following[key]?.isFollowed == true { return (nil, false, true) }
             if let pending = state.pending[key] { self.start(pending, in: &state) }
-            return (state.runs[key].flatMap { $0.isCancelled ? nil : $0.run }, false)
+            return (state.runs[key].flatMap { $0.isCancelled ? nil : $0.run }, false, false)
         }
         if registering {
             return .failure(
                 Refusal(.operationAlreadyAttached, "operation \(operationID) is being registered; resume it once it is"))
+        }
+        if followed {
+            return .failure(Self.attached(operationID))
         }
         if let running {
             run = running
@@ -277,26 +365,38 @@ public final class LongLivedOperations: Sendable {
             case .success(let record):
                 run = LongLivedRun(record: record, caller: caller, journal: journal)
                 if !record.isCompleted {
-                    // Registered but not running here (e.g. started by another process).
-                    logger.warning("resume of \(key), which is not running in this server")
+                    // Another node runs it (or none does until a sweep takes it over): its
+                    // followers here read the journal. One stream per node follows it.
+                    run.followJournal(every: leasing.journalPollInterval)
+                    journalAttachment = state.withLock { state -> UInt64? in
+                        if state.following[key]?.isFollowed == true { return nil }
+                        state.following[key] = run
+                        return run.attach()
+                    }
+                    if journalAttachment == nil { return .failure(Self.attached(operationID)) }
                 }
             }
         }
         guard await mayFollow(run.open, key: key, caller: caller) else {
+            if let journalAttachment { run.release(journalAttachment) }
             return .failure(Self.unknown(operationID))
         }
         guard lastSeq <= run.lastSeq else {
+            if let journalAttachment { run.release(journalAttachment) }
             return .failure(
                 Refusal(.invalidArguments, "operation \(operationID) has \(run.lastSeq) events; the client claims \(lastSeq)"))
         }
-        guard let attachment = run.attach() else {
-            return .failure(
-                Refusal(
-                    .operationAlreadyAttached,
-                    "operation \(operationID) is followed by another stream; resume it once that stream has ended"
-                ))
+        guard let attachment = journalAttachment ?? run.attach() else {
+            return .failure(Self.attached(operationID))
         }
         return .success((run, attachment))
+    }
+
+    /// The refusal of a `Resume` while another stream (of this node) follows the operation.
+    static func attached(_ operationID: String) -> Refusal {
+        Refusal(
+            .operationAlreadyAttached,
+            "operation \(operationID) is followed by another stream; resume it once that stream has ended")
     }
 
     /// The refusal of an operation the caller has not (or may no longer follow): one answer
