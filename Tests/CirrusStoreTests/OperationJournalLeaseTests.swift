@@ -45,7 +45,9 @@ struct OperationJournalLeaseTests {
                 _ = try await storage.completeLongLivedOperation(key, complete: Wire.Complete(), at: time(1_001), by: "b")
             }
             // While a's lease holds, b cannot take the operation over; a still can (a restart).
-            #expect(try await storage.takeOverLongLivedOperation(key, lease: LongLivedLease(node: "b", expiry: time(1_020)), at: time(1_010)) == nil, "\(engine)")
+            #expect(
+                try await storage.takeOverLongLivedOperation(key, lease: LongLivedLease(node: "b", expiry: time(1_020)), at: time(1_010))
+                    == nil, "\(engine)")
             #expect(try await storage.longLivedOperation(key)?.lease?.node == "a")
 
             // Once it expired b takes it over, as a left it: its last seq and checkpoint.
@@ -113,7 +115,8 @@ struct OperationJournalLeaseTests {
                     key, open: open, at: time(1_000), lease: LongLivedLease(node: "a", expiry: time(1_010)))
             }
             // Another node took y over; z completed (a renews what it completed until it lets go).
-            _ = try await storage.takeOverLongLivedOperation(keys[1], lease: LongLivedLease(node: "b", expiry: time(1_030)), at: time(1_011))
+            _ = try await storage.takeOverLongLivedOperation(
+                keys[1], lease: LongLivedLease(node: "b", expiry: time(1_030)), at: time(1_011))
             _ = try await storage.completeLongLivedOperation(keys[2], complete: Wire.Complete(), at: time(1_011), by: "a")
             let gone = LongLivedOperationKey(owner: "_alice", operationID: "gone")
             let renewed = try await storage.renewLongLivedLeases(
