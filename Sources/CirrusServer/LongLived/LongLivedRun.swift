@@ -108,6 +108,9 @@ final class LongLivedRun: Sendable {
         guard let last = events.last else { return }
         let waiters = state.withLock { state in
             state.lastSeq = last.seq
+            // The tail is gap-free: events that do not follow it (only a journal shared with
+            // another node could number them so) start it again.
+            if let end = state.tail.last?.seq, events.first?.seq != end + 1 { state.tail.removeAll() }
             state.tail.append(contentsOf: events)
             if state.tail.count > 2 * Self.tailCapacity {
                 state.tail.removeFirst(state.tail.count - Self.tailCapacity)
