@@ -188,13 +188,18 @@ public final class LongLivedOperations: Sendable {
     /// ``shutdown()``; without `releasingLeases` the leases stay until they expire, as when
     /// the process dies (tests use it to play a node's death).
     func shutdown(releasingLeases: Bool) async {
-        let (tasks, keys, leasingTask) = state.withLock { state in
+        let leasingTask = state.withLock { state in
             state.isShuttingDown = true
-            let running = state.runs.filter { !$0.value.isCancelled && !$0.value.isLost }
-            return (state.runs.values.compactMap(\.task), Array(running.keys) + Array(state.pending.keys), state.leasing)
+            return state.leasing
         }
+        // First the heartbeat and the sweep: a takeover under way adds its run before the
+        // runs are collected.
         leasingTask?.cancel()
         await leasingTask?.value
+        let (tasks, keys) = state.withLock { state in
+            let running = state.runs.filter { !$0.value.isCancelled && !$0.value.isLost }
+            return (state.runs.values.compactMap(\.task), Array(running.keys) + Array(state.pending.keys))
+        }
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
         guard releasingLeases else { return }
