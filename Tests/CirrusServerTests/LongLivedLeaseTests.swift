@@ -64,11 +64,14 @@ private struct Node {
     let registry: LongLivedOperations
     let executor: ChunkedSaveExecutor
 
-    /// Short leases, so a takeover comes within seconds; a late heartbeat on a loaded machine
-    /// at worst moves an operation to the other node, which the tests' checks allow.
-    static func leasing(_ node: String, heartbeat: Duration = .milliseconds(200)) -> LongLivedOperations.Leasing {
+    /// Short leases, so a takeover comes within seconds, yet 25 heartbeats long, so a loaded
+    /// machine's stalls do not move an operation before the test means it to.
+    static func leasing(
+        _ node: String, lease: Duration = .seconds(5), heartbeat: Duration = .milliseconds(200),
+        sweep: Duration = .milliseconds(200)
+    ) -> LongLivedOperations.Leasing {
         LongLivedOperations.Leasing(
-            nodeID: node, leaseDuration: .seconds(3), heartbeatInterval: heartbeat, sweepInterval: .milliseconds(200),
+            nodeID: node, leaseDuration: lease, heartbeatInterval: heartbeat, sweepInterval: sweep,
             journalPollInterval: .milliseconds(50))
     }
 
@@ -196,8 +199,10 @@ struct LongLivedLeaseTests {
     /// stream on b is refused while the first follows.
     @Test func aResumeOnANodeThatDoesNotRunTheOperationFollowsTheJournal() async throws {
         let gate = Gate()
+        // No takeover here: leases long enough that none comes.
         try await withTwoNodes(
-            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)), b: (Node.leasing("b"), ChunkedSaveExecutor())
+            a: (Node.leasing("a", lease: .seconds(30)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            b: (Node.leasing("b", lease: .seconds(30)), ChunkedSaveExecutor())
         ) { a, b in
             try await a.serving { portA in
                 try await b.serving { portB in
@@ -252,7 +257,8 @@ struct LongLivedLeaseTests {
         let gateA = Gate()
         let gateB = Gate()
         try await withTwoNodes(
-            a: (Node.leasing("a", heartbeat: .seconds(3_600)), ChunkedSaveExecutor(gate: gateA, pauseAt: 50)),
+            // a is paused: neither its heartbeat nor its sweep runs.
+            a: (Node.leasing("a", heartbeat: .seconds(3_600), sweep: .seconds(3_600)), ChunkedSaveExecutor(gate: gateA, pauseAt: 50)),
             b: (Node.leasing("b"), ChunkedSaveExecutor(gate: gateB, pauseAt: 100))
         ) { a, b in
             try await a.serving { port in
