@@ -64,7 +64,8 @@ extension LongLivedOperations {
     func newLease() -> LongLivedLease {
         let now = OperationJournalRules.nanoseconds(clock())
         let (seconds, attoseconds) = leasing.leaseDuration.components
-        let length = seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue + attoseconds / 1_000_000_000
+        let (scaled, tooLong) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let length = tooLong ? Int64.max : scaled.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
         let expiry = now.addingReportingOverflow(length)
         return LongLivedLease(
             node: leasing.nodeID,
