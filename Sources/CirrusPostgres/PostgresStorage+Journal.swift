@@ -12,38 +12,44 @@ import PostgresNIO
 /// (``OperationJournalRules``).
 ///
 /// An append locks its operation's row first (`FOR UPDATE`), so two nodes appending to one
-/// operation take turns and its seqs stay gap-free. A journaled modify runs in the group
+/// operation take turns and its seqs stay gap-free; under that lock it checks that its node
+/// still holds the operation's lease (fencing). A takeover locks the row the same way, so of
+/// nodes taking one operation over at once exactly one wins, and it reads the last seq and
+/// checkpoint every earlier append committed. A journaled modify runs in the group
 /// commit of its database (``PostgresWriteQueue``), its records and its events in one
 /// transaction: both commit, or neither.
 extension PostgresStorage: OperationJournal {
     public func registerLongLivedOperation(
-        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord {
         let bytes = Data(open.serializedBytes())
         let created = OperationJournalRules.nanoseconds(date)
+        let node = lease?.node
+        let expiry = lease.map { OperationJournalRules.nanoseconds($0.expiry) }
         let logger = self.logger
         try await connection { connection in
             // (owner, operation_id) is unique: of two nodes registering one key at once, the
             // second finds the first's row and inserts nothing.
             let rows = try await connection.query(
                 """
-                INSERT INTO long_lived_operations (container, owner, operation_id, open, created_ns)
-                VALUES (\(open.containerIdentifier), \(key.owner), \(key.operationID), \(bytes), \(created))
+                INSERT INTO long_lived_operations
+                    (container, owner, operation_id, open, created_ns, lease_node, lease_expiry_ns)
+                VALUES (\(open.containerIdentifier), \(key.owner), \(key.operationID), \(bytes), \(created), \(node), \(expiry))
                 ON CONFLICT DO NOTHING RETURNING 1
                 """, logger: logger)
             var inserted = false
             for try await _ in rows.decode(Int32.self) { inserted = true }
             guard inserted else { throw OperationJournalRules.duplicate(key) }
         }
-        return LongLivedOperationRecord(key: key, open: open, creationDate: date)
+        return LongLivedOperationRecord(key: key, open: open, creationDate: date, lease: lease)
     }
 
     public func appendLongLivedEvents(
-        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event] {
         let logger = self.logger
         return try await transaction { connection in
-            try await Self.append(payloads, to: key, checkpoint: checkpoint, connection, logger)
+            try await Self.append(payloads, to: key, checkpoint: checkpoint, by: node, connection, logger)
         }
     }
 
@@ -65,7 +71,7 @@ extension PostgresStorage: OperationJournal {
             let events = try await transaction { connection in
                 try await Self.append(
                     journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
-                    connection, logger)
+                    by: journaling.node, connection, logger)
             }
             return (result, events)
         }
@@ -78,7 +84,7 @@ extension PostgresStorage: OperationJournal {
             let outcome = try await writer.modify(plan)
             let events = try await Self.append(
                 journaling.events(outcome.result), to: journaling.operation,
-                checkpoint: journaling.checkpoint(outcome.result), connection, logger)
+                checkpoint: journaling.checkpoint(outcome.result), by: journaling.node, connection, logger)
             return JournaledModification(outcome: outcome, events: events)
         }
         // What the records fired, as a modify outside the journal announces it: after the commit.
@@ -87,19 +93,108 @@ extension PostgresStorage: OperationJournal {
     }
 
     public func completeLongLivedOperation(
-        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp, by node: String?
     ) async throws -> Wire.Complete {
         let completed = OperationJournalRules.nanoseconds(date)
         let logger = self.logger
         return try await transaction { connection in
             var complete = complete
-            complete.lastSeq = try await Self.lockRunning(key, connection, logger).lastSeq
+            complete.lastSeq = try await Self.lockRunning(key, appending: node, connection, logger).lastSeq
             try await connection.query(
                 """
                 UPDATE long_lived_operations SET complete = \(Data(complete.serializedBytes())), completed_ns = \(completed)
                 WHERE owner = \(key.owner) AND operation_id = \(key.operationID)
                 """, logger: logger)
             return complete
+        }
+    }
+
+    public func takeOverLongLivedOperation(
+        _ key: LongLivedOperationKey, lease: LongLivedLease, at now: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord? {
+        let expiry = OperationJournalRules.nanoseconds(lease.expiry)
+        let logger = self.logger
+        return try await transaction { connection in
+            // Locked until the commit: a node taking it over at the same moment waits here and
+            // then reads the lease this one wrote; an append of the earlier holder waits too and
+            // then finds it no longer holds the operation.
+            let rows = try await connection.query(
+                """
+                SELECT \(unescaped: Self.operationColumns) FROM long_lived_operations
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID) FOR UPDATE
+                """, logger: logger)
+            var found: LongLivedOperationRecord?
+            for try await columns in rows.decode(OperationColumns.self) { found = try Self.operation(columns) }
+            guard var record = found, !record.isCompleted else { throw OperationJournalRules.notRunning(key) }
+            guard OperationJournalRules.mayTakeOver(record.lease, by: lease.node, at: now) else { return nil }
+            try await connection.query(
+                """
+                UPDATE long_lived_operations SET lease_node = \(lease.node), lease_expiry_ns = \(expiry)
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID)
+                """, logger: logger)
+            record.lease = lease
+            return record
+        }
+    }
+
+    public func renewLongLivedLeases(
+        _ keys: [LongLivedOperationKey], lease: LongLivedLease
+    ) async throws -> Set<LongLivedOperationKey> {
+        guard !keys.isEmpty else { return [] }
+        let owners = keys.map(\.owner)
+        let ids = keys.map(\.operationID)
+        let expiry = OperationJournalRules.nanoseconds(lease.expiry)
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE long_lived_operations o SET lease_expiry_ns = \(expiry)
+                FROM unnest(\(owners)::text[], \(ids)::text[]) AS k (owner, operation_id)
+                WHERE o.owner = k.owner AND o.operation_id = k.operation_id AND o.lease_node = \(lease.node)
+                RETURNING o.owner, o.operation_id
+                """, logger: logger)
+            var renewed: Set<LongLivedOperationKey> = []
+            for try await (owner, id) in rows.decode((String, String).self) {
+                renewed.insert(LongLivedOperationKey(owner: owner, operationID: id))
+            }
+            return renewed
+        }
+    }
+
+    @discardableResult
+    public func releaseLongLivedOperation(_ key: LongLivedOperationKey, node: String) async throws -> Bool {
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE long_lived_operations SET lease_node = NULL, lease_expiry_ns = NULL
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID) AND lease_node = \(node)
+                RETURNING 1
+                """, logger: logger)
+            var released = false
+            for try await _ in rows.decode(Int32.self) { released = true }
+            return released
+        }
+    }
+
+    public func unheldLongLivedOperations(at now: Wire.Timestamp, limit: Int) async throws -> [LongLivedOperationKey] {
+        guard limit > 0 else { return [] }
+        let now = OperationJournalRules.nanoseconds(now)
+        let limit = Int64(limit)
+        let logger = self.logger
+        return try await connection { connection in
+            // OperationJournalRules.mayTakeOver for a node that holds none of them.
+            let rows = try await connection.query(
+                """
+                SELECT owner, operation_id FROM long_lived_operations
+                WHERE complete IS NULL AND (lease_node IS NULL OR lease_expiry_ns IS NULL OR lease_expiry_ns < \(now))
+                ORDER BY created_ns, operation_id LIMIT \(limit)
+                """, logger: logger)
+            var keys: [LongLivedOperationKey] = []
+            for try await (owner, id) in rows.decode((String, String).self) {
+                keys.append(LongLivedOperationKey(owner: owner, operationID: id))
+            }
+            return keys
         }
     }
 
@@ -216,35 +311,40 @@ extension PostgresStorage: OperationJournal {
     // MARK: - Rows
 
     private static let operationColumns =
-        "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete"
-    private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?)
+        "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete, lease_node, lease_expiry_ns"
+    private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?, String?, Int64?)
 
     /// Locks the row of a registered operation that has not completed until the transaction
-    /// ends; returns its container and last seq.
+    /// ends, and checks that `node` holds it (``OperationJournalRules/checkHolder(_:appending:to:)``);
+    /// returns its container and last seq.
     ///
-    /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already completed.
+    /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already
+    ///   completed; `.leaseLost` when another node holds it (completed or not).
     private static func lockRunning(
-        _ key: LongLivedOperationKey, _ connection: PostgresConnection, _ logger: Logger
+        _ key: LongLivedOperationKey, appending node: String?, _ connection: PostgresConnection, _ logger: Logger
     ) async throws -> (container: String, lastSeq: UInt64) {
         let rows = try await connection.query(
             """
-            SELECT container, last_seq, complete IS NULL FROM long_lived_operations
+            SELECT container, last_seq, complete IS NULL, lease_node FROM long_lived_operations
             WHERE owner = \(key.owner) AND operation_id = \(key.operationID) FOR UPDATE
             """, logger: logger)
-        var found: (container: String, lastSeq: UInt64)?
-        for try await (container, lastSeq, running) in rows.decode((String, Int64, Bool).self) where running {
-            found = (container, UInt64(max(0, lastSeq)))
+        var found: (container: String, lastSeq: UInt64, running: Bool, holder: String?)?
+        for try await (container, lastSeq, running, holder) in rows.decode((String, Int64, Bool, String?).self) {
+            found = (container, UInt64(max(0, lastSeq)), running, holder)
         }
         guard let found else { throw OperationJournalRules.notRunning(key) }
-        return found
+        try OperationJournalRules.checkHolder(found.holder, appending: node, to: key)
+        guard found.running else { throw OperationJournalRules.notRunning(key) }
+        return (found.container, found.lastSeq)
     }
 
-    /// Appends inside the caller's transaction; the seqs follow the row's `last_seq`.
+    /// Appends inside the caller's transaction (fenced: `node` must hold the operation); the
+    /// seqs follow the row's `last_seq`.
     private static func append(
-        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?,
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?,
         _ connection: PostgresConnection, _ logger: Logger
     ) async throws -> [Wire.Event] {
-        let (container, lastSeq) = try await lockRunning(key, connection, logger)
+        let (container, lastSeq) = try await lockRunning(key, appending: node, connection, logger)
         let events = OperationJournalRules.events(payloads, after: lastSeq)
         guard !events.isEmpty || checkpoint != nil else { return [] }
         let seqs = events.map { Int64($0.seq) }
@@ -266,7 +366,7 @@ extension PostgresStorage: OperationJournal {
     }
 
     private static func operation(_ columns: OperationColumns) throws(StoreError) -> LongLivedOperationRecord {
-        let (owner, operationID, open, lastSeq, created, completed, checkpoint, complete) = columns
+        let (owner, operationID, open, lastSeq, created, completed, checkpoint, complete, leaseNode, leaseExpiry) = columns
         return LongLivedOperationRecord(
             key: LongLivedOperationKey(owner: owner, operationID: operationID),
             open: try OperationJournalRules.decode(Wire.Open.self, [UInt8](open), what: "long-lived Open"),
@@ -276,7 +376,8 @@ extension PostgresStorage: OperationJournal {
             complete: try complete.map { (bytes) throws(StoreError) in
                 try OperationJournalRules.decode(Wire.Complete.self, [UInt8](bytes), what: "long-lived Complete")
             },
-            checkpoint: checkpoint.map { [UInt8]($0) }
+            checkpoint: checkpoint.map { [UInt8]($0) },
+            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry)
         )
     }
 }

@@ -435,6 +435,8 @@ extension PostgresStorage {
         assetsMigration,
         // v10: the words full-text search finds records by (PostgresStorage+SchemaV10.swift).
         recordWordsMigration,
+        // v11: leases on running long-lived operations (PostgresStorage+SchemaV11.swift).
+        migrationV11,
     ]
 
     /// What a version's migration computes in Swift after its statements, in the same

@@ -30,10 +30,14 @@ public struct LongLivedOperationRecord: Sendable, Hashable {
     public var complete: Wire.Complete?
     /// What the executor saved with its last journal append to continue after a restart.
     public var checkpoint: [UInt8]?
+    /// The node running it and until when; nil when no node holds it (registered without a
+    /// lease, or released).
+    public var lease: LongLivedLease?
 
     public init(
         key: LongLivedOperationKey, open: Wire.Open, lastSeq: UInt64 = 0, creationDate: Wire.Timestamp,
-        completionDate: Wire.Timestamp? = nil, complete: Wire.Complete? = nil, checkpoint: [UInt8]? = nil
+        completionDate: Wire.Timestamp? = nil, complete: Wire.Complete? = nil, checkpoint: [UInt8]? = nil,
+        lease: LongLivedLease? = nil
     ) {
         self.key = key
         self.open = open
@@ -42,9 +46,28 @@ public struct LongLivedOperationRecord: Sendable, Hashable {
         self.completionDate = completionDate
         self.complete = complete
         self.checkpoint = checkpoint
+        self.lease = lease
     }
 
     public var isCompleted: Bool { complete != nil }
+}
+
+/// A node's hold on a running long-lived operation: the node that runs it, and until when
+/// the hold lasts unless the node renews it (its heartbeat). Once the expiry has passed,
+/// another node may take the operation over; from then on the journal refuses the first
+/// node's appends (it is fenced).
+public struct LongLivedLease: Sendable, Hashable, CustomStringConvertible {
+    /// The ID of the node holding the operation (unique per running process).
+    public var node: String
+    /// When the hold ends unless renewed.
+    public var expiry: Wire.Timestamp
+
+    public init(node: String, expiry: Wire.Timestamp) {
+        self.node = node
+        self.expiry = expiry
+    }
+
+    public var description: String { "\(node) until \(expiry.seconds).\(expiry.nanos)" }
 }
 
 /// Turns the result of one journaled modify-records chunk into its events, inside the write
@@ -57,15 +80,20 @@ public struct ModificationJournaling: Sendable {
     public var events: @Sendable (RecordModificationResult) -> [Wire.Event.Payload]
     /// Stored with the events (replacing the previous checkpoint); nil keeps the previous one.
     public var checkpoint: @Sendable (RecordModificationResult) -> [UInt8]?
+    /// The node appending, fenced as ``OperationJournal/appendLongLivedEvents(_:to:checkpoint:by:)``
+    /// fences it; nil appends whoever holds the operation.
+    public var node: String?
 
     public init(
         operation: LongLivedOperationKey,
         events: @escaping @Sendable (RecordModificationResult) -> [Wire.Event.Payload],
-        checkpoint: @escaping @Sendable (RecordModificationResult) -> [UInt8]?
+        checkpoint: @escaping @Sendable (RecordModificationResult) -> [UInt8]?,
+        node: String? = nil
     ) {
         self.operation = operation
         self.events = events
         self.checkpoint = checkpoint
+        self.node = node
     }
 }
 
@@ -75,6 +103,16 @@ public struct ModificationJournaling: Sendable {
 /// every event is appended with the next seq (1, 2, 3 …) and, where it reports a data change,
 /// in the same transaction as that change; its `Complete` ends it. A completed operation stays
 /// listed until the client acknowledges it or it is pruned past retention.
+///
+/// Several nodes may share one journal (PostgreSQL). Each running operation is held by one
+/// node through a ``LongLivedLease``: the node registers it with its lease, renews the lease
+/// while it runs it (``renewLongLivedLeases(_:lease:)``), and releases it when it stops
+/// without finishing (``releaseLongLivedOperation(_:node:)``). Once a lease has expired (or
+/// was released), any node may take the operation over (``takeOverLongLivedOperation(_:lease:at:)``);
+/// of nodes trying at once exactly one wins. Appends and the completion name their node and
+/// fail with ``StoreError`` `.leaseLost` when another node holds the operation now, checked in
+/// the append's own transaction: a node paused past its lease cannot add to a journal that
+/// another node continues. The rules are ``OperationJournalRules``'.
 ///
 /// Unlike ``RecordStorage``, the journal keeps wire values (`Wire.Open`, `Wire.Event`,
 /// `Wire.Complete`) by design: it is the stream a client is sent, stored to be replayed byte
@@ -93,23 +131,30 @@ public protocol OperationJournal: Sendable {
     ///
     /// - throws: ``StoreError`` `.duplicateOperation` when the owner already has an operation
     ///   with this ID.
+    ///
+    /// - parameter lease: the node that runs it and until when; nil registers it unheld, for
+    ///   any node to take over.
     func registerLongLivedOperation(
-        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord
 
     /// Appends `payloads` with the next seqs (and replaces the checkpoint when one is given),
     /// in one transaction; returns the events as journaled.
     ///
+    /// - parameter node: the node appending: the append fails unless it holds the operation
+    ///   (whether or not its lease has expired, as long as no other node took it over). Nil
+    ///   appends whoever holds it (one process, tools).
     /// - throws: ``StoreError`` `.unknownOperation` when the operation is not registered or
-    ///   already completed.
+    ///   already completed; `.leaseLost` when `node` does not hold it.
     func appendLongLivedEvents(
-        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event]
 
     /// ``RecordStorage/modifyRecords(_:in:by:)`` whose result is journaled as events in the
     /// same transaction.
     ///
-    /// - throws: as `modifyRecords`, and `.unknownOperation` as ``appendLongLivedEvents(_:to:checkpoint:)``.
+    /// - throws: as `modifyRecords`, and `.unknownOperation` and `.leaseLost` as
+    ///   ``appendLongLivedEvents(_:to:checkpoint:by:)`` (for `journaling.node`).
     func modifyRecords(
         _ modification: RecordModification, in database: DatabaseKey, by user: String,
         journaling: ModificationJournaling
@@ -118,10 +163,43 @@ public protocol OperationJournal: Sendable {
     /// Journals the operation's `Complete` (its `last_seq` is set to the journal's) and marks
     /// it completed; returns the `Complete` as stored.
     ///
-    /// - throws: ``StoreError`` `.unknownOperation`.
+    /// - parameter node: the node completing it, fenced as an append is; nil: whoever holds it.
+    /// - throws: ``StoreError`` `.unknownOperation`; `.leaseLost` when `node` does not hold it.
     func completeLongLivedOperation(
-        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp, by node: String?
     ) async throws -> Wire.Complete
+
+    /// Makes `lease.node` hold the running operation `key` until `lease.expiry`, when no node
+    /// holds it, its lease expired before `now`, or `lease.node` holds it already. In one
+    /// transaction that reads the operation as it then stands, so of nodes trying at once
+    /// exactly one wins, and the winner continues after the last event any earlier holder
+    /// journaled (later appends of that holder fail). Returns the operation as taken over
+    /// (with its new lease), or nil when another node's lease holds at `now`.
+    ///
+    /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already completed.
+    func takeOverLongLivedOperation(
+        _ key: LongLivedOperationKey, lease: LongLivedLease, at now: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord?
+
+    /// The heartbeat: moves the expiry of every operation of `keys` that `lease.node` still
+    /// holds to `lease.expiry`, in one transaction; returns those (the others were taken over,
+    /// or are gone).
+    ///
+    /// - throws: ``StoreError``.
+    func renewLongLivedLeases(_ keys: [LongLivedOperationKey], lease: LongLivedLease) async throws -> Set<LongLivedOperationKey>
+
+    /// Lets go of `key` when `node` holds it (it stops without finishing it): another node
+    /// may take it over at once. Returns whether `node` held it.
+    ///
+    /// - throws: ``StoreError``.
+    @discardableResult
+    func releaseLongLivedOperation(_ key: LongLivedOperationKey, node: String) async throws -> Bool
+
+    /// The running operations no node holds at `now` (never held, released, or their lease
+    /// expired before `now`), oldest first, at most `limit`: what a node may take over.
+    ///
+    /// - throws: ``StoreError``.
+    func unheldLongLivedOperations(at now: Wire.Timestamp, limit: Int) async throws -> [LongLivedOperationKey]
 
     /// The IDs of `owner`'s operations in `container` that are running, or completed at or
     /// after `cutoff`, oldest first.
@@ -170,6 +248,33 @@ public protocol OperationJournal: Sendable {
 }
 
 extension OperationJournal {
+    /// Registers a new running operation that no node holds yet.
+    ///
+    /// - throws: as ``registerLongLivedOperation(_:open:at:lease:)``.
+    public func registerLongLivedOperation(
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord {
+        try await registerLongLivedOperation(key, open: open, at: date, lease: nil)
+    }
+
+    /// Appends whoever holds the operation (one process, tools).
+    ///
+    /// - throws: as ``appendLongLivedEvents(_:to:checkpoint:by:)``.
+    public func appendLongLivedEvents(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+    ) async throws -> [Wire.Event] {
+        try await appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint, by: nil)
+    }
+
+    /// Completes whoever holds the operation.
+    ///
+    /// - throws: as ``completeLongLivedOperation(_:complete:at:by:)``.
+    public func completeLongLivedOperation(
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+    ) async throws -> Wire.Complete {
+        try await completeLongLivedOperation(key, complete: complete, at: date, by: nil)
+    }
+
     /// Journaled events with seq > `seq`, in order, at most `limit`, decoded.
     ///
     /// - throws: ``StoreError``; `.corruptData` when a stored event does not decode.

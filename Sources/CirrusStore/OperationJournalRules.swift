@@ -21,6 +21,38 @@ public enum OperationJournalRules {
         StoreError(.unknownOperation, "operation \(key.operationID) is not running")
     }
 
+    /// The error of appending to, or completing, an operation that another node holds now.
+    public static func leaseLost(_ key: LongLivedOperationKey, node: String) -> StoreError {
+        StoreError(.leaseLost, "operation \(key.operationID) is no longer held by node \(node)")
+    }
+
+    /// Checks that `node` may append to (or complete) an operation held by `holder` (the
+    /// stored lease's node; nil when none holds it): the holder may, whether or not its
+    /// lease expired, as long as no other node took the operation over; a nil `node` (one
+    /// process, tools) appends whoever holds it. Called inside the append's transaction.
+    ///
+    /// - throws: ``StoreError`` `.leaseLost` when `node` is not the holder.
+    public static func checkHolder(_ holder: String?, appending node: String?, to key: LongLivedOperationKey) throws(StoreError) {
+        guard let node, holder != node else { return }
+        throw leaseLost(key, node: node)
+    }
+
+    /// Whether `node` may take over an operation whose stored lease is `lease` at `now`: when
+    /// none holds it, it holds it already (a node restarted with the same ID), or the lease
+    /// expired before `now`. Both engines decide a takeover with it, on the operation's row
+    /// read under the takeover's lock; their lists of operations to take over
+    /// (``OperationJournal/unheldLongLivedOperations(at:limit:)``) state it in SQL.
+    public static func mayTakeOver(_ lease: LongLivedLease?, by node: String, at now: Wire.Timestamp) -> Bool {
+        guard let lease else { return true }
+        return lease.node == node || nanoseconds(lease.expiry) < nanoseconds(now)
+    }
+
+    /// A stored lease (its node and expiry columns) as a lease; nil when either is absent.
+    public static func lease(node: String?, expiryNanoseconds: Int64?) -> LongLivedLease? {
+        guard let node, let expiryNanoseconds else { return nil }
+        return LongLivedLease(node: node, expiry: timestamp(nanoseconds: expiryNanoseconds))
+    }
+
     /// `payloads` as the events the journal stores after its last seq `lastSeq`: seqs
     /// `lastSeq + 1`, `lastSeq + 2` … in order, with no gap.
     public static func events(_ payloads: [Wire.Event.Payload], after lastSeq: UInt64) -> [Wire.Event] {

@@ -6,7 +6,7 @@ import GRDB
 /// It stores wire events by design (see ``OperationJournal``).
 extension SQLiteStorage: OperationJournal {
     public func registerLongLivedOperation(
-        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord {
         let bytes = Data(open.serializedBytes())
         try await write(weight: 1) { db in
@@ -15,19 +15,23 @@ extension SQLiteStorage: OperationJournal {
             }
             try db.run(
                 sql: """
-                    INSERT INTO long_lived_operations (owner, operation_id, container, open, created_ns)
-                    VALUES (?, ?, ?, ?, ?)
+                    INSERT INTO long_lived_operations
+                        (owner, operation_id, container, open, created_ns, lease_node, lease_expiry_ns)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [key.owner, key.operationID, open.containerIdentifier, bytes, Self.nanoseconds(date)])
+                arguments: [
+                    key.owner, key.operationID, open.containerIdentifier, bytes, Self.nanoseconds(date), lease?.node,
+                    lease.map { Self.nanoseconds($0.expiry) },
+                ])
         }
-        return LongLivedOperationRecord(key: key, open: open, creationDate: date)
+        return LongLivedOperationRecord(key: key, open: open, creationDate: date, lease: lease)
     }
 
     public func appendLongLivedEvents(
-        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event] {
         try await write(weight: max(1, payloads.count)) { db in
-            try Self.append(payloads, to: key, checkpoint: checkpoint, db)
+            try Self.append(payloads, to: key, checkpoint: checkpoint, by: node, db)
         }
     }
 
@@ -52,7 +56,8 @@ extension SQLiteStorage: OperationJournal {
                 notified = writer.notified
             }
             let events = try Self.append(
-                journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result), db)
+                journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
+                by: journaling.node, db)
             return Notified(JournaledModification(result: result, events: events), notified)
         }.pair
         announceNotifications(in: key.container, notified)
@@ -60,11 +65,11 @@ extension SQLiteStorage: OperationJournal {
     }
 
     public func completeLongLivedOperation(
-        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp, by node: String?
     ) async throws -> Wire.Complete {
         try await write(weight: 1) { db in
             var complete = complete
-            complete.lastSeq = try Self.runningLastSeq(key, db)
+            complete.lastSeq = try Self.runningLastSeq(key, appending: node, db)
             try db.run(
                 sql: """
                     UPDATE long_lived_operations SET complete = ?, completed_ns = ?
@@ -72,6 +77,76 @@ extension SQLiteStorage: OperationJournal {
                     """,
                 arguments: [Data(complete.serializedBytes()), Self.nanoseconds(date), key.owner, key.operationID])
             return complete
+        }
+    }
+
+    public func takeOverLongLivedOperation(
+        _ key: LongLivedOperationKey, lease: LongLivedLease, at now: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord? {
+        try await write(weight: 1) { db in
+            guard
+                let row = try db.row(
+                    sql: "SELECT * FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
+                    arguments: [key.owner, key.operationID])
+            else {
+                throw OperationJournalRules.notRunning(key)
+            }
+            var record = try Self.operation(row)
+            guard !record.isCompleted else { throw OperationJournalRules.notRunning(key) }
+            guard OperationJournalRules.mayTakeOver(record.lease, by: lease.node, at: now) else { return nil }
+            try db.run(
+                sql: "UPDATE long_lived_operations SET lease_node = ?, lease_expiry_ns = ? WHERE owner = ? AND operation_id = ?",
+                arguments: [lease.node, Self.nanoseconds(lease.expiry), key.owner, key.operationID])
+            record.lease = lease
+            return record
+        }
+    }
+
+    public func renewLongLivedLeases(
+        _ keys: [LongLivedOperationKey], lease: LongLivedLease
+    ) async throws -> Set<LongLivedOperationKey> {
+        guard !keys.isEmpty else { return [] }
+        let expiry = Self.nanoseconds(lease.expiry)
+        return try await write(weight: 1) { db in
+            var renewed: Set<LongLivedOperationKey> = []
+            for key in keys {
+                try db.run(
+                    sql: """
+                        UPDATE long_lived_operations SET lease_expiry_ns = ?
+                        WHERE owner = ? AND operation_id = ? AND lease_node = ?
+                        """,
+                    arguments: [expiry, key.owner, key.operationID, lease.node])
+                if db.changesCount > 0 { renewed.insert(key) }
+            }
+            return renewed
+        }
+    }
+
+    @discardableResult
+    public func releaseLongLivedOperation(_ key: LongLivedOperationKey, node: String) async throws -> Bool {
+        try await write(weight: 1) { db in
+            try db.run(
+                sql: """
+                    UPDATE long_lived_operations SET lease_node = NULL, lease_expiry_ns = NULL
+                    WHERE owner = ? AND operation_id = ? AND lease_node = ?
+                    """,
+                arguments: [key.owner, key.operationID, node])
+            return db.changesCount > 0
+        }
+    }
+
+    public func unheldLongLivedOperations(at now: Wire.Timestamp, limit: Int) async throws -> [LongLivedOperationKey] {
+        guard limit > 0 else { return [] }
+        let now = Self.nanoseconds(now)
+        return try await read { db in
+            try db.rows(
+                sql: """
+                    SELECT owner, operation_id FROM long_lived_operations
+                    WHERE complete IS NULL AND (lease_node IS NULL OR lease_expiry_ns IS NULL OR lease_expiry_ns < ?)
+                    ORDER BY created_ns, operation_id LIMIT ?
+                    """,
+                arguments: [now, limit]
+            ).map { LongLivedOperationKey(owner: $0[0], operationID: $0[1]) }
         }
     }
 
@@ -167,26 +242,32 @@ extension SQLiteStorage: OperationJournal {
 
     private static let lastSeqSQL = "SELECT last_seq FROM long_lived_operations WHERE owner = ? AND operation_id = ?"
 
-    /// The last seq of a registered operation that has not completed.
+    /// The last seq of a registered operation that has not completed, once `node` is found
+    /// to hold it (``OperationJournalRules/checkHolder(_:appending:to:)``).
     ///
-    /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already completed.
-    private static func runningLastSeq(_ key: LongLivedOperationKey, _ db: Database) throws -> UInt64 {
+    /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already
+    ///   completed; `.leaseLost` when another node holds it (completed or not: a node that
+    ///   lost it learns so even once the node that took it over completed it).
+    private static func runningLastSeq(_ key: LongLivedOperationKey, appending node: String?, _ db: Database) throws -> UInt64 {
         guard
             let row = try db.row(
-                sql: "SELECT last_seq, complete FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
-                arguments: [key.owner, key.operationID]),
-            (row["complete"] as Data?) == nil
+                sql: "SELECT last_seq, complete, lease_node FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
+                arguments: [key.owner, key.operationID])
         else {
             throw OperationJournalRules.notRunning(key)
         }
+        try OperationJournalRules.checkHolder(row["lease_node"], appending: node, to: key)
+        guard (row["complete"] as Data?) == nil else { throw OperationJournalRules.notRunning(key) }
         return UInt64(max(0, row["last_seq"] as Int64))
     }
 
-    /// Appends inside the caller's transaction; the seqs follow the row's `last_seq`.
+    /// Appends inside the caller's transaction (fenced: `node` must hold the operation); the
+    /// seqs follow the row's `last_seq`.
     private static func append(
-        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, _ db: Database
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?,
+        _ db: Database
     ) throws -> [Wire.Event] {
-        let lastSeq = try runningLastSeq(key, db)
+        let lastSeq = try runningLastSeq(key, appending: node, db)
         let events = OperationJournalRules.events(payloads, after: lastSeq)
         for event in events {
             try db.run(
@@ -217,6 +298,8 @@ extension SQLiteStorage: OperationJournal {
         let completed: Int64? = row["completed_ns"]
         let complete: Data? = row["complete"]
         let checkpoint: Data? = row["checkpoint"]
+        let leaseNode: String? = row["lease_node"]
+        let leaseExpiry: Int64? = row["lease_expiry_ns"]
         return LongLivedOperationRecord(
             key: key,
             open: try decode(Wire.Open.self, row["open"], what: "long-lived Open"),
@@ -224,7 +307,8 @@ extension SQLiteStorage: OperationJournal {
             creationDate: timestamp(row["created_ns"]),
             completionDate: completed.map(timestamp),
             complete: try complete.map { try decode(Wire.Complete.self, $0, what: "long-lived Complete") },
-            checkpoint: checkpoint.map { [UInt8]($0) }
+            checkpoint: checkpoint.map { [UInt8]($0) },
+            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry)
         )
     }
 

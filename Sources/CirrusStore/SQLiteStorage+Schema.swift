@@ -141,6 +141,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v11-shared-tombstones", migrate: migrateToV11)
         migrator.registerMigration("v12-text-without-sizes", migrate: migrateToV12)
         migrator.registerMigration("v13-share-generation", migrate: migrateToV13)
+        migrator.registerMigration("v14-long-lived-leases", migrate: migrateToV14)
         return migrator
     }
 }

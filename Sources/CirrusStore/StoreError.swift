@@ -13,7 +13,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case limitExceeded, invalidArguments, badDatabase, zoneNotFound
             case changeTokenExpired, corruptData, storageFailure
-            case duplicateOperation, unknownOperation
+            case duplicateOperation, unknownOperation, leaseLost
             case unknownUser, alreadyExists
             case unavailable
         }
@@ -39,6 +39,9 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let duplicateOperation = Code(.duplicateOperation)
         /// No such long-lived operation (or it is no longer running).
         public static let unknownOperation = Code(.unknownOperation)
+        /// Another node holds the long-lived operation now (it took it over once this node's
+        /// lease expired): this node may no longer journal it.
+        public static let leaseLost = Code(.leaseLost)
         /// No such user in the directory.
         public static let unknownUser = Code(.unknownUser)
         /// What an administrator tried to create exists (a user, a lookup value another user holds).

@@ -19,15 +19,15 @@ private struct GappedJournal: OperationJournal {
     }
 
     func registerLongLivedOperation(
-        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord {
-        try await base.registerLongLivedOperation(key, open: open, at: date)
+        try await base.registerLongLivedOperation(key, open: open, at: date, lease: lease)
     }
 
     func appendLongLivedEvents(
-        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event] {
-        try await base.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint)
+        try await base.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint, by: node)
     }
 
     func modifyRecords(
@@ -38,9 +38,27 @@ private struct GappedJournal: OperationJournal {
     }
 
     func completeLongLivedOperation(
-        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp, by node: String?
     ) async throws -> Wire.Complete {
-        try await base.completeLongLivedOperation(key, complete: complete, at: date)
+        try await base.completeLongLivedOperation(key, complete: complete, at: date, by: node)
+    }
+
+    func takeOverLongLivedOperation(
+        _ key: LongLivedOperationKey, lease: LongLivedLease, at now: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord? {
+        try await base.takeOverLongLivedOperation(key, lease: lease, at: now)
+    }
+
+    func renewLongLivedLeases(_ keys: [LongLivedOperationKey], lease: LongLivedLease) async throws -> Set<LongLivedOperationKey> {
+        try await base.renewLongLivedLeases(keys, lease: lease)
+    }
+
+    func releaseLongLivedOperation(_ key: LongLivedOperationKey, node: String) async throws -> Bool {
+        try await base.releaseLongLivedOperation(key, node: node)
+    }
+
+    func unheldLongLivedOperations(at now: Wire.Timestamp, limit: Int) async throws -> [LongLivedOperationKey] {
+        try await base.unheldLongLivedOperations(at: now, limit: limit)
     }
 
     func longLivedOperationIDs(owner: String, container: String, completedSince cutoff: Wire.Timestamp) async throws

@@ -179,4 +179,36 @@ struct MigrationTests {
         try other.close()
         #expect(try await storage.acceptedShares(of: "_bob", in: container).isEmpty)
     }
+
+    /// v14 adds leases on running long-lived operations: the operations of a v13 store are
+    /// unheld (any node may take them over and continue them), their journals as they were.
+    @Test func v14LeavesTheRunningOperationsOfAnOlderStoreUnheld() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = (directory as NSString).appendingPathComponent(SQLiteStorage.fileName)
+        let open = Wire.Open(operationID: "old", databaseScope: .private, containerIdentifier: container)
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try SQLiteStorage.migrator.migrate(queue, upTo: "v13-share-generation")
+            try await queue.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO long_lived_operations (owner, operation_id, container, open, created_ns, last_seq)
+                        VALUES ('_alice', 'old', ?, ?, 5, 0)
+                        """,
+                    arguments: [container, Data(open.serializedBytes())])
+            }
+        }
+        let storage = try SQLiteStorage(directory: directory)
+        defer { try? storage.close() }
+        let key = LongLivedOperationKey(owner: "_alice", operationID: "old")
+        #expect(try await storage.longLivedOperation(key)?.lease == nil)
+        let now = Wire.Timestamp(seconds: 10)
+        #expect(try await storage.unheldLongLivedOperations(at: now, limit: 10) == [key])
+        let lease = LongLivedLease(node: "a", expiry: Wire.Timestamp(seconds: 20))
+        #expect(try await storage.takeOverLongLivedOperation(key, lease: lease, at: now)?.open == open)
+        #expect(try await storage.appendLongLivedEvents([], to: key, checkpoint: [1], by: "a").isEmpty)
+        #expect(try await storage.unheldLongLivedOperations(at: now, limit: 10).isEmpty)
+    }
 }

@@ -59,7 +59,7 @@ func temporaryDirectory() -> String {
 ///   of ``all`` that implement both (``implementsDirectory``) run them: SQLite and PostgreSQL.
 /// - **The long-lived operation journal** (``OperationJournal``, through
 ///   ``withJournalStore(clock:_:)``): `OperationJournalTests` but its test of corrupt stored
-///   events. The engines of ``all`` that implement it (``implementsJournal``) run them: SQLite
+///   events, and `OperationJournalLeaseTests` (leases, takeover, fencing). The engines of ``all`` that implement it (``implementsJournal``) run them: SQLite
 ///   and PostgreSQL.
 /// - **Subscriptions and notification feeds** on records and zones (``SubscriptionStorage``,
 ///   through ``withSubscriptionStore(clock:_:)``): `SubscriptionTests`. The engines of ``all``

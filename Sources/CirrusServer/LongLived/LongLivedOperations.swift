@@ -21,6 +21,32 @@ import Synchronization
 /// - ``resumeUnfinished()`` continues, after a restart, what was running: each executor
 ///   starts after its last journaled event (see ``LongLivedCheckpoint``).
 ///
+/// Several nodes (`cirrusd` processes on one PostgreSQL database) share the journal. Each
+/// running operation is held by the node that runs it through a lease (``Leasing``):
+///
+/// - The node registers the operation with a lease of ``Leasing/leaseDuration`` (8 s by
+///   default) and renews the leases of its runs every ``Leasing/heartbeatInterval`` (2 s).
+/// - Every ``Leasing/sweepInterval`` (1 s) each node looks for running operations that no node
+///   holds (a lease that expired, or one released by a node that stopped) and takes them over,
+///   one node per operation. It continues each exactly after its last journaled event, from the
+///   checkpoint stored with that event, as after a restart. So when a node dies (SIGKILL, power
+///   loss), its operations continue on another node within ``Leasing/takeoverBound``: the lease
+///   plus one sweep, 9 s by default, plus however far the nodes' clocks disagree (leases are
+///   written and compared in the nodes' wall-clock time). A node that stops gracefully
+///   (``shutdown()``) releases its leases, so another takes over at its next sweep.
+/// - The journal fences: an append, a journaled modify or a completion by a node that no longer
+///   holds the operation fails in its own transaction. A node paused past its lease (a long GC
+///   pause, a stopped VM) that wakes up after another took over cannot add an event or a record;
+///   its run stops, and the streams following it there go on reading the journal. Clock skew or a
+///   late heartbeat can therefore cost time, never a duplicated or lost event.
+/// - `Resume` works on every node. Where the operation runs, the follower reads the run's
+///   memory; elsewhere it reads the journal after the client's seq and then polls it every
+///   ``Leasing/journalPollInterval`` (250 ms) for the events other nodes append, to `Complete`.
+/// - `OPERATION_ALREADY_ATTACHED` is kept per node: two streams on one node never follow the
+///   same operation at once, but streams on two nodes may (each gets every event in order).
+/// - A `Cancel` reaches the operation only on the node that runs it; elsewhere it drops the
+///   operation only once it completed.
+///
 /// For example:
 /// ```swift
 /// let executor = StorageExecutor(storage: storage)
@@ -45,17 +71,25 @@ public final class LongLivedOperations: Sendable {
     let logger: Logger
     /// Runs between the durable registration and `Persisted` (tests hold it to disconnect there).
     let afterRegistration: @Sendable (LongLivedOperationKey) async -> Void
-    private let state = Mutex(State())
+    /// This node's ID and lease timings.
+    public let leasing: Leasing
+    let state = Mutex(State())
 
-    private struct Entry {
+    struct Entry {
         let run: LongLivedRun
         var task: Task<Void, Never>?
         /// Cancelled by its client: dropped once its cancellation is journaled.
         var isCancelled = false
+        /// Another node took it over: it stops without journaling anything more.
+        var isLost = false
     }
 
-    private struct State {
+    struct State {
         var runs: [LongLivedOperationKey: Entry] = [:]
+        /// Operations other nodes run that streams of this node follow through the journal.
+        var following: [LongLivedOperationKey: LongLivedRun] = [:]
+        /// The heartbeat and the sweep (``startLeasing()``).
+        var leasing: Task<Void, Never>?
         /// Registered, `Persisted` not yet sent: the registering stream starts the run once its
         /// client has `Persisted`, or drops the registration when that client is gone — unless
         /// a `Resume` claimed the operation meanwhile (``attach(operationID:caller:after:)``).
@@ -70,18 +104,20 @@ public final class LongLivedOperations: Sendable {
         var isShuttingDown = false
     }
 
-    /// - parameter clock: registration, completion and retention times; the wall clock
-    ///   unless a test injects one.
+    /// - parameter clock: registration, completion and retention times, and lease expiries;
+    ///   the wall clock unless a test injects one.
+    /// - parameter leasing: this node's ID (random unless configured) and lease timings.
     public convenience init(
         journal: any OperationJournal,
         executor: any OperationExecutor,
         retentionSeconds: Int64 = LongLivedOperations.defaultRetentionSeconds,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock,
+        leasing: Leasing = Leasing(),
         logger: Logger = Logger(label: "cirrusd.long-lived")
     ) {
         self.init(
-            journal: journal, executor: executor, retentionSeconds: retentionSeconds, clock: clock, logger: logger,
-            afterRegistration: { _ in })
+            journal: journal, executor: executor, retentionSeconds: retentionSeconds, clock: clock, leasing: leasing,
+            logger: logger, afterRegistration: { _ in })
     }
 
     init(
@@ -89,6 +125,7 @@ public final class LongLivedOperations: Sendable {
         executor: any OperationExecutor,
         retentionSeconds: Int64,
         clock: @escaping @Sendable () -> Wire.Timestamp,
+        leasing: Leasing = Leasing(),
         logger: Logger,
         afterRegistration: @escaping @Sendable (LongLivedOperationKey) async -> Void
     ) {
@@ -96,6 +133,7 @@ public final class LongLivedOperations: Sendable {
         self.executor = executor
         self.retentionSeconds = retentionSeconds
         self.clock = clock
+        self.leasing = leasing
         self.logger = logger
         self.afterRegistration = afterRegistration
     }
@@ -103,39 +141,75 @@ public final class LongLivedOperations: Sendable {
     /// Operations running now in this process.
     public var runningCount: Int { state.withLock { $0.runs.count } }
 
-    /// Continues every operation that was running when the server last stopped; call once,
-    /// before serving. Returns how many.
+    /// Continues every operation that was running when the server last stopped and that no
+    /// other node holds (see ``Leasing``), then starts this node's heartbeat and sweep; call
+    /// once, before serving. Returns how many it continued.
     ///
     /// - throws: ``StoreError`` when the registry cannot be read.
     @discardableResult
     public func resumeUnfinished() async throws -> Int {
         let records = try await journal.unfinishedLongLivedOperations()
-        for record in records {
-            var errors: [Wire.ItemError] = []
-            var seq: UInt64 = 0
-            while seq < record.lastSeq {
-                let page = try await journal.longLivedEvents(record.key, after: seq, limit: 1_000)
-                guard let last = page.last else { break }
-                errors += page.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
-                seq = last.seq
-            }
-            let run = LongLivedRun(
-                record: record, caller: ClientIdentity(userRecordName: record.key.owner), journal: journal,
-                priorErrors: errors)
-            logger.info("continuing long-lived operation \(record.key) after seq \(record.lastSeq)")
-            start(run)
+        let now = clock()
+        var continued = 0
+        for record in records where OperationJournalRules.mayTakeOver(record.lease, by: leasing.nodeID, at: now) {
+            if try await takeOver(record.key) { continued += 1 }
         }
-        return records.count
+        startLeasing()
+        return continued
     }
 
-    /// Stops every run where it stands, without completing it: the next start continues it.
+    /// Continues the running operation `record` here: its executor starts after its last
+    /// journaled event, with the item errors journaled so far for its final `partialFailure`.
+    /// `record` is as this node took it over (it holds its lease).
+    ///
+    /// - throws: ``StoreError`` when its journal cannot be read.
+    func continueRun(_ record: LongLivedOperationRecord) async throws {
+        var errors: [Wire.ItemError] = []
+        var seq: UInt64 = 0
+        while seq < record.lastSeq {
+            let page = try await journal.longLivedEvents(record.key, after: seq, limit: 1_000)
+            guard let last = page.last else { break }
+            errors += page.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
+            seq = last.seq
+        }
+        let run = LongLivedRun(
+            record: record, caller: ClientIdentity(userRecordName: record.key.owner), journal: journal,
+            node: leasing.nodeID, priorErrors: errors)
+        logger.info("continuing long-lived operation \(record.key) after seq \(record.lastSeq)")
+        start(run)
+    }
+
+    /// Stops every run where it stands, without completing it, and releases their leases: the
+    /// next start, or another node's sweep, continues them.
     public func shutdown() async {
-        let tasks = state.withLock { state in
+        await shutdown(releasingLeases: true)
+    }
+
+    /// ``shutdown()``; without `releasingLeases` the leases stay until they expire, as when
+    /// the process dies (tests use it to play a node's death).
+    func shutdown(releasingLeases: Bool) async {
+        let leasingTask = state.withLock { state in
             state.isShuttingDown = true
-            return state.runs.values.compactMap(\.task)
+            return state.leasing
+        }
+        // First the heartbeat and the sweep: a takeover under way adds its run before the
+        // runs are collected.
+        leasingTask?.cancel()
+        await leasingTask?.value
+        let (tasks, keys) = state.withLock { state in
+            let running = state.runs.filter { !$0.value.isCancelled && !$0.value.isLost }
+            return (state.runs.values.compactMap(\.task), Array(running.keys) + Array(state.pending.keys))
         }
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
+        guard releasingLeases else { return }
+        for key in keys {
+            do {
+                try await journal.releaseLongLivedOperation(key, node: leasing.nodeID)
+            } catch {
+                logger.warning("could not release long-lived operation \(key): \(error)")
+            }
+        }
     }
 
     // MARK: - Registration and running
@@ -166,12 +240,12 @@ public final class LongLivedOperations: Sendable {
         do {
             let record: LongLivedOperationRecord
             do {
-                record = try await journal.registerLongLivedOperation(key, open: open, at: clock())
+                record = try await journal.registerLongLivedOperation(key, open: open, at: clock(), lease: newLease())
             } catch {
                 state.withLock { $0.registered(key) }
                 throw error
             }
-            let run = LongLivedRun(record: record, caller: caller, journal: journal)
+            let run = LongLivedRun(record: record, caller: caller, journal: journal, node: leasing.nodeID)
             state.withLock { state in
                 state.registered(key)
                 state.pending[key] = run
@@ -208,7 +282,7 @@ public final class LongLivedOperations: Sendable {
     }
 
     /// Starts `run` unless it runs already (a `Resume` claimed it before its `Persisted` went out).
-    private func start(_ run: LongLivedRun, in state: inout State) {
+    func start(_ run: LongLivedRun, in state: inout State) {
         if state.pending[run.key] === run { state.pending[run.key] = nil }
         guard state.runs[run.key] == nil else { return }
         state.runs[run.key] = Entry(run: run)
@@ -223,7 +297,13 @@ public final class LongLivedOperations: Sendable {
     }
 
     private func finish(_ run: LongLivedRun, _ completion: OperationCompletion) async {
-        let (shuttingDown, cancelled) = state.withLock { ($0.isShuttingDown, $0.runs[run.key]?.isCancelled ?? false) }
+        let (shuttingDown, cancelled, lost) = state.withLock { state in
+            (state.isShuttingDown, state.runs[run.key]?.isCancelled ?? false, state.runs[run.key]?.isLost ?? false)
+        }
+        if lost {
+            moved(run)
+            return
+        }
         if shuttingDown && !cancelled {
             // Not finished: it continues from its journal on the next start.
             state.withLock { _ = $0.runs.removeValue(forKey: run.key) }
@@ -236,185 +316,22 @@ public final class LongLivedOperations: Sendable {
                 error: Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled"))
         }
         do {
-            complete = try await journal.completeLongLivedOperation(run.key, complete: complete, at: clock())
+            complete = try await journal.completeLongLivedOperation(
+                run.key, complete: complete, at: clock(), by: leasing.nodeID)
             if cancelled {
                 try await journal.removeLongLivedOperation(run.key)
             }
+        } catch let error as StoreError where error.code == .leaseLost || error.code == .unknownOperation {
+            // Another node continues it (and completes it), or it is gone: this run's end is
+            // not the operation's, and its followers here read what is from the journal.
+            logger.warning("long-lived operation \(run.key) was taken over by another node: \(error)")
+            moved(run)
+            return
         } catch {
             logger.error("could not journal the completion of \(run.key): \(error)")
         }
         run.finish(complete)
         state.withLock { _ = $0.runs.removeValue(forKey: run.key) }
-    }
-
-    // MARK: - Following
-
-    /// Attaches a follower to the caller's operation `operationID`, which then gets what comes
-    /// after `lastSeq`; refused with `operationAlreadyAttached` while another stream follows it.
-    /// The follower calls `run.release(attachment)` when it stops (``follow(_:attachment:after:stream:)`` does).
-    func attach(
-        operationID: String, caller: ClientIdentity, after lastSeq: UInt64
-    ) async -> Result<(run: LongLivedRun, attachment: UInt64), Refusal> {
-        let key = LongLivedOperationKey(owner: caller.userRecordName, operationID: operationID)
-        let run: LongLivedRun
-        // An operation registered on a connection that has not sent its `Persisted` yet: its
-        // client resumes it because an `Open` it repeated elsewhere was refused as a duplicate
-        // (the first connection dropped). It starts now, so that connection does not drop it.
-        let (running, registering) = state.withLock { state -> (LongLivedRun?, Bool) in
-            if state.registering[key] != nil { return (nil, true) }
-            if let pending = state.pending[key] { self.start(pending, in: &state) }
-            return (state.runs[key].flatMap { $0.isCancelled ? nil : $0.run }, false)
-        }
-        if registering {
-            return .failure(
-                Refusal(.operationAlreadyAttached, "operation \(operationID) is being registered; resume it once it is"))
-        }
-        if let running {
-            run = running
-        } else {
-            switch await listedRecord(key) {
-            case .failure(let error): return .failure(error)
-            case .success(let record):
-                run = LongLivedRun(record: record, caller: caller, journal: journal)
-                if !record.isCompleted {
-                    // Registered but not running here (e.g. started by another process).
-                    logger.warning("resume of \(key), which is not running in this server")
-                }
-            }
-        }
-        guard await mayFollow(run.open, key: key, caller: caller) else {
-            return .failure(Self.unknown(operationID))
-        }
-        guard lastSeq <= run.lastSeq else {
-            return .failure(
-                Refusal(.invalidArguments, "operation \(operationID) has \(run.lastSeq) events; the client claims \(lastSeq)"))
-        }
-        guard let attachment = run.attach() else {
-            return .failure(
-                Refusal(
-                    .operationAlreadyAttached,
-                    "operation \(operationID) is followed by another stream; resume it once that stream has ended"
-                ))
-        }
-        return .success((run, attachment))
-    }
-
-    /// The refusal of an operation the caller has not (or may no longer follow): one answer
-    /// for both, so it reveals nothing.
-    static func unknown(_ operationID: String) -> Refusal {
-        Refusal(.unknownOperation, "no long-lived operation \(operationID)")
-    }
-
-    /// Whether the caller may still follow `open` (the executor re-checks their access, e.g.
-    /// to a share they were removed from since); a journal that cannot be read says no.
-    private func mayFollow(_ open: Wire.Open, key: LongLivedOperationKey, caller: ClientIdentity) async -> Bool {
-        do {
-            return try await executor.mayFollow(open, caller: caller) {
-                var payloads: [Wire.Event.Payload] = []
-                var seq: UInt64 = 0
-                while true {
-                    let page = try await self.journal.longLivedEvents(key, after: seq, limit: 1_000)
-                    guard let last = page.last else { return payloads }
-                    payloads += page.compactMap(\.payload)
-                    seq = last.seq
-                }
-            }
-        } catch {
-            logger.error("could not check access to long-lived operation \(key): \(error)")
-            return false
-        }
-    }
-
-    /// The operation's record if the caller may see it: known, not past retention.
-    private func listedRecord(_ key: LongLivedOperationKey) async -> Result<LongLivedOperationRecord, Refusal> {
-        let unknown = Self.unknown(key.operationID)
-        let record: LongLivedOperationRecord?
-        do {
-            record = try await journal.longLivedOperation(key)
-        } catch let error as StoreError where error.code == .unavailable {
-            return .failure(Refusal(error: error.operationError))
-        } catch {
-            logger.error("could not read long-lived operation \(key): \(error)")
-            return .failure(Refusal(.internalError, "could not read the operation"))
-        }
-        guard let record else { return .failure(unknown) }
-        let cutoff = retentionCutoff()
-        if let completed = record.completionDate, (completed.seconds, completed.nanos) < (cutoff.seconds, cutoff.nanos) {
-            return .failure(unknown)
-        }
-        return .success(record)
-    }
-
-    private func retentionCutoff() -> Wire.Timestamp {
-        let now = clock()
-        return Wire.Timestamp(seconds: now.seconds - retentionSeconds, nanos: now.nanos)
-    }
-
-    /// Events a follower reads from the journal at once. While it sends a full page it reads
-    /// the next one, so a replay from an early seq never waits for the journal between pages; a
-    /// follower holds at most two pages.
-    static let replayPageSize = 512
-
-    /// Sends what the operation journals after `lastSeq` to `stream`, at the client's pace,
-    /// then its `Complete`. Returns quietly when the stream ends or another attaches.
-    static func follow(_ run: LongLivedRun, attachment: UInt64, after lastSeq: UInt64, stream: OperationStream) async {
-        defer { run.release(attachment) }
-        var seq = lastSeq
-        // The page after the one being sent, read meanwhile.
-        var prefetched: Task<LongLivedRun.Next, any Error>?
-        defer { prefetched?.cancel() }
-        do {
-            while true {
-                let next: LongLivedRun.Next
-                if let pending = prefetched {
-                    prefetched = nil
-                    next = try await withTaskCancellationHandler {
-                        try await pending.value
-                    } onCancel: {
-                        pending.cancel()
-                    }
-                } else {
-                    next = try await run.next(after: seq, attachment: attachment, limit: Self.replayPageSize)
-                }
-                switch next {
-                case .events(let events):
-                    guard run.isAttached(attachment) else { return }
-                    let payloads = events.prefix { $0.payload != nil }.compactMap(\.payload)
-                    if payloads.count == events.count, events.count == Self.replayPageSize, let last = events.last?.seq {
-                        prefetched = Task {
-                            try await run.next(after: last, attachment: attachment, limit: Self.replayPageSize)
-                        }
-                    }
-                    try await stream.emit(contentsOf: payloads)
-                    guard payloads.count == events.count else {
-                        let broken = events[payloads.count].seq
-                        stream.complete(.failure(.internalError, "journaled event \(broken) has no payload"))
-                        return
-                    }
-                    seq = events.last?.seq ?? seq
-                case .encoded(let events):
-                    guard run.isAttached(attachment) else { return }
-                    if events.count == Self.replayPageSize, let last = events.last?.seq {
-                        prefetched = Task {
-                            try await run.next(after: last, attachment: attachment, limit: Self.replayPageSize)
-                        }
-                    }
-                    try await stream.emit(encoded: events)
-                    seq = events.last?.seq ?? seq
-                case .complete(let complete):
-                    stream.complete(OperationCompletion(result: complete.result, error: complete.error))
-                    return
-                case .superseded:
-                    return
-                }
-            }
-        } catch is CancellationError {
-            return
-        } catch let error as StoreError where error.code == .unavailable {
-            stream.complete(OperationCompletion(error: error.operationError))
-        } catch {
-            stream.complete(.failure(.internalError, "could not read the operation's journal"))
-        }
     }
 
     // MARK: - Cancel and acknowledge

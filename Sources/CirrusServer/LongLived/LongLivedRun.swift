@@ -11,11 +11,18 @@ import Synchronization
 /// journal, later ones are waited for. One question, one answer under one lock: nothing is
 /// skipped or repeated between replay and live, and a follower only ever holds the events it
 /// is sending, at its client's pace.
+///
+/// On a node that does not run the operation (another node holds its lease, or this node lost
+/// it), the run follows the journal instead (``followJournal(every:)``): with no event to send,
+/// a follower reads the operation's row again after a short interval, and the events it
+/// finds there once they are committed, until the `Complete`.
 final class LongLivedRun: Sendable {
     let key: LongLivedOperationKey
     let open: Wire.Open
     let caller: ClientIdentity
     let journal: any OperationJournal
+    /// The node journaling it (fenced by its lease); nil when this run only follows.
+    let node: String?
     /// Where the executor continues after a restart; nil for a fresh run.
     let checkpoint: LongLivedCheckpoint?
     /// Item errors already journaled before a restart, for the final `partialFailure`.
@@ -35,6 +42,8 @@ final class LongLivedRun: Sendable {
         var attachment: UInt64 = 0
         /// The attachment of the stream following the operation now; nil when none does.
         var follower: UInt64?
+        /// Set when the operation is not run here: followers poll the journal this often.
+        var journalInterval: Duration?
 
         mutating func takeWaiters() -> [CheckedContinuation<Void, any Error>] {
             defer { waiters.removeAll() }
@@ -55,12 +64,13 @@ final class LongLivedRun: Sendable {
 
     init(
         record: LongLivedOperationRecord, caller: ClientIdentity, journal: any OperationJournal,
-        priorErrors: [Wire.ItemError] = []
+        node: String? = nil, priorErrors: [Wire.ItemError] = []
     ) {
         self.key = record.key
         self.open = record.open
         self.caller = caller
         self.journal = journal
+        self.node = node
         self.checkpoint = LongLivedCheckpoint.decode(record.checkpoint)
         self.priorErrors = priorErrors
         self.state = Mutex(State(lastSeq: record.lastSeq, complete: record.complete))
@@ -74,7 +84,7 @@ final class LongLivedRun: Sendable {
     /// Journals `payloads` (with `checkpoint`, in one transaction), then publishes them.
     @discardableResult
     func journal(_ payloads: [Wire.Event.Payload], checkpoint: LongLivedCheckpoint?) async throws -> [Wire.Event] {
-        let events = try await journal.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint?.encoded())
+        let events = try await journal.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint?.encoded(), by: node)
         publish(events)
         return events
     }
@@ -86,7 +96,7 @@ final class LongLivedRun: Sendable {
         checkpoint: LongLivedCheckpoint
     ) async throws -> [Wire.Event] {
         let bytes = checkpoint.encoded()
-        let journaling = ModificationJournaling(operation: key, events: events, checkpoint: { _ in bytes })
+        let journaling = ModificationJournaling(operation: key, events: events, checkpoint: { _ in bytes }, node: node)
         let (_, journaled) = try await journal.modifyRecords(
             modification, in: database, by: caller.userRecordName, journaling: journaling)
         publish(journaled)
@@ -98,6 +108,9 @@ final class LongLivedRun: Sendable {
         guard let last = events.last else { return }
         let waiters = state.withLock { state in
             state.lastSeq = last.seq
+            // The tail is gap-free: events that do not follow it (only a journal shared with
+            // another node could number them so) start it again.
+            if let end = state.tail.last?.seq, events.first?.seq != end + 1 { state.tail.removeAll() }
             state.tail.append(contentsOf: events)
             if state.tail.count > 2 * Self.tailCapacity {
                 state.tail.removeFirst(state.tail.count - Self.tailCapacity)
@@ -115,6 +128,21 @@ final class LongLivedRun: Sendable {
         }
         for waiter in waiters { waiter.resume() }
     }
+
+    /// The operation is not (or no longer) run here: followers read what comes next from the
+    /// journal, looking again every `interval` while nothing new is there.
+    func followJournal(every interval: Duration) {
+        let waiters = state.withLock { state in
+            state.journalInterval = interval
+            return state.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var followsJournal: Bool { state.withLock { $0.journalInterval != nil } }
+
+    /// Whether a stream follows the operation now.
+    var isFollowed: Bool { state.withLock { $0.follower != nil } }
 
     // MARK: - Followers
 
@@ -146,6 +174,7 @@ final class LongLivedRun: Sendable {
         case answer(Next)
         case read(upTo: UInt64)
         case wait
+        case poll(Duration)
     }
 
     /// The events after `seq` (at most `limit`), waiting for the runner when there are none yet;
@@ -157,13 +186,16 @@ final class LongLivedRun: Sendable {
             let step = state.withLock { state -> Step in
                 guard state.attachment == attachment else { return .answer(.superseded) }
                 if seq < state.lastSeq {
-                    if let first = state.tail.first?.seq, first <= seq + 1 {
+                    // The tail holds what this node published; events other nodes journaled
+                    // after it (the run follows the journal) are read from the journal.
+                    if let first = state.tail.first?.seq, first <= seq + 1, let last = state.tail.last?.seq, last > seq {
                         let start = Int(seq + 1 - first)
                         return .answer(.events(Array(state.tail[start..<min(state.tail.count, start + limit)])))
                     }
                     return .read(upTo: state.lastSeq)
                 }
                 if let complete = state.complete { return .answer(.complete(complete)) }
+                if let interval = state.journalInterval { return .poll(interval) }
                 return .wait
             }
             switch step {
@@ -178,8 +210,34 @@ final class LongLivedRun: Sendable {
                 return .encoded(events)
             case .wait:
                 try await wait(after: seq, attachment: attachment)
+            case .poll(let interval):
+                try await Task.sleep(for: interval)
+                try await refresh(after: seq)
             }
         }
+    }
+
+    /// Reads the operation's row again: its last seq, and its `Complete` once it has one. An
+    /// operation gone from the journal (cancelled, or acknowledged elsewhere) ends the follower
+    /// with `unknownOperation` after what it was sent.
+    private func refresh(after seq: UInt64) async throws {
+        let record = try await journal.longLivedOperation(key)
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            guard let record else {
+                if state.complete == nil {
+                    state.complete = Wire.Complete(
+                        lastSeq: max(seq, state.lastSeq),
+                        error: Wire.OperationError(
+                            code: .unknownOperation, message: "operation \(key.operationID) no longer exists"))
+                }
+                return state.takeWaiters()
+            }
+            guard record.lastSeq > state.lastSeq || (record.complete != nil && state.complete == nil) else { return [] }
+            state.lastSeq = max(state.lastSeq, record.lastSeq)
+            if let complete = record.complete, state.complete == nil { state.complete = complete }
+            return state.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     private func wait(after seq: UInt64, attachment: UInt64) async throws {
@@ -191,7 +249,7 @@ final class LongLivedRun: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let ready = state.withLock { state -> Bool in
                     if Task.isCancelled || state.lastSeq > seq || state.complete != nil
-                        || state.attachment != attachment
+                        || state.attachment != attachment || state.journalInterval != nil
                     {
                         return true
                     }
