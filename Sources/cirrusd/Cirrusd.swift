@@ -110,6 +110,17 @@ struct Cirrusd: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "This node's ID among the nodes sharing a database: the owner of the long-lived operations it runs.",
+            discussion: """
+                Unique among running nodes, and the same across a node's restarts, so a restarted node \
+                continues its operations at once instead of after their leases expire (9 s). Default: \
+                'local' on SQLite (one process serves a data directory); with --database, this host's \
+                name and --port (a random ID with --port 0).
+                """))
+    var nodeID: String?
+
+    @Option(
+        help: ArgumentHelp(
             "How long deletions stay visible to change feeds (e.g. 30d, 12h, 90m).",
             discussion: "A change token older than the oldest kept deletion gets changeTokenExpired."))
     var tombstoneRetention: DurationArgument = DurationArgument(seconds: StorageMaintenance.defaultTombstoneRetentionSeconds)
@@ -223,6 +234,9 @@ struct Cirrusd: AsyncParsableCommand {
         if self.backupDir != nil, self.metricsAddress == nil {
             throw ValidationError("--backup-dir needs --metrics-address: backups are asked for with POST /backup there")
         }
+        if let nodeID = self.nodeID, nodeID.isEmpty || nodeID.utf8.count > 128 {
+            throw ValidationError("--node-id must be 1 to 128 bytes, not \"\(nodeID)\"")
+        }
         guard self.databaseConnections >= 2 else {
             throw ValidationError("--database-connections must be at least 2, not \(self.databaseConnections)")
         }
@@ -318,8 +332,11 @@ struct Cirrusd: AsyncParsableCommand {
             shareURLBase: "https://\(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(configuration.port)",
             logger: logger)
         configuration.executor = executor
+        let nodeID = self.nodeID ?? served.defaultNodeID(port: self.port)
+        logger.notice("node \(nodeID)")
         let longLived = LongLivedOperations(
-            journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds, logger: logger)
+            journal: storage, executor: executor, retentionSeconds: self.longLivedRetention.seconds,
+            leasing: LongLivedOperations.Leasing(nodeID: nodeID), logger: logger)
         // Before serving, so a client resuming finds what was running.
         let continued = try await longLived.resumeUnfinished()
         if continued > 0 {

@@ -79,6 +79,19 @@ enum ServedStorage {
         }
     }
 
+    /// This node's ID when `--node-id` is not given: `local` on SQLite, where one process serves
+    /// a data directory; on PostgreSQL the host's name and `port`, which stay the same across
+    /// the node's restarts and differ between nodes (a random ID when the port is picked at
+    /// random, 0).
+    func defaultNodeID(port: Int) -> String {
+        switch self {
+        case .sqlite: return "local"
+        case .postgres:
+            guard port != 0 else { return LongLivedOperations.Leasing.randomNodeID() }
+            return "\(ProcessInfo.processInfo.hostName):\(port)"
+        }
+    }
+
     /// What the log's start line says of it.
     var description: String {
         switch self {
