@@ -5,62 +5,16 @@ import Foundation
 import NIOConcurrencyHelpers
 import Testing
 
-/// A real `cirrusd --database` process (this build), its standard output's first line read for
-/// its port; SIGKILLed or stopped by the test.
-private struct ClusterProcess {
-    let process: ChildProcess
-    let port: Int
-
-    static func launch(database url: String, dataDirectory: String, nodeID: String) async throws -> ClusterProcess {
-        let buildDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var binary = buildDirectory.appendingPathComponent("cirrusd")
-        if !FileManager.default.fileExists(atPath: binary.path) {
-            binary = buildDirectory.deletingLastPathComponent().appendingPathComponent("cirrusd")
-        }
-        let process = ChildProcess()
-        process.executableURL = binary
-        process.arguments = [
+/// `cirrusd --database url` (this build) on the shared `dataDirectory`, as node `nodeID`.
+private func launchNode(database url: String, dataDirectory: String, nodeID: String) async throws -> CirrusdChild {
+    try await CirrusdChild.launch(
+        [
             "--port", "0", "--data-dir", dataDirectory, "--node-id", nodeID, "--handshake-timeout", "60s",
             "--database-connections", "6",
-        ]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CIRRUSD_") }
-            .merging(["CIRRUSD_DATABASE": url]) { _, new in new }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // Its first line: "listening on HOST:PORT" (read on a thread of its own: it blocks).
-        let handle = output.fileHandleForReading
-        let line: String = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var bytes: [UInt8] = []
-                while let byte = try? handle.read(upToCount: 1), let first = byte.first, first != 10 {
-                    bytes.append(first)
-                }
-                continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-            }
-        }
-        guard line.hasPrefix("listening on "), let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
-            process.signal(SIGKILL)
-            process.waitUntilExit()
-            throw ClusterProcessDidNotStart(line: line)
-        }
-        return ClusterProcess(process: process, port: port)
-    }
-
-    /// SIGKILL (no chance to release anything), waited for.
-    func kill() {
-        if process.isRunning { process.signal(SIGKILL) }
-        process.waitUntilExit()
-    }
-
-    func stop() {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-    }
+        ],
+        environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CIRRUSD_") }
+            .merging(["CIRRUSD_DATABASE": url]) { _, new in new })
 }
-
-private struct ClusterProcessDidNotStart: Error { var line: String }
 
 /// Real `cirrusd` nodes on one PostgreSQL database: the node running a long-lived operation is
 /// SIGKILLed in its middle; another node takes it over from the journal, and the client, failing
@@ -71,9 +25,9 @@ struct ClusterFailoverTests {
         let url = try TemporaryPostgres.shared().createDatabase()
         let shared = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-nodes-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: shared) }
-        let nodeA = try await ClusterProcess.launch(database: url, dataDirectory: shared, nodeID: "node-a")
+        let nodeA = try await launchNode(database: url, dataDirectory: shared, nodeID: "node-a")
         defer { nodeA.kill() }
-        let nodeB = try await ClusterProcess.launch(database: url, dataDirectory: shared, nodeID: "node-b")
+        let nodeB = try await launchNode(database: url, dataDirectory: shared, nodeID: "node-b")
         defer { nodeB.stop() }
 
         var configuration = TestCertificates.client(port: nodeA.port, user: "alice")

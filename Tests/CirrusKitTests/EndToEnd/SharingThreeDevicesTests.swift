@@ -14,34 +14,9 @@ struct SharingThreeDevicesTests {
     private func withCirrusd(_ body: (Int) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-share-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let buildDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var binary = buildDirectory.appendingPathComponent("cirrusd")
-        if !FileManager.default.fileExists(atPath: binary.path) {
-            binary = buildDirectory.deletingLastPathComponent().appendingPathComponent("cirrusd")
-        }
-        let process = ChildProcess()
-        process.executableURL = binary
-        process.arguments = ["--port", "0", "--data-dir", directory, "--handshake-timeout", "60s"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        // Its first line: "listening on HOST:PORT" (read on a thread of its own: it blocks).
-        let handle = output.fileHandleForReading
-        let line: String = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var bytes: [UInt8] = []
-                while let byte = try? handle.read(upToCount: 1), let first = byte.first, first != 10 {
-                    bytes.append(first)
-                }
-                continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-            }
-        }
-        let port = try #require(line.hasPrefix("listening on ") ? line.split(separator: ":").last.flatMap { Int($0) } : nil, "\(line)")
+        let cirrusd = try await CirrusdChild.launch(["--port", "0", "--data-dir", directory, "--handshake-timeout", "60s"])
+        defer { cirrusd.stop() }
+        let port = cirrusd.port
         try await body(port)
     }
 
