@@ -79,17 +79,22 @@ trap 'kill -TERM $cluster_pid 2>/dev/null; wait $cluster_pid 2>/dev/null || true
 for _ in $(seq 1200); do grep -q "^Ctrl-C" "$out/cluster.out" && break; sleep 0.5; done
 grep -q "^Ctrl-C" "$out/cluster.out" || { cat "$out/cluster.log" >&2; exit 1; }
 nodes="127.0.0.1:$base_port,127.0.0.1:$((base_port + 1)),127.0.0.1:$((base_port + 2))"
-run_workloads "PostgreSQL, 1 node" "127.0.0.1:$base_port"
-run_workloads "PostgreSQL, 3 nodes" "$nodes" --spread --connections 3
-
-# 3. pgbench's simple update on the same server (its own database), 64 clients.
 psql_line=$(grep "psql -h" "$out/cluster.out")
 socket_dir=$(echo "$psql_line" | awk '{print $3}')
 pg_port=$(echo "$psql_line" | awk '{print $5}')
 as_postgres=()
 [ "$(id -u)" -eq 0 ] && as_postgres=(runuser -u postgres --)
-pgbench=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/pgbench
-"${as_postgres[@]}" "$(dirname "$pgbench")/createdb" -h "$socket_dir" -p "$pg_port" -U postgres pgbench
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+# A new database has no planner statistics until autovacuum first analyzes it: fill it a
+# little, then ANALYZE, so the runs measure the plans a database in service has.
+"$bin/cirrus" bench --server "127.0.0.1:$base_port" --op modify --concurrency 16 --duration 3s >/dev/null
+"${as_postgres[@]}" "$pg_bin/psql" -X -q -h "$socket_dir" -p "$pg_port" -U postgres -d cirrus -c ANALYZE
+run_workloads "PostgreSQL, 1 node" "127.0.0.1:$base_port"
+run_workloads "PostgreSQL, 3 nodes" "$nodes" --spread --connections 3
+
+# 3. pgbench's simple update on the same server (its own database), 64 clients.
+pgbench=$pg_bin/pgbench
+"${as_postgres[@]}" "$pg_bin/createdb" -h "$socket_dir" -p "$pg_port" -U postgres pgbench
 "${as_postgres[@]}" "$pgbench" -h "$socket_dir" -p "$pg_port" -U postgres -i -q -s 10 pgbench >/dev/null 2>&1
 seconds=${duration%s}
 "${as_postgres[@]}" "$pgbench" -h "$socket_dir" -p "$pg_port" -U postgres -b simple-update -c 64 -j 2 \

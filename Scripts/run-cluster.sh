@@ -72,7 +72,7 @@ printf '%s\n' "$password" >"$dir/pg/superuser-password"
 "${as_postgres[@]}" "$binaries/initdb" -D "$dir/pg/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
     --pwfile="$dir/pg/superuser-password" -E UTF8 --no-locale >"$dir/pg/initdb.log"
 "${as_postgres[@]}" "$binaries/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 120 \
-    -o "-p $pg_port -k $dir/pg -c listen_addresses=127.0.0.1 -c max_connections=$((30 * nodes + 20))" start >/dev/null
+    -o "-p $pg_port -k $dir/pg -c listen_addresses=127.0.0.1 -c max_connections=$((30 * nodes + 100))" start >/dev/null
 psql_admin() { "${as_postgres[@]}" "$binaries/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir/pg" -p "$pg_port" -U postgres "$@"; }
 psql_admin -d postgres -c "CREATE ROLE cirrus LOGIN PASSWORD '$password'" -c "CREATE DATABASE cirrus OWNER cirrus"
 echo "PostgreSQL $("$binaries/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port (data in $dir/pg)" >&2
