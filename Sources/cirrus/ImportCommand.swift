@@ -109,6 +109,10 @@ struct Import: AsyncParsableCommand {
             reporter.update(done: progress.rowsDone, total: progress.rowsTotal)
         }
         reporter.finish(done: summary.rows, total: summary.rows)
+        // The last batches' acknowledgements are sent as their results arrive: a Ping after
+        // them, answered after the server read them, keeps the process from exiting before
+        // they left (the server would list those batches as completed, unacknowledged).
+        try? await container.ping()
         for row in summary.skipped {
             Terminal.note("skipped \(row)")
         }
