@@ -85,8 +85,9 @@ pg_port=$(echo "$psql_line" | awk '{print $5}')
 as_postgres=()
 [ "$(id -u)" -eq 0 ] && as_postgres=(runuser -u postgres --)
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-# A new database has no planner statistics until autovacuum first analyzes it: fill it a
-# little, then ANALYZE, so the runs measure the plans a database in service has.
+# A new database has no planner statistics until its tables are first analyzed (by the node
+# after its first 500 items, or autovacuum): fill it a little, then ANALYZE, so every run
+# measures the plans a database in service has.
 "$bin/cirrus" bench --server "127.0.0.1:$base_port" --op modify --concurrency 16 --duration 3s >/dev/null
 "${as_postgres[@]}" "$pg_bin/psql" -X -q -h "$socket_dir" -p "$pg_port" -U postgres -d cirrus -c ANALYZE
 run_workloads "PostgreSQL, 1 node" "127.0.0.1:$base_port"

@@ -121,7 +121,9 @@ public final class PostgresStorage: RecordSyncStorage {
         self.maxItemsPerOperation = maxItemsPerOperation
         self.queryCursorLifetime = queryCursorLifetime
         let observers = commitObservers
+        let statistics = PostgresColdStatistics(client: client, leaseTimeout: leaseTimeout, logger: logger)
         self.writes = PostgresWriteQueue(client: client, logger: logger, leaseTimeout: leaseTimeout) { commit in
+            statistics.noteWritten(commit.items)
             for observer in observers.withLock({ $0 }) { observer(commit) }
         }
         // The pool leases only while run() runs: the open returns once the task that runs it
