@@ -137,30 +137,7 @@ enum PostgresIndexRows {
     /// Schema v7's backfill: the index rows and system-field columns of every record stored
     /// before, a thousand records per read, in key order.
     static func backfill(_ connection: PostgresConnection, _ logger: Logger) async throws {
-        typealias Row = (String, String, Int32, Int64, String, ByteBuffer)
-        var after: Row?
-        while true {
-            var bindings = PostgresBindings(capacity: 5)
-            var condition = ""
-            if let after {
-                bindings.append(after.0)
-                bindings.append(after.1)
-                bindings.append(after.2)
-                bindings.append(after.3)
-                bindings.append(after.4)
-                condition = "WHERE (container, owner, scope, zone_id, name) > ($1, $2, $3, $4, $5)"
-            }
-            let rows = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        SELECT container, owner, scope, zone_id, name, data FROM records \(condition)
-                        ORDER BY container, owner, scope, zone_id, name LIMIT 1000
-                        """,
-                    binds: bindings), logger: logger)
-            var batch: [Row] = []
-            for try await row in rows.decode(Row.self) { batch.append(row) }
-            guard let last = batch.last else { return }
-            after = last
+        try await PostgresRows.forEachBatchOfStoredRecords(connection, logger) { batch in
             // Written per zone, in the order read.
             var start = 0
             while start < batch.count {
@@ -168,25 +145,17 @@ enum PostgresIndexRows {
                 var end = start
                 var columns = Columns(indexingWords: false)
                 var system = SystemColumns()
-                while end < batch.count, batch[end].0 == first.0, batch[end].1 == first.1, batch[end].2 == first.2,
-                    batch[end].3 == first.3
-                {
-                    let record: Wire.Record
-                    do {
-                        record = try Wire.Record(serializedBytes: Array(buffer: batch[end].5))
-                    } catch {
-                        throw StoreError(.corruptData, "stored record \(batch[end].4) does not decode: \(error)")
-                    }
-                    columns.append(record, name: batch[end].4)
-                    system.append(record, name: batch[end].4)
+                while end < batch.count, batch[end].sharesZone(with: first) {
+                    columns.append(batch[end].record, name: batch[end].name)
+                    system.append(batch[end].record, name: batch[end].name)
                     end += 1
                 }
                 var database = PostgresBindings(capacity: 16)
-                database.append(first.0)
-                database.append(first.1)
-                database.append(first.2)
-                try await write(columns, replacing: [], zoneID: first.3, database: database, connection, logger)
-                try await system.write(zoneID: first.3, database: database, connection, logger)
+                database.append(first.container)
+                database.append(first.owner)
+                database.append(first.scope)
+                try await write(columns, replacing: [], zoneID: first.zoneID, database: database, connection, logger)
+                try await system.write(zoneID: first.zoneID, database: database, connection, logger)
                 start = end
             }
         }

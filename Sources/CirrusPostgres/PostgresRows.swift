@@ -234,3 +234,67 @@ enum PostgresRows {
         return result
     }
 }
+
+/// A stored record as a migration's backfill reads it: where it is, its name, and the record.
+struct StoredRecordRow {
+    var container: String
+    var owner: String
+    var scope: Int32
+    var zoneID: Int64
+    var name: String
+    var record: Wire.Record
+
+    /// Whether `other` is a record of the same zone.
+    func sharesZone(with other: StoredRecordRow) -> Bool {
+        container == other.container && owner == other.owner && scope == other.scope && zoneID == other.zoneID
+    }
+}
+
+extension PostgresRows {
+    /// Calls `body` with every stored record, a thousand per read, in key order (so the records
+    /// of one zone come together): what a migration's backfill derives its rows from.
+    ///
+    /// - throws: ``StoreError`` `.corruptData` for a stored record that does not decode.
+    static func forEachBatchOfStoredRecords(
+        _ connection: PostgresConnection, _ logger: Logger, _ body: ([StoredRecordRow]) async throws -> Void
+    ) async throws {
+        typealias Row = (String, String, Int32, Int64, String, ByteBuffer)
+        var after: Row?
+        while true {
+            var bindings = PostgresBindings(capacity: 5)
+            var condition = ""
+            if let after {
+                bindings.append(after.0)
+                bindings.append(after.1)
+                bindings.append(after.2)
+                bindings.append(after.3)
+                bindings.append(after.4)
+                condition = "WHERE (container, owner, scope, zone_id, name) > ($1, $2, $3, $4, $5)"
+            }
+            let rows = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT container, owner, scope, zone_id, name, data FROM records \(condition)
+                        ORDER BY container, owner, scope, zone_id, name LIMIT 1000
+                        """,
+                    binds: bindings), logger: logger)
+            var read: [Row] = []
+            for try await row in rows.decode(Row.self) { read.append(row) }
+            guard let last = read.last else { return }
+            after = last
+            var batch: [StoredRecordRow] = []
+            batch.reserveCapacity(read.count)
+            for row in read {
+                let record: Wire.Record
+                do {
+                    record = try Wire.Record(serializedBytes: Array(buffer: row.5))
+                } catch {
+                    throw StoreError(.corruptData, "stored record \(row.4) does not decode: \(error)")
+                }
+                batch.append(
+                    StoredRecordRow(container: row.0, owner: row.1, scope: row.2, zoneID: row.3, name: row.4, record: record))
+            }
+            try await body(batch)
+        }
+    }
+}

@@ -63,52 +63,23 @@ enum PostgresTextRows {
     /// Schema v10's backfill: the words of every record stored before, a thousand records per
     /// read, in key order.
     static func backfill(_ connection: PostgresConnection, _ logger: Logger) async throws {
-        typealias Row = (String, String, Int32, Int64, String, ByteBuffer)
-        var after: Row?
-        while true {
-            var bindings = PostgresBindings(capacity: 5)
-            var condition = ""
-            if let after {
-                bindings.append(after.0)
-                bindings.append(after.1)
-                bindings.append(after.2)
-                bindings.append(after.3)
-                bindings.append(after.4)
-                condition = "WHERE (container, owner, scope, zone_id, name) > ($1, $2, $3, $4, $5)"
-            }
-            let rows = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        SELECT container, owner, scope, zone_id, name, data FROM records \(condition)
-                        ORDER BY container, owner, scope, zone_id, name LIMIT 1000
-                        """,
-                    binds: bindings), logger: logger)
-            var batch: [Row] = []
-            for try await row in rows.decode(Row.self) { batch.append(row) }
-            guard let last = batch.last else { return }
-            after = last
+        try await PostgresRows.forEachBatchOfStoredRecords(connection, logger) { batch in
             var containers: [String] = []
             var owners: [String] = []
             var scopes: [Int32] = []
             var zones: [Int64] = []
             var columns = Columns()
             for row in batch {
-                let record: Wire.Record
-                do {
-                    record = try Wire.Record(serializedBytes: Array(buffer: row.5))
-                } catch {
-                    throw StoreError(.corruptData, "stored record \(row.4) does not decode: \(error)")
-                }
                 let before = columns.names.count
-                columns.append(record, name: row.4)
+                columns.append(row.record, name: row.name)
                 for _ in before..<columns.names.count {
-                    containers.append(row.0)
-                    owners.append(row.1)
-                    scopes.append(row.2)
-                    zones.append(row.3)
+                    containers.append(row.container)
+                    owners.append(row.owner)
+                    scopes.append(row.scope)
+                    zones.append(row.zoneID)
                 }
             }
-            guard !columns.names.isEmpty else { continue }
+            guard !columns.names.isEmpty else { return }
             var insert = PostgresBindings(capacity: 6)
             insert.append(containers)
             insert.append(owners)
