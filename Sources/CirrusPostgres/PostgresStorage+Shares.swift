@@ -160,14 +160,7 @@ extension PostgresStorage: ShareStorage {
         return try await snapshot { connection in
             var answers: [String?] = []
             for lookup in lookups {
-                let name: String?
-                if case .userRecordName(let user) = lookup {
-                    name = user
-                } else if let stored = DirectoryRules.storedLookup(lookup) {
-                    name = try await Self.lookupOwner(stored, connection, logger)
-                } else {
-                    name = nil
-                }
+                let name = try await Self.userName(of: lookup, connection, logger)
                 guard let name, let user = try await Self.directoryUsers([name], connection, logger).first, !user.isDisabled
                 else {
                     answers.append(nil)

@@ -175,6 +175,16 @@ extension PostgresStorage: UserStorage {
         }
     }
 
+    /// The user `lookup` names: its record name as given, or the owner of its email address or
+    /// phone number; nil when nobody claimed it (or it is not a lookup value the directory keeps).
+    static func userName(
+        of lookup: UserLookup, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws -> String? {
+        if case .userRecordName(let user) = lookup { return user }
+        guard let stored = DirectoryRules.storedLookup(lookup) else { return nil }
+        return try await lookupOwner(stored, connection, logger)
+    }
+
     /// One answer per lookup, in order: the user it finds, or nil when it finds nobody who is
     /// discoverable in `container` and enabled (the same answer as for nobody).
     ///
@@ -185,14 +195,7 @@ extension PostgresStorage: UserStorage {
         return try await snapshot { connection in
             var answers: [DirectoryUser?] = []
             for lookup in lookups {
-                let name: String?
-                if case .userRecordName(let user) = lookup {
-                    name = user
-                } else if let stored = DirectoryRules.storedLookup(lookup) {
-                    name = try await Self.lookupOwner(stored, connection, logger)
-                } else {
-                    name = nil
-                }
+                let name = try await Self.userName(of: lookup, connection, logger)
                 guard let name, try await Self.isDiscoverable(name, in: container, connection, logger) else {
                     answers.append(nil)
                     continue
