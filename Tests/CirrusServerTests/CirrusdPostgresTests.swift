@@ -92,4 +92,25 @@ struct CirrusdPostgresTests {
         #expect(wrong.status != 0)
         #expect(!wrong.output.contains(password))
     }
+
+    @Test func badDatabaseSettingsAreAClearErrorBeforeAnythingStarts() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-pgbad-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let bare = "postgres://cirrus@127.0.0.1:1/cirrus"
+        let cases: [([String], String)] = [
+            (["--node-id", ""], "--node-id must be 1 to 128 bytes"),
+            (["--database-connections", "1"], "--database-connections must be at least 2"),
+            (["--database-password-file", directory + "/pw"], "--database-password-file needs --database"),
+            (["--database", bare, "--database-password-file", directory + "/none"], "cannot read"),
+            (
+                ["--database", bare, "--backup-dir", directory, "--metrics-address", "127.0.0.1:0"],
+                "back a PostgreSQL database up with pg_dump"
+            ),
+        ]
+        for (arguments, message) in cases {
+            let run = try await runCirrusd(arguments + ["--port", "0", "--data-dir", directory], environment: environment())
+            #expect(run.status != 0, "\(arguments): \(run.output)")
+            #expect(run.output.contains(message), "\(arguments): \(run.output)")
+        }
+    }
 }
