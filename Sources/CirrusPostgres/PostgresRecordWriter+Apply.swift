@@ -12,6 +12,8 @@ extension PostgresRecordWriter {
     struct Written {
         var saved: [(Int, Wire.Record)] = []
         var cascaded: [Wire.RecordID] = []
+        /// The name of the deleted record each of `cascaded` was deleted with.
+        var cascadedFrom: [String] = []
         var changes: [RecordChange] = []
     }
 
@@ -123,6 +125,7 @@ extension PostgresRecordWriter {
         for name in deleted.names {
             let cascade = try await cascade(from: name, in: zone.name, matching: subscriptions)
             written.cascaded += cascade.map { $0.recordID }
+            written.cascadedFrom += cascade.map { _ in name }
             let reported = cascade.filter { collecting || $0.inSharedZone }
             if !reported.isEmpty { cascades[name] = reported.map { $0.change } }
         }

@@ -39,6 +39,64 @@ struct PostgresRecordWriter {
         var notified: [String: [StoredNotification]]
     }
 
+    /// A planned request of `user` (at `now`) waiting in its database's write queue, which
+    /// runs it with the requests beside it when they may run together
+    /// (``PostgresWriteQueue``, ``run(_:in:_:_:)``).
+    struct Request: Sendable {
+        var plan: RecordModificationPlan
+        var user: String
+        var now: Wire.Timestamp
+        var subscriptionCache: PostgresSubscriptionCache
+
+        /// Carries out `requests` (gathered by ``Together``) in one
+        /// ``PostgresRecordWriter/modify(_:)-([RecordModificationPlan])`` of their user, at
+        /// the latest of their times. One outcome per request.
+        static func run(
+            _ requests: [Request], in key: DatabaseKey, _ connection: PostgresConnection, _ logger: Logger
+        ) async throws -> [Outcome] {
+            guard let first = requests.first else { return [] }
+            let now = requests.map(\.now).max { RecordCodec.nanoseconds($0) < RecordCodec.nanoseconds($1) } ?? first.now
+            let writer = PostgresRecordWriter(
+                connection: connection, key: key, user: first.user, now: now, logger: logger,
+                subscriptionCache: first.subscriptionCache)
+            return try await writer.modify(requests.map(\.plan))
+        }
+    }
+
+    /// Requests that may run together in one ``modify(_:)-([RecordModificationPlan])``, as one
+    /// after the other would, gathered one at a time: the requests of one user, none of them
+    /// a participant's write through their shared database, a deletion (its cascade reaches
+    /// records no name of the request says) or a save of a share, no record named by two of
+    /// them. Any request may run alone.
+    struct Together {
+        private(set) var requests: [Request] = []
+        /// The records the requests name (zone, name).
+        private var named = Set<[String]>()
+        /// False once a request that must run alone is here.
+        private var isOpen = true
+
+        /// Adds `next` when it may run with the requests gathered; false (and nothing changes)
+        /// when it may not.
+        mutating func add(_ next: Request) -> Bool {
+            guard requests.isEmpty || (isOpen && next.user == requests[0].user && Self.mayJoin(next.plan)) else {
+                return false
+            }
+            let names = next.plan.groups.flatMap { group in
+                group.items.compactMap { $0.problem == nil ? recordName(of: $0.item).map { [group.zoneName, $0] } : nil }
+            }
+            guard requests.isEmpty || names.allSatisfy({ !named.contains($0) }) else { return false }
+            if requests.isEmpty { isOpen = Self.mayJoin(next.plan) }
+            named.formUnion(names)
+            requests.append(next)
+            return true
+        }
+
+        private static func mayJoin(_ plan: RecordModificationPlan) -> Bool {
+            plan.request.sharedScope == nil && plan.request.recordIDsToDelete.isEmpty
+                && !plan.groups.contains(where: savesShares)
+        }
+    }
+
     /// A save whose checks all passed.
     struct PreparedSave {
         var index: Int
@@ -59,111 +117,200 @@ struct PostgresRecordWriter {
         case save(PreparedSave)
         /// A deletion; `existing` nil when the record does not exist (it succeeds, writing nothing).
         case delete(index: Int, name: String, existing: PostgresRecordRow?)
+
+        /// Whether it changes the zone (a deletion of a record that does not exist does not).
+        var changes: Bool {
+            if case .delete(_, _, nil) = self { false } else { true }
+        }
     }
 
     /// Carries out a planned request; each zone it writes moves to the database's next change
     /// sequence. What the changes fire is stored in the same transaction
     /// (``PostgresNotificationWriter``).
     func modify(_ plan: RecordModificationPlan) async throws -> Outcome {
-        let request = plan.request
-        var saves = plan.saves
-        var deletes = plan.deletes
-        func fail(_ item: Item, _ failure: ItemFailure) {
-            switch item {
-            case .save(let i, _): saves[i].result = .failure(failure)
-            case .delete(let i, _): deletes[i].failure = failure
-            }
-        }
+        try await modify([plan])[0]
+    }
 
-        var cascaded: [Wire.RecordID] = []
-        // Asset contents the request's written saves brought: a later save may name them alone.
+    /// Carries out planned requests of this writer's user as if one ran after the other in
+    /// their order, with the statements of the single request: each zone is read once for all
+    /// the requests naming it, and its writes go in one set of statements (one change sequence
+    /// of the database for the zone), however many requests they come from. One outcome per
+    /// request, in order; the notifications of all of them in the first.
+    ///
+    /// The requests must be ones that may run together (``Together``, each naming records no
+    /// other one names): each request then sees the zone as the requests before
+    /// it left it, as running them in turn would — its checks read only the rows of its own
+    /// names, the names the requests before it saved (a `deleteSelf` target), and the asset
+    /// contents they brought.
+    func modify(_ plans: [RecordModificationPlan]) async throws -> [Outcome] {
+        var progress = plans.map { Progress(saves: $0.saves, deletes: $0.deletes) }
+        // Asset contents the requests' written saves brought: a later save may name them alone.
         var arrived = Set<[UInt8]>()
-        // Read with the first zone: a request that writes no zone changes nothing to match.
+        // Read with the first zone: requests that write no zone change nothing to match.
         var subscriptions: SubscriptionSet?
         var changes: [RecordChange] = []
-        shares.sharedScope = request.sharedScope
-        for group in plan.groups {
-            let names = group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil }
+        // Several requests together hold no participant's write (see ``Together``).
+        shares.sharedScope = plans.count == 1 ? plans[0].request.sharedScope : nil
+        for (zoneName, groups) in Self.groupsByZone(plans) {
+            let names = groups.flatMap { $0.group.items.compactMap { $0.problem == nil ? Self.recordName(of: $0.item) : nil } }
             guard
                 let (zone, existing, generation, isShared) = try await PostgresRows.liveZoneAndRecords(
-                    connection, key, group.zoneName, names: names, logger)
+                    connection, key, zoneName, names: names, logger)
             else {
-                for entry in group.items {
-                    fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(group.zoneName) does not exist"))
+                for (p, group) in groups {
+                    for entry in group.items {
+                        progress[p].fail(entry.item, RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
+                    }
                 }
                 continue
             }
             if subscriptions == nil {
                 subscriptions = try await subscriptionCache.subscriptions(connection, key, generation: generation, logger)
             }
-            if isShared || request.sharedScope != nil || Self.savesShares(group) {
+            let matching = subscriptions ?? SubscriptionSet()
+            if isShared || shares.sharedScope != nil || groups.contains(where: { Self.savesShares($0.group) }) {
                 // Shares make an item's checks depend on the items before it: one at a time.
-                let written = try await modifyOneByOne(
-                    group, of: request, in: zone, matching: subscriptions ?? SubscriptionSet(), arrived: &arrived)
-                for (item, result) in written.outcomes {
-                    switch result {
-                    case .failure(let failure): fail(item, failure)
-                    case .success(let record): if case .save(let index, _) = item, let record { saves[index].result = .success(record) }
+                for (p, group) in groups {
+                    let written = try await modifyOneByOne(
+                        group, of: plans[p].request, in: zone, matching: matching, arrived: &arrived)
+                    for (item, result) in written.outcomes {
+                        switch result {
+                        case .failure(let failure): progress[p].fail(item, failure)
+                        case .success(let record):
+                            if case .save(let index, _) = item, let record { progress[p].saves[index].result = .success(record) }
+                        }
                     }
+                    progress[p].cascaded += written.cascaded
+                    changes += written.changes
                 }
-                cascaded += written.cascaded
-                changes += written.changes
                 continue
             }
             shares.knowUnshared(zone.id)
-            var writes: [Write] = []
-            var failures: [(Item, ItemFailure)] = []
-            for entry in group.items {
-                if let problem = entry.problem {
-                    failures.append((entry.item, problem))
-                    continue
-                }
-                switch entry.item {
-                case .save(let index, let record):
-                    let name = record.recordID?.recordName ?? ""
-                    switch try check(record, index: index, existing: existing[name], in: zone, policy: request.savePolicy) {
-                    case .failure(let failure): failures.append((entry.item, failure))
-                    case .success(let prepared): writes.append(.save(prepared))
+            // Every request's checked writes of the zone, in order, with the request of each.
+            var writes: [(plan: Int, write: Write)] = []
+            // The names the requests before saved, and the client change token the zone keeps.
+            var saved = Set<String>()
+            var token: Data?
+            for (p, group) in groups {
+                let request = plans[p].request
+                var (checked, failures) = try check(group, existing: existing, in: zone, policy: request.savePolicy)
+                try await checkDeleteSelfTargets(
+                    &checked, &failures, of: group, in: zone, existing: existing, savedBefore: saved)
+                try await checkAssets(&checked, &failures, arrived: arrived)
+                if request.isAtomic && !failures.isEmpty {
+                    let failure = RecordCodec.error(.batchRequestFailed, "another item of zone \(zone.name) failed")
+                    for write in checked { progress[p].fail(write, failure) }
+                } else {
+                    writes += checked.map { (p, $0) }
+                    for case .save(let prepared) in checked {
+                        arrived.formUnion(prepared.assets.map(\.sha256))
+                        saved.insert(prepared.record.recordID?.recordName ?? "")
                     }
-                case .delete(let index, let recordID):
-                    let name = recordID.recordName
-                    if let failure = checkDelete(name, existing: existing[name], in: zone) {
-                        failures.append((entry.item, failure))
-                    } else {
-                        writes.append(.delete(index: index, name: name, existing: existing[name]))
+                    // The zone keeps the token of the last request that changed it.
+                    if !request.clientChangeToken.isEmpty && checked.contains(where: \.changes) {
+                        token = Data(request.clientChangeToken)
                     }
                 }
+                for (item, failure) in failures { progress[p].fail(item, failure) }
             }
-            try await checkDeleteSelfTargets(&writes, &failures, of: group, in: zone, existing: existing)
-            try await checkAssets(&writes, &failures, arrived: arrived)
-            if request.isAtomic && !failures.isEmpty {
-                let failure = RecordCodec.error(.batchRequestFailed, "another item of zone \(zone.name) failed")
-                for write in writes {
-                    switch write {
-                    case .save(let prepared): saves[prepared.index].result = .failure(failure)
-                    case .delete(let index, _, _): deletes[index].failure = failure
-                    }
-                }
-            } else {
-                let token = request.clientChangeToken.isEmpty ? nil : Data(request.clientChangeToken)
-                let written = try await apply(
-                    writes, in: zone, clientChangeToken: token, matching: subscriptions ?? SubscriptionSet())
-                for (index, record) in written.saved { saves[index].result = .success(record) }
-                for case .save(let prepared) in writes { arrived.formUnion(prepared.assets.map(\.sha256)) }
-                cascaded += written.cascaded
-                changes += written.changes
+            let written = try await apply(writes.map(\.write), in: zone, clientChangeToken: token, matching: matching)
+            // `saved` follows the order of the saves, `cascaded` that of the deletions.
+            let savers = writes.compactMap { if case .save = $0.write { $0.plan } else { nil } }
+            for (p, (index, record)) in zip(savers, written.saved) { progress[p].saves[index].result = .success(record) }
+            var deleters: [String: Int] = [:]
+            for case (let p, .delete(_, let name, _)) in writes { deleters[name] = p }
+            for (source, recordID) in zip(written.cascadedFrom, written.cascaded) {
+                progress[deleters[source] ?? 0].cascaded.append(recordID)
             }
-            for (item, failure) in failures { fail(item, failure) }
+            changes += written.changes
         }
-        let result = RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
-        guard let subscriptions, !changes.isEmpty else { return Outcome(result: result, notified: [:]) }
+        var outcomes = progress.map { Outcome(result: $0.result, notified: [:]) }
+        guard let subscriptions, !changes.isEmpty else { return outcomes }
         // The database's own subscriptions, and its shared zones' participants' in their shared
         // databases, their feeds moved together.
         let batches =
             [PostgresNotificationWriter.Batch(subscriptions: subscriptions, key: key, records: changes)]
             + (try await sharedSubscriptionBatches(changes))
-        let notified = try await PostgresNotificationWriter.fire(batches, in: key.container, now: now, connection, logger)
-        return Outcome(result: result, notified: notified)
+        outcomes[0].notified = try await PostgresNotificationWriter.fire(
+            batches, in: key.container, now: now, connection, logger)
+        return outcomes
+    }
+
+    /// The groups of `plans` by zone, the zones in order of first appearance, each zone's
+    /// groups in the order of their requests.
+    private static func groupsByZone(
+        _ plans: [RecordModificationPlan]
+    ) -> [(zoneName: String, groups: [(plan: Int, group: RecordModificationPlan.Group)])] {
+        var zones: [(zoneName: String, groups: [(plan: Int, group: RecordModificationPlan.Group)])] = []
+        var position: [String: Int] = [:]
+        for (p, plan) in plans.enumerated() {
+            for group in plan.groups {
+                if let i = position[group.zoneName] {
+                    zones[i].groups.append((p, group))
+                } else {
+                    position[group.zoneName] = zones.count
+                    zones.append((group.zoneName, [(p, group)]))
+                }
+            }
+        }
+        return zones
+    }
+
+    /// What one request of ``modify(_:)-([RecordModificationPlan])`` has come to so far.
+    private struct Progress {
+        var saves: [RecordSaveOutcome]
+        var deletes: [RecordDeletion]
+        var cascaded: [Wire.RecordID] = []
+
+        mutating func fail(_ item: Item, _ failure: ItemFailure) {
+            switch item {
+            case .save(let i, _): saves[i].result = .failure(failure)
+            case .delete(let i, _): deletes[i].failure = failure
+            }
+        }
+
+        mutating func fail(_ write: Write, _ failure: ItemFailure) {
+            switch write {
+            case .save(let prepared): saves[prepared.index].result = .failure(failure)
+            case .delete(let i, _, _): deletes[i].failure = failure
+            }
+        }
+
+        var result: RecordModificationResult {
+            RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
+        }
+    }
+
+    /// Runs the checks of a group's items that read nothing but the zone's stored rows of
+    /// their names (`existing`): the writes of those that pass, the failures of the others.
+    private func check(
+        _ group: RecordModificationPlan.Group, existing: [String: PostgresRecordRow], in zone: PostgresZoneRow,
+        policy: Wire.SavePolicy
+    ) throws -> (writes: [Write], failures: [(Item, ItemFailure)]) {
+        var writes: [Write] = []
+        var failures: [(Item, ItemFailure)] = []
+        for entry in group.items {
+            if let problem = entry.problem {
+                failures.append((entry.item, problem))
+                continue
+            }
+            switch entry.item {
+            case .save(let index, let record):
+                let name = record.recordID?.recordName ?? ""
+                switch try check(record, index: index, existing: existing[name], in: zone, policy: policy) {
+                case .failure(let failure): failures.append((entry.item, failure))
+                case .success(let prepared): writes.append(.save(prepared))
+                }
+            case .delete(let index, let recordID):
+                let name = recordID.recordName
+                if let failure = checkDelete(name, existing: existing[name], in: zone) {
+                    failures.append((entry.item, failure))
+                } else {
+                    writes.append(.delete(index: index, name: name, existing: existing[name]))
+                }
+            }
+        }
+        return (writes, failures)
     }
 
     /// Fails the saves of `writes` whose `deleteSelf` reference names a record of the zone
@@ -172,9 +319,11 @@ struct PostgresRecordWriter {
     ///
     /// The group's checks all see the zone as it was before the request, so a record the
     /// group deletes counts as gone for every save of the group, whatever their order.
+    /// `savedBefore` names the records requests written before the group's in the same
+    /// statements save (``modify(_:)-([RecordModificationPlan])``): they count as stored.
     func checkDeleteSelfTargets(
         _ writes: inout [Write], _ failures: inout [(Item, ItemFailure)], of group: RecordModificationPlan.Group,
-        in zone: PostgresZoneRow, existing: [String: PostgresRecordRow]
+        in zone: PostgresZoneRow, existing: [String: PostgresRecordRow], savedBefore: Set<String> = []
     ) async throws {
         var deletedNames = Set<String>()
         var targets: [Int: [String]] = [:]
@@ -189,9 +338,9 @@ struct PostgresRecordWriter {
             }
         }
         guard !targets.isEmpty else { return }
-        let unread = Set(targets.values.joined()).filter { existing[$0] == nil }
+        let unread = Set(targets.values.joined()).filter { existing[$0] == nil && !savedBefore.contains($0) }
         let stored = try await PostgresRows.existingNames(connection, key, zoneID: zone.id, names: Array(unread), logger)
-            .union(existing.keys)
+            .union(existing.keys).union(savedBefore)
         var kept: [Write] = []
         for (position, write) in writes.enumerated() {
             guard case .save(let prepared) = write, let names = targets[position],

@@ -30,13 +30,13 @@ extension PostgresStorage {
         }
         let now = clock()
         let plan = RecordModificationPlan(modification, in: key)
-        let logger = self.logger
         let weight = modification.recordsToSave.count + modification.recordIDsToDelete.count
-        let cache = subscriptionCache
-        let outcome = try await write(in: key, weight: weight) { connection in
-            let writer = PostgresRecordWriter(
-                connection: connection, key: key, user: user, now: now, logger: logger, subscriptionCache: cache)
-            return try await writer.modify(plan)
+        let request = PostgresRecordWriter.Request(plan: plan, user: user, now: now, subscriptionCache: subscriptionCache)
+        let outcome: PostgresRecordWriter.Outcome
+        do {
+            outcome = try await writes.modify(request, in: key, weight: weight)
+        } catch {
+            throw Self.storeError(error)
         }
         notifications.announce(in: key.container, outcome.notified)
         return outcome.result

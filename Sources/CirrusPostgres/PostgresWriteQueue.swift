@@ -27,6 +27,10 @@ import Synchronization
 final class PostgresWriteQueue: Sendable {
     struct Job: Sendable {
         var body: @Sendable (PostgresConnection) async throws -> any Sendable
+        /// Set for a modification of records, which shares its statements with the
+        /// modifications beside it in the batch when they may run together
+        /// (``PostgresRecordWriter/Together``); `body` runs it alone.
+        var modification: PostgresRecordWriter.Request?
         var continuation: CheckedContinuation<any Sendable, any Error>
     }
 
@@ -60,9 +64,34 @@ final class PostgresWriteQueue: Sendable {
     func write<T: Sendable>(
         in key: DatabaseKey, weight: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
+        try await enqueue(in: key, weight: weight, modification: nil, body)
+    }
+
+    /// Carries out `request` in the next transaction of `key`'s database, in the same
+    /// statements as the modifications beside it that may run with it
+    /// (``PostgresRecordWriter/Together``): under load, the single saves of many clients of
+    /// one database cost the statements of one request. Returns once that transaction committed.
+    ///
+    /// - throws: as ``write(in:weight:_:)``.
+    func modify(
+        _ request: PostgresRecordWriter.Request, in key: DatabaseKey, weight: Int
+    ) async throws -> PostgresRecordWriter.Outcome {
+        let logger = self.logger
+        return try await enqueue(in: key, weight: weight, modification: request) { connection in
+            let outcomes = try await PostgresRecordWriter.Request.run([request], in: key, connection, logger)
+            guard let outcome = outcomes.first else { throw StoreError(.storageFailure, "a modification had no outcome") }
+            return outcome
+        }
+    }
+
+    private func enqueue<T: Sendable>(
+        in key: DatabaseKey, weight: Int, modification: PostgresRecordWriter.Request?,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         let value = try await withCheckedThrowingContinuation {
             (continuation: CheckedContinuation<any Sendable, any Error>) in
-            let job = Job(body: { connection in try await body(connection) }, continuation: continuation)
+            let job = Job(
+                body: { connection in try await body(connection) }, modification: modification, continuation: continuation)
             let mustDrain = queues.withLock { queues in
                 queues[key, default: WriteBatchQueue(maxWeightPerTransaction: maxWeightPerTransaction)]
                     .append(job, weight: weight)
@@ -125,15 +154,28 @@ final class PostgresWriteQueue: Sendable {
         try await begin(key, connection, logger)
         var values: [any Sendable] = []
         values.reserveCapacity(batch.count)
-        for job in batch {
+        var next = 0
+        while next < batch.count {
+            // The next statements run the modifications that may run together from here, or
+            // one job.
+            var together = PostgresRecordWriter.Together()
+            var end = next
+            while end < batch.count, let request = batch[end].modification, together.add(request) { end += 1 }
             do {
-                values.append(try await job.body(connection))
+                if end > next {
+                    let outcomes = try await PostgresRecordWriter.Request.run(together.requests, in: key, connection, logger)
+                    values += outcomes.map { $0 as any Sendable }
+                } else {
+                    values.append(try await batch[next].body(connection))
+                    end = next + 1
+                }
             } catch {
                 try await rollback(after: error, connection, logger)
                 // A lone job's error is its own; the rollback undid what it wrote.
                 if batch.count == 1 { return [.failure(error)] }
                 return nil
             }
+            next = end
         }
         try await commit(connection, logger)
         return values.map { .success($0) }

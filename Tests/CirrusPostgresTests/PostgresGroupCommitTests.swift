@@ -180,12 +180,130 @@ struct PostgresGroupCommitTests {
             }
             // Every save once, each at the zone's next sequence: 1 ... 100, no gap, no repeat.
             #expect(seqs == Array(1...Int64(tasks * perTask / 2)), "\(key)")
-            #expect(try await reader.zoneChanges(in: key, since: 0, limit: 10).headSeq == Int64(tasks * perTask / 2))
         }
         let shared = commits.all.filter { $0.jobs > 1 }
         #expect(!shared.isEmpty, "some saves shared a transaction")
+        // Saves of one zone that share statements move the database's feed once together.
+        for key in [alice, bob] {
+            let head = try await reader.zoneChanges(in: key, since: 0, limit: 10).headSeq
+            #expect(head >= 1 && head <= Int64(tasks * perTask / 2), "\(key)")
+        }
         #expect(commits.all.reduce(0) { $0 + $1.jobs } == tasks * perTask)
         await writer.close()
         await reader.close()
+    }
+
+    // MARK: - Modifications that share statements
+
+    private func record(
+        _ name: String, zone: String = "_defaultZone", tag: String = "", _ fields: [Wire.RecordField] = []
+    ) -> Wire.Record {
+        Wire.Record(
+            recordID: Wire.RecordID(recordName: name, zoneID: zoneID(zone)), recordType: "Note", recordChangeTag: tag,
+            fields: fields)
+    }
+
+    private func pointing(to target: String, _ name: String) -> Wire.Record {
+        let reference = Wire.Reference(
+            recordID: Wire.RecordID(recordName: target, zoneID: zoneID("_defaultZone")), action: .deleteSelf)
+        return record(name, [Wire.RecordField(key: "up", value: Wire.FieldValue(kind: .referenceValue(reference)))])
+    }
+
+    @Test func singleSavesOfOneUserRunInTheStatementsOfOneRequest() async throws {
+        try await withPostgresStore { storage in
+            let commits = Commits()
+            commits.observe(storage)
+            let outcomes = try await lineUp(30, on: storage) { index in
+                try await storage.modifyRecords(
+                    RecordModification(saving: [record("s\(index)")], clientChangeToken: Array("token \(index)".utf8)),
+                    in: alice, by: "_alice")
+            }
+            var tags = Set<String>()
+            for (index, outcome) in outcomes {
+                let saved = try outcome.get()
+                #expect(!saved.hasFailures, "save \(index)")
+                if let tag = saved.saves.first?.value?.recordChangeTag { tags.insert(tag) }
+            }
+            #expect(tags.count == 30, "each save has its own change tag")
+            #expect(commits.all.contains { $0.jobs == 30 }, "\(commits.all.map(\.jobs))")
+            let batch = try await storage.recordChanges(
+                in: zoneID("_defaultZone"), of: alice, since: 0, limit: 100, desiredKeys: nil)
+            #expect(Set(batch.changed.compactMap { $0.recordID?.recordName }) == Set((0..<30).map { "s\($0)" }))
+            #expect(batch.lastSeq == 30 && batch.changed.count == 30)
+            // One write of the zone for the 30 requests: the database's feed moved once, and
+            // the zone keeps the token of the last request in the queue's order.
+            #expect(try await storage.zoneChanges(in: alice, since: 0, limit: 10).headSeq == 1)
+            #expect(batch.clientChangeToken.starts(with: Array("token ".utf8)))
+        }
+    }
+
+    @Test func requestsThatShareStatementsSeeTheRequestsBeforeThemAsIfTheyRanInTurn() async throws {
+        try await withPostgresStore { storage in
+            let setup = try await storage.modifyRecords(
+                RecordModification(saving: [record("stored"), record("kept")]), in: alice, by: "_alice")
+            let storedTag = try #require(setup.saves[0].value?.recordChangeTag)
+            let commits = Commits()
+            commits.observe(storage)
+            let requests: [RecordModification] = [
+                // 0: a new record.
+                RecordModification(saving: [record("target")]),
+                // 1: a deleteSelf reference to the record request 0 saves (not stored before).
+                RecordModification(saving: [pointing(to: "target", "child")]),
+                // 2: a stale change tag: fails alone.
+                RecordModification(saving: [record("stored", tag: "stale")]),
+                // 3: atomic, one item stale: nothing of it is written.
+                RecordModification(saving: [record("atomic-new"), record("kept", tag: "stale")]),
+                // 4: not atomic, one item stale: the other is written.
+                RecordModification(saving: [record("loose-new"), record("kept", tag: "stale too")], isAtomic: false),
+                // 5: a reference to a record nobody saves.
+                RecordModification(saving: [pointing(to: "nowhere", "orphan")]),
+                // 6: names the record request 0 saves, as new: it sees request 0's save.
+                RecordModification(saving: [record("target")]),
+                // 7: the right tag of a stored record.
+                RecordModification(saving: [record("stored", tag: storedTag)]),
+            ]
+            // Line them up in this order: each waits in the queue before the next starts.
+            let (started, starting) = AsyncStream<Void>.makeStream()
+            let (opened, gate) = AsyncStream<Void>.makeStream()
+            defer { gate.finish() }
+            async let first: Void = storage.write(in: alice, weight: 1) { _ in
+                starting.yield()
+                for await _ in opened {}
+            }
+            for await _ in started { break }
+            let results = try await withThrowingTaskGroup(of: (Int, RecordModificationResult).self) { group in
+                for (index, request) in requests.enumerated() {
+                    group.addTask { (index, try await storage.modifyRecords(request, in: alice, by: "_alice")) }
+                    try await waitUntil { storage.writes.pendingCount(in: alice) == index + 1 }
+                }
+                gate.finish()
+                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+            try await first
+            #expect(commits.all.contains { $0.jobs == requests.count }, "\(commits.all.map(\.jobs))")
+            // Requests 0-3 ran in one set of statements, 4-7 in the next (4 names a record 3
+            // names): after the setup's write, the zone moved along the database's feed twice.
+            #expect(try await storage.zoneChanges(in: alice, since: 0, limit: 10).headSeq == 3)
+            #expect(results[0]?.saves[0].value != nil)
+            #expect(results[1]?.saves[0].value != nil, "\(String(describing: results[1]))")
+            #expect(results[2]?.saves[0].failure?.code == .serverRecordChanged)
+            #expect(results[3]?.saves[0].failure?.code == .batchRequestFailed)
+            #expect(results[3]?.saves[1].failure?.code == .serverRecordChanged)
+            #expect(results[4]?.saves[0].value != nil)
+            #expect(results[4]?.saves[1].failure?.code == .serverRecordChanged)
+            #expect(results[5]?.saves[0].failure != nil)
+            #expect(results[6]?.saves[0].failure?.code == .serverRecordChanged, "request 6 saw request 0's record")
+            #expect(results[7]?.saves[0].value != nil)
+            let fetched = try await storage.fetchRecords(
+                ["target", "child", "atomic-new", "loose-new", "orphan"].map {
+                    Wire.RecordID(recordName: $0, zoneID: zoneID("_defaultZone"))
+                }, desiredKeys: nil, in: alice)
+            #expect(fetched.map { $0.value != nil } == [true, true, false, true, false])
+            // Deleting the target cascades to the child saved beside it.
+            let deleted = try await storage.modifyRecords(
+                RecordModification(deleting: [Wire.RecordID(recordName: "target", zoneID: zoneID("_defaultZone"))]),
+                in: alice, by: "_alice")
+            #expect(deleted.cascadedDeletions.map(\.recordName) == ["child"])
+        }
     }
 }

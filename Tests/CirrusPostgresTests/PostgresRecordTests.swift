@@ -90,10 +90,11 @@ struct PostgresRecordTests {
         // Each save took the zone's next sequence: the change tags name 1 ... total once each.
         let seqs = all.records.compactMap { $0.recordChangeTag.split(separator: "-").last.flatMap { Int64($0, radix: 36) } }
         #expect(seqs == Array(1...Int64(total)))
-        // And each moved the zone along the database feed, again without gaps.
+        // And each write of the zone moved it along the database feed: once per save, or once
+        // for the saves of a node that shared statements.
         let feed = try await nodes[0].zoneChanges(in: alice, since: 0, limit: 10)
         #expect(feed.changed == [zoneID("_defaultZone")])
-        #expect(feed.headSeq == Int64(total))
+        #expect(feed.headSeq >= 2 && feed.headSeq <= Int64(total), "\(feed.headSeq)")
         for node in nodes { await node.close() }
         await follower.close()
     }

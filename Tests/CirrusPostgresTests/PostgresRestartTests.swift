@@ -167,7 +167,10 @@ struct PostgresRestartTests {
         #expect(Set(acknowledged).isSubset(of: Set(names)), "acknowledged saves missing from the feed")
         // A save that failed is there whole or not at all: every stored record is in the feed.
         #expect(try await storage.rowCount(of: "records") == entries.count)
-        #expect(try await storage.zoneChanges(in: alice, since: 0, limit: 10).headSeq == Int64(entries.count))
+        // Each committed write of the zone moved it along the database feed (saves that shared
+        // statements, once together); a rolled-back one did not.
+        let head = try await storage.zoneChanges(in: alice, since: 0, limit: 10).headSeq
+        #expect(head >= 1 && head <= Int64(entries.count), "\(head)")
         for chunk in stride(from: 0, to: acknowledged.count, by: 200) {
             let ids = acknowledged[chunk..<min(chunk + 200, acknowledged.count)].map {
                 Wire.RecordID(recordName: $0, zoneID: Self.zone)
