@@ -55,8 +55,12 @@ enum PostgresRows {
     /// Creates the database with its default zone if it does not exist yet, then locks its
     /// row until the transaction ends: writers of one database take turns, so every change
     /// sequence they bump is gap-free and in commit order.
+    ///
+    /// One statement when the database exists (a database row is never deleted): the lock
+    /// is taken first, and only a database not found is created.
     static func lockDatabase(_ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger) async throws {
         let scope = key.scope.rawValue
+        if try await lockRow(connection, key, logger) { return }
         let inserted = try await connection.query(
             """
             INSERT INTO databases (container, owner, scope) VALUES (\(key.container), \(key.owner), \(scope))
@@ -71,11 +75,24 @@ enum PostgresRows {
                 VALUES (\(key.container), \(key.owner), \(scope), \(RecordCodec.defaultZoneName), 0)
                 """, logger: logger)
         }
-        try await connection.query(
+        // Created by this transaction (its new row is its own until the commit) or, when
+        // another one created it first, waited for and committed by now.
+        guard try await lockRow(connection, key, logger) else {
+            throw StoreError(.storageFailure, "database \(key) has no row to lock")
+        }
+    }
+
+    /// Locks the database's row; false when it has none.
+    private static func lockRow(_ connection: PostgresConnection, _ key: DatabaseKey, _ logger: Logger) async throws -> Bool {
+        let rows = try await connection.query(
             """
-            SELECT 1 FROM databases WHERE container = \(key.container) AND owner = \(key.owner) AND scope = \(scope)
+            SELECT 1 FROM databases WHERE container = \(key.container) AND owner = \(key.owner)
+                AND scope = \(key.scope.rawValue)
             FOR UPDATE
             """, logger: logger)
+        var found = false
+        for try await _ in rows.decode(Int32.self) { found = true }
+        return found
     }
 
     /// Increments and returns the database change sequence (its row is locked already).
