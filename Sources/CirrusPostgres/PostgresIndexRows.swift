@@ -77,9 +77,6 @@ enum PostgresIndexRows {
     /// Replaces the index rows (and words, ``PostgresTextRows``) of the records `replacing`
     /// (saved again) and writes `columns` in zone `zoneID` of the database bound as $1, $2, $3
     /// in `bindings`, in one statement.
-    /// A row the save keeps is updated in place rather than deleted and inserted again (in one
-    /// statement, a row a `WITH` expression deletes and the main statement inserts again would
-    /// conflict).
     static func write(
         _ columns: Columns, replacing: [String], zoneID: Int64, database bindings: PostgresBindings,
         _ connection: PostgresConnection, _ logger: Logger
@@ -87,6 +84,26 @@ enum PostgresIndexRows {
         guard !columns.isEmpty || !replacing.isEmpty else { return }
         var bindings = bindings
         bindings.append(zoneID)
+        let statement = expressions(columns, replacing: replacing, appendingTo: &bindings)
+        try await connection.query(
+            PostgresQuery(unsafeSQL: "WITH \(statement.expressions)\n\(statement.insert)", binds: bindings), logger: logger
+        )
+    }
+
+    /// The statement that replaces the index rows of the records `replacing` and writes
+    /// `columns`, in zone $4 of the database $1, $2, $3, its parameters bound after
+    /// `bindings`' own: the `WITH` expressions it needs (separated by commas), then the
+    /// `INSERT` of the rows — a statement of its own after them, or one more expression of a
+    /// statement that writes the records too.
+    ///
+    /// A row the save keeps is updated in place rather than deleted and inserted again (in one
+    /// statement, a row a `WITH` expression deletes and the main statement inserts again would
+    /// conflict).
+    static func expressions(
+        _ columns: Columns, replacing: [String], appendingTo bindings: inout PostgresBindings
+    ) -> (expressions: String, insert: String) {
+        let base = bindings.count
+        func parameter(_ k: Int) -> String { "$\(base + k)" }
         bindings.append(replacing)
         bindings.append(columns.names)
         bindings.append(columns.keys)
@@ -102,36 +119,40 @@ enum PostgresIndexRows {
         if let words = columns.words {
             bindings.append(words.names)
             bindings.append(words.words)
-            wordExpressions = PostgresTextRows.replacingExpressions(replacing: "$5", names: "$16", words: "$17") + ",\n"
+            wordExpressions =
+                PostgresTextRows.replacingExpressions(
+                    replacing: parameter(1), names: parameter(12), words: parameter(13)) + ",\n"
         }
-        try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    WITH \(wordExpressions)fresh AS (
-                        SELECT * FROM unnest($6::text[], $7::text[], $8::integer[], $9::integer[], $10::text[],
-                            $11::bigint[], $12::double precision[], $13::double precision[], $14::bytea[], $15::integer[])
-                            AS v (record_name, key, list_index, kind, record_type, i, r, r2, b, present)
-                    ),
-                    dropped AS (
-                        DELETE FROM record_values v
-                        WHERE v.container = $1 AND v.owner = $2 AND v.scope = $3 AND v.zone_id = $4
-                            AND v.record_name = ANY($5)
-                            AND NOT EXISTS (
-                                SELECT 1 FROM fresh f WHERE f.record_name = v.record_name AND f.key = v.key
-                                    AND f.list_index = v.list_index)
-                    )
-                    INSERT INTO record_values (container, owner, scope, zone_id, record_name, key, list_index, kind,
-                        record_type, int_value, real_value, real_value2, bytes_value)
-                    SELECT $1, $2, $3, $4, record_name, key, list_index, kind, record_type,
-                        CASE WHEN present & 1 <> 0 THEN i END, CASE WHEN present & 2 <> 0 THEN r END,
-                        CASE WHEN present & 4 <> 0 THEN r2 END, CASE WHEN present & 8 <> 0 THEN b END
-                    FROM fresh
-                    ON CONFLICT (container, owner, scope, zone_id, record_name, key, list_index) DO UPDATE SET
-                        kind = excluded.kind, record_type = excluded.record_type, int_value = excluded.int_value,
-                        real_value = excluded.real_value, real_value2 = excluded.real_value2,
-                        bytes_value = excluded.bytes_value
-                    """,
-                binds: bindings), logger: logger)
+        let expressions = """
+            \(wordExpressions)fresh AS (
+                SELECT * FROM unnest(\(parameter(2))::text[], \(parameter(3))::text[], \(parameter(4))::integer[],
+                    \(parameter(5))::integer[], \(parameter(6))::text[], \(parameter(7))::bigint[],
+                    \(parameter(8))::double precision[], \(parameter(9))::double precision[], \(parameter(10))::bytea[],
+                    \(parameter(11))::integer[])
+                    AS v (record_name, key, list_index, kind, record_type, i, r, r2, b, present)
+            ),
+            dropped AS (
+                DELETE FROM record_values v
+                WHERE v.container = $1 AND v.owner = $2 AND v.scope = $3 AND v.zone_id = $4
+                    AND v.record_name = ANY(\(parameter(1)))
+                    AND NOT EXISTS (
+                        SELECT 1 FROM fresh f WHERE f.record_name = v.record_name AND f.key = v.key
+                            AND f.list_index = v.list_index)
+            )
+            """
+        let insert = """
+            INSERT INTO record_values (container, owner, scope, zone_id, record_name, key, list_index, kind,
+                record_type, int_value, real_value, real_value2, bytes_value)
+            SELECT $1, $2, $3, $4, record_name, key, list_index, kind, record_type,
+                CASE WHEN present & 1 <> 0 THEN i END, CASE WHEN present & 2 <> 0 THEN r END,
+                CASE WHEN present & 4 <> 0 THEN r2 END, CASE WHEN present & 8 <> 0 THEN b END
+            FROM fresh
+            ON CONFLICT (container, owner, scope, zone_id, record_name, key, list_index) DO UPDATE SET
+                kind = excluded.kind, record_type = excluded.record_type, int_value = excluded.int_value,
+                real_value = excluded.real_value, real_value2 = excluded.real_value2,
+                bytes_value = excluded.bytes_value
+            """
+        return (expressions, insert)
     }
 
     /// Schema v7's backfill: the index rows and system-field columns of every record stored

@@ -111,9 +111,7 @@ extension PostgresRecordWriter {
         let move = ZoneMove(changeSeq: seq, clientChangeToken: clientChangeToken)
         if !replaced.names.isEmpty { try await keepVersions(replaced.names, replacedAt: replaced.seqs, in: zone.id) }
         if !deleted.names.isEmpty { try await writeDeletions(deleted, in: zone, moving: saved.names.isEmpty ? move : nil) }
-        if !saved.names.isEmpty { try await writeSaves(saved, in: zone, moving: move) }
-        try await PostgresIndexRows.write(
-            index, replacing: replacedSources, zoneID: zone.id, database: PostgresRows.binds(key), connection, logger)
+        if !saved.names.isEmpty { try await writeSaves(saved, indexing: index, replacing: replacedSources, in: zone, moving: move) }
         if !replacedSources.isEmpty || !references.sources.isEmpty {
             try await writeReferences(references, replacing: replacedSources, in: zone)
         }
@@ -360,7 +358,12 @@ extension PostgresRecordWriter {
         var sharedBy: [String] = []
     }
 
-    private func writeSaves(_ saved: RecordColumns, in zone: PostgresZoneRow, moving move: ZoneMove) async throws {
+    /// Writes the saves' rows and their index rows (``PostgresIndexRows``), replacing those of
+    /// the records saved again (`replacing`), and moves the zone: one statement.
+    private func writeSaves(
+        _ saved: RecordColumns, indexing index: PostgresIndexRows.Columns, replacing: [String], in zone: PostgresZoneRow,
+        moving move: ZoneMove
+    ) async throws {
         var bindings = PostgresRows.binds(key, zone.id)
         bindings.append(saved.names)
         bindings.append(saved.types)
@@ -372,12 +375,18 @@ extension PostgresRecordWriter {
         bindings.append(saved.modified)
         bindings.append(saved.modifiers)
         let moving = try move.expressions(appendingTo: &bindings)
+        let indexing = PostgresIndexRows.expressions(index, replacing: replacing, appendingTo: &bindings)
         // A record saved again supersedes its tombstone. The creator of an existing record
-        // stays; everything else is the save's. One statement: one round trip.
+        // stays; everything else is the save's. One statement: one round trip. (The index rows
+        // reference the records; the server checks that after the whole statement.)
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
                     WITH \(moving)
+                    \(indexing.expressions),
+                    indexed AS (
+                        \(indexing.insert)
+                    ),
                     superseded AS (
                         DELETE FROM tombstones
                         WHERE container = $1 AND owner = $2 AND scope = $3 AND zone_id = $4 AND name = ANY($5)
