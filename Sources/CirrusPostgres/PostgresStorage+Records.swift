@@ -47,6 +47,11 @@ extension PostgresStorage {
     /// missing record fails with `unknownItem` (`zoneNotFound` when its custom zone does not
     /// exist).
     ///
+    /// Records of one zone without asset contents are read in one statement, which sees one
+    /// snapshot by itself: one round trip instead of three (a transaction's `BEGIN` and
+    /// `COMMIT`). Several zones, or records whose assets' contents are read too, are read in a
+    /// read-only transaction.
+    ///
     /// - throws: ``StoreError``.
     public func fetchRecords(
         _ recordIDs: [Wire.RecordID], desiredKeys: [String]?, in database: DatabaseKey
@@ -54,56 +59,83 @@ extension PostgresStorage {
         let key = try database.validated()
         try checkItemCount(recordIDs.count)
         let logger = self.logger
+        // Each ID's zone, then every record of a zone in one read.
+        var resolved: [ItemResult<String>] = []
+        var namesByZone: [String: [String]] = [:]
+        for recordID in recordIDs {
+            let zone: ItemResult<String> =
+                if let failure = RecordCodec.checkName(recordID.recordName, of: "record") {
+                    .failure(failure)
+                } else {
+                    ZoneResolution.zoneName(of: recordID.zoneID, in: key)
+                }
+            resolved.append(zone)
+            if case .success(let name) = zone { namesByZone[name, default: []].append(recordID.recordName) }
+        }
+        let fetch = RecordFetch(
+            key: key, recordIDs: recordIDs, resolved: resolved, namesByZone: namesByZone, desiredKeys: desiredKeys)
+        if namesByZone.count <= 1,
+            let outcomes = try await connection({ try await fetch.read($0, logger, fillingAssets: false) })
+        {
+            return outcomes
+        }
         return try await snapshot { connection in
-            // Each ID's zone, then every record of a zone in one read.
-            var resolved: [ItemResult<String>] = []
-            var namesByZone: [String: [String]] = [:]
-            for recordID in recordIDs {
-                let zone: ItemResult<String> =
-                    if let failure = RecordCodec.checkName(recordID.recordName, of: "record") {
-                        .failure(failure)
-                    } else {
-                        ZoneResolution.zoneName(of: recordID.zoneID, in: key)
-                    }
-                resolved.append(zone)
-                if case .success(let name) = zone { namesByZone[name, default: []].append(recordID.recordName) }
-            }
-            var zones: [String: PostgresZoneRow] = [:]
-            var rows: [String: [String: PostgresRecordRow]] = [:]
-            for (zoneName, names) in namesByZone {
-                guard
-                    let (zone, records, _, _) = try await PostgresRows.liveZoneAndRecords(
-                        connection, key, zoneName, names: names, logger)
-                else { continue }
-                zones[zoneName] = zone
-                rows[zoneName] = records
-            }
-            var outcomes = try zip(recordIDs, resolved).map { recordID, zone in
-                let result: ItemResult<Wire.Record>
-                switch zone {
-                case .failure(let failure):
-                    result = .failure(failure)
-                case .success(let zoneName):
-                    if let row = rows[zoneName]?[recordID.recordName] {
-                        result = .success(RecordCodec.restrict(try row.record(), to: desiredKeys))
-                    } else if zones[zoneName] == nil && zoneName != RecordCodec.defaultZoneName {
-                        result = .failure(RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
-                    } else {
-                        result = .failure(RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist"))
-                    }
-                }
-                return RecordFetchOutcome(id: recordID, result: result)
-            }
-            // The inline asset contents of every fetched record, in one read.
-            var records = outcomes.compactMap(\.value)
-            if !records.isEmpty {
-                try await PostgresAssetRows.fill(&records, connection, logger)
-                var next = records.makeIterator()
-                for i in outcomes.indices where outcomes[i].value != nil {
-                    if let record = next.next() { outcomes[i].result = .success(record) }
-                }
+            guard let outcomes = try await fetch.read(connection, logger, fillingAssets: true) else {
+                throw StoreError(.storageFailure, "a fetch filling asset contents returned nothing")
             }
             return outcomes
         }
+    }
+}
+
+/// The reads of one ``PostgresStorage/fetchRecords(_:desiredKeys:in:)``, its IDs resolved to zones.
+private struct RecordFetch: Sendable {
+    var key: DatabaseKey
+    var recordIDs: [Wire.RecordID]
+    var resolved: [ItemResult<String>]
+    var namesByZone: [String: [String]]
+    var desiredKeys: [String]?
+
+    /// One outcome per ID; with `fillingAssets` false, nil when a fetched record has assets
+    /// (their contents must be read in the same snapshot).
+    func read(
+        _ connection: PostgresConnection, _ logger: Logger, fillingAssets: Bool
+    ) async throws -> [RecordFetchOutcome]? {
+        var zones: [String: PostgresZoneRow] = [:]
+        var rows: [String: [String: PostgresRecordRow]] = [:]
+        for (zoneName, names) in namesByZone {
+            guard
+                let (zone, records, _, _) = try await PostgresRows.liveZoneAndRecords(
+                    connection, key, zoneName, names: names, logger)
+            else { continue }
+            zones[zoneName] = zone
+            rows[zoneName] = records
+        }
+        var outcomes = try zip(recordIDs, resolved).map { recordID, zone in
+            let result: ItemResult<Wire.Record>
+            switch zone {
+            case .failure(let failure):
+                result = .failure(failure)
+            case .success(let zoneName):
+                if let row = rows[zoneName]?[recordID.recordName] {
+                    result = .success(RecordCodec.restrict(try row.record(), to: desiredKeys))
+                } else if zones[zoneName] == nil && zoneName != RecordCodec.defaultZoneName {
+                    result = .failure(RecordCodec.error(.zoneNotFound, "zone \(zoneName) does not exist"))
+                } else {
+                    result = .failure(RecordCodec.error(.unknownItem, "record \(recordID.recordName) does not exist"))
+                }
+            }
+            return RecordFetchOutcome(id: recordID, result: result)
+        }
+        // The inline asset contents of every fetched record, in one read.
+        var records = outcomes.compactMap(\.value)
+        guard records.contains(where: { !RecordCodec.assetChecksums(in: $0).isEmpty }) else { return outcomes }
+        guard fillingAssets else { return nil }
+        try await PostgresAssetRows.fill(&records, connection, logger)
+        var next = records.makeIterator()
+        for i in outcomes.indices where outcomes[i].value != nil {
+            if let record = next.next() { outcomes[i].result = .success(record) }
+        }
+        return outcomes
     }
 }
