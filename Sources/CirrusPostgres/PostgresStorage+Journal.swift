@@ -98,13 +98,15 @@ extension PostgresStorage: OperationJournal {
         let completed = OperationJournalRules.nanoseconds(date)
         let logger = self.logger
         return try await transaction { connection in
-            var complete = complete
-            complete.lastSeq = try await Self.lockRunning(key, appending: node, connection, logger).lastSeq
+            let running = try await Self.lockRunning(key, appending: node, connection, logger)
+            let complete = OperationJournalRules.completion(
+                complete, lastSeq: running.lastSeq, cancelRequested: running.cancelRequested)
             try await connection.query(
                 """
                 UPDATE long_lived_operations SET complete = \(Data(complete.serializedBytes())), completed_ns = \(completed)
                 WHERE owner = \(key.owner) AND operation_id = \(key.operationID)
                 """, logger: logger)
+            try await Self.signal(.journaled(key, lastSeq: complete.lastSeq), connection, logger)
             return complete
         }
     }
@@ -271,11 +273,59 @@ extension PostgresStorage: OperationJournal {
 
     public func removeLongLivedOperation(_ key: LongLivedOperationKey) async throws {
         let logger = self.logger
-        try await connection { connection in
+        // The drop and its signal in one transaction: the followers elsewhere hear it once it is so.
+        try await transaction { connection in
             _ = try await connection.query(
                 "DELETE FROM long_lived_operations WHERE owner = \(key.owner) AND operation_id = \(key.operationID)",
                 logger: logger)
+            try await Self.signal(.journaled(key, lastSeq: 0), connection, logger)
         }
+    }
+
+    @discardableResult
+    public func requestLongLivedCancellation(_ key: LongLivedOperationKey) async throws -> Bool {
+        let logger = self.logger
+        return try await transaction { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE long_lived_operations SET cancel_requested = true
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID) AND complete IS NULL
+                RETURNING 1
+                """, logger: logger)
+            var marked = false
+            for try await _ in rows.decode(Int32.self) { marked = true }
+            // Heard by every node once the mark is committed: the one running it stops it.
+            if marked { try await Self.signal(.cancelRequested(key), connection, logger) }
+            return marked
+        }
+    }
+
+    public func longLivedCancellationsRequested(
+        among keys: [LongLivedOperationKey]
+    ) async throws -> Set<LongLivedOperationKey> {
+        guard !keys.isEmpty else { return [] }
+        let owners = keys.map(\.owner)
+        let ids = keys.map(\.operationID)
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT o.owner, o.operation_id FROM long_lived_operations o
+                JOIN unnest(\(owners)::text[], \(ids)::text[]) AS k (owner, operation_id)
+                    ON o.owner = k.owner AND o.operation_id = k.operation_id
+                WHERE o.complete IS NULL AND o.cancel_requested
+                """, logger: logger)
+            var requested: Set<LongLivedOperationKey> = []
+            for try await (owner, id) in rows.decode((String, String).self) {
+                requested.insert(LongLivedOperationKey(owner: owner, operationID: id))
+            }
+            return requested
+        }
+    }
+
+    /// Every node's signals, heard through this node's listening connection (``PostgresLongLivedSignals``).
+    public func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {
+        longLivedSignals.observe(observer)
     }
 
     @discardableResult
@@ -311,31 +361,44 @@ extension PostgresStorage: OperationJournal {
     // MARK: - Rows
 
     private static let operationColumns =
-        "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete, lease_node, lease_expiry_ns"
-    private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?, String?, Int64?)
+        "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete, lease_node, lease_expiry_ns, cancel_requested"
+    private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?, String?, Int64?, Bool)
+
+    /// Sends `signal` to every node's listener once the caller's transaction commits (nothing
+    /// when it rolls back, or when its payload would be too long: its followers poll).
+    private static func signal(
+        _ signal: LongLivedOperationSignal, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
+        guard let payload = PostgresLongLivedSignals.payload(signal) else { return }
+        let rows = try await connection.query(
+            "SELECT pg_notify(\(PostgresLongLivedSignals.channel), \(payload))::text", logger: logger)
+        for try await _ in rows {}
+    }
 
     /// Locks the row of a registered operation that has not completed until the transaction
     /// ends, and checks that `node` holds it (``OperationJournalRules/checkHolder(_:appending:to:)``);
-    /// returns its container and last seq.
+    /// returns its container, last seq and whether its client cancelled it.
     ///
     /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already
     ///   completed; `.leaseLost` when another node holds it (completed or not).
     private static func lockRunning(
         _ key: LongLivedOperationKey, appending node: String?, _ connection: PostgresConnection, _ logger: Logger
-    ) async throws -> (container: String, lastSeq: UInt64) {
+    ) async throws -> (container: String, lastSeq: UInt64, cancelRequested: Bool) {
         let rows = try await connection.query(
             """
-            SELECT container, last_seq, complete IS NULL, lease_node FROM long_lived_operations
+            SELECT container, last_seq, complete IS NULL, lease_node, cancel_requested FROM long_lived_operations
             WHERE owner = \(key.owner) AND operation_id = \(key.operationID) FOR UPDATE
             """, logger: logger)
-        var found: (container: String, lastSeq: UInt64, running: Bool, holder: String?)?
-        for try await (container, lastSeq, running, holder) in rows.decode((String, Int64, Bool, String?).self) {
-            found = (container, UInt64(max(0, lastSeq)), running, holder)
+        var found: (container: String, lastSeq: UInt64, running: Bool, holder: String?, cancelRequested: Bool)?
+        for try await (container, lastSeq, running, holder, cancelRequested) in rows.decode(
+            (String, Int64, Bool, String?, Bool).self)
+        {
+            found = (container, UInt64(max(0, lastSeq)), running, holder, cancelRequested)
         }
         guard let found else { throw OperationJournalRules.notRunning(key) }
         try OperationJournalRules.checkHolder(found.holder, appending: node, to: key)
         guard found.running else { throw OperationJournalRules.notRunning(key) }
-        return (found.container, found.lastSeq)
+        return (found.container, found.lastSeq, found.cancelRequested)
     }
 
     /// Appends inside the caller's transaction (fenced: `node` must hold the operation); the
@@ -344,7 +407,7 @@ extension PostgresStorage: OperationJournal {
         _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?,
         _ connection: PostgresConnection, _ logger: Logger
     ) async throws -> [Wire.Event] {
-        let (container, lastSeq) = try await lockRunning(key, appending: node, connection, logger)
+        let (container, lastSeq, _) = try await lockRunning(key, appending: node, connection, logger)
         let events = OperationJournalRules.events(payloads, after: lastSeq)
         guard !events.isEmpty || checkpoint != nil else { return [] }
         let seqs = events.map { Int64($0.seq) }
@@ -362,11 +425,15 @@ extension PostgresStorage: OperationJournal {
             UPDATE long_lived_operations SET last_seq = \(seq), checkpoint = coalesce(\(checkpoint), checkpoint)
             WHERE container = \(container) AND owner = \(key.owner) AND operation_id = \(key.operationID)
             """, logger: logger)
+        // One signal per append (a group commit's transaction may carry several operations'):
+        // the followers on other nodes read the new events as soon as they are committed.
+        if let last = events.last { try await signal(.journaled(key, lastSeq: last.seq), connection, logger) }
         return events
     }
 
     private static func operation(_ columns: OperationColumns) throws(StoreError) -> LongLivedOperationRecord {
-        let (owner, operationID, open, lastSeq, created, completed, checkpoint, complete, leaseNode, leaseExpiry) = columns
+        let (owner, operationID, open, lastSeq, created, completed, checkpoint, complete, leaseNode, leaseExpiry, cancelled) =
+            columns
         return LongLivedOperationRecord(
             key: LongLivedOperationKey(owner: owner, operationID: operationID),
             open: try OperationJournalRules.decode(Wire.Open.self, [UInt8](open), what: "long-lived Open"),
@@ -377,7 +444,8 @@ extension PostgresStorage: OperationJournal {
                 try OperationJournalRules.decode(Wire.Complete.self, [UInt8](bytes), what: "long-lived Complete")
             },
             checkpoint: checkpoint.map { [UInt8]($0) },
-            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry)
+            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry),
+            cancelRequested: cancelled
         )
     }
 }

@@ -62,6 +62,8 @@ public final class PostgresStorage: RecordSyncStorage {
     let notifications: NotificationAnnouncer
     /// Hears the notifications every node commits (``observeNotifications(_:)``).
     let listener: PostgresNotificationListener
+    /// The observers of long-lived operation signals (``observeLongLivedOperations(_:)``).
+    let longLivedSignals = PostgresLongLivedSignals()
     private let running: Task<Void, Never>
     private let listening: Task<Void, Never>
 
@@ -139,7 +141,7 @@ public final class PostgresStorage: RecordSyncStorage {
         let announcer = NotificationAnnouncer()
         let listener = PostgresNotificationListener(
             configuration: listenerConfiguration, client: client, leaseTimeout: leaseTimeout, announcer: announcer,
-            logger: logger)
+            signals: longLivedSignals, logger: logger)
         self.notifications = announcer
         self.listener = listener
         let (listens, listen) = AsyncStream<Void>.makeStream()
