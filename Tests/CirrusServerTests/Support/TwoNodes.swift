@@ -82,9 +82,9 @@ struct Node {
     ) async throws -> Node {
         let storage = try await PostgresStorage(url: url, maximumConnections: 4)
         let registry = LongLivedOperations(
-            journal: hearsSignals ? storage : DeafJournal(base: storage), executor: executor, retentionSeconds: LongLivedOperations.defaultRetentionSeconds,
-            clock: SQLiteStorage.systemClock, leasing: leasing, logger: .init(label: "test.\(leasing.nodeID)"),
-            afterRegistration: { _ in })
+            journal: hearsSignals ? storage : DeafJournal(base: storage), executor: executor,
+            retentionSeconds: LongLivedOperations.defaultRetentionSeconds, clock: SQLiteStorage.systemClock,
+            leasing: leasing, logger: .init(label: "test.\(leasing.nodeID)"), afterRegistration: { _ in })
         try await registry.resumeUnfinished()
         return Node(storage: storage, registry: registry, executor: executor)
     }
@@ -132,7 +132,6 @@ func withTwoNodes(
     await first.stop()
     await second.stop()
 }
-
 
 /// A journal whose observers hear nothing: a node that lost every `NOTIFY`, which learns of
 /// other nodes' appends and cancellations only from its polls and heartbeats.
