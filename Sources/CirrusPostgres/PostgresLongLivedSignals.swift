@@ -4,10 +4,11 @@ import Synchronization
 
 /// The `NOTIFY`s that carry ``LongLivedOperationSignal``s between nodes: a journal append, a
 /// completion or a drop (followers on other nodes read the journal at once), and a client's
-/// cancellation (the node running the operation stops it). Each is sent inside the
-/// transaction that did it, so it is heard once that commits and never when it rolls back;
-/// the listener (``PostgresNotificationListener``) hears every node's on its one connection
-/// and tells this node's observers (``PostgresStorage/observeLongLivedOperations(_:)``).
+/// cancellation (the node running the operation stops it). Each is sent once what it reports
+/// is committed, in a small transaction of its own (see `PostgresStorage.signal(_:)`), so it
+/// is never heard before its change is there to read; the listener
+/// (``PostgresNotificationListener``) hears every node's on its one connection and tells this
+/// node's observers (``PostgresStorage/observeLongLivedOperations(_:)``).
 ///
 /// A signal only says where to look; a lost one only delays (followers also poll the journal,
 /// the node running an operation also looks for cancellations at each heartbeat).

@@ -48,9 +48,11 @@ extension PostgresStorage: OperationJournal {
         _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event] {
         let logger = self.logger
-        return try await transaction { connection in
+        let events = try await transaction { connection in
             try await Self.append(payloads, to: key, checkpoint: checkpoint, by: node, connection, logger)
         }
+        if let last = events.last { await signal(.journaled(key, lastSeq: last.seq)) }
+        return events
     }
 
     /// ``modifyRecords(_:in:by:)`` and the events `journaling` reports its result with, in one
@@ -73,6 +75,7 @@ extension PostgresStorage: OperationJournal {
                     journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
                     by: journaling.node, connection, logger)
             }
+            if let last = events.last { await signal(.journaled(journaling.operation, lastSeq: last.seq)) }
             return (result, events)
         }
         let now = clock()
@@ -89,6 +92,7 @@ extension PostgresStorage: OperationJournal {
         }
         // What the records fired, as a modify outside the journal announces it: after the commit.
         notifications.announce(in: key.container, journaled.outcome.notified)
+        if let last = journaled.events.last { await signal(.journaled(journaling.operation, lastSeq: last.seq)) }
         return (journaled.outcome.result, journaled.events)
     }
 
@@ -97,7 +101,7 @@ extension PostgresStorage: OperationJournal {
     ) async throws -> Wire.Complete {
         let completed = OperationJournalRules.nanoseconds(date)
         let logger = self.logger
-        return try await transaction { connection in
+        let stored = try await transaction { connection in
             let running = try await Self.lockRunning(key, appending: node, connection, logger)
             let complete = OperationJournalRules.completion(
                 complete, lastSeq: running.lastSeq, cancelRequested: running.cancelRequested)
@@ -106,9 +110,10 @@ extension PostgresStorage: OperationJournal {
                 UPDATE long_lived_operations SET complete = \(Data(complete.serializedBytes())), completed_ns = \(completed)
                 WHERE owner = \(key.owner) AND operation_id = \(key.operationID)
                 """, logger: logger)
-            try await Self.signal(.journaled(key, lastSeq: complete.lastSeq), connection, logger)
             return complete
         }
+        await signal(.journaled(key, lastSeq: stored.lastSeq))
+        return stored
     }
 
     public func takeOverLongLivedOperation(
@@ -273,19 +278,18 @@ extension PostgresStorage: OperationJournal {
 
     public func removeLongLivedOperation(_ key: LongLivedOperationKey) async throws {
         let logger = self.logger
-        // The drop and its signal in one transaction: the followers elsewhere hear it once it is so.
-        try await transaction { connection in
+        try await connection { connection in
             _ = try await connection.query(
                 "DELETE FROM long_lived_operations WHERE owner = \(key.owner) AND operation_id = \(key.operationID)",
                 logger: logger)
-            try await Self.signal(.journaled(key, lastSeq: 0), connection, logger)
         }
+        await signal(.journaled(key, lastSeq: 0))
     }
 
     @discardableResult
     public func requestLongLivedCancellation(_ key: LongLivedOperationKey) async throws -> Bool {
         let logger = self.logger
-        return try await transaction { connection in
+        let marked = try await connection { connection in
             let rows = try await connection.query(
                 """
                 UPDATE long_lived_operations SET cancel_requested = true
@@ -294,10 +298,11 @@ extension PostgresStorage: OperationJournal {
                 """, logger: logger)
             var marked = false
             for try await _ in rows.decode(Int32.self) { marked = true }
-            // Heard by every node once the mark is committed: the one running it stops it.
-            if marked { try await Self.signal(.cancelRequested(key), connection, logger) }
             return marked
         }
+        // Heard by every node: the one running it stops it.
+        if marked { await signal(.cancelRequested(key)) }
+        return marked
     }
 
     public func longLivedCancellationsRequested(
@@ -364,15 +369,28 @@ extension PostgresStorage: OperationJournal {
         "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete, lease_node, lease_expiry_ns, cancel_requested"
     private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?, String?, Int64?, Bool)
 
-    /// Sends `signal` to every node's listener once the caller's transaction commits (nothing
-    /// when it rolls back, or when its payload would be too long: its followers poll).
-    private static func signal(
-        _ signal: LongLivedOperationSignal, _ connection: PostgresConnection, _ logger: Logger
-    ) async throws {
+    /// Sends `signal` to every node's listener, once what it reports is committed: in a
+    /// transaction of its own, which does not wait for its commit to be flushed
+    /// (`synchronous_commit` off for it alone). PostgreSQL orders the commits of transactions
+    /// that `NOTIFY` under one lock for the whole server: a `NOTIFY` inside the append's
+    /// transaction would hold that lock through the append's durable commit, and every node's
+    /// appends would queue there. A signal lost (this node stops between the two commits, the
+    /// pool is exhausted, or the payload would be too long) only delays: followers poll the
+    /// journal, heartbeats look for cancellations.
+    private func signal(_ signal: LongLivedOperationSignal) async {
         guard let payload = PostgresLongLivedSignals.payload(signal) else { return }
-        let rows = try await connection.query(
-            "SELECT pg_notify(\(PostgresLongLivedSignals.channel), \(payload))::text", logger: logger)
-        for try await _ in rows {}
+        let logger = self.logger
+        do {
+            try await connection { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(PostgresLongLivedSignals.channel), \(payload))::text
+                    """, logger: logger)
+                for try await _ in rows {}
+            }
+        } catch {
+            logger.warning("long-lived operation signal not sent", metadata: ["signal": "\(signal)", "error": "\(error)"])
+        }
     }
 
     /// Locks the row of a registered operation that has not completed until the transaction
@@ -425,9 +443,6 @@ extension PostgresStorage: OperationJournal {
             UPDATE long_lived_operations SET last_seq = \(seq), checkpoint = coalesce(\(checkpoint), checkpoint)
             WHERE container = \(container) AND owner = \(key.owner) AND operation_id = \(key.operationID)
             """, logger: logger)
-        // One signal per append (a group commit's transaction may carry several operations'):
-        // the followers on other nodes read the new events as soon as they are committed.
-        if let last = events.last { try await signal(.journaled(key, lastSeq: last.seq), connection, logger) }
         return events
     }
 
