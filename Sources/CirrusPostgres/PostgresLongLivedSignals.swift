@@ -1,14 +1,23 @@
 import CirrusStore
 import Foundation
+import Logging
+import PostgresNIO
 import Synchronization
 
 /// The `NOTIFY`s that carry ``LongLivedOperationSignal``s between nodes: a journal append, a
 /// completion or a drop (followers on other nodes read the journal at once), and a client's
-/// cancellation (the node running the operation stops it). Each is sent once what it reports
-/// is committed, in a small transaction of its own (see `PostgresStorage.signal(_:)`), so it
-/// is never heard before its change is there to read; the listener
+/// cancellation (the node running the operation stops it). The listener
 /// (``PostgresNotificationListener``) hears every node's on its one connection and tells this
 /// node's observers (``PostgresStorage/observeLongLivedOperations(_:)``).
+///
+/// Each signal is queued once what it reports is committed (``send(_:)``), and a task of its
+/// own (``sendQueued(client:leaseTimeout:logger:)``) sends what is queued, in order, several
+/// in one small transaction that does not wait for its commit to be flushed
+/// (`synchronous_commit` off for it alone). So a signal is never heard before its change is
+/// there to read, and neither the append nor its durable commit waits for it: PostgreSQL
+/// orders the commits of transactions that `NOTIFY` under one lock for the whole server, and a
+/// `NOTIFY` in the append's transaction would hold that lock through the append's durable
+/// commit, queueing every node's appends there.
 ///
 /// A signal only says where to look; a lost one only delays (followers also poll the journal,
 /// the node running an operation also looks for cancellations at each heartbeat).
@@ -21,7 +30,59 @@ final class PostgresLongLivedSignals: Sendable {
     /// several kilobytes) is not sent, and its followers learn from their poll.
     static let maximumPayloadBytes = 7_900
 
+    /// Signals queued at most; more are dropped (their followers poll) until the queue drains.
+    static let maximumQueued = 10_000
+
     private let observers = Mutex<[@Sendable (LongLivedOperationSignal) -> Void]>([])
+    /// Payloads to send, in order.
+    private let queued = Mutex<[String]>([])
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakes: AsyncStream<Void>
+
+    init() {
+        (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Queues `signal` to be sent (call once what it reports is committed); nothing when its
+    /// payload would be too long.
+    func send(_ signal: LongLivedOperationSignal) {
+        guard let payload = Self.payload(signal) else { return }
+        let queued = queued.withLock { queued in
+            guard queued.count < Self.maximumQueued else { return false }
+            queued.append(payload)
+            return true
+        }
+        if queued { wake.yield() }
+    }
+
+    /// Sends the queued signals, in order, until cancelled. Signals that cannot be sent (the
+    /// server is away) are dropped: they only say where to look, and the nodes look anyway
+    /// (followers poll the journal, heartbeats look for cancellations).
+    func sendQueued(client: PostgresClient, leaseTimeout: Duration, logger: Logger) async {
+        for await _ in wakes {
+            while !Task.isCancelled {
+                let batch = queued.withLock { queued in
+                    defer { queued.removeAll() }
+                    return queued
+                }
+                if batch.isEmpty { break }
+                do {
+                    try await client.withConnection(leaseTimeout: leaseTimeout) { connection in
+                        let rows = try await connection.query(
+                            """
+                            SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(Self.channel), payload)::text
+                            FROM unnest(\(batch)::text[]) WITH ORDINALITY AS signals (payload, position) ORDER BY position
+                            """, logger: logger)
+                        for try await _ in rows {}
+                    }
+                } catch {
+                    guard !Task.isCancelled else { return }
+                    logger.warning(
+                        "long-lived operation signals not sent", metadata: ["count": "\(batch.count)", "error": "\(error)"])
+                }
+            }
+        }
+    }
 
     func observe(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {
         observers.withLock { $0.append(observer) }

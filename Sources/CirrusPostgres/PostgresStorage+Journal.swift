@@ -51,7 +51,7 @@ extension PostgresStorage: OperationJournal {
         let events = try await transaction { connection in
             try await Self.append(payloads, to: key, checkpoint: checkpoint, by: node, connection, logger)
         }
-        if let last = events.last { await signal(.journaled(key, lastSeq: last.seq)) }
+        if let last = events.last { signal(.journaled(key, lastSeq: last.seq)) }
         return events
     }
 
@@ -75,7 +75,7 @@ extension PostgresStorage: OperationJournal {
                     journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
                     by: journaling.node, connection, logger)
             }
-            if let last = events.last { await signal(.journaled(journaling.operation, lastSeq: last.seq)) }
+            if let last = events.last { signal(.journaled(journaling.operation, lastSeq: last.seq)) }
             return (result, events)
         }
         let now = clock()
@@ -92,7 +92,7 @@ extension PostgresStorage: OperationJournal {
         }
         // What the records fired, as a modify outside the journal announces it: after the commit.
         notifications.announce(in: key.container, journaled.outcome.notified)
-        if let last = journaled.events.last { await signal(.journaled(journaling.operation, lastSeq: last.seq)) }
+        if let last = journaled.events.last { signal(.journaled(journaling.operation, lastSeq: last.seq)) }
         return (journaled.outcome.result, journaled.events)
     }
 
@@ -112,7 +112,7 @@ extension PostgresStorage: OperationJournal {
                 """, logger: logger)
             return complete
         }
-        await signal(.journaled(key, lastSeq: stored.lastSeq))
+        signal(.journaled(key, lastSeq: stored.lastSeq))
         return stored
     }
 
@@ -283,7 +283,7 @@ extension PostgresStorage: OperationJournal {
                 "DELETE FROM long_lived_operations WHERE owner = \(key.owner) AND operation_id = \(key.operationID)",
                 logger: logger)
         }
-        await signal(.journaled(key, lastSeq: 0))
+        signal(.journaled(key, lastSeq: 0))
     }
 
     @discardableResult
@@ -301,7 +301,7 @@ extension PostgresStorage: OperationJournal {
             return marked
         }
         // Heard by every node: the one running it stops it.
-        if marked { await signal(.cancelRequested(key)) }
+        if marked { signal(.cancelRequested(key)) }
         return marked
     }
 
@@ -369,28 +369,10 @@ extension PostgresStorage: OperationJournal {
         "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete, lease_node, lease_expiry_ns, cancel_requested"
     private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?, String?, Int64?, Bool)
 
-    /// Sends `signal` to every node's listener, once what it reports is committed: in a
-    /// transaction of its own, which does not wait for its commit to be flushed
-    /// (`synchronous_commit` off for it alone). PostgreSQL orders the commits of transactions
-    /// that `NOTIFY` under one lock for the whole server: a `NOTIFY` inside the append's
-    /// transaction would hold that lock through the append's durable commit, and every node's
-    /// appends would queue there. A signal lost (this node stops between the two commits, the
-    /// pool is exhausted, or the payload would be too long) only delays: followers poll the
-    /// journal, heartbeats look for cancellations.
-    private func signal(_ signal: LongLivedOperationSignal) async {
-        guard let payload = PostgresLongLivedSignals.payload(signal) else { return }
-        let logger = self.logger
-        do {
-            try await connection { connection in
-                let rows = try await connection.query(
-                    """
-                    SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(PostgresLongLivedSignals.channel), \(payload))::text
-                    """, logger: logger)
-                for try await _ in rows {}
-            }
-        } catch {
-            logger.warning("long-lived operation signal not sent", metadata: ["signal": "\(signal)", "error": "\(error)"])
-        }
+    /// Queues `signal` for every node's listener, once what it reports is committed
+    /// (``PostgresLongLivedSignals``: sent by a task of its own, so the caller does not wait).
+    private func signal(_ signal: LongLivedOperationSignal) {
+        longLivedSignals.send(signal)
     }
 
     /// Locks the row of a registered operation that has not completed until the transaction

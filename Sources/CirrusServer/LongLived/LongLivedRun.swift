@@ -50,8 +50,8 @@ final class LongLivedRun: Sendable {
         /// ``signals`` when a follower last read the operation's row: a signal after it wakes
         /// the next poll at once (none is missed between that read and the next wait).
         var signalsAtRead: UInt64 = 0
-        /// Timed waits (``pause(for:since:)``) whose time ran out before they started waiting.
-        var expired: Set<UInt64> = []
+        /// The timed waits under way (``pause(for:since:)``), and whether their time ran out.
+        var pauses: [UInt64: Bool] = [:]
 
         mutating func takeWaiters() -> [CheckedContinuation<Void, any Error>] {
             defer { waiters.removeAll() }
@@ -267,25 +267,26 @@ final class LongLivedRun: Sendable {
     private func pause(for interval: Duration, since signals: UInt64) async throws {
         let id = state.withLock { state in
             state.nextWaiter += 1
+            state.pauses[state.nextWaiter] = false
             return state.nextWaiter
         }
         let timer = Task {
             try await Task.sleep(for: interval)
-            let waiter = self.state.withLock { state in
-                let waiter = state.waiters.removeValue(forKey: id)
-                if waiter == nil { state.expired.insert(id) }
-                return waiter
+            let waiter = self.state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard state.pauses[id] != nil else { return nil }
+                state.pauses[id] = true
+                return state.waiters.removeValue(forKey: id)
             }
             waiter?.resume()
         }
         defer {
             timer.cancel()
-            _ = state.withLock { $0.expired.remove(id) }
+            state.withLock { $0.pauses[id] = nil }
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let ready = state.withLock { state -> Bool in
-                    if Task.isCancelled || state.signals != signals || state.expired.contains(id) { return true }
+                    if Task.isCancelled || state.signals != signals || state.pauses[id] == true { return true }
                     state.waiters[id] = continuation
                     return false
                 }
