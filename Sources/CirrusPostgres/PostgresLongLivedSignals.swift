@@ -47,12 +47,12 @@ final class PostgresLongLivedSignals: Sendable {
     /// payload would be too long.
     func send(_ signal: LongLivedOperationSignal) {
         guard let payload = Self.payload(signal) else { return }
-        let queued = queued.withLock { queued in
+        let accepted = queued.withLock { queued in
             guard queued.count < Self.maximumQueued else { return false }
             queued.append(payload)
             return true
         }
-        if queued { wake.yield() }
+        if accepted { wake.yield() }
     }
 
     /// Sends the queued signals, in order, until cancelled. Signals that cannot be sent (the
