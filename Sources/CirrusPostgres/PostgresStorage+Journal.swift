@@ -18,6 +18,12 @@ import PostgresNIO
 /// checkpoint every earlier append committed. A journaled modify runs in the group
 /// commit of its database (``PostgresWriteQueue``), its records and its events in one
 /// transaction: both commit, or neither.
+///
+/// A client's cancellation is a mark on the operation's row (`cancel_requested`, schema v12)
+/// that its completion, and any node taking it over, honours. Every append, completion, drop
+/// and cancellation is signalled to every node once committed (``PostgresLongLivedSignals``),
+/// so a node following an operation it does not run, or running one another node's client
+/// cancelled, learns of it at once.
 extension PostgresStorage: OperationJournal {
     public func registerLongLivedOperation(
         _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
