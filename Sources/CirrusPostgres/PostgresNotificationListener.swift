@@ -34,6 +34,8 @@ final class PostgresNotificationListener: Sendable {
     /// How long a read waits for a pooled connection (``PostgresClient/withConnection(leaseTimeout:_:)``).
     private let leaseTimeout: Duration
     private let announcer: NotificationAnnouncer
+    /// Told of the long-lived operation signals every node sends.
+    private let signals: PostgresLongLivedSignals
     private let logger: Logger
     private let state = Mutex(State())
     private let wake: AsyncStream<Void>.Continuation
@@ -41,12 +43,13 @@ final class PostgresNotificationListener: Sendable {
 
     init(
         configuration: PostgresConnection.Configuration, client: PostgresClient, leaseTimeout: Duration,
-        announcer: NotificationAnnouncer, logger: Logger
+        announcer: NotificationAnnouncer, signals: PostgresLongLivedSignals, logger: Logger
     ) {
         self.configuration = configuration
         self.client = client
         self.leaseTimeout = leaseTimeout
         self.announcer = announcer
+        self.signals = signals
         self.logger = logger
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -102,25 +105,41 @@ final class PostgresNotificationListener: Sendable {
     }
 
     /// Listens on `connection` until it drops (or the task is cancelled); `listening` is
-    /// called once the `LISTEN` took effect.
+    /// called once the `LISTEN`s took effect. It listens on two channels: the notification
+    /// feeds' (``PostgresNotificationWriter/channel``) and the long-lived operations'
+    /// (``PostgresLongLivedSignals/channel``), whose signals go straight to their observers.
     private func listen(on connection: PostgresConnection, listening: () -> Void) async throws {
         let rows = try await connection.query("SELECT pg_backend_pid()", logger: logger)
         var pid: Int32?
         for try await value in rows.decode(Int32.self) { pid = value }
-        try await connection.listen(on: PostgresNotificationWriter.channel) { notifications in
-            state.withLock { state in
-                state.backendPID = pid
-                state.listens += 1
-            }
-            listening()
-            // What was committed while no connection listened.
-            try await catchUp()
-            for try await notification in notifications {
-                guard let announcement = NotificationAnnouncement(payload: notification.payload) else {
-                    logger.debug("PostgreSQL notification not understood", metadata: ["payload": "\(notification.payload)"])
-                    continue
+        try await connection.listen(on: PostgresLongLivedSignals.channel) { longLived in
+            try await connection.listen(on: PostgresNotificationWriter.channel) { notifications in
+                state.withLock { state in
+                    state.backendPID = pid
+                    state.listens += 1
                 }
-                if let start = announcer.readStart(for: announcement) { enqueue(announcement.feed, after: start) }
+                listening()
+                try await withThrowingDiscardingTaskGroup { group in
+                    let signals = self.signals
+                    let logger = self.logger
+                    group.addTask {
+                        for try await notification in longLived where !signals.heard(notification.payload) {
+                            logger.debug(
+                                "PostgreSQL long-lived signal not understood", metadata: ["payload": "\(notification.payload)"])
+                        }
+                    }
+                    // What was committed while no connection listened.
+                    try await catchUp()
+                    for try await notification in notifications {
+                        guard let announcement = NotificationAnnouncement(payload: notification.payload) else {
+                            logger.debug("PostgreSQL notification not understood", metadata: ["payload": "\(notification.payload)"])
+                            continue
+                        }
+                        if let start = announcer.readStart(for: announcement) { enqueue(announcement.feed, after: start) }
+                    }
+                    // The connection ended: so does the other channel's sequence, but do not wait on it.
+                    group.cancelAll()
+                }
             }
         }
     }

@@ -18,6 +18,12 @@ import PostgresNIO
 /// checkpoint every earlier append committed. A journaled modify runs in the group
 /// commit of its database (``PostgresWriteQueue``), its records and its events in one
 /// transaction: both commit, or neither.
+///
+/// A client's cancellation is a mark on the operation's row (`cancel_requested`, schema v12)
+/// that its completion, and any node taking it over, honours. Every append, completion, drop
+/// and cancellation is signalled to every node once committed (``PostgresLongLivedSignals``),
+/// so a node following an operation it does not run, or running one another node's client
+/// cancelled, learns of it at once.
 extension PostgresStorage: OperationJournal {
     public func registerLongLivedOperation(
         _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
@@ -48,9 +54,11 @@ extension PostgresStorage: OperationJournal {
         _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event] {
         let logger = self.logger
-        return try await transaction { connection in
+        let events = try await transaction { connection in
             try await Self.append(payloads, to: key, checkpoint: checkpoint, by: node, connection, logger)
         }
+        if let last = events.last { signal(.journaled(key, lastSeq: last.seq)) }
+        return events
     }
 
     /// ``modifyRecords(_:in:by:)`` and the events `journaling` reports its result with, in one
@@ -73,6 +81,7 @@ extension PostgresStorage: OperationJournal {
                     journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
                     by: journaling.node, connection, logger)
             }
+            if let last = events.last { signal(.journaled(journaling.operation, lastSeq: last.seq)) }
             return (result, events)
         }
         let now = clock()
@@ -89,6 +98,7 @@ extension PostgresStorage: OperationJournal {
         }
         // What the records fired, as a modify outside the journal announces it: after the commit.
         notifications.announce(in: key.container, journaled.outcome.notified)
+        if let last = journaled.events.last { signal(.journaled(journaling.operation, lastSeq: last.seq)) }
         return (journaled.outcome.result, journaled.events)
     }
 
@@ -97,9 +107,10 @@ extension PostgresStorage: OperationJournal {
     ) async throws -> Wire.Complete {
         let completed = OperationJournalRules.nanoseconds(date)
         let logger = self.logger
-        return try await transaction { connection in
-            var complete = complete
-            complete.lastSeq = try await Self.lockRunning(key, appending: node, connection, logger).lastSeq
+        let stored = try await transaction { connection in
+            let running = try await Self.lockRunning(key, appending: node, connection, logger)
+            let complete = OperationJournalRules.completion(
+                complete, lastSeq: running.lastSeq, cancelRequested: running.cancelRequested)
             try await connection.query(
                 """
                 UPDATE long_lived_operations SET complete = \(Data(complete.serializedBytes())), completed_ns = \(completed)
@@ -107,6 +118,8 @@ extension PostgresStorage: OperationJournal {
                 """, logger: logger)
             return complete
         }
+        signal(.journaled(key, lastSeq: stored.lastSeq))
+        return stored
     }
 
     public func takeOverLongLivedOperation(
@@ -276,6 +289,54 @@ extension PostgresStorage: OperationJournal {
                 "DELETE FROM long_lived_operations WHERE owner = \(key.owner) AND operation_id = \(key.operationID)",
                 logger: logger)
         }
+        signal(.journaled(key, lastSeq: 0))
+    }
+
+    @discardableResult
+    public func requestLongLivedCancellation(_ key: LongLivedOperationKey) async throws -> Bool {
+        let logger = self.logger
+        let marked = try await connection { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE long_lived_operations SET cancel_requested = true
+                WHERE owner = \(key.owner) AND operation_id = \(key.operationID) AND complete IS NULL
+                RETURNING 1
+                """, logger: logger)
+            var marked = false
+            for try await _ in rows.decode(Int32.self) { marked = true }
+            return marked
+        }
+        // Heard by every node: the one running it stops it.
+        if marked { signal(.cancelRequested(key)) }
+        return marked
+    }
+
+    public func longLivedCancellationsRequested(
+        among keys: [LongLivedOperationKey]
+    ) async throws -> Set<LongLivedOperationKey> {
+        guard !keys.isEmpty else { return [] }
+        let owners = keys.map(\.owner)
+        let ids = keys.map(\.operationID)
+        let logger = self.logger
+        return try await connection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT o.owner, o.operation_id FROM long_lived_operations o
+                JOIN unnest(\(owners)::text[], \(ids)::text[]) AS k (owner, operation_id)
+                    ON o.owner = k.owner AND o.operation_id = k.operation_id
+                WHERE o.complete IS NULL AND o.cancel_requested
+                """, logger: logger)
+            var requested: Set<LongLivedOperationKey> = []
+            for try await (owner, id) in rows.decode((String, String).self) {
+                requested.insert(LongLivedOperationKey(owner: owner, operationID: id))
+            }
+            return requested
+        }
+    }
+
+    /// Every node's signals, heard through this node's listening connection (``PostgresLongLivedSignals``).
+    public func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {
+        longLivedSignals.observe(observer)
     }
 
     @discardableResult
@@ -311,31 +372,39 @@ extension PostgresStorage: OperationJournal {
     // MARK: - Rows
 
     private static let operationColumns =
-        "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete, lease_node, lease_expiry_ns"
-    private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?, String?, Int64?)
+        "owner, operation_id, open, last_seq, created_ns, completed_ns, checkpoint, complete, lease_node, lease_expiry_ns, cancel_requested"
+    private typealias OperationColumns = (String, String, Data, Int64, Int64, Int64?, Data?, Data?, String?, Int64?, Bool)
+
+    /// Queues `signal` for every node's listener, once what it reports is committed
+    /// (``PostgresLongLivedSignals``: sent by a task of its own, so the caller does not wait).
+    private func signal(_ signal: LongLivedOperationSignal) {
+        longLivedSignals.send(signal)
+    }
 
     /// Locks the row of a registered operation that has not completed until the transaction
     /// ends, and checks that `node` holds it (``OperationJournalRules/checkHolder(_:appending:to:)``);
-    /// returns its container and last seq.
+    /// returns its container, last seq and whether its client cancelled it.
     ///
     /// - throws: ``StoreError`` `.unknownOperation` when it is not registered or already
     ///   completed; `.leaseLost` when another node holds it (completed or not).
     private static func lockRunning(
         _ key: LongLivedOperationKey, appending node: String?, _ connection: PostgresConnection, _ logger: Logger
-    ) async throws -> (container: String, lastSeq: UInt64) {
+    ) async throws -> (container: String, lastSeq: UInt64, cancelRequested: Bool) {
         let rows = try await connection.query(
             """
-            SELECT container, last_seq, complete IS NULL, lease_node FROM long_lived_operations
+            SELECT container, last_seq, complete IS NULL, lease_node, cancel_requested FROM long_lived_operations
             WHERE owner = \(key.owner) AND operation_id = \(key.operationID) FOR UPDATE
             """, logger: logger)
-        var found: (container: String, lastSeq: UInt64, running: Bool, holder: String?)?
-        for try await (container, lastSeq, running, holder) in rows.decode((String, Int64, Bool, String?).self) {
-            found = (container, UInt64(max(0, lastSeq)), running, holder)
+        var found: (container: String, lastSeq: UInt64, running: Bool, holder: String?, cancelRequested: Bool)?
+        for try await (container, lastSeq, running, holder, cancelRequested) in rows.decode(
+            (String, Int64, Bool, String?, Bool).self)
+        {
+            found = (container, UInt64(max(0, lastSeq)), running, holder, cancelRequested)
         }
         guard let found else { throw OperationJournalRules.notRunning(key) }
         try OperationJournalRules.checkHolder(found.holder, appending: node, to: key)
         guard found.running else { throw OperationJournalRules.notRunning(key) }
-        return (found.container, found.lastSeq)
+        return (found.container, found.lastSeq, found.cancelRequested)
     }
 
     /// Appends inside the caller's transaction (fenced: `node` must hold the operation); the
@@ -344,7 +413,7 @@ extension PostgresStorage: OperationJournal {
         _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?,
         _ connection: PostgresConnection, _ logger: Logger
     ) async throws -> [Wire.Event] {
-        let (container, lastSeq) = try await lockRunning(key, appending: node, connection, logger)
+        let (container, lastSeq, _) = try await lockRunning(key, appending: node, connection, logger)
         let events = OperationJournalRules.events(payloads, after: lastSeq)
         guard !events.isEmpty || checkpoint != nil else { return [] }
         let seqs = events.map { Int64($0.seq) }
@@ -366,7 +435,8 @@ extension PostgresStorage: OperationJournal {
     }
 
     private static func operation(_ columns: OperationColumns) throws(StoreError) -> LongLivedOperationRecord {
-        let (owner, operationID, open, lastSeq, created, completed, checkpoint, complete, leaseNode, leaseExpiry) = columns
+        let (owner, operationID, open, lastSeq, created, completed, checkpoint, complete, leaseNode, leaseExpiry, cancelled) =
+            columns
         return LongLivedOperationRecord(
             key: LongLivedOperationKey(owner: owner, operationID: operationID),
             open: try OperationJournalRules.decode(Wire.Open.self, [UInt8](open), what: "long-lived Open"),
@@ -377,7 +447,8 @@ extension PostgresStorage: OperationJournal {
                 try OperationJournalRules.decode(Wire.Complete.self, [UInt8](bytes), what: "long-lived Complete")
             },
             checkpoint: checkpoint.map { [UInt8]($0) },
-            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry)
+            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry),
+            cancelRequested: cancelled
         )
     }
 }

@@ -437,6 +437,8 @@ extension PostgresStorage {
         recordWordsMigration,
         // v11: leases on running long-lived operations (PostgresStorage+SchemaV11.swift).
         migrationV11,
+        // v12: cancellations of long-lived operations (PostgresStorage+SchemaV12.swift).
+        migrationV12,
     ]
 
     /// What a version's migration computes in Swift after its statements, in the same

@@ -62,8 +62,12 @@ public final class PostgresStorage: RecordSyncStorage {
     let notifications: NotificationAnnouncer
     /// Hears the notifications every node commits (``observeNotifications(_:)``).
     let listener: PostgresNotificationListener
+    /// The observers of long-lived operation signals (``observeLongLivedOperations(_:)``).
+    let longLivedSignals = PostgresLongLivedSignals()
     private let running: Task<Void, Never>
     private let listening: Task<Void, Never>
+    /// Sends the long-lived operation signals this node queues (``PostgresLongLivedSignals``).
+    private let signalling: Task<Void, Never>
 
     /// Connects to `url` and migrates the schema.
     ///
@@ -139,9 +143,11 @@ public final class PostgresStorage: RecordSyncStorage {
         let announcer = NotificationAnnouncer()
         let listener = PostgresNotificationListener(
             configuration: listenerConfiguration, client: client, leaseTimeout: leaseTimeout, announcer: announcer,
-            logger: logger)
+            signals: longLivedSignals, logger: logger)
         self.notifications = announcer
         self.listener = listener
+        let signals = longLivedSignals
+        self.signalling = Task { await signals.sendQueued(client: client, leaseTimeout: leaseTimeout, logger: logger) }
         let (listens, listen) = AsyncStream<Void>.makeStream()
         self.listening = Task { await listener.run { listen.finish() } }
         for await _ in listens {}
@@ -150,6 +156,8 @@ public final class PostgresStorage: RecordSyncStorage {
 
     /// Closes every connection; the storage is not used afterwards.
     public func close() async {
+        signalling.cancel()
+        await signalling.value
         listening.cancel()
         await listening.value
         running.cancel()

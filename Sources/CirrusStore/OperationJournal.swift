@@ -33,11 +33,14 @@ public struct LongLivedOperationRecord: Sendable, Hashable {
     /// The node running it and until when; nil when no node holds it (registered without a
     /// lease, or released).
     public var lease: LongLivedLease?
+    /// Its client cancelled it (``OperationJournal/requestLongLivedCancellation(_:)``): whichever
+    /// node runs it, or takes it over, completes it as cancelled.
+    public var cancelRequested: Bool
 
     public init(
         key: LongLivedOperationKey, open: Wire.Open, lastSeq: UInt64 = 0, creationDate: Wire.Timestamp,
         completionDate: Wire.Timestamp? = nil, complete: Wire.Complete? = nil, checkpoint: [UInt8]? = nil,
-        lease: LongLivedLease? = nil
+        lease: LongLivedLease? = nil, cancelRequested: Bool = false
     ) {
         self.key = key
         self.open = open
@@ -47,6 +50,7 @@ public struct LongLivedOperationRecord: Sendable, Hashable {
         self.complete = complete
         self.checkpoint = checkpoint
         self.lease = lease
+        self.cancelRequested = cancelRequested
     }
 
     public var isCompleted: Bool { complete != nil }
@@ -68,6 +72,29 @@ public struct LongLivedLease: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(node) until \(expiry.seconds).\(expiry.nanos)" }
+}
+
+/// What a journal tells its observers (``OperationJournal/observeLongLivedOperations(_:)``)
+/// about an operation that changed: on PostgreSQL every node hears what any node committed, so
+/// a node that does not run an operation learns at once what to read from the journal.
+///
+/// A signal only says where to look; the journal stays the source of truth. One may be lost
+/// (a dropped listening connection) or come twice: an observer that reads the journal again on
+/// a timer as well only waits longer when one is lost.
+public enum LongLivedOperationSignal: Sendable, Hashable {
+    /// Events up to `lastSeq` were appended, or the operation completed or was dropped: its
+    /// followers read the journal.
+    case journaled(LongLivedOperationKey, lastSeq: UInt64)
+    /// Its client cancelled it (``OperationJournal/requestLongLivedCancellation(_:)``): the node
+    /// running it stops it and completes it as cancelled.
+    case cancelRequested(LongLivedOperationKey)
+
+    /// The operation it is about.
+    public var key: LongLivedOperationKey {
+        switch self {
+        case .journaled(let key, _), .cancelRequested(let key): key
+        }
+    }
 }
 
 /// Turns the result of one journaled modify-records chunk into its events, inside the write
@@ -161,7 +188,9 @@ public protocol OperationJournal: Sendable {
     ) async throws -> (result: RecordModificationResult, events: [Wire.Event])
 
     /// Journals the operation's `Complete` (its `last_seq` is set to the journal's) and marks
-    /// it completed; returns the `Complete` as stored.
+    /// it completed; returns the `Complete` as stored: the cancelled one
+    /// (``OperationJournalRules/cancelled(lastSeq:)``) when its client cancelled it
+    /// (``requestLongLivedCancellation(_:)``).
     ///
     /// - parameter node: the node completing it, fenced as an append is; nil: whoever holds it.
     /// - throws: ``StoreError`` `.unknownOperation`; `.leaseLost` when `node` does not hold it.
@@ -245,6 +274,29 @@ public protocol OperationJournal: Sendable {
     ///
     /// - throws: ``StoreError``.
     func unfinishedLongLivedOperations() async throws -> [LongLivedOperationRecord]
+
+    /// Marks the running operation `key` as cancelled by its client, durably, and signals it
+    /// (``LongLivedOperationSignal/cancelRequested(_:)``) to every node's observers once that
+    /// is committed. From then on its completion is the cancelled one
+    /// (``OperationJournalRules/cancelled(lastSeq:)``) whatever its node completes it with, and
+    /// a node that takes it over finds the mark (``LongLivedOperationRecord/cancelRequested``).
+    /// Returns false (and marks nothing) when it is unknown or already completed.
+    ///
+    /// - throws: ``StoreError``.
+    @discardableResult
+    func requestLongLivedCancellation(_ key: LongLivedOperationKey) async throws -> Bool
+
+    /// Those of `keys` whose client cancelled them (``requestLongLivedCancellation(_:)``) and
+    /// that have not completed: a node's heartbeat asks, so a cancellation whose signal was
+    /// lost reaches the running node within a heartbeat.
+    ///
+    /// - throws: ``StoreError``.
+    func longLivedCancellationsRequested(among keys: [LongLivedOperationKey]) async throws -> Set<LongLivedOperationKey>
+
+    /// Calls `observer` with every ``LongLivedOperationSignal`` committed from now on: on
+    /// PostgreSQL those of every node (through `LISTEN`), on SQLite those of this process. It
+    /// must return quickly (it runs on the engine's listening task).
+    func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void)
 }
 
 extension OperationJournal {

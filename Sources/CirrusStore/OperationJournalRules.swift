@@ -47,6 +47,23 @@ public enum OperationJournalRules {
         return lease.node == node || nanoseconds(lease.expiry) < nanoseconds(now)
     }
 
+    /// The `Complete` of an operation its client cancelled, after its last event `lastSeq`: what
+    /// a cancel on the node running it journals, and what the journal stores instead of any
+    /// other completion once a cancellation was requested.
+    public static func cancelled(lastSeq: UInt64) -> Wire.Complete {
+        Wire.Complete(
+            lastSeq: lastSeq, error: Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled"))
+    }
+
+    /// The `Complete` to store for an operation completed with `complete`: the cancelled one when
+    /// `cancelRequested`, and in either case with `last_seq` set to the journal's `lastSeq`.
+    public static func completion(_ complete: Wire.Complete, lastSeq: UInt64, cancelRequested: Bool) -> Wire.Complete {
+        guard !cancelRequested else { return cancelled(lastSeq: lastSeq) }
+        var complete = complete
+        complete.lastSeq = lastSeq
+        return complete
+    }
+
     /// A stored lease (its node and expiry columns) as a lease; nil when either is absent.
     public static func lease(node: String?, expiryNanoseconds: Int64?) -> LongLivedLease? {
         guard let node, let expiryNanoseconds else { return nil }

@@ -30,9 +30,11 @@ extension SQLiteStorage: OperationJournal {
     public func appendLongLivedEvents(
         _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event] {
-        try await write(weight: max(1, payloads.count)) { db in
+        let events = try await write(weight: max(1, payloads.count)) { db in
             try Self.append(payloads, to: key, checkpoint: checkpoint, by: node, db)
         }
+        if let last = events.last { signal(.journaled(key, lastSeq: last.seq)) }
+        return events
     }
 
     public func modifyRecords(
@@ -61,15 +63,16 @@ extension SQLiteStorage: OperationJournal {
             return Notified(JournaledModification(result: result, events: events), notified)
         }.pair
         announceNotifications(in: key.container, notified)
+        if let last = outcome.events.last { signal(.journaled(journaling.operation, lastSeq: last.seq)) }
         return (outcome.result, outcome.events)
     }
 
     public func completeLongLivedOperation(
         _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp, by node: String?
     ) async throws -> Wire.Complete {
-        try await write(weight: 1) { db in
-            var complete = complete
-            complete.lastSeq = try Self.runningLastSeq(key, appending: node, db)
+        let stored = try await write(weight: 1) { db in
+            let (lastSeq, cancelRequested) = try Self.running(key, appending: node, db)
+            let complete = OperationJournalRules.completion(complete, lastSeq: lastSeq, cancelRequested: cancelRequested)
             try db.run(
                 sql: """
                     UPDATE long_lived_operations SET complete = ?, completed_ns = ?
@@ -78,6 +81,8 @@ extension SQLiteStorage: OperationJournal {
                 arguments: [Data(complete.serializedBytes()), Self.nanoseconds(date), key.owner, key.operationID])
             return complete
         }
+        signal(.journaled(key, lastSeq: stored.lastSeq))
+        return stored
     }
 
     public func takeOverLongLivedOperation(
@@ -213,6 +218,7 @@ extension SQLiteStorage: OperationJournal {
                 arguments: [key.owner, key.operationID])
             try Self.deleteJournal(of: key, db)
         }
+        signal(.journaled(key, lastSeq: 0))
     }
 
     @discardableResult
@@ -238,6 +244,52 @@ extension SQLiteStorage: OperationJournal {
         }
     }
 
+    // MARK: - Cancellation and signals
+
+    @discardableResult
+    public func requestLongLivedCancellation(_ key: LongLivedOperationKey) async throws -> Bool {
+        let marked = try await write(weight: 1) { db in
+            try db.run(
+                sql: """
+                    UPDATE long_lived_operations SET cancel_requested = 1
+                    WHERE owner = ? AND operation_id = ? AND complete IS NULL
+                    """,
+                arguments: [key.owner, key.operationID])
+            return db.changesCount > 0
+        }
+        if marked { signal(.cancelRequested(key)) }
+        return marked
+    }
+
+    public func longLivedCancellationsRequested(
+        among keys: [LongLivedOperationKey]
+    ) async throws -> Set<LongLivedOperationKey> {
+        guard !keys.isEmpty else { return [] }
+        return try await read { db in
+            var requested: Set<LongLivedOperationKey> = []
+            for key in keys {
+                let marked = try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT 1 FROM long_lived_operations
+                        WHERE owner = ? AND operation_id = ? AND complete IS NULL AND cancel_requested = 1
+                        """,
+                    arguments: [key.owner, key.operationID])
+                if marked != nil { requested.insert(key) }
+            }
+            return requested
+        }
+    }
+
+    /// One process serves a SQLite directory: the signals are its own, told after each commit.
+    public func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {
+        longLivedObservers.withLock { $0.append(observer) }
+    }
+
+    private func signal(_ signal: LongLivedOperationSignal) {
+        for observer in longLivedObservers.withLock({ $0 }) { observer(signal) }
+    }
+
     // MARK: - Rows
 
     private static let lastSeqSQL = "SELECT last_seq FROM long_lived_operations WHERE owner = ? AND operation_id = ?"
@@ -249,16 +301,26 @@ extension SQLiteStorage: OperationJournal {
     ///   completed; `.leaseLost` when another node holds it (completed or not: a node that
     ///   lost it learns so even once the node that took it over completed it).
     private static func runningLastSeq(_ key: LongLivedOperationKey, appending node: String?, _ db: Database) throws -> UInt64 {
+        try running(key, appending: node, db).lastSeq
+    }
+
+    /// ``runningLastSeq(_:appending:_:)`` and whether its client cancelled it.
+    private static func running(
+        _ key: LongLivedOperationKey, appending node: String?, _ db: Database
+    ) throws -> (lastSeq: UInt64, cancelRequested: Bool) {
         guard
             let row = try db.row(
-                sql: "SELECT last_seq, complete, lease_node FROM long_lived_operations WHERE owner = ? AND operation_id = ?",
+                sql: """
+                    SELECT last_seq, complete, lease_node, cancel_requested FROM long_lived_operations
+                    WHERE owner = ? AND operation_id = ?
+                    """,
                 arguments: [key.owner, key.operationID])
         else {
             throw OperationJournalRules.notRunning(key)
         }
         try OperationJournalRules.checkHolder(row["lease_node"], appending: node, to: key)
         guard (row["complete"] as Data?) == nil else { throw OperationJournalRules.notRunning(key) }
-        return UInt64(max(0, row["last_seq"] as Int64))
+        return (UInt64(max(0, row["last_seq"] as Int64)), (row["cancel_requested"] as Int64) != 0)
     }
 
     /// Appends inside the caller's transaction (fenced: `node` must hold the operation); the
@@ -308,7 +370,8 @@ extension SQLiteStorage: OperationJournal {
             completionDate: completed.map(timestamp),
             complete: try complete.map { try decode(Wire.Complete.self, $0, what: "long-lived Complete") },
             checkpoint: checkpoint.map { [UInt8]($0) },
-            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry)
+            lease: OperationJournalRules.lease(node: leaseNode, expiryNanoseconds: leaseExpiry),
+            cancelRequested: (row["cancel_requested"] as Int64) != 0
         )
     }
 

@@ -142,6 +142,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v12-text-without-sizes", migrate: migrateToV12)
         migrator.registerMigration("v13-share-generation", migrate: migrateToV13)
         migrator.registerMigration("v14-long-lived-leases", migrate: migrateToV14)
+        migrator.registerMigration("v15-long-lived-cancel", migrate: migrateToV15)
         return migrator
     }
 }

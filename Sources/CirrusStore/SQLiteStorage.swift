@@ -51,6 +51,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// asset directory; a content committed before a restart is kept by its upload's marker,
     /// or was never named by a save.
     let assetCommits = Mutex<[[UInt8]: Double]>([:])
+    /// Told of what each commit did to a long-lived operation (see `observeLongLivedOperations`).
+    let longLivedObservers = Mutex<[@Sendable (LongLivedOperationSignal) -> Void]>([])
 
     /// Opens (creating if needed) the storage in `directory` and migrates it.
     ///

@@ -86,6 +86,18 @@ private struct GappedJournal: OperationJournal {
     func unfinishedLongLivedOperations() async throws -> [LongLivedOperationRecord] {
         try await base.unfinishedLongLivedOperations()
     }
+
+    func requestLongLivedCancellation(_ key: LongLivedOperationKey) async throws -> Bool {
+        try await base.requestLongLivedCancellation(key)
+    }
+
+    func longLivedCancellationsRequested(among keys: [LongLivedOperationKey]) async throws -> Set<LongLivedOperationKey> {
+        try await base.longLivedCancellationsRequested(among: keys)
+    }
+
+    func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {
+        base.observeLongLivedOperations(observer)
+    }
 }
 
 /// Replays read from the journal, whose events go out as stored: what a bad journal does to the

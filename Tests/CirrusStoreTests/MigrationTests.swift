@@ -211,4 +211,34 @@ struct MigrationTests {
         #expect(try await storage.appendLongLivedEvents([], to: key, checkpoint: [1], by: "a").isEmpty)
         #expect(try await storage.unheldLongLivedOperations(at: now, limit: 10).isEmpty)
     }
+
+    /// v15 adds the cancellation mark of long-lived operations: the running operations of a v14
+    /// store are not cancelled, and may be.
+    @Test func v15LeavesTheRunningOperationsOfAnOlderStoreUncancelled() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = (directory as NSString).appendingPathComponent(SQLiteStorage.fileName)
+        let open = Wire.Open(operationID: "old", databaseScope: .private, containerIdentifier: container)
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try SQLiteStorage.migrator.migrate(queue, upTo: "v14-long-lived-leases")
+            try await queue.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO long_lived_operations
+                            (owner, operation_id, container, open, created_ns, last_seq, lease_node, lease_expiry_ns)
+                        VALUES ('_alice', 'old', ?, ?, 5, 0, 'a', 10)
+                        """,
+                    arguments: [container, Data(open.serializedBytes())])
+            }
+        }
+        let storage = try SQLiteStorage(directory: directory)
+        defer { try? storage.close() }
+        let key = LongLivedOperationKey(owner: "_alice", operationID: "old")
+        #expect(try await storage.longLivedOperation(key)?.cancelRequested == false)
+        #expect(try await storage.longLivedCancellationsRequested(among: [key]).isEmpty)
+        #expect(try await storage.requestLongLivedCancellation(key))
+        #expect(try await storage.longLivedCancellationsRequested(among: [key]) == [key])
+    }
 }

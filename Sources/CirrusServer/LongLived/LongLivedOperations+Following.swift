@@ -5,8 +5,23 @@ import CirrusWire
 /// `Resume`), on the node that runs it or, through the journal, on any other.
 extension LongLivedOperations {
     /// Attaches a follower to the caller's operation `operationID`, which then gets what comes
-    /// after `lastSeq`; refused with `operationAlreadyAttached` while another stream follows it.
-    /// The follower calls `run.release(attachment)` when it stops (``follow(_:attachment:after:stream:)`` does).
+    /// after `lastSeq`; refused with `operationAlreadyAttached` while another stream of this
+    /// node follows it. The follower calls `run.release(attachment)` when it stops
+    /// (``follow(_:attachment:after:stream:)`` does).
+    ///
+    /// The refusal is this node's, not the cluster's, on purpose. It keeps one client from
+    /// racing itself: after a network cut the client resumes while the node still holds its old
+    /// stream (until the keepalive notices), and two streams would otherwise take turns at one
+    /// run's memory. Across nodes nothing of that can happen: a stream on another node reads
+    /// the journal, the source of truth, in seq order, so each stream gets every event once, in
+    /// order, and the operation runs once (its lease) however many follow it. Refusing across
+    /// nodes would take an attachment lease in the database, renewed by each node's heartbeat,
+    /// and a node that died would keep its streams' attachments until those expired: a client
+    /// failing over to another node — what several nodes are for — would be refused for up to
+    /// a lease (8 s) plus its retry backoff, where it now resumes at once. What two streams on
+    /// two nodes can do to each other is what two successive streams can on one node: the first
+    /// to acknowledge the `Complete` drops the operation (the other ends with
+    /// `unknownOperation` unless it had read the `Complete`), and a `Cancel` on either cancels it.
     func attach(
         operationID: String, caller: ClientIdentity, after lastSeq: UInt64
     ) async -> Result<(run: LongLivedRun, attachment: UInt64), Refusal> {

@@ -25,7 +25,9 @@ extension LongLivedOperations {
         /// How often the node looks for operations no node holds, to take them over.
         public var sweepInterval: Duration
         /// How often a stream following an operation another node runs looks in the journal
-        /// for new events.
+        /// for new events when no signal came (``OperationJournal/observeLongLivedOperations(_:)``:
+        /// the running node signals each append, so this only bounds how late a lost signal
+        /// makes them).
         public var journalPollInterval: Duration
 
         public init(
@@ -33,7 +35,7 @@ extension LongLivedOperations {
             leaseDuration: Duration = .seconds(8),
             heartbeatInterval: Duration = .seconds(2),
             sweepInterval: Duration = .seconds(1),
-            journalPollInterval: Duration = .milliseconds(250)
+            journalPollInterval: Duration = .seconds(1)
         ) {
             self.nodeID = nodeID
             self.leaseDuration = leaseDuration
@@ -113,7 +115,8 @@ extension LongLivedOperations {
     }
 
     /// Renews the leases of this node's runs (and of the registrations about to run); stops
-    /// the runs whose lease another node took.
+    /// the runs whose lease another node took, and those whose client cancelled them on another
+    /// node (should its signal have been lost).
     func heartbeat() async {
         let held = state.withLock { state -> [LongLivedOperationKey: LongLivedRun] in
             var held: [LongLivedOperationKey: LongLivedRun] = [:]
@@ -132,6 +135,13 @@ extension LongLivedOperations {
         }
         for (key, run) in held where !renewed.contains(key) {
             lose(run)
+        }
+        do {
+            for key in try await journal.longLivedCancellationsRequested(among: Array(renewed)) {
+                stopCancelled(key)
+            }
+        } catch {
+            logger.warning("could not look for cancellations of \(renewed.count) long-lived operations: \(error)")
         }
     }
 
@@ -207,8 +217,9 @@ extension LongLivedOperations {
     }
 }
 
-/// The registry as its heartbeat and sweep see it: they stop once nothing else keeps it.
-private struct WeakRegistry: Sendable {
+/// The registry as its heartbeat, its sweep and the journal's signals see it: they stop once
+/// nothing else keeps it.
+struct WeakRegistry: Sendable {
     weak var registry: LongLivedOperations?
 
     init(_ registry: LongLivedOperations) { self.registry = registry }

@@ -40,12 +40,18 @@ import Synchronization
 ///   its run stops, and the streams following it there go on reading the journal. Clock skew or a
 ///   late heartbeat can therefore cost time, never a duplicated or lost event.
 /// - `Resume` works on every node. Where the operation runs, the follower reads the run's
-///   memory; elsewhere it reads the journal after the client's seq and then polls it every
-///   ``Leasing/journalPollInterval`` (250 ms) for the events other nodes append, to `Complete`.
+///   memory; elsewhere it reads the journal after the client's seq, then reads it again as soon
+///   as the running node signals new events (``OperationJournal/observeLongLivedOperations(_:)``:
+///   a PostgreSQL `NOTIFY` per append, heard by every node), and at the latest every
+///   ``Leasing/journalPollInterval`` (1 s) should a signal be lost, to `Complete`.
+/// - A plain `Cancel` on any node reaches the operation wherever it runs: it is marked in the
+///   journal (so it outlives the nodes involved) and signalled; the running node stops the run
+///   at once, or at its next heartbeat should the signal be lost, and a node that takes the
+///   operation over completes it as cancelled. Either way it ends as a local cancel does: a
+///   `Complete` with `operationCancelled`, then it is no longer listed.
 /// - `OPERATION_ALREADY_ATTACHED` is kept per node: two streams on one node never follow the
-///   same operation at once, but streams on two nodes may (each gets every event in order).
-/// - A `Cancel` reaches the operation only on the node that runs it; elsewhere it drops the
-///   operation only once it completed.
+///   same operation at once, but streams on two nodes may (each gets every event in order,
+///   from the journal). Deliberately: see ``attach(operationID:caller:after:)``.
 ///
 /// For example:
 /// ```swift
@@ -136,6 +142,8 @@ public final class LongLivedOperations: Sendable {
         self.leasing = leasing
         self.logger = logger
         self.afterRegistration = afterRegistration
+        let registry = WeakRegistry(self)
+        journal.observeLongLivedOperations { signal in registry.registry?.heard(signal) }
     }
 
     /// Operations running now in this process.
@@ -164,6 +172,15 @@ public final class LongLivedOperations: Sendable {
     ///
     /// - throws: ``StoreError`` when its journal cannot be read.
     func continueRun(_ record: LongLivedOperationRecord) async throws {
+        if record.cancelRequested {
+            // Its client cancelled it (on any node) before it finished: it completes as cancelled.
+            let run = LongLivedRun(
+                record: record, caller: ClientIdentity(userRecordName: record.key.owner), journal: journal,
+                node: leasing.nodeID)
+            logger.info("completing cancelled long-lived operation \(record.key) after seq \(record.lastSeq)")
+            state.withLock { state in self.start(run, in: &state, cancelled: true) }
+            return
+        }
         var errors: [Wire.ItemError] = []
         var seq: UInt64 = 0
         while seq < record.lastSeq {
@@ -282,16 +299,27 @@ public final class LongLivedOperations: Sendable {
     }
 
     /// Starts `run` unless it runs already (a `Resume` claimed it before its `Persisted` went out).
-    func start(_ run: LongLivedRun, in state: inout State) {
+    /// A run `cancelled` by its client before it started here only journals its cancelled `Complete`.
+    func start(_ run: LongLivedRun, in state: inout State, cancelled: Bool = false) {
         if state.pending[run.key] === run { state.pending[run.key] = nil }
         guard state.runs[run.key] == nil else { return }
-        state.runs[run.key] = Entry(run: run)
+        state.runs[run.key] = Entry(run: run, isCancelled: cancelled)
+        // The run's task is cancelled when its client cancels it (or the node stops): its end is
+        // journaled on a task of its own, which that cancellation does not cut short (a
+        // PostgreSQL journal leases no connection to a cancelled task).
+        if cancelled {
+            let completion = OperationCompletion(error: OperationJournalRules.cancelled(lastSeq: run.lastSeq).error)
+            state.runs[run.key]?.task = Task {
+                await Task { await self.finish(run, completion) }.value
+            }
+            return
+        }
         // Created under the lock so `finish` (which removes the entry) cannot come first.
         state.runs[run.key]?.task = Task {
             let fields = OperationLogContext.fields(of: run.open, user: run.caller.userRecordName)
             await OperationLogContext.withFields(fields) {
                 let completion = await self.executor.run(run.open, caller: run.caller, stream: OperationStream(run: run))
-                await self.finish(run, completion)
+                await Task { await self.finish(run, completion) }.value
             }
         }
     }
@@ -311,14 +339,15 @@ public final class LongLivedOperations: Sendable {
         }
         var complete = Wire.Complete(lastSeq: run.lastSeq, error: completion.error, result: completion.result)
         if cancelled {
-            complete = Wire.Complete(
-                lastSeq: run.lastSeq,
-                error: Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled"))
+            complete = OperationJournalRules.cancelled(lastSeq: run.lastSeq)
         }
         do {
             complete = try await journal.completeLongLivedOperation(
                 run.key, complete: complete, at: clock(), by: leasing.nodeID)
-            if cancelled {
+            // The journal completes an operation its client cancelled on another node (whose
+            // signal has not reached this one yet) as cancelled, whatever it finished with.
+            let cancelledElsewhere = complete.error?.code == .operationCancelled && completion.error?.code != .operationCancelled
+            if cancelled || cancelledElsewhere {
                 try await journal.removeLongLivedOperation(run.key)
             }
         } catch let error as StoreError where error.code == .leaseLost || error.code == .unknownOperation {
@@ -336,19 +365,54 @@ public final class LongLivedOperations: Sendable {
 
     // MARK: - Cancel and acknowledge
 
-    /// Cancels the operation for good: its run stops, a `Complete` with `operationCancelled`
-    /// is journaled for any follower, and it is no longer listed.
+    /// Cancels the operation for good, on whichever node runs it: its run stops, a `Complete`
+    /// with `operationCancelled` is journaled for any follower, and it is no longer listed.
+    ///
+    /// The cancellation is marked in the journal first (``OperationJournal/requestLongLivedCancellation(_:)``),
+    /// so it outlives this node and the node running the operation: that node hears its signal
+    /// (``heard(_:)``) or finds it at its next heartbeat and stops the run; a node that takes
+    /// the operation over completes it as cancelled without running it. An operation that
+    /// completed already is dropped (the client does not want it any more).
     func cancel(_ key: LongLivedOperationKey) async {
-        let task = state.withLock { state -> Task<Void, Never>? in
-            guard state.runs[key] != nil else { return nil }
-            state.runs[key]?.isCancelled = true
-            return state.runs[key]?.task
+        let marked: Bool
+        do {
+            marked = try await journal.requestLongLivedCancellation(key)
+        } catch {
+            // The run here (if it runs here) still stops; another node's cannot be reached.
+            logger.error("could not mark long-lived operation \(key) as cancelled: \(error)")
+            stopCancelled(key)
+            return
         }
-        if let task {
-            task.cancel()
-        } else {
-            // Already completed: the client does not want it any more.
+        let runsHere = stopCancelled(key)
+        if !marked && !runsHere {
+            // Completed (or gone): the client does not want it any more.
             await acknowledge(key)
+        }
+    }
+
+    /// Stops the run of `key` here, if it runs here, as cancelled by its client (its `finish`
+    /// journals the cancelled `Complete` and drops it). Returns whether it runs here.
+    @discardableResult
+    func stopCancelled(_ key: LongLivedOperationKey) -> Bool {
+        let found = state.withLock { state -> (Bool, Task<Void, Never>?) in
+            guard let entry = state.runs[key], !entry.isLost else { return (false, nil) }
+            state.runs[key]?.isCancelled = true
+            return (true, entry.task)
+        }
+        found.1?.cancel()
+        return found.0
+    }
+
+    /// What the journal signals (on PostgreSQL, what any node committed): new events of an
+    /// operation this node follows through the journal wake its follower; a cancellation of an
+    /// operation this node runs stops it.
+    func heard(_ signal: LongLivedOperationSignal) {
+        switch signal {
+        case .journaled(let key, _):
+            let run = state.withLock { $0.following[key] }
+            run?.journalChanged()
+        case .cancelRequested(let key):
+            stopCancelled(key)
         }
     }
 

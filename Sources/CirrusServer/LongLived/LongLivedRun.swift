@@ -14,7 +14,8 @@ import Synchronization
 ///
 /// On a node that does not run the operation (another node holds its lease, or this node lost
 /// it), the run follows the journal instead (``followJournal(every:)``): with no event to send,
-/// a follower reads the operation's row again after a short interval, and the events it
+/// a follower reads the operation's row again as soon as the node running it signals a change
+/// (``journalChanged()``) or, should that signal be lost, after an interval, and the events it
 /// finds there once they are committed, until the `Complete`.
 final class LongLivedRun: Sendable {
     let key: LongLivedOperationKey
@@ -44,6 +45,13 @@ final class LongLivedRun: Sendable {
         var follower: UInt64?
         /// Set when the operation is not run here: followers poll the journal this often.
         var journalInterval: Duration?
+        /// How many times another node's signal said the journal changed (``journalChanged()``).
+        var signals: UInt64 = 0
+        /// ``signals`` when a follower last read the operation's row: a signal after it wakes
+        /// the next poll at once (none is missed between that read and the next wait).
+        var signalsAtRead: UInt64 = 0
+        /// The timed waits under way (``pause(for:since:)``), and whether their time ran out.
+        var pauses: [UInt64: Bool] = [:]
 
         mutating func takeWaiters() -> [CheckedContinuation<Void, any Error>] {
             defer { waiters.removeAll() }
@@ -141,6 +149,17 @@ final class LongLivedRun: Sendable {
 
     var followsJournal: Bool { state.withLock { $0.journalInterval != nil } }
 
+    /// Another node journaled events for the operation, completed it or dropped it (its
+    /// signal, ``LongLivedOperationSignal/journaled(_:lastSeq:)``): followers waiting for the
+    /// journal's next poll read it now.
+    func journalChanged() {
+        let waiters = state.withLock { state in
+            state.signals &+= 1
+            return state.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
     /// Whether a stream follows the operation now.
     var isFollowed: Bool { state.withLock { $0.follower != nil } }
 
@@ -174,7 +193,8 @@ final class LongLivedRun: Sendable {
         case answer(Next)
         case read(upTo: UInt64)
         case wait
-        case poll(Duration)
+        /// Read the journal after `Duration`, or at once when a signal came since `UInt64`.
+        case poll(Duration, signals: UInt64)
     }
 
     /// The events after `seq` (at most `limit`), waiting for the runner when there are none yet;
@@ -195,7 +215,7 @@ final class LongLivedRun: Sendable {
                     return .read(upTo: state.lastSeq)
                 }
                 if let complete = state.complete { return .answer(.complete(complete)) }
-                if let interval = state.journalInterval { return .poll(interval) }
+                if let interval = state.journalInterval { return .poll(interval, signals: state.signalsAtRead) }
                 return .wait
             }
             switch step {
@@ -210,8 +230,9 @@ final class LongLivedRun: Sendable {
                 return .encoded(events)
             case .wait:
                 try await wait(after: seq, attachment: attachment)
-            case .poll(let interval):
-                try await Task.sleep(for: interval)
+            case .poll(let interval, let signals):
+                try await pause(for: interval, since: signals)
+                state.withLock { $0.signalsAtRead = $0.signals }
                 try await refresh(after: seq)
             }
         }
@@ -238,6 +259,44 @@ final class LongLivedRun: Sendable {
             return state.takeWaiters()
         }
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits `interval`, or less when a signal comes (``journalChanged()``) or came since `signals`.
+    ///
+    /// - throws: `CancellationError` when the follower's task is cancelled.
+    private func pause(for interval: Duration, since signals: UInt64) async throws {
+        let id = state.withLock { state in
+            state.nextWaiter += 1
+            state.pauses[state.nextWaiter] = false
+            return state.nextWaiter
+        }
+        let timer = Task {
+            try await Task.sleep(for: interval)
+            let waiter = self.state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard state.pauses[id] != nil else { return nil }
+                state.pauses[id] = true
+                return state.waiters.removeValue(forKey: id)
+            }
+            waiter?.resume()
+        }
+        defer {
+            timer.cancel()
+            state.withLock { $0.pauses[id] = nil }
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let ready = state.withLock { state -> Bool in
+                    if Task.isCancelled || state.signals != signals || state.pauses[id] == true { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume(throwing: CancellationError())
+        }
+        try Task.checkCancellation()
     }
 
     private func wait(after seq: UInt64, attachment: UInt64) async throws {

@@ -1,0 +1,225 @@
+@testable import CirrusServer
+import CirrusPostgres
+import CirrusStore
+import CirrusTestSupport
+import CirrusWire
+import Foundation
+import Testing
+
+/// The default zone of alice's private database as the store names it.
+let alicesZone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "_alice")
+let alicesDatabase = DatabaseKey.private(container: container, user: "_alice")
+
+/// A long-lived save of every record of its `modifyRecords` request, `chunk` records per
+/// journaled modify, continued after its checkpoint's item count as the server's own executor
+/// does after a restart (PostgreSQL is not yet a whole `RecordStorage`, so the server's
+/// executor cannot run on it). With a `gate`, it waits there once `pauseAt` items are saved.
+struct ChunkedSaveExecutor: OperationExecutor {
+    var chunk = 10
+    var gate: Gate?
+    var pauseAt = 0
+
+    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        guard case .modifyRecords(let request) = open.request, let run = stream.run else {
+            return .failure(.invalidArguments, "only long-lived saves")
+        }
+        let records = request.recordsToSave
+        var done = run.checkpoint?.items ?? 0
+        do {
+            while done < records.count {
+                if let gate, done == pauseAt { try await gate.wait() }
+                try Task.checkCancellation()
+                let end = min(done + chunk, records.count)
+                _ = try await run.modifyRecords(
+                    RecordModification(saving: Array(records[done..<end])), in: alicesDatabase,
+                    events: { result in
+                        result.saves.map { save in
+                            let outcome: Wire.ModifyRecordsPerRecordSave.Outcome =
+                                switch save.result {
+                                case .success(let record): .record(record)
+                                case .failure(let failure):
+                                    .error(Wire.OperationError(code: .internalError, message: failure.message))
+                                }
+                            let event = Wire.ModifyRecordsPerRecordSave(recordID: save.id, outcome: outcome)
+                            return .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(event)))
+                        }
+                    },
+                    checkpoint: LongLivedCheckpoint(items: end))
+                done = end
+            }
+            return .success()
+        } catch is CancellationError {
+            return .failure(.operationCancelled, "cancelled")
+        } catch let error as StoreError {
+            return OperationCompletion(error: error.operationError)
+        } catch {
+            return .failure(.internalError, "\(error)")
+        }
+    }
+}
+
+/// One `cirrusd` node in a test: its own storage on the shared database and its registry.
+struct Node {
+    let storage: PostgresStorage
+    let registry: LongLivedOperations
+    let executor: ChunkedSaveExecutor
+
+    /// Short leases, so a takeover comes within seconds, yet 25 heartbeats long, so a loaded
+    /// machine's stalls do not move an operation before the test means it to.
+    static func leasing(
+        _ node: String, lease: Duration = .seconds(5), heartbeat: Duration = .milliseconds(200),
+        sweep: Duration = .milliseconds(200), poll: Duration = .milliseconds(50)
+    ) -> LongLivedOperations.Leasing {
+        LongLivedOperations.Leasing(
+            nodeID: node, leaseDuration: lease, heartbeatInterval: heartbeat, sweepInterval: sweep,
+            journalPollInterval: poll)
+    }
+
+    /// - parameter hearsSignals: false for a node that never hears the journal's signals (as
+    ///   when every `NOTIFY` is lost): it learns only from its polls and heartbeats.
+    static func start(
+        _ url: PostgresURL, _ leasing: LongLivedOperations.Leasing, _ executor: ChunkedSaveExecutor, hearsSignals: Bool = true
+    ) async throws -> Node {
+        let storage = try await PostgresStorage(url: url, maximumConnections: 4)
+        let registry = LongLivedOperations(
+            journal: hearsSignals ? storage : DeafJournal(base: storage), executor: executor,
+            retentionSeconds: LongLivedOperations.defaultRetentionSeconds, clock: SQLiteStorage.systemClock,
+            leasing: leasing, logger: .init(label: "test.\(leasing.nodeID)"), afterRegistration: { _ in })
+        try await registry.resumeUnfinished()
+        return Node(storage: storage, registry: registry, executor: executor)
+    }
+
+    func stop() async {
+        await registry.shutdown()
+        await storage.close()
+    }
+
+    /// Serves this node's registry for the length of `body`.
+    func serving<R>(_ body: (Int) async throws -> R) async throws -> R {
+        try await withServer(configure: {
+            $0.executor = executor
+            $0.longLivedOperations = registry
+        }) { _, port in
+            try await body(port)
+        }
+    }
+}
+
+/// Two nodes on one PostgreSQL database, for the length of `body`; both stop at its end. The
+/// nodes named in `deaf` hear no signal of the journal.
+func withTwoNodes(
+    a: (LongLivedOperations.Leasing, ChunkedSaveExecutor), b: (LongLivedOperations.Leasing, ChunkedSaveExecutor),
+    deaf: Set<String> = [], _ body: (Node, Node) async throws -> Void
+) async throws {
+    let server = try TemporaryPostgres.shared()
+    let url = try PostgresURL(server.createDatabase())
+    defer { _ = try? server.psql("DROP DATABASE IF EXISTS \(url.database) WITH (FORCE)") }
+    let first = try await Node.start(url, a.0, a.1, hearsSignals: !deaf.contains(a.0.nodeID))
+    let second: Node
+    do {
+        second = try await Node.start(url, b.0, b.1, hearsSignals: !deaf.contains(b.0.nodeID))
+    } catch {
+        await first.stop()
+        throw error
+    }
+    do {
+        try await body(first, second)
+    } catch {
+        await first.stop()
+        await second.stop()
+        throw error
+    }
+    await first.stop()
+    await second.stop()
+}
+
+/// A journal whose observers hear nothing: a node that lost every `NOTIFY`, which learns of
+/// other nodes' appends and cancellations only from its polls and heartbeats.
+struct DeafJournal: OperationJournal {
+    let base: PostgresStorage
+
+    func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {}
+
+    func registerLongLivedOperation(
+        _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
+    ) async throws -> LongLivedOperationRecord {
+        try await base.registerLongLivedOperation(key, open: open, at: date, lease: lease)
+    }
+
+    func appendLongLivedEvents(
+        _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
+    ) async throws -> [Wire.Event] {
+        try await base.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint, by: node)
+    }
+
+    func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String,
+        journaling: ModificationJournaling
+    ) async throws -> (result: RecordModificationResult, events: [Wire.Event]) {
+        try await base.modifyRecords(modification, in: database, by: user, journaling: journaling)
+    }
+
+    func completeLongLivedOperation(
+        _ key: LongLivedOperationKey, complete: Wire.Complete, at date: Wire.Timestamp, by node: String?
+    ) async throws -> Wire.Complete {
+        try await base.completeLongLivedOperation(key, complete: complete, at: date, by: node)
+    }
+
+    func takeOverLongLivedOperation(
+        _ key: LongLivedOperationKey, lease: LongLivedLease, at now: Wire.Timestamp
+    ) async throws -> LongLivedOperationRecord? {
+        try await base.takeOverLongLivedOperation(key, lease: lease, at: now)
+    }
+
+    func renewLongLivedLeases(_ keys: [LongLivedOperationKey], lease: LongLivedLease) async throws -> Set<LongLivedOperationKey> {
+        try await base.renewLongLivedLeases(keys, lease: lease)
+    }
+
+    func releaseLongLivedOperation(_ key: LongLivedOperationKey, node: String) async throws -> Bool {
+        try await base.releaseLongLivedOperation(key, node: node)
+    }
+
+    func unheldLongLivedOperations(at now: Wire.Timestamp, limit: Int) async throws -> [LongLivedOperationKey] {
+        try await base.unheldLongLivedOperations(at: now, limit: limit)
+    }
+
+    func longLivedOperationIDs(owner: String, container: String, completedSince cutoff: Wire.Timestamp) async throws
+        -> [String]
+    {
+        try await base.longLivedOperationIDs(owner: owner, container: container, completedSince: cutoff)
+    }
+
+    func longLivedOperation(_ key: LongLivedOperationKey) async throws -> LongLivedOperationRecord? {
+        try await base.longLivedOperation(key)
+    }
+
+    func longLivedEncodedEvents(
+        _ key: LongLivedOperationKey, after seq: UInt64, limit: Int
+    ) async throws -> [Wire.EncodedEvent] {
+        try await base.longLivedEncodedEvents(key, after: seq, limit: limit)
+    }
+
+    func acknowledgeLongLivedOperation(_ key: LongLivedOperationKey) async throws -> Bool {
+        try await base.acknowledgeLongLivedOperation(key)
+    }
+
+    func removeLongLivedOperation(_ key: LongLivedOperationKey) async throws {
+        try await base.removeLongLivedOperation(key)
+    }
+
+    func pruneLongLivedOperations(completedBefore cutoff: Wire.Timestamp) async throws -> Int {
+        try await base.pruneLongLivedOperations(completedBefore: cutoff)
+    }
+
+    func unfinishedLongLivedOperations() async throws -> [LongLivedOperationRecord] {
+        try await base.unfinishedLongLivedOperations()
+    }
+
+    func requestLongLivedCancellation(_ key: LongLivedOperationKey) async throws -> Bool {
+        try await base.requestLongLivedCancellation(key)
+    }
+
+    func longLivedCancellationsRequested(among keys: [LongLivedOperationKey]) async throws -> Set<LongLivedOperationKey> {
+        try await base.longLivedCancellationsRequested(among: keys)
+    }
+}
