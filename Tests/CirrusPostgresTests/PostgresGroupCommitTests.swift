@@ -19,9 +19,11 @@ struct PostgresGroupCommitTests {
 
     /// Runs `writes` while a first write of `alice`'s database holds its transaction open,
     /// and lets that one finish once all of them wait: they then share the next transaction.
+    /// `inOrder`: each write starts once the one before waits, so they wait in index order.
     /// Their outcomes, by index.
     private func lineUp<T: Sendable>(
-        _ count: Int, on storage: PostgresStorage, _ write: @escaping @Sendable (Int) async throws -> T
+        _ count: Int, on storage: PostgresStorage, inOrder: Bool = false,
+        _ write: @escaping @Sendable (Int) async throws -> T
     ) async throws -> [Int: Result<T, any Error>] {
         let (started, starting) = AsyncStream<Void>.makeStream()
         let (opened, gate) = AsyncStream<Void>.makeStream()
@@ -36,6 +38,7 @@ struct PostgresGroupCommitTests {
                 group.addTask {
                     do { return (index, .success(try await write(index))) } catch { return (index, .failure(error)) }
                 }
+                if inOrder { try await waitUntil { storage.writes.pendingCount(in: alice) == index + 1 } }
             }
             try await waitUntil { storage.writes.pendingCount(in: alice) == count }
             gate.finish()
@@ -262,24 +265,10 @@ struct PostgresGroupCommitTests {
                 // 7: the right tag of a stored record.
                 RecordModification(saving: [record("stored", tag: storedTag)]),
             ]
-            // Line them up in this order: each waits in the queue before the next starts.
-            let (started, starting) = AsyncStream<Void>.makeStream()
-            let (opened, gate) = AsyncStream<Void>.makeStream()
-            defer { gate.finish() }
-            async let first: Void = storage.write(in: alice, weight: 1) { _ in
-                starting.yield()
-                for await _ in opened {}
+            let outcomes = try await lineUp(requests.count, on: storage, inOrder: true) { index in
+                try await storage.modifyRecords(requests[index], in: alice, by: "_alice")
             }
-            for await _ in started { break }
-            let results = try await withThrowingTaskGroup(of: (Int, RecordModificationResult).self) { group in
-                for (index, request) in requests.enumerated() {
-                    group.addTask { (index, try await storage.modifyRecords(request, in: alice, by: "_alice")) }
-                    try await waitUntil { storage.writes.pendingCount(in: alice) == index + 1 }
-                }
-                gate.finish()
-                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
-            }
-            try await first
+            let results = try outcomes.mapValues { try $0.get() }
             #expect(commits.all.contains { $0.jobs == requests.count }, "\(commits.all.map(\.jobs))")
             // Requests 0-3 ran in one set of statements, 4-7 in the next (4 names a record 3
             // names): after the setup's write, the zone moved along the database's feed twice.
