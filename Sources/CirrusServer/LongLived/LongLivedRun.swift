@@ -283,20 +283,7 @@ final class LongLivedRun: Sendable {
             timer.cancel()
             state.withLock { $0.pauses[id] = nil }
         }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let ready = state.withLock { state -> Bool in
-                    if Task.isCancelled || state.signals != signals || state.pauses[id] == true { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume(throwing: CancellationError())
-        }
-        try Task.checkCancellation()
+        try await suspend(as: id) { $0.signals != signals || $0.pauses[id] == true }
     }
 
     private func wait(after seq: UInt64, attachment: UInt64) async throws {
@@ -304,14 +291,20 @@ final class LongLivedRun: Sendable {
             state.nextWaiter += 1
             return state.nextWaiter
         }
+        try await suspend(as: id) {
+            $0.lastSeq > seq || $0.complete != nil || $0.attachment != attachment || $0.journalInterval != nil
+        }
+    }
+
+    /// Waits as waiter `id` (resumed by whoever takes the waiters) unless `isReady` holds when
+    /// the wait starts.
+    ///
+    /// - throws: `CancellationError` when the waiting task is cancelled.
+    private func suspend(as id: UInt64, unless isReady: (State) -> Bool) async throws {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let ready = state.withLock { state -> Bool in
-                    if Task.isCancelled || state.lastSeq > seq || state.complete != nil
-                        || state.attachment != attachment || state.journalInterval != nil
-                    {
-                        return true
-                    }
+                    if Task.isCancelled || isReady(state) { return true }
                     state.waiters[id] = continuation
                     return false
                 }
