@@ -128,7 +128,10 @@ struct PostgresRecordWriter {
     /// sequence. What the changes fire is stored in the same transaction
     /// (``PostgresNotificationWriter``).
     func modify(_ plan: RecordModificationPlan) async throws -> Outcome {
-        try await modify([plan])[0]
+        guard let outcome = try await modify([plan]).first else {
+            throw StoreError(.storageFailure, "a modification had no outcome")
+        }
+        return outcome
     }
 
     /// Carries out planned requests of this writer's user as if one ran after the other in
@@ -225,7 +228,7 @@ struct PostgresRecordWriter {
             changes += written.changes
         }
         var outcomes = progress.map { Outcome(result: $0.result, notified: [:]) }
-        guard let subscriptions, !changes.isEmpty else { return outcomes }
+        guard let subscriptions, !changes.isEmpty, !outcomes.isEmpty else { return outcomes }
         // The database's own subscriptions, and its shared zones' participants' in their shared
         // databases, their feeds moved together.
         let batches =
