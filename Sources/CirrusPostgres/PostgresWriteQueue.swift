@@ -34,9 +34,6 @@ final class PostgresWriteQueue: Sendable {
         var continuation: CheckedContinuation<any Sendable, any Error>
     }
 
-    /// The most items a transaction may write and still run on its connection's event loop.
-    static let smallTransactionWeight = 100
-
     private let client: PostgresClient
     private let logger: Logger
     private let maxWeightPerTransaction: Int
@@ -117,7 +114,7 @@ final class PostgresWriteQueue: Sendable {
     private func drain(_ key: DatabaseKey) async {
         while let (batch, weight) = nextBatch(key) {
             let start = ContinuousClock.now
-            let outcomes = await run(batch, weight: weight, in: key)
+            let outcomes = await run(batch, in: key)
             afterCommit(WriteCommit(jobs: batch.count, items: weight, duration: .now - start))
             for (job, outcome) in zip(batch, outcomes) {
                 job.continuation.resume(with: outcome.mapError { PostgresStorage.storeError($0) })
@@ -135,19 +132,12 @@ final class PostgresWriteQueue: Sendable {
     }
 
     /// One outcome per job of `batch`, in order.
-    private func run(_ batch: [Job], weight: Int, in key: DatabaseKey) async -> [Result<any Sendable, any Error>] {
+    private func run(_ batch: [Job], in key: DatabaseKey) async -> [Result<any Sendable, any Error>] {
         let logger = self.logger
         do {
             return try await client.withConnection(leaseTimeout: leaseTimeout) { connection in
-                // A transaction is a chain of statements, each sent when the one before answered:
-                // a small one (single saves under load) runs on the connection's event loop,
-                // without a thread hop per statement. A big one's work between its statements
-                // (checking and encoding its records) would hold up the loop's other channels.
-                let executor = weight <= Self.smallTransactionWeight ? EventLoopTaskExecutor(connection.eventLoop) : nil
-                return try await withTaskExecutorPreference(executor) {
-                    if let outcomes = try await Self.runTogether(batch, key, connection, logger) { return outcomes }
-                    return try await Self.runApart(batch, key, connection, logger)
-                }
+                if let outcomes = try await Self.runTogether(batch, key, connection, logger) { return outcomes }
+                return try await Self.runApart(batch, key, connection, logger)
             }
         } catch {
             return batch.map { _ in .failure(error) }
