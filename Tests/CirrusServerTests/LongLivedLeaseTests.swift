@@ -132,10 +132,13 @@ struct LongLivedLeaseTests {
     @Test func aNodePausedPastItsLeaseIsFenced() async throws {
         let gateA = Gate()
         let gateB = Gate()
+        // a's heartbeats renew its lease until its run is at the gate (however long a loaded
+        // machine takes to get there), then a is paused: they renew nothing, nor does it sweep.
+        let pauseA = HeartbeatPause()
         try await withTwoNodes(
-            // a is paused: neither its heartbeat nor its sweep runs.
-            a: (Node.leasing("a", heartbeat: .seconds(3_600), sweep: .seconds(3_600)), ChunkedSaveExecutor(gate: gateA, pauseAt: 50)),
-            b: (Node.leasing("b"), ChunkedSaveExecutor(gate: gateB, pauseAt: 100))
+            a: (Node.leasing("a", sweep: .seconds(3_600)), ChunkedSaveExecutor(gate: gateA, pauseAt: 50)),
+            b: (Node.leasing("b"), ChunkedSaveExecutor(gate: gateB, pauseAt: 100)),
+            pausing: pauseA
         ) { a, b in
             try await a.serving { port in
                 let client = try await TestClient.connect(port: port)
@@ -145,6 +148,7 @@ struct LongLivedLeaseTests {
                     streamID: 1, window: 1_000)
                 let before = try await client.follow(streamID: 1, window: 1_000, stopAfter: 50)
                 try await eventually("a to hold the save after 50 records") { gateA.waiting == 1 }
+                pauseA.pause()
                 try await eventually("b to take the save over and hold it after 100 records") { gateB.waiting == 1 }
                 #expect(try await b.storage.longLivedOperation(key)?.lease?.node == "b")
 

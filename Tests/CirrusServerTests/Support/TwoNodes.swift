@@ -3,6 +3,7 @@ import CirrusPostgres
 import CirrusStore
 import CirrusTestSupport
 import CirrusWire
+import NIOConcurrencyHelpers
 import Foundation
 import Testing
 
@@ -77,12 +78,15 @@ struct Node {
 
     /// - parameter hearsSignals: false for a node that never hears the journal's signals (as
     ///   when every `NOTIFY` is lost): it learns only from its polls and heartbeats.
+    /// - parameter pause: when the test pauses it, the node's heartbeats stop renewing its
+    ///   leases (see ``HeartbeatPause``).
     static func start(
-        _ url: PostgresURL, _ leasing: LongLivedOperations.Leasing, _ executor: ChunkedSaveExecutor, hearsSignals: Bool = true
+        _ url: PostgresURL, _ leasing: LongLivedOperations.Leasing, _ executor: ChunkedSaveExecutor, hearsSignals: Bool = true,
+        pause: HeartbeatPause? = nil
     ) async throws -> Node {
         let storage = try await PostgresStorage(url: url, maximumConnections: 4)
         let registry = LongLivedOperations(
-            journal: hearsSignals ? storage : DeafJournal(base: storage), executor: executor,
+            journal: NodeJournal(base: storage, hearsSignals: hearsSignals, pause: pause), executor: executor,
             retentionSeconds: LongLivedOperations.defaultRetentionSeconds, clock: SQLiteStorage.systemClock,
             leasing: leasing, logger: .init(label: "test.\(leasing.nodeID)"), afterRegistration: { _ in })
         try await registry.resumeUnfinished()
@@ -106,15 +110,16 @@ struct Node {
 }
 
 /// Two nodes on one PostgreSQL database, for the length of `body`; both stop at its end. The
-/// nodes named in `deaf` hear no signal of the journal.
+/// nodes named in `deaf` hear no signal of the journal; `pausing` pauses node a's heartbeats
+/// when the test says so.
 func withTwoNodes(
     a: (LongLivedOperations.Leasing, ChunkedSaveExecutor), b: (LongLivedOperations.Leasing, ChunkedSaveExecutor),
-    deaf: Set<String> = [], _ body: (Node, Node) async throws -> Void
+    deaf: Set<String> = [], pausing: HeartbeatPause? = nil, _ body: (Node, Node) async throws -> Void
 ) async throws {
     let server = try TemporaryPostgres.shared()
     let url = try PostgresURL(server.createDatabase())
     defer { _ = try? server.psql("DROP DATABASE IF EXISTS \(url.database) WITH (FORCE)") }
-    let first = try await Node.start(url, a.0, a.1, hearsSignals: !deaf.contains(a.0.nodeID))
+    let first = try await Node.start(url, a.0, a.1, hearsSignals: !deaf.contains(a.0.nodeID), pause: pausing)
     let second: Node
     do {
         second = try await Node.start(url, b.0, b.1, hearsSignals: !deaf.contains(b.0.nodeID))
@@ -133,10 +138,31 @@ func withTwoNodes(
     await second.stop()
 }
 
-/// A journal whose observers hear nothing: a node that lost every `NOTIFY`, which learns of
-/// other nodes' appends and cancellations only from its polls and heartbeats.
-struct DeafJournal: ForwardingJournal {
-    let base: PostgresStorage
+/// A node's heartbeats as a test holds them: they renew the node's leases until ``pause()``,
+/// then renew none while the node goes on believing it holds them, as a process paused past its
+/// leases would (its heartbeat task does not run, and nothing tells it the lease is gone).
+final class HeartbeatPause: Sendable {
+    private let paused = NIOLockedValueBox(false)
 
-    func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {}
+    func pause() { self.paused.withLockedValue { $0 = true } }
+
+    var isPaused: Bool { self.paused.withLockedValue { $0 } }
+}
+
+/// A node's journal in these tests: its storage, deaf to the journal's signals unless it
+/// `hearsSignals` (a node that lost every `NOTIFY` learns of other nodes' appends and
+/// cancellations only from its polls and heartbeats), its lease renewals held by `pause`.
+struct NodeJournal: ForwardingJournal {
+    let base: PostgresStorage
+    var hearsSignals = true
+    var pause: HeartbeatPause?
+
+    func observeLongLivedOperations(_ observer: @escaping @Sendable (LongLivedOperationSignal) -> Void) {
+        if hearsSignals { base.observeLongLivedOperations(observer) }
+    }
+
+    func renewLongLivedLeases(_ keys: [LongLivedOperationKey], lease: LongLivedLease) async throws -> Set<LongLivedOperationKey> {
+        if pause?.isPaused == true { return Set(keys) }
+        return try await base.renewLongLivedLeases(keys, lease: lease)
+    }
 }
