@@ -151,15 +151,20 @@ final class ConnectionManager: Sendable {
     }
 
     /// ``connection()``, tried on the next server when an attempt fails while some server has
-    /// not been tried since the last connection (those attempts wait no backoff).
+    /// not been tried since the last connection (those attempts wait no backoff). One call
+    /// waits for at most one attempt per server.
     func connectionFailingOver() -> EventLoopFuture<ClientConnection> {
+        self.connectionFailingOver(attemptsLeft: self.servers.count)
+    }
+
+    private func connectionFailingOver(attemptsLeft: Int) -> EventLoopFuture<ClientConnection> {
         let attempt = self.connection()
         return attempt.flatMapError { error in
             let failuresInARow = self.state.withLockedValue { $0.consecutiveFailures }
-            guard failuresInARow < self.servers.count else {
+            guard attemptsLeft > 1, failuresInARow < self.servers.count else {
                 return attempt.eventLoop.makeFailedFuture(error)
             }
-            return self.connectionFailingOver()
+            return self.connectionFailingOver(attemptsLeft: attemptsLeft - 1)
         }
     }
 
@@ -187,7 +192,15 @@ final class ConnectionManager: Sendable {
             wait = wait - (NIODeadline.now() - lastFailure)
         }
         let loop = promise.futureResult.eventLoop
-        promise.futureResult.whenComplete { result in
+        // The attempt's outcome is recorded (`attempt` cleared, the failures counted) before
+        // the future callers wait on completes. Recording it in a callback on that future raced
+        // with callers: one that joined the attempt before this callback was added (a caller on
+        // the event loop adds its callback at once; this one, added off the loop, is queued)
+        // ran first, still saw the failed attempt as the one in progress, and joined it again,
+        // at once, recursing until its thread's stack overflowed (SIGSEGV).
+        let outcome = loop.makePromise(of: ClientConnection.self)
+        outcome.futureResult.whenComplete { result in
+            defer { promise.completeWith(result) }
             let failures = self.state.withLockedValue { state -> Int in
                 state.attempt = nil
                 switch result {
@@ -221,9 +234,9 @@ final class ConnectionManager: Sendable {
                 metadata: ["server": "\(target)", "delay": "\(wait.nanoseconds / 1_000_000)ms"])
         }
         if wait > .zero {
-            loop.scheduleTask(in: wait) { self.connect(to: target, on: loop, promise: promise) }
+            loop.scheduleTask(in: wait) { self.connect(to: target, on: loop, promise: outcome) }
         } else {
-            loop.execute { self.connect(to: target, on: loop, promise: promise) }
+            loop.execute { self.connect(to: target, on: loop, promise: outcome) }
         }
     }
 
