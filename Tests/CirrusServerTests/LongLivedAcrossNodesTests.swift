@@ -59,8 +59,8 @@ struct LongLivedAcrossNodesTests {
     @Test func aCancelOnAnotherNodeStopsTheOperationWhereItRuns() async throws {
         let gate = Gate()
         try await withTwoNodes(
-            a: (Node.leasing("a", lease: .seconds(30)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
-            b: (Node.leasing("b", lease: .seconds(30)), ChunkedSaveExecutor())
+            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            b: (Node.leasing("b"), ChunkedSaveExecutor())
         ) { a, b in
             try await a.serving { portA in
                 try await b.serving { portB in
@@ -87,7 +87,7 @@ struct LongLivedAcrossNodesTests {
     @Test func aCancelOutlivesTheNodeRunningTheOperation() async throws {
         let gate = Gate()
         try await withTwoNodes(
-            a: (Node.leasing("a", lease: .seconds(8)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
             b: (Node.leasing("b"), ChunkedSaveExecutor())
         ) { a, b in
             try await b.serving { portB in
@@ -99,10 +99,12 @@ struct LongLivedAcrossNodesTests {
                 #expect(try await b.storage.longLivedOperation(key)?.lease?.node == "a")
                 let client = try await resumeAfter40(port: portB)
                 try await cancel(client)
-                // The confirming Complete goes out at once; the mark follows (then the takeover).
+                // The confirming Complete goes out at once; the mark follows (then, once a's
+                // lease ran out, the takeover).
                 try await eventually("the cancel to be marked") {
                     try await b.storage.longLivedOperation(key).map(\.cancelRequested) ?? true
                 }
+                try a.expireLeases()
                 try await eventually("b to take the cancelled operation over and drop it") {
                     try await b.storage.longLivedOperation(key) == nil && b.registry.runningCount == 0
                 }
@@ -116,8 +118,8 @@ struct LongLivedAcrossNodesTests {
     @Test func aCancelWhoseSignalIsLostArrivesWithTheHeartbeat() async throws {
         let gate = Gate()
         try await withTwoNodes(
-            a: (Node.leasing("a", lease: .seconds(30)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
-            b: (Node.leasing("b", lease: .seconds(30)), ChunkedSaveExecutor()),
+            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            b: (Node.leasing("b"), ChunkedSaveExecutor()),
             deaf: ["a"]
         ) { a, b in
             try await a.serving { portA in
@@ -142,8 +144,8 @@ struct LongLivedAcrossNodesTests {
     @Test func aFollowerOnAnotherNodeWakesOnTheSignals() async throws {
         let gate = Gate()
         try await withTwoNodes(
-            a: (Node.leasing("a", lease: .seconds(30)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
-            b: (Node.leasing("b", lease: .seconds(30), poll: .seconds(3_600)), ChunkedSaveExecutor())
+            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            b: (Node.leasing("b", poll: .seconds(3_600)), ChunkedSaveExecutor())
         ) { a, b in
             try await a.serving { portA in
                 try await b.serving { portB in
@@ -167,8 +169,8 @@ struct LongLivedAcrossNodesTests {
     @Test func aFollowerThatHearsNoSignalPollsTheJournal() async throws {
         let gate = Gate()
         try await withTwoNodes(
-            a: (Node.leasing("a", lease: .seconds(30)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
-            b: (Node.leasing("b", lease: .seconds(30)), ChunkedSaveExecutor()),
+            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            b: (Node.leasing("b"), ChunkedSaveExecutor()),
             deaf: ["b"]
         ) { a, b in
             try await a.serving { portA in
@@ -193,8 +195,8 @@ struct LongLivedAcrossNodesTests {
     @Test func aResumeOfAnUnknownOrAnotherUsersOperationIsRefusedOnEveryNode() async throws {
         let gate = Gate()
         try await withTwoNodes(
-            a: (Node.leasing("a", lease: .seconds(30)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
-            b: (Node.leasing("b", lease: .seconds(30)), ChunkedSaveExecutor())
+            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            b: (Node.leasing("b"), ChunkedSaveExecutor())
         ) { a, b in
             try await a.serving { portA in
                 try await b.serving { portB in

@@ -47,8 +47,9 @@ struct LongLivedLeaseTests {
                     streamID: 1, window: 1_000)
                 let before = try await client.follow(streamID: 1, window: 1_000, stopAfter: 50)
                 try await eventually("a to hold the save after 50 records") { gate.waiting == 1 }
-                // Death: nothing more of a's, and no release of its lease.
+                // Death: nothing more of a's, and no release of its lease, which then runs out.
                 await a.registry.shutdown(releasingLeases: false)
+                try a.expireLeases()
                 await client.close()
                 return before
             }
@@ -75,10 +76,10 @@ struct LongLivedLeaseTests {
     /// stream on b is refused while the first follows.
     @Test func aResumeOnANodeThatDoesNotRunTheOperationFollowsTheJournal() async throws {
         let gate = Gate()
-        // No takeover here: leases long enough that none comes.
+        // No takeover here: no lease runs out.
         try await withTwoNodes(
-            a: (Node.leasing("a", lease: .seconds(30)), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
-            b: (Node.leasing("b", lease: .seconds(30)), ChunkedSaveExecutor())
+            a: (Node.leasing("a"), ChunkedSaveExecutor(gate: gate, pauseAt: 50)),
+            b: (Node.leasing("b"), ChunkedSaveExecutor())
         ) { a, b in
             try await a.serving { portA in
                 try await b.serving { portB in
@@ -132,8 +133,8 @@ struct LongLivedLeaseTests {
     @Test func aNodePausedPastItsLeaseIsFenced() async throws {
         let gateA = Gate()
         let gateB = Gate()
-        // a's heartbeats renew its lease until its run is at the gate (however long a loaded
-        // machine takes to get there), then a is paused: they renew nothing, nor does it sweep.
+        // a's heartbeats renew its lease until its run is at the gate, then a is paused: they
+        // renew nothing, nor does it sweep, and its lease runs out.
         let pauseA = HeartbeatPause()
         try await withTwoNodes(
             a: (Node.leasing("a", sweep: .seconds(3_600)), ChunkedSaveExecutor(gate: gateA, pauseAt: 50)),
@@ -148,7 +149,8 @@ struct LongLivedLeaseTests {
                     streamID: 1, window: 1_000)
                 let before = try await client.follow(streamID: 1, window: 1_000, stopAfter: 50)
                 try await eventually("a to hold the save after 50 records") { gateA.waiting == 1 }
-                pauseA.pause()
+                try await pauseA.pause()
+                try a.expireLeases()
                 try await eventually("b to take the save over and hold it after 100 records") { gateB.waiting == 1 }
                 #expect(try await b.storage.longLivedOperation(key)?.lease?.node == "b")
 

@@ -64,11 +64,15 @@ struct Node {
     let storage: PostgresStorage
     let registry: LongLivedOperations
     let executor: ChunkedSaveExecutor
+    /// The shared database's name.
+    let database: String
+    let nodeID: String
 
-    /// Short leases, so a takeover comes within seconds, yet 25 heartbeats long, so a loaded
-    /// machine's stalls do not move an operation before the test means it to.
+    /// Leases a minute long: no stall of a loaded machine moves an operation before the test
+    /// means it to (with 5 s leases, heartbeats that waited that long for a pooled connection
+    /// lost them). A test plays a lease running out with ``expireLeases()``.
     static func leasing(
-        _ node: String, lease: Duration = .seconds(5), heartbeat: Duration = .milliseconds(200),
+        _ node: String, lease: Duration = .seconds(60), heartbeat: Duration = .milliseconds(200),
         sweep: Duration = .milliseconds(200), poll: Duration = .milliseconds(50)
     ) -> LongLivedOperations.Leasing {
         LongLivedOperations.Leasing(
@@ -90,7 +94,14 @@ struct Node {
             retentionSeconds: LongLivedOperations.defaultRetentionSeconds, clock: SQLiteStorage.systemClock,
             leasing: leasing, logger: .init(label: "test.\(leasing.nodeID)"), afterRegistration: { _ in })
         try await registry.resumeUnfinished()
-        return Node(storage: storage, registry: registry, executor: executor)
+        return Node(storage: storage, registry: registry, executor: executor, database: url.database, nodeID: leasing.nodeID)
+    }
+
+    /// Ends every lease this node holds now, as time running out would: the other node's sweep
+    /// takes the operations over. Call it once the node no longer renews them (dead or paused).
+    func expireLeases() throws {
+        _ = try TemporaryPostgres.shared().psql(
+            "UPDATE long_lived_operations SET lease_expiry_ns = 0 WHERE lease_node = '\(nodeID)'", database: database)
     }
 
     func stop() async {
@@ -142,11 +153,26 @@ func withTwoNodes(
 /// then renew none while the node goes on believing it holds them, as a process paused past its
 /// leases would (its heartbeat task does not run, and nothing tells it the lease is gone).
 final class HeartbeatPause: Sendable {
-    private let paused = NIOLockedValueBox(false)
+    private let state = NIOLockedValueBox((isPaused: false, renewing: 0))
 
-    func pause() { self.paused.withLockedValue { $0 = true } }
+    /// Pauses the heartbeats; returns once no renewal is under way, so none renews a lease after.
+    func pause() async throws {
+        state.withLockedValue { $0.isPaused = true }
+        try await eventually("the renewals under way to end") { state.withLockedValue { $0.renewing == 0 } }
+    }
 
-    var isPaused: Bool { self.paused.withLockedValue { $0 } }
+    /// Renews through `renew`, unless paused: then it renews nothing and says all were renewed.
+    func renewing(
+        _ keys: [LongLivedOperationKey], _ renew: () async throws -> Set<LongLivedOperationKey>
+    ) async throws -> Set<LongLivedOperationKey> {
+        let isPaused = state.withLockedValue { state in
+            if !state.isPaused { state.renewing += 1 }
+            return state.isPaused
+        }
+        if isPaused { return Set(keys) }
+        defer { state.withLockedValue { $0.renewing -= 1 } }
+        return try await renew()
+    }
 }
 
 /// A node's journal in these tests: its storage, deaf to the journal's signals unless it
@@ -162,7 +188,7 @@ struct NodeJournal: ForwardingJournal {
     }
 
     func renewLongLivedLeases(_ keys: [LongLivedOperationKey], lease: LongLivedLease) async throws -> Set<LongLivedOperationKey> {
-        if pause?.isPaused == true { return Set(keys) }
-        return try await base.renewLongLivedLeases(keys, lease: lease)
+        guard let pause else { return try await base.renewLongLivedLeases(keys, lease: lease) }
+        return try await pause.renewing(keys) { try await base.renewLongLivedLeases(keys, lease: lease) }
     }
 }
