@@ -25,15 +25,6 @@ run_tests() {
         tee "$log" || status=$?
 }
 run_tests "$@"
-# A known open bug (README → Two commands): now and then the test
-# process dies of SIGSEGV about 100 s into the full suite, with no test failed; its cause is
-# not found yet. Such a death — and only such a death, never a failed test — runs the whole
-# suite once more, which must then pass in full; the crash is reported either way.
-if [[ $status -ne 0 ]] && grep -q 'exited with unexpected signal code 11' "$log" &&
-    ! grep -qE '✘|recorded an issue' "$log"; then
-    echo "== the test process died of SIGSEGV with no test failed (known open bug); running every test again"
-    run_tests "$@"
-fi
 if [[ $status -ne 0 ]]; then
     echo "== the tests failed (exit $status); what they reported:"
     # Swift Testing marks failures with ✘; XCTest and the test runner itself write error: lines.
