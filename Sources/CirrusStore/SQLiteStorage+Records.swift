@@ -29,13 +29,14 @@ extension SQLiteStorage {
     ) async throws -> [RecordFetchOutcome] {
         let key = try database.validated()
         try checkItemCount(recordIDs.count)
-        return try await read { db in
+        let fetch: @Sendable (Database) throws -> [RecordFetchOutcome] = { db in
             let databaseID = try StoreRows.databaseID(db, key)
             var zones: [String: ZoneRow?] = [:]
             return try recordIDs.map { recordID in
                 RecordFetchOutcome(id: recordID, result: try Self.fetch(recordID, db, databaseID, key, desiredKeys, &zones))
             }
         }
+        return recordIDs.count <= Self.inPlaceReadLimit ? try await readInPlaceIfFree(fetch) : try await read(fetch)
     }
 
     /// One record to fetch; `zones` caches the zones looked up so far.

@@ -220,6 +220,37 @@ struct FetchTests {
         }
     }
 
+    /// SQLite reads a fetch of a few records in place (on the calling thread) and a larger one
+    /// on a reader's queue: both give the same outcomes, in request order, and small fetches
+    /// still finish while large ones hold every reader.
+    @Test func smallAndLargeFetchesAgreeAndSmallOnesFinishWhileReadersAreBusy() async throws {
+        try await withSyncStore { storage, engine in
+            let names = (0..<399).map { "r\($0)" }
+            try await storage.saveAll(names.map { note($0, [field("n", .stringValue($0))]) })
+            let ids = names.map { recordID($0) } + [recordID("missing")]
+            for count in [1, 16, 17, 400] {
+                let asked = Array(ids.suffix(count))
+                let outcomes = try await storage.fetchRecords(asked, desiredKeys: nil, in: alice)
+                #expect(outcomes.map(\.id) == asked, "\(engine), \(count) records")
+                #expect(outcomes.dropLast().allSatisfy { $0.record?.value("n") == .stringValue($0.id.recordName) })
+                #expect(outcomes.last?.failure?.code == .unknownItem)
+            }
+            let found = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await storage.fetchRecords(ids.shuffled(), desiredKeys: nil, in: alice).count }
+                }
+                for small in 0..<64 {
+                    group.addTask {
+                        let outcome = try await storage.fetchRecords([ids[small]], desiredKeys: nil, in: alice)
+                        return outcome.first?.record?.recordID == ids[small] ? 1 : 0
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(found == 8 * ids.count + 64, "\(engine)")
+        }
+    }
+
     @Test func sha256MatchesKnownVectors() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
         #expect(hex(Wire.SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
