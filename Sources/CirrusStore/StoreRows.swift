@@ -11,13 +11,18 @@ struct ZoneRow: Sendable {
     var prunedSeq: Int64
     var clientChangeToken: [UInt8]
 
+    /// The columns ``init(row:)`` reads, in its order (by position, as ``RecordRow`` does:
+    /// GRDB's search by name lowercases every name looked up, and the zone lookup of every
+    /// fetch and write spent more than the record's own lookup on it).
+    static let columns = "id, name, encryption_scope, change_seq, pruned_seq, client_change_token"
+
     init(row: Row) {
-        id = row["id"]
-        name = row["name"]
-        encryptionScope = row["encryption_scope"]
-        changeSeq = row["change_seq"]
-        prunedSeq = row["pruned_seq"]
-        clientChangeToken = (row["client_change_token"] as Data?).map { [UInt8]($0) } ?? []
+        id = row[0]
+        name = row[1]
+        encryptionScope = row[2]
+        changeSeq = row[3]
+        prunedSeq = row[4]
+        clientChangeToken = (row[5] as Data?).map { [UInt8]($0) } ?? []
     }
 }
 
@@ -87,26 +92,26 @@ enum StoreRows {
 
     // MARK: Zones
 
+    // The statements of the lookups every fetch and write makes, built once (not interpolated
+    // at every call) for the statement cache's lookup by text.
+    private static let liveZoneSQL =
+        "SELECT \(ZoneRow.columns) FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NULL"
+    private static let liveZonesSQL =
+        "SELECT \(ZoneRow.columns) FROM zones WHERE database_id = ? AND deleted_at IS NULL ORDER BY name"
+    private static let recordSQL = "SELECT \(RecordRow.columns) FROM records WHERE zone_id = ? AND name = ?"
+
     static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneRow? {
-        try db.row(
-            sql: "SELECT * FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NULL",
-            arguments: [databaseID, name]
-        ).map(ZoneRow.init)
+        try db.row(sql: liveZoneSQL, arguments: [databaseID, name]).map(ZoneRow.init)
     }
 
     static func liveZones(_ db: Database, _ databaseID: Int64) throws -> [ZoneRow] {
-        try db.rows(
-            sql: "SELECT * FROM zones WHERE database_id = ? AND deleted_at IS NULL ORDER BY name",
-            arguments: [databaseID]
-        ).map(ZoneRow.init)
+        try db.rows(sql: liveZonesSQL, arguments: [databaseID]).map(ZoneRow.init)
     }
 
     // MARK: Records
 
     static func record(_ db: Database, zoneID: Int64, name: String) throws -> RecordRow? {
-        try db.row(
-            sql: "SELECT \(RecordRow.columns) FROM records WHERE zone_id = ? AND name = ?", arguments: [zoneID, name]
-        ).map(RecordRow.init)
+        try db.row(sql: recordSQL, arguments: [zoneID, name]).map(RecordRow.init)
     }
 
     /// Whether the zone holds a record named `name`.
