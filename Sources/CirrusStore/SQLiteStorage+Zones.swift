@@ -88,7 +88,7 @@ extension SQLiteStorage {
     public func fetchZones(_ zoneIDs: [Wire.RecordZoneID], in database: DatabaseKey) async throws -> [ZoneFetchOutcome] {
         let key = try database.validated()
         try checkItemCount(zoneIDs.count)
-        return try await read { db in
+        let fetch: @Sendable (Database) throws -> [ZoneFetchOutcome] = { db in
             let databaseID = try StoreRows.databaseID(db, key)
             return try zoneIDs.map { zoneID in
                 let result: ItemResult<Wire.RecordZone>
@@ -107,6 +107,7 @@ extension SQLiteStorage {
                 return ZoneFetchOutcome(id: zoneID, result: result)
             }
         }
+        return zoneIDs.count <= Self.inPlaceReadLimit ? try await readInPlaceIfFree(fetch) : try await read(fetch)
     }
 
     public func fetchAllZones(in database: DatabaseKey) async throws -> [Wire.RecordZone] {
