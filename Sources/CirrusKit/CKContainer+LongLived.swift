@@ -118,7 +118,7 @@ extension CKContainer {
         completion: @escaping @Sendable (Result<Wire.Complete, CKError>) -> Void
     ) {
         let open = Wire.Open(
-            operationID: UUID().uuidString,
+            operationID: RandomUUID.string(),
             databaseScope: .unspecified,
             containerIdentifier: self.containerIdentifier ?? "",
             request: request

@@ -61,7 +61,7 @@ open class CKOperation: Operation, @unchecked Sendable {
     open var longLivedOperationWasPersistedBlock: (() -> Void)?
 
     public override init() {
-        let id = UUID().uuidString
+        let id = RandomUUID.string()
         self.identity = NIOLockedValueBox((id, nil))
         self.configurationBox = NIOLockedValueBox(Configuration())
         self.callbackQueue = DispatchQueue(label: "CKOperation.callbacks.\(id)")

@@ -1,3 +1,4 @@
+import CirrusWire
 import Foundation
 
 /// A record's identity: its name and its zone (CloudKit's `CKRecord.ID`; write it so).
@@ -29,7 +30,7 @@ public final class CKRecordID: NSObject, NSSecureCoding, NSCopying, Codable, Sen
 
     /// A record ID with a new unique name (a UUID string) in the given zone.
     convenience init(zoneID: CKRecordZone.ID) {
-        self.init(recordName: UUID().uuidString, zoneID: zoneID)
+        self.init(recordName: RandomUUID.string(), zoneID: zoneID)
     }
 
     // MARK: Equality

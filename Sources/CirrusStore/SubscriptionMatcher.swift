@@ -296,7 +296,7 @@ package struct SubscriptionMatcher {
     ) -> SubscriptionFirings.Firing {
         let info = entry.subscription.notificationInfo ?? Wire.NotificationInfo()
         var notification = Wire.PushNotification()
-        notification.notificationID = UUID().uuidString.lowercased()
+        notification.notificationID = RandomUUID.string().lowercased()
         notification.notificationType = type
         notification.containerIdentifier = key.container
         notification.subscriptionID = entry.subscription.subscriptionID

@@ -43,7 +43,7 @@ struct AssetTransfer: Sendable {
         onEvent: (@Sendable (Wire.Event) -> CKError?)? = nil
     ) async throws(CKError) -> Wire.Complete {
         let open = Wire.Open(
-            operationID: UUID().uuidString, databaseScope: self.scope,
+            operationID: RandomUUID.string(), databaseScope: self.scope,
             containerIdentifier: self.containerIdentifier, request: request)
         let queue = DispatchQueue(label: "CirrusKit.asset.\(open.operationID)")
         let result: Result<Wire.Complete, CKError> = await withCheckedContinuation { continuation in

@@ -160,7 +160,7 @@ final class NotificationFeed: Sendable {
                 databaseScopes: self.scopes.map(\.wireScope)
             )
             let open = Wire.Open(
-                operationID: UUID().uuidString,
+                operationID: RandomUUID.string(),
                 databaseScope: .unspecified,
                 containerIdentifier: self.container.containerIdentifier ?? "",
                 request: .watchNotifications(request)
