@@ -1,3 +1,4 @@
+import CirrusTestSupport
 import Synchronization
 import Testing
 
@@ -26,7 +27,7 @@ struct ReaderSlotsTests {
                     slots.giveBack()
                 }
                 // Each waits before the next comes.
-                try await eventuallyWaiting(slots, count: reader + 1)
+                try await eventually("read \(reader) to wait") { slots.waitingCount == reader + 1 }
             }
             // While reads wait, no slot is free for a read in place.
             #expect(!slots.takeIfFree())
@@ -39,15 +40,5 @@ struct ReaderSlotsTests {
 
     private final class Order: Sendable {
         let values = Mutex<[Int]>([])
-    }
-
-    /// Waits (on events, with a generous deadline) until `count` reads wait for a slot.
-    private func eventuallyWaiting(_ slots: ReaderSlots, count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while slots.waitingCount < count {
-            guard ContinuousClock.now < deadline else { throw CancellationError() }
-            await Task.yield()
-            try await Task.sleep(for: .milliseconds(1))
-        }
     }
 }
