@@ -14,9 +14,9 @@ import Synchronization
 final class ReaderSlots: Sendable {
     private struct State {
         var free: Int
-        /// Reads waiting for a slot, first come first served.
+        /// Reads waiting for a slot, first come first served (a few at most: one per read in
+        /// flight beyond the readers).
         var waiting: [CheckedContinuation<Void, Never>] = []
-        var firstWaiting = 0
     }
 
     private let state: Mutex<State>
@@ -54,23 +54,17 @@ final class ReaderSlots: Sendable {
 
     /// How many reads wait for a slot now.
     var waitingCount: Int {
-        self.state.withLock { $0.waiting.count - $0.firstWaiting }
+        self.state.withLock { $0.waiting.count }
     }
 
     /// Gives a slot back: to the read waiting longest, or to the free ones.
     func giveBack() {
         let next = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.firstWaiting < state.waiting.count else {
+            guard !state.waiting.isEmpty else {
                 state.free += 1
                 return nil
             }
-            let next = state.waiting[state.firstWaiting]
-            state.firstWaiting += 1
-            if state.firstWaiting == state.waiting.count {
-                state.waiting.removeAll(keepingCapacity: true)
-                state.firstWaiting = 0
-            }
-            return next
+            return state.waiting.removeFirst()
         }
         next?.resume()
     }

@@ -92,13 +92,12 @@ enum StoreRows {
 
     // MARK: Zones
 
-    // The statements of the lookups every fetch and write makes, built once (not interpolated
-    // at every call) for the statement cache's lookup by text.
+    // The statements of the lookups every fetch and write makes (here and `recordSQL` below),
+    // built once, not interpolated at every call, for the statement cache's lookup by text.
     private static let liveZoneSQL =
         "SELECT \(ZoneRow.columns) FROM zones WHERE database_id = ? AND name = ? AND deleted_at IS NULL"
     private static let liveZonesSQL =
         "SELECT \(ZoneRow.columns) FROM zones WHERE database_id = ? AND deleted_at IS NULL ORDER BY name"
-    private static let recordSQL = "SELECT \(RecordRow.columns) FROM records WHERE zone_id = ? AND name = ?"
 
     static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneRow? {
         try db.row(sql: liveZoneSQL, arguments: [databaseID, name]).map(ZoneRow.init)
@@ -109,6 +108,8 @@ enum StoreRows {
     }
 
     // MARK: Records
+
+    private static let recordSQL = "SELECT \(RecordRow.columns) FROM records WHERE zone_id = ? AND name = ?"
 
     static func record(_ db: Database, zoneID: Int64, name: String) throws -> RecordRow? {
         try db.row(sql: recordSQL, arguments: [zoneID, name]).map(RecordRow.init)
