@@ -41,6 +41,23 @@ struct ZoneTests {
         }
     }
 
+    /// SQLite reads a fetch of up to 16 zones in place and a larger one on a reader's queue:
+    /// both give the same outcomes, in request order.
+    @Test func smallAndLargeZoneFetchesAgree() async throws {
+        try await withSyncStore { storage, engine in
+            let names = (0..<19).map { "Z\($0)" }
+            _ = try await storage.modifyZones(saving: names.map { Wire.RecordZone(zoneID: zoneID($0)) }, deleting: [], in: alice)
+            let ids = names.map { zoneID($0) } + [zoneID("Missing")]
+            for count in [1, 16, 17, 20] {
+                let asked = Array(ids.suffix(count))
+                let outcomes = try await storage.fetchZones(asked, in: alice)
+                #expect(outcomes.map(\.id) == asked, "\(engine), \(count) zones")
+                #expect(outcomes.dropLast().allSatisfy { $0.zone?.zoneID == $0.id })
+                #expect(outcomes.last?.failure?.code == .zoneNotFound)
+            }
+        }
+    }
+
     @Test func deletingAZoneDeletesItsRecords() async throws {
         try await withSyncStore { storage, _ in
             try await storage.createZone("Trip")
