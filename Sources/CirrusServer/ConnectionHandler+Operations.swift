@@ -27,7 +27,8 @@ extension ConnectionHandler {
         self.operations[streamID] = RunningOperation(stream: stream)
         let operationFields = OperationLogContext.fields(of: open, user: caller.userRecordName, stream: streamID)
         let fields = self.logger.handler.metadata.merging(operationFields) { _, new in new }
-        self.operations[streamID]?.task = self.shared.router.start(open, caller: caller, stream: stream, fields: fields)
+        self.operations[streamID]?.task = self.shared.router.start(
+            open, caller: caller, stream: stream, fields: fields, loop: self.loopExecutor(context))
     }
 
     /// Attaches `streamID` to a long-lived operation: `Persisted`, the journal after the
@@ -46,6 +47,14 @@ extension ConnectionHandler {
         self.operations[streamID] = RunningOperation(stream: stream)
         self.operations[streamID]?.task = self.shared.router.resume(
             resume, caller: caller, stream: stream, registry: registry)
+    }
+
+    /// The executor that runs small operations on the connection's event loop (made once).
+    private func loopExecutor(_ context: ChannelHandlerContext) -> EventLoopTaskExecutor {
+        if let executor = self.loopTaskExecutor { return executor }
+        let executor = EventLoopTaskExecutor(context.eventLoop)
+        self.loopTaskExecutor = executor
+        return executor
     }
 
     private func makeStream(streamID: UInt64, operationID: String, context: ChannelHandlerContext) -> OperationStream {

@@ -76,6 +76,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var tlsEstablished = false
     /// Set while the handler is in a pipeline; operations write through it.
     var context: ChannelHandlerContext?
+    /// Runs small operations on this connection's event loop (``OperationRouter/start``).
+    var loopTaskExecutor: EventLoopTaskExecutor?
     /// Operations running on this connection, by stream ID.
     var operations: [UInt64: RunningOperation] = [:] {
         didSet { self.openStreams.withLockedValue { $0 = self.operations.count } }

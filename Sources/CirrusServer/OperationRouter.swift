@@ -1,6 +1,7 @@
 import CirrusStore
 import CirrusWire
 import Logging
+import NIOCore
 
 /// Routes the operations of the server's connections, in async code: an `Open` goes to the
 /// long-lived registry (a question it answers, or an operation that runs detached and is
@@ -21,14 +22,47 @@ struct OperationRouter: Sendable {
         self.metrics = configuration.metrics
     }
 
-    /// Starts the operation `open` of `caller` on `stream`; its logs carry `fields`.
+    /// Starts the operation `open` of `caller` on `stream`; its logs carry `fields`. A small
+    /// operation (``runsOnConnectionLoop(_:)``) runs on `loop`, the connection's event loop;
+    /// any other on the cooperative pool.
     func start(
-        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, fields: Logger.Metadata
+        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, fields: Logger.Metadata,
+        loop: @autoclosure () -> EventLoopTaskExecutor
     ) -> Task<Void, Never> {
-        Task {
+        let operation: @Sendable () async -> Void = {
             await OperationLogContext.withFields(fields) {
                 await self.run(open, caller: caller, stream: stream)
             }
+        }
+        if Self.runsOnConnectionLoop(open) {
+            return Task(executorPreference: loop()) { await operation() }
+        }
+        return Task { await operation() }
+    }
+
+    /// Items a fetch may name and still run on the connection's event loop: as many as the
+    /// SQLite engine reads in place (on the calling thread, when a reader is free).
+    static let connectionLoopItemLimit = 16
+
+    /// Whether `open` runs on its connection's event loop (see ``EventLoopTaskExecutor``): a
+    /// fetch of up to ``connectionLoopItemLimit`` records or zones by ID, not long-lived, in
+    /// the private or public database. Its work is a few lookups, less than the two thread
+    /// hand-offs a task on the pool costs; everything else (writes, queries, change feeds,
+    /// the shared database's access checks, long-lived bookkeeping) stays on the pool, where it
+    /// does not hold up the connection's other streams.
+    static func runsOnConnectionLoop(_ open: Wire.Open) -> Bool {
+        guard open.configuration?.isLongLived != true else { return false }
+        switch open.databaseScope {
+        case .private, .public: break
+        default: return false
+        }
+        switch open.request {
+        case .fetchRecords(let request):
+            return request.recordIDs.count <= Self.connectionLoopItemLimit
+        case .fetchRecordZones(let request):
+            return !request.fetchAllRecordZones && request.recordZoneIDs.count <= Self.connectionLoopItemLimit
+        default:
+            return false
         }
     }
 

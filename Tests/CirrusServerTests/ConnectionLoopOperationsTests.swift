@@ -1,0 +1,126 @@
+@testable import CirrusServer
+import CirrusTestSupport
+import CirrusWire
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+
+/// Emits `count` events one at a time and notes, at its start and after every emit, whether it
+/// ran on an event loop's thread.
+private struct WhereItRunsExecutor: OperationExecutor {
+    let count: Int
+    /// One entry per point noted: true when on an event loop.
+    let onLoop = NIOLockedValueBox<[Bool]>([])
+
+    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+        self.note()
+        for index in 0..<self.count {
+            let progress = Wire.RecordProgress(recordID: Wire.RecordID(recordName: "r\(index)"), progress: 1)
+            do {
+                try await stream.emit(.fetchRecords(Wire.FetchRecordsEvent(callback: .perRecordProgress(progress))))
+            } catch {
+                return .failure(.operationCancelled, "cancelled")
+            }
+            self.note()
+        }
+        return .success()
+    }
+
+    private func note() {
+        let onLoop = MultiThreadedEventLoopGroup.currentEventLoop != nil
+        self.onLoop.withLockedValue { $0.append(onLoop) }
+    }
+}
+
+private actor Counter {
+    var value = 0
+    func next() -> (Int, onLoop: Bool) {
+        self.value += 1
+        return (self.value, MultiThreadedEventLoopGroup.currentEventLoop != nil)
+    }
+}
+
+private func fetch(_ count: Int, scope: Wire.DatabaseScope = .private, longLived: Bool = false) -> Wire.Open {
+    Wire.Open(
+        operationID: "op",
+        databaseScope: scope,
+        configuration: longLived ? Wire.OperationConfiguration(isLongLived: true) : nil,
+        request: .fetchRecords(
+            Wire.FetchRecordsRequest(recordIDs: (0..<count).map { Wire.RecordID(recordName: "r\($0)") }))
+    )
+}
+
+@Suite("Small fetches run on their connection's event loop")
+struct ConnectionLoopOperationsTests {
+    @Test func aTaskPreferringTheLoopRunsThereAndComesBackAfterSuspending() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let counter = Counter()
+        let notes = await Task(executorPreference: EventLoopTaskExecutor(loop)) {
+            let atStart = loop.inEventLoop
+            // A default actor runs on the task's preferred executor (SE-0417).
+            let (_, inActor) = await counter.next()
+            // Resumed from a thread of its own: the task comes back to the loop.
+            let resumedElsewhere = await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: MultiThreadedEventLoopGroup.currentEventLoop == nil) }.start()
+            }
+            return [atStart, inActor, resumedElsewhere, loop.inEventLoop]
+        }.value
+        #expect(notes == [true, true, true, true])
+        try await group.shutdownGracefully()
+    }
+
+    @Test func whichOperationsRunOnTheLoop() {
+        let limit = OperationRouter.connectionLoopItemLimit
+        #expect(OperationRouter.runsOnConnectionLoop(fetch(1)))
+        #expect(OperationRouter.runsOnConnectionLoop(fetch(limit)))
+        #expect(OperationRouter.runsOnConnectionLoop(fetch(1, scope: .public)))
+        #expect(!OperationRouter.runsOnConnectionLoop(fetch(limit + 1)))
+        #expect(!OperationRouter.runsOnConnectionLoop(fetch(1, scope: .shared)))
+        #expect(!OperationRouter.runsOnConnectionLoop(fetch(1, scope: .unspecified)))
+        #expect(!OperationRouter.runsOnConnectionLoop(fetch(1, longLived: true)))
+
+        let zones = (0..<2).map { Wire.RecordZoneID(zoneName: "z\($0)") }
+        var open = fetch(0)
+        open.request = .fetchRecordZones(Wire.FetchRecordZonesRequest(recordZoneIDs: zones))
+        #expect(OperationRouter.runsOnConnectionLoop(open))
+        open.request = .fetchRecordZones(Wire.FetchRecordZonesRequest(fetchAllRecordZones: true))
+        #expect(!OperationRouter.runsOnConnectionLoop(open))
+        open.request = .modifyRecords(Wire.ModifyRecordsRequest())
+        #expect(!OperationRouter.runsOnConnectionLoop(open))
+        open.request = .query(Wire.QueryRequest())
+        #expect(!OperationRouter.runsOnConnectionLoop(open))
+    }
+
+    /// Over a real connection: a small fetch runs on the loop throughout, also after it waited
+    /// for credit; a large one runs on the pool. Both stream their events in order.
+    @Test(arguments: [(1, true), (OperationRouter.connectionLoopItemLimit + 1, false)])
+    func aFetchRunsWhereItsSizeSays(ids: Int, expectOnLoop: Bool) async throws {
+        let executor = WhereItRunsExecutor(count: 6)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            var open = fetch(ids)
+            open.initialWindow = 2
+            try await client.send(Wire.Frame(streamID: 1, kind: .open(open)))
+            for seq in 1...6 {
+                let frame = try await client.nextFrame()
+                guard case .event(let event) = frame.kind else {
+                    Issue.record("expected Event \(seq), got \(frame)")
+                    return
+                }
+                #expect(event.seq == UInt64(seq))
+                if seq.isMultiple(of: 2) {
+                    try await client.send(Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 2))))
+                }
+            }
+            #expect(try await client.nextFrame().kind == .complete(Wire.Complete(lastSeq: 6)))
+            await client.close()
+        }
+        let notes = executor.onLoop.withLockedValue { $0 }
+        #expect(notes.count == 7)
+        #expect(notes.allSatisfy { $0 == expectOnLoop })
+    }
+}
