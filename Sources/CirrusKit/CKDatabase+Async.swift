@@ -30,7 +30,7 @@ extension CKDatabase {
         operation.desiredKeys = desiredKeys
         let results = NIOLockedValueBox<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
         operation.perRecordResultBlock = { id, result in results.withLockedValue { $0[id] = result } }
-        try await self.run(operation) { operation.fetchRecordsResultBlock = $0 }
+        try await self.run(operation, callbacksInPlace: true) { operation.fetchRecordsResultBlock = $0 }
         return results.withLockedValue { $0 }
     }
 
@@ -143,7 +143,7 @@ extension CKDatabase {
         let operation = CKFetchRecordZonesOperation(recordZoneIDs: ids)
         let results = NIOLockedValueBox<[CKRecordZone.ID: Result<CKRecordZone, any Error>]>([:])
         operation.perRecordZoneResultBlock = { id, result in results.withLockedValue { $0[id] = result } }
-        try await self.run(operation) { operation.fetchRecordZonesResultBlock = $0 }
+        try await self.run(operation, callbacksInPlace: true) { operation.fetchRecordZonesResultBlock = $0 }
         return results.withLockedValue { $0 }
     }
 
@@ -158,7 +158,7 @@ extension CKDatabase {
             case .failure(let error): failures.withLockedValue { $0.append(error) }
             }
         }
-        try await self.run(operation) { operation.fetchRecordZonesResultBlock = $0 }
+        try await self.run(operation, callbacksInPlace: true) { operation.fetchRecordZonesResultBlock = $0 }
         if let failure = failures.withLockedValue({ $0.first }) {
             throw failure
         }
@@ -196,10 +196,18 @@ extension CKDatabase {
 
     /// Adds `operation` and waits for its result block; `install` hands that block over.
     /// A `partialFailure` is not thrown: the per-item results carry it.
+    ///
+    /// - parameter callbacksInPlace: the operation's blocks are this call's own and return at
+    ///   once (they collect results and resume the caller), so they may run on the connection's
+    ///   event loop (``CKOperation/runsCallbacksInPlace()``). Never with app code in a block.
     func run(
         _ operation: CKDatabaseOperation,
+        callbacksInPlace: Bool = false,
         install: (@escaping (Result<Void, any Error>) -> Void) -> Void
     ) async throws {
+        if callbacksInPlace {
+            operation.runsCallbacksInPlace()
+        }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 install { result in

@@ -66,6 +66,16 @@ open class CKFetchRecordZonesOperation: CKDatabaseOperation, @unchecked Sendable
         }
     }
 
+    /// Zones carry no assets: handling them never waits for the connection.
+    override func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
+        deliveries.allSatisfy { delivery in
+            switch delivery {
+            case .complete, .event: true
+            case .persisted, .failed: false
+            }
+        }
+    }
+
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.fetchRecordZonesResultBlock?(error.map { .failure($0) } ?? .success(()))
         self.fetchRecordZonesCompletionBlock?(self.fetchedZones, error)

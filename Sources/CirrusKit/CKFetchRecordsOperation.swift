@@ -78,6 +78,27 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         }
     }
 
+    /// Records whose assets come by download are not: the download waits for the connection.
+    override func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
+        deliveries.allSatisfy { delivery in
+            switch delivery {
+            case .complete:
+                return true
+            case .event(let event):
+                guard case .fetchRecords(let payload) = event.payload else { return false }
+                switch payload.callback {
+                case .perRecordResult(let outcome):
+                    guard case .record(let record) = outcome.outcome else { return true }
+                    return !AssetDownloader.hasDownloads(record)
+                case .perRecordProgress, nil:
+                    return true
+                }
+            case .persisted, .failed:
+                return false
+            }
+        }
+    }
+
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.fetchRecordsResultBlock?(error.map { .failure($0) } ?? .success(()))
         self.fetchRecordsCompletionBlock?(self.fetchedRecords, error)
@@ -87,9 +108,11 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 /// Turns the wire's per-item outcomes into CloudKit results.
 enum RecordOutcomeDecoder {
     /// The record of `outcome`, its assets downloaded first by `downloader` (a record whose
-    /// asset cannot be downloaded is that download's error).
+    /// asset cannot be downloaded is that download's error). The downloader is made only for a
+    /// record that has an asset to download (most have none; making one resolves the content
+    /// directory's URL).
     static func decode(
-        _ outcome: Wire.RecordOutcome, downloading downloader: AssetDownloader? = nil
+        _ outcome: Wire.RecordOutcome, downloading downloader: @autoclosure () -> AssetDownloader? = nil
     ) -> (CKRecord.ID, Result<CKRecord, any Error>)? {
         guard let wireID = outcome.recordID, let id = try? CKRecord.ID(wire: wireID) else { return nil }
         switch outcome.outcome {
@@ -97,7 +120,9 @@ enum RecordOutcomeDecoder {
             return (
                 id,
                 Result { () throws(CKError) in
-                    try downloader?.downloadAssets(of: record)
+                    if AssetDownloader.hasDownloads(record) {
+                        try downloader()?.downloadAssets(of: record)
+                    }
                     return try CKRecord.decoded(wire: record)
                 }.mapError { $0 }
             )

@@ -42,6 +42,8 @@ open class CKOperation: Operation, @unchecked Sendable {
         /// has recorded the result; until then the stream waits here.
         var defersAcknowledgement = false
         var unacknowledged: ClientStream?
+        /// Callbacks may run on the connection's event loop (``runsCallbacksInPlace()``).
+        var callbacksInPlace = false
     }
 
     /// A unique identifier; for long-lived operations the ID the server lists them by.
@@ -250,12 +252,17 @@ open class CKOperation: Operation, @unchecked Sendable {
         let manager = container.connectionManager
         // The stream keeps the operation alive while it runs (as CloudKit does for operations
         // started without a queue); the cycle ends when the stream ends.
+        var deliversInPlace: (@Sendable ([StreamDelivery]) -> Bool)?
+        if self.run.withLockedValue({ $0.callbacksInPlace }), !resolved.isLongLived, resumedOpen == nil {
+            deliversInPlace = { deliveries in self.canDeliverInPlace(deliveries) }
+        }
         let stream = ClientStream(
             open: open,
             window: manager.configuration.streamWindow,
             queue: self.callbackQueue,
             isLongLived: resolved.isLongLived,
-            resuming: resumedOpen != nil
+            resuming: resumedOpen != nil,
+            deliversInPlace: deliversInPlace
         ) { delivery in
             self.receive(delivery)
         }
@@ -302,6 +309,22 @@ open class CKOperation: Operation, @unchecked Sendable {
         case .failed(let failure):
             self.finishOnQueue(CKError(failure))
         }
+    }
+
+    /// Lets the operation's callbacks run on the connection's event loop that read them, on
+    /// the callback queue but without a hand-off to another thread, for the deliveries
+    /// ``canDeliverInPlace(_:)`` accepts. Only for an operation whose blocks are the library's
+    /// own and return at once (an async convenience call's): app code must never run on the
+    /// event loop. Set before start.
+    func runsCallbacksInPlace() {
+        self.run.withLockedValue { $0.callbacksInPlace = true }
+    }
+
+    /// Whether `deliveries` (events and the `Complete` of one read burst) may be handled on
+    /// the connection's event loop: their handling must never wait for it (an asset download
+    /// does). Subclasses that allow it override; none by default.
+    func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
+        false
     }
 
     /// Makes a long-lived operation leave the acknowledgement of its completion to

@@ -15,6 +15,18 @@ struct AssetDownloader: Sendable {
     /// Called as bytes arrive (the operation's request timeout counts them as progress).
     let progress: @Sendable () -> Void
 
+    /// Whether `record` has an asset that comes by download (a download handle instead of
+    /// inline content).
+    static func hasDownloads(_ record: Wire.Record) -> Bool {
+        record.fields.contains { field in
+            switch field.value?.kind {
+            case .assetValue(let asset): asset.isDownloadHandle
+            case .assetList(let list): list.values.contains(where: \.isDownloadHandle)
+            default: false
+            }
+        }
+    }
+
     /// Downloads every asset of `record` that has a download handle and no file yet. It blocks
     /// the calling thread — the operation's serial callback queue, so callbacks keep their
     /// order — until the files are there.
@@ -66,5 +78,13 @@ extension CKDatabaseOperation {
             transfer: AssetTransfer(container: container, scope: scope),
             directory: CKAsset.defaultContentDirectory,
             progress: { [weak self] in self?.noteProgress() })
+    }
+}
+
+extension Wire.Asset {
+    /// The asset's content comes by download (`DownloadAsset`), not inline.
+    fileprivate var isDownloadHandle: Bool {
+        if case .downloadHandle = self.content { return true }
+        return false
     }
 }

@@ -74,6 +74,8 @@ final class ClientStream: Sendable {
         var cancelDetaches = false
         /// The connection and stream ID the `Complete` arrived on (completion acknowledgement).
         var completedOn: (connection: ClientConnection, streamID: UInt64)?
+        /// Deliveries handed to `queue` whose block has not finished.
+        var deliveriesOnQueue = 0
     }
 
     let open: Wire.Open
@@ -84,6 +86,8 @@ final class ClientStream: Sendable {
     /// receiver's owner calls `eventConsumed()` (false: it hands events on to a consumer of its
     /// own, e.g. an `AsyncSequence`, and the server must wait for that consumer).
     let creditsOnDelivery: Bool
+    /// Deliveries may run on the connection's event loop (see ``init``).
+    let deliversInPlace: (@Sendable ([StreamDelivery]) -> Bool)?
     private let queue: DispatchQueue
     private let receiver: @Sendable (StreamDelivery) -> Void
     private let state: NIOLockedValueBox<State>
@@ -92,6 +96,12 @@ final class ClientStream: Sendable {
     /// - parameter resuming: the operation exists on the server already (a fetched long-lived
     ///   operation): attach with `Resume` from the start.
     /// - parameter creditsOnDelivery: see `creditsOnDelivery`.
+    /// - parameter deliversInPlace: when set, a read burst's deliveries for which it says true
+    ///   run on the event loop that read them, as a `queue.sync` (which runs the block on the
+    ///   calling thread when the queue is idle), if nothing handed to `queue` earlier is still
+    ///   running: no hand-off to another thread. Only for a receiver whose work for those
+    ///   deliveries never waits for the event loop (no asset download), and whose queue runs
+    ///   nothing else that does (the operation's cancellation and timeout blocks do not).
     /// - parameter receiver: runs on `queue` for each delivery.
     init(
         open: Wire.Open,
@@ -100,6 +110,7 @@ final class ClientStream: Sendable {
         isLongLived: Bool = false,
         resuming: Bool = false,
         creditsOnDelivery: Bool = true,
+        deliversInPlace: (@Sendable ([StreamDelivery]) -> Bool)? = nil,
         receiver: @escaping @Sendable (StreamDelivery) -> Void
     ) {
         var open = open
@@ -108,6 +119,7 @@ final class ClientStream: Sendable {
         self.window = max(window, 1)
         self.isLongLived = isLongLived || resuming
         self.creditsOnDelivery = creditsOnDelivery
+        self.deliversInPlace = deliversInPlace
         self.queue = queue
         self.receiver = receiver
         self.state = NIOLockedValueBox(State(serverHasOperation: resuming))
@@ -177,10 +189,11 @@ final class ClientStream: Sendable {
     }
 
     /// Queues `deliveries` for the receiver, in order, with one hop to `queue` and one credit
-    /// update for all of them (the frames of one read burst). Called on the connection's event
-    /// loop.
+    /// update for all of them (the frames of one read burst), or runs them in place (see
+    /// `deliversInPlace`). Called on the connection's event loop.
     func deliver(contentsOf deliveries: [StreamDelivery]) {
-        let admitted = self.state.withLockedValue { state -> (generation: Int, count: Int)? in
+        let inPlace = self.deliversInPlace?(deliveries) ?? false
+        let admitted = self.state.withLockedValue { state -> (generation: Int, count: Int, inPlace: Bool)? in
             var count = 0
             for delivery in deliveries {
                 guard !state.isTerminated else { break }
@@ -201,40 +214,55 @@ final class ClientStream: Sendable {
                     state.lossesWithoutProgress = 0
                 }
             }
-            return count == 0 ? nil : (state.generation, count)
+            guard count > 0 else { return nil }
+            // In place only behind nothing still on the queue: the order holds, and the queue
+            // is not running a receiver that could wait for this event loop.
+            let runsInPlace = inPlace && state.deliveriesOnQueue == 0
+            if !runsInPlace { state.deliveriesOnQueue += 1 }
+            return (state.generation, count, runsInPlace)
         }
-        guard let (generation, count) = admitted else { return }
-        self.queue.async {
-            // Events consumed here, for credit: handed to the receiver (when it earns credit on
-            // delivery) or dropped as duplicates.
-            var consumed: UInt32 = 0
-            defer {
-                if consumed > 0 { self.consumed(consumed, generation: generation) }
+        guard let (generation, count, runsInPlace) = admitted else { return }
+        if runsInPlace {
+            self.queue.sync { self.run(deliveries.prefix(count), generation: generation) }
+        } else {
+            self.queue.async {
+                self.run(deliveries.prefix(count), generation: generation)
+                self.state.withLockedValue { $0.deliveriesOnQueue -= 1 }
             }
-            for delivery in deliveries.prefix(count) {
-                if case .event(let event) = delivery {
-                    let admission = self.state.withLockedValue { state -> EventSequence.Admission? in
-                        state.isCancelled ? nil : state.sequence.admit(event.seq)
-                    }
-                    switch admission {
-                    case nil:
-                        return
-                    case .deliver:
-                        break
-                    case .duplicate:
-                        consumed += 1
-                        continue
-                    case .gap(let expected):
-                        self.endAfterGap(seq: event.seq, expected: expected)
-                        return
-                    }
-                } else if self.isCancelled {
+        }
+    }
+
+    /// Hands `deliveries` to the receiver, in order, and earns their credit. Queue.
+    private func run(_ deliveries: ArraySlice<StreamDelivery>, generation: Int) {
+        // Events consumed here, for credit: handed to the receiver (when it earns credit on
+        // delivery) or dropped as duplicates.
+        var consumed: UInt32 = 0
+        defer {
+            if consumed > 0 { self.consumed(consumed, generation: generation) }
+        }
+        for delivery in deliveries {
+            if case .event(let event) = delivery {
+                let admission = self.state.withLockedValue { state -> EventSequence.Admission? in
+                    state.isCancelled ? nil : state.sequence.admit(event.seq)
+                }
+                switch admission {
+                case nil:
+                    return
+                case .deliver:
+                    break
+                case .duplicate:
+                    consumed += 1
+                    continue
+                case .gap(let expected):
+                    self.endAfterGap(seq: event.seq, expected: expected)
                     return
                 }
-                self.receiver(delivery)
-                if case .event = delivery, self.creditsOnDelivery {
-                    consumed += 1
-                }
+            } else if self.isCancelled {
+                return
+            }
+            self.receiver(delivery)
+            if case .event = delivery, self.creditsOnDelivery {
+                consumed += 1
             }
         }
     }
