@@ -86,7 +86,7 @@ extension CKDatabase {
         let matches = NIOLockedValueBox<[(CKRecord.ID, Result<CKRecord, any Error>)]>([])
         let cursor = NIOLockedValueBox<CKQueryOperation.Cursor?>(nil)
         operation.recordMatchedBlock = { id, result in matches.withLockedValue { $0.append((id, result)) } }
-        try await self.run(operation) { finish in
+        try await self.run(operation, callbacksInPlace: true) { finish in
             operation.queryResultBlock = { result in
                 if case .success(let next) = result { cursor.withLockedValue { $0 = next } }
                 finish(result.map { _ in () })
@@ -120,7 +120,7 @@ extension CKDatabase {
         let deletes = NIOLockedValueBox<[CKRecord.ID: Result<Void, any Error>]>([:])
         operation.perRecordSaveBlock = { id, result in saves.withLockedValue { $0[id] = result } }
         operation.perRecordDeleteBlock = { id, result in deletes.withLockedValue { $0[id] = result } }
-        try await self.run(operation) { operation.modifyRecordsResultBlock = $0 }
+        try await self.run(operation, callbacksInPlace: true) { operation.modifyRecordsResultBlock = $0 }
         return (saves.withLockedValue { $0 }, deletes.withLockedValue { $0 })
     }
 
@@ -188,7 +188,7 @@ extension CKDatabase {
         let deletes = NIOLockedValueBox<[CKRecordZone.ID: Result<Void, any Error>]>([:])
         operation.perRecordZoneSaveBlock = { id, result in saves.withLockedValue { $0[id] = result } }
         operation.perRecordZoneDeleteBlock = { id, result in deletes.withLockedValue { $0[id] = result } }
-        try await self.run(operation) { operation.modifyRecordZonesResultBlock = $0 }
+        try await self.run(operation, callbacksInPlace: true) { operation.modifyRecordZonesResultBlock = $0 }
         return (saves.withLockedValue { $0 }, deletes.withLockedValue { $0 })
     }
 

@@ -68,12 +68,7 @@ open class CKFetchRecordZonesOperation: CKDatabaseOperation, @unchecked Sendable
 
     /// Zones carry no assets: handling them never waits for the connection.
     override func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
-        deliveries.allSatisfy { delivery in
-            switch delivery {
-            case .complete, .event: true
-            case .persisted, .failed: false
-            }
-        }
+        Self.onlyEvents(deliveries) { _ in true }
     }
 
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {

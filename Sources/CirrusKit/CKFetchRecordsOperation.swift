@@ -80,22 +80,10 @@ open class CKFetchRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 
     /// Records whose assets come by download are not: the download waits for the connection.
     override func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
-        deliveries.allSatisfy { delivery in
-            switch delivery {
-            case .complete:
-                return true
-            case .event(let event):
-                guard case .fetchRecords(let payload) = event.payload else { return false }
-                switch payload.callback {
-                case .perRecordResult(let outcome):
-                    guard case .record(let record) = outcome.outcome else { return true }
-                    return !AssetDownloader.hasDownloads(record)
-                case .perRecordProgress, nil:
-                    return true
-                }
-            case .persisted, .failed:
-                return false
-            }
+        Self.onlyEvents(deliveries) { event in
+            guard case .fetchRecords(let payload) = event.payload else { return false }
+            guard case .perRecordResult(let outcome) = payload.callback else { return true }
+            return RecordOutcomeDecoder.needsNoDownload(outcome)
         }
     }
 
@@ -131,6 +119,12 @@ enum RecordOutcomeDecoder {
         case nil:
             return (id, .failure(CKError(.internalError, message: "the server sent no outcome for record \(id)")))
         }
+    }
+
+    /// Whether decoding `outcome` downloads nothing (it is no record with an asset to download).
+    static func needsNoDownload(_ outcome: Wire.RecordOutcome) -> Bool {
+        guard case .record(let record) = outcome.outcome else { return true }
+        return !AssetDownloader.hasDownloads(record)
     }
 
     static func decode(_ outcome: Wire.RecordZoneOutcome) -> (CKRecordZone.ID, Result<CKRecordZone, any Error>)? {

@@ -81,6 +81,11 @@ open class CKModifyRecordZonesOperation: CKDatabaseOperation, @unchecked Sendabl
         }
     }
 
+    /// Zones carry no assets: handling them never waits for the connection.
+    override func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
+        Self.onlyEvents(deliveries) { _ in true }
+    }
+
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.modifyRecordZonesResultBlock?(error.map { .failure($0) } ?? .success(()))
         self.modifyRecordZonesCompletionBlock?(self.savedZones, self.deletedZoneIDs, error)

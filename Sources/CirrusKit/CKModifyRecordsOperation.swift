@@ -185,6 +185,11 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         }
     }
 
+    /// Saved records are decoded with the files they were saved from: nothing is downloaded.
+    override func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
+        Self.onlyEvents(deliveries) { _ in true }
+    }
+
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         self.modifyRecordsResultBlock?(error.map { .failure($0) } ?? .success(()))
         self.modifyRecordsCompletionBlock?(self.savedRecords, self.deletedRecordIDs, error)

@@ -327,6 +327,18 @@ open class CKOperation: Operation, @unchecked Sendable {
         false
     }
 
+    /// Whether `deliveries` are only events that `accepts` and a `Complete` (the common part of
+    /// the ``canDeliverInPlace(_:)`` overrides).
+    static func onlyEvents(_ deliveries: [StreamDelivery], accepting accepts: (Wire.Event) -> Bool) -> Bool {
+        deliveries.allSatisfy { delivery in
+            switch delivery {
+            case .complete: true
+            case .event(let event): accepts(event)
+            case .persisted, .failed: false
+            }
+        }
+    }
+
     /// Makes a long-lived operation leave the acknowledgement of its completion to
     /// `acknowledgeCompletion()` (the sync engine calls it once the app has persisted the
     /// outcome, so a process killed in between finds the operation again). Set before start.

@@ -94,6 +94,16 @@ open class CKQueryOperation: CKDatabaseOperation, @unchecked Sendable {
         }
     }
 
+    /// Matches whose assets come by download are not: the download waits for the connection.
+    override func canDeliverInPlace(_ deliveries: [StreamDelivery]) -> Bool {
+        Self.onlyEvents(deliveries) { event in
+            guard case .query(let payload) = event.payload, case .recordMatched(let outcome)? = payload.callback else {
+                return true
+            }
+            return RecordOutcomeDecoder.needsNoDownload(outcome)
+        }
+    }
+
     override func deliverResult(_ error: (any Error)?, complete: Wire.Complete?) {
         var cursor: Cursor?
         if error == nil, case .query(let result)? = complete?.result, let wire = result.cursor, !wire.opaque.isEmpty {

@@ -40,16 +40,18 @@ struct OperationRouter: Sendable {
         return Task { await operation() }
     }
 
-    /// Items a fetch may name and still run on the connection's event loop: as many as the
-    /// SQLite engine reads in place (on the calling thread, when a reader is free).
+    /// Items a fetch or a save may name and still run on the connection's event loop: as many
+    /// as the SQLite engine reads in place (on the calling thread, when a reader is free).
     static let connectionLoopItemLimit = 16
 
     /// Whether `open` runs on its connection's event loop (see ``EventLoopTaskExecutor``): a
-    /// fetch of up to ``connectionLoopItemLimit`` records or zones by ID, not long-lived, in
-    /// the private or public database. Its work is a few lookups, less than the two thread
-    /// hand-offs a task on the pool costs; everything else (writes, queries, change feeds,
-    /// the shared database's access checks, long-lived bookkeeping) stays on the pool, where it
-    /// does not hold up the connection's other streams.
+    /// fetch of up to ``connectionLoopItemLimit`` records or zones by ID, or a modify of up to
+    /// as many records and deletions, not long-lived, in the private or public database. Its
+    /// own work is a few lookups or the checks and encoding of a few records (a save waits for
+    /// the writer suspended, not on the loop), less than the two thread hand-offs a task on the
+    /// pool costs. Everything else (larger batches, queries, change feeds, the shared
+    /// database's access checks, long-lived bookkeeping) stays on the pool, where it does not
+    /// hold up the connection's other streams.
     static func runsOnConnectionLoop(_ open: Wire.Open) -> Bool {
         guard open.configuration?.isLongLived != true else { return false }
         switch open.databaseScope {
@@ -61,6 +63,8 @@ struct OperationRouter: Sendable {
             return request.recordIDs.count <= Self.connectionLoopItemLimit
         case .fetchRecordZones(let request):
             return !request.fetchAllRecordZones && request.recordZoneIDs.count <= Self.connectionLoopItemLimit
+        case .modifyRecords(let request):
+            return request.recordsToSave.count + request.recordIDsToDelete.count <= Self.connectionLoopItemLimit
         default:
             return false
         }

@@ -138,6 +138,16 @@ struct ClientStreamInPlaceTests {
         #expect(operation.canDeliverInPlace([outcome(inline), complete]))
         #expect(!operation.canDeliverInPlace([outcome(plain), outcome(download), complete]))
         #expect(!operation.canDeliverInPlace([.failed(.network("gone"))]))
-        #expect(!CKModifyRecordsOperation().canDeliverInPlace([complete]))
+        #expect(!operation.canDeliverInPlace([.persisted(Wire.Persisted())]))
+        #expect(!CKFetchRecordZoneChangesOperation().canDeliverInPlace([complete]))
+        #expect(CKModifyRecordsOperation().canDeliverInPlace([complete]))
+
+        let query = CKQueryOperation(query: CKQuery(recordType: "Note", predicate: CKPredicate(value: true)))
+        func match(_ record: Wire.Record) -> StreamDelivery {
+            let outcome = Wire.RecordOutcome(recordID: Wire.RecordID(recordName: "r"), outcome: .record(record))
+            return .event(Wire.Event(seq: 1, payload: .query(Wire.QueryEvent(callback: .recordMatched(outcome)))))
+        }
+        #expect(query.canDeliverInPlace([match(plain), match(inline), complete]))
+        #expect(!query.canDeliverInPlace([match(plain), match(download)]))
     }
 }

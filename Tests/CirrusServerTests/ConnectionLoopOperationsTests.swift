@@ -52,7 +52,7 @@ private func fetch(_ count: Int, scope: Wire.DatabaseScope = .private, longLived
     )
 }
 
-@Suite("Small fetches run on their connection's event loop")
+@Suite("Small fetches and saves run on their connection's event loop")
 struct ConnectionLoopOperationsTests {
     @Test func aTaskPreferringTheLoopRunsThereAndComesBackAfterSuspending() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -88,7 +88,11 @@ struct ConnectionLoopOperationsTests {
         #expect(OperationRouter.runsOnConnectionLoop(open))
         open.request = .fetchRecordZones(Wire.FetchRecordZonesRequest(fetchAllRecordZones: true))
         #expect(!OperationRouter.runsOnConnectionLoop(open))
-        open.request = .modifyRecords(Wire.ModifyRecordsRequest())
+        let records = (0..<limit).map { Wire.Record(recordID: Wire.RecordID(recordName: "r\($0)"), recordType: "Note") }
+        open.request = .modifyRecords(Wire.ModifyRecordsRequest(recordsToSave: records))
+        #expect(OperationRouter.runsOnConnectionLoop(open))
+        open.request = .modifyRecords(
+            Wire.ModifyRecordsRequest(recordsToSave: records, recordIDsToDelete: [Wire.RecordID(recordName: "x")]))
         #expect(!OperationRouter.runsOnConnectionLoop(open))
         open.request = .query(Wire.QueryRequest())
         #expect(!OperationRouter.runsOnConnectionLoop(open))
