@@ -39,7 +39,9 @@ open class CKContainer: @unchecked Sendable, CustomStringConvertible {
 
     /// The container named `identifier` on the server `configuration` describes.
     public convenience init(identifier containerIdentifier: String, configuration: CirrusClientConfiguration) {
-        self.init(identifier: containerIdentifier, connectionManager: ConnectionManager(configuration: configuration, container: containerIdentifier))
+        self.init(
+            identifier: containerIdentifier,
+            connectionManager: ConnectionManager(configuration: configuration, container: containerIdentifier))
     }
 
     /// A container over a connection manager with its own timers (tests).

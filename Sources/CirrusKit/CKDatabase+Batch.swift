@@ -21,12 +21,13 @@ extension CKDatabase {
         deleting recordIDsToDelete: [CKRecord.ID],
         savePolicy: CKModifyRecordsOperation.RecordSavePolicy = .ifServerRecordUnchanged,
         atomically: Bool = true,
-        completionHandler: @escaping @Sendable (
-            Result<
-                (saveResults: [CKRecord.ID: Result<CKRecord, any Error>], deleteResults: [CKRecord.ID: Result<Void, any Error>]),
-                any Error
-            >
-        ) -> Void
+        completionHandler:
+            @escaping @Sendable (
+                Result<
+                    (saveResults: [CKRecord.ID: Result<CKRecord, any Error>], deleteResults: [CKRecord.ID: Result<Void, any Error>]),
+                    any Error
+                >
+            ) -> Void
     ) {
         Self.complete(completionHandler) {
             try await self.modifyRecords(
@@ -46,15 +47,16 @@ extension CKDatabase {
     public func modifyRecordZones(
         saving recordZonesToSave: [CKRecordZone],
         deleting recordZoneIDsToDelete: [CKRecordZone.ID],
-        completionHandler: @escaping @Sendable (
-            Result<
-                (
-                    saveResults: [CKRecordZone.ID: Result<CKRecordZone, any Error>],
-                    deleteResults: [CKRecordZone.ID: Result<Void, any Error>]
-                ),
-                any Error
-            >
-        ) -> Void
+        completionHandler:
+            @escaping @Sendable (
+                Result<
+                    (
+                        saveResults: [CKRecordZone.ID: Result<CKRecordZone, any Error>],
+                        deleteResults: [CKRecordZone.ID: Result<Void, any Error>]
+                    ),
+                    any Error
+                >
+            ) -> Void
     ) {
         Self.complete(completionHandler) {
             try await self.modifyRecordZones(saving: recordZonesToSave, deleting: recordZoneIDsToDelete)
@@ -73,15 +75,16 @@ extension CKDatabase {
     public func modifySubscriptions(
         saving subscriptionsToSave: [CKSubscription],
         deleting subscriptionIDsToDelete: [CKSubscription.ID],
-        completionHandler: @escaping @Sendable (
-            Result<
-                (
-                    saveResults: [CKSubscription.ID: Result<CKSubscription, any Error>],
-                    deleteResults: [CKSubscription.ID: Result<Void, any Error>]
-                ),
-                any Error
-            >
-        ) -> Void
+        completionHandler:
+            @escaping @Sendable (
+                Result<
+                    (
+                        saveResults: [CKSubscription.ID: Result<CKSubscription, any Error>],
+                        deleteResults: [CKSubscription.ID: Result<Void, any Error>]
+                    ),
+                    any Error
+                >
+            ) -> Void
     ) {
         Self.complete(completionHandler) {
             try await self.modifySubscriptions(saving: subscriptionsToSave, deleting: subscriptionIDsToDelete)

@@ -103,12 +103,13 @@ extension CKDatabase {
         inZoneWith zoneID: CKRecordZone.ID? = nil,
         desiredKeys: [CKRecord.FieldKey]? = nil,
         resultsLimit: Int = CKQueryOperation.maximumResults,
-        completionHandler: @escaping @Sendable (
-            Result<
-                (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
-                any Error
-            >
-        ) -> Void
+        completionHandler:
+            @escaping @Sendable (
+                Result<
+                    (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
+                    any Error
+                >
+            ) -> Void
     ) {
         let operation = CKQueryOperation(query: query)
         operation.zoneID = zoneID
@@ -120,12 +121,13 @@ extension CKDatabase {
         withCursor queryCursor: CKQueryOperation.Cursor,
         desiredKeys: [CKRecord.FieldKey]? = nil,
         resultsLimit: Int = CKQueryOperation.maximumResults,
-        completionHandler: @escaping @Sendable (
-            Result<
-                (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
-                any Error
-            >
-        ) -> Void
+        completionHandler:
+            @escaping @Sendable (
+                Result<
+                    (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
+                    any Error
+                >
+            ) -> Void
     ) {
         let operation = CKQueryOperation(cursor: queryCursor)
         self.fetchMatches(operation, desiredKeys: desiredKeys, resultsLimit: resultsLimit, completionHandler)
@@ -153,12 +155,13 @@ extension CKDatabase {
         _ operation: CKQueryOperation,
         desiredKeys: [CKRecord.FieldKey]?,
         resultsLimit: Int,
-        _ completionHandler: @escaping @Sendable (
-            Result<
-                (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
-                any Error
-            >
-        ) -> Void
+        _ completionHandler:
+            @escaping @Sendable (
+                Result<
+                    (matchResults: [(CKRecord.ID, Result<CKRecord, any Error>)], queryCursor: CKQueryOperation.Cursor?),
+                    any Error
+                >
+            ) -> Void
     ) {
         operation.desiredKeys = desiredKeys
         operation.resultsLimit = resultsLimit

@@ -44,8 +44,7 @@ open class CKFetchDatabaseChangesOperation: CKDatabaseOperation, @unchecked Send
     open var changeTokenUpdatedBlock: ((CKServerChangeToken) -> Void)?
     /// The final token and whether more changes remain, or the error (`changeTokenExpired`
     /// means: fetch again without a token).
-    open var fetchDatabaseChangesResultBlock:
-        ((Result<(serverChangeToken: CKServerChangeToken, moreComing: Bool), any Error>) -> Void)?
+    open var fetchDatabaseChangesResultBlock: ((Result<(serverChangeToken: CKServerChangeToken, moreComing: Bool), any Error>) -> Void)?
     /// Deprecated in CloudKit (use `fetchDatabaseChangesResultBlock`).
     open var fetchDatabaseChangesCompletionBlock: ((CKServerChangeToken?, Bool, (any Error)?) -> Void)?
 

@@ -79,18 +79,19 @@ open class CKFetchRecordZoneChangesOperation: CKDatabaseOperation, @unchecked Se
     /// whether more changes remain; or why the zone failed (`changeTokenExpired`,
     /// `zoneNotFound`, …).
     open var recordZoneFetchResultBlock:
-        ((
-            CKRecordZone.ID,
-            Result<(serverChangeToken: CKServerChangeToken, clientChangeTokenData: Data?, moreComing: Bool), any Error>
-        ) -> Void)?
+        (
+            (
+                CKRecordZone.ID,
+                Result<(serverChangeToken: CKServerChangeToken, clientChangeTokenData: Data?, moreComing: Bool), any Error>
+            ) -> Void
+        )?
     /// The whole operation's outcome; `partialFailure` when some zone failed.
     open var fetchRecordZoneChangesResultBlock: ((Result<Void, any Error>) -> Void)?
 
     /// Deprecated in CloudKit (use `recordWasChangedBlock`).
     open var recordChangedBlock: ((CKRecord) -> Void)?
     /// Deprecated in CloudKit (use `recordZoneFetchResultBlock`).
-    open var recordZoneFetchCompletionBlock:
-        ((CKRecordZone.ID, CKServerChangeToken?, Data?, Bool, (any Error)?) -> Void)?
+    open var recordZoneFetchCompletionBlock: ((CKRecordZone.ID, CKServerChangeToken?, Data?, Bool, (any Error)?) -> Void)?
     /// Deprecated in CloudKit (use `fetchRecordZoneChangesResultBlock`).
     open var fetchRecordZoneChangesCompletionBlock: (((any Error)?) -> Void)?
 
