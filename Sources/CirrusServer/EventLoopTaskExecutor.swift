@@ -4,16 +4,17 @@ import NIOCore
 /// its executor preference runs its nonisolated code on the loop's thread, between the loop's
 /// I/O, instead of on the cooperative pool.
 ///
-/// For an operation whose work is a few microseconds (a fetch of a few records, read in place
-/// when a reader is free), the pool costs more than the work: the connection's loop wakes a
-/// pool thread to start the task, and the task wakes the loop to write its events and its
-/// `Complete` — two thread hand-offs per operation, each a futex wake and a context switch. On
-/// the loop the operation starts after the read that carried its `Open`, and its events are
-/// written and flushed in the same loop iteration.
+/// For an operation whose own work is a few microseconds (the checks of a small save, whose
+/// transaction runs on the storage's writer thread), the pool costs more than the work: the
+/// connection's loop wakes a pool thread to start the task, and the task wakes the loop to
+/// write its events and its `Complete` — two thread hand-offs per operation, each a futex wake
+/// and a context switch. On the loop the operation starts after the read that carried its
+/// `Open`, and its events are written and flushed in the loop iteration that resumes it.
 ///
-/// Only for work that does not block the loop for long. An awaited call that suspends (a read
-/// that waits for a reader) lets the loop go on, and the task continues on the loop when it is
-/// resumed; a default actor's methods called from the task run on the loop too (SE-0417).
+/// Only for work that never blocks: an awaited call that suspends (the writer's commit) lets
+/// the loop go on, and the task continues on the loop when it is resumed. A default actor's
+/// methods called from the task run on the loop too (SE-0417): nothing that does I/O in an
+/// actor may run this way.
 final class EventLoopTaskExecutor: TaskExecutor {
     let eventLoop: any EventLoop
 

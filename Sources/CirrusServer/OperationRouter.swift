@@ -23,8 +23,8 @@ struct OperationRouter: Sendable {
     }
 
     /// Starts the operation `open` of `caller` on `stream`; its logs carry `fields`. A small
-    /// operation (``runsOnConnectionLoop(_:)``) runs on `loop`, the connection's event loop;
-    /// any other on the cooperative pool.
+    /// save (``runsOnConnectionLoop(_:)``) runs on `loop`, the connection's event loop, with
+    /// reads in place forbidden (``ReadPlacement``); any other operation on the cooperative pool.
     func start(
         _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, fields: Logger.Metadata,
         loop: @autoclosure () -> EventLoopTaskExecutor
@@ -35,39 +35,38 @@ struct OperationRouter: Sendable {
             }
         }
         if Self.runsOnConnectionLoop(open) {
-            return Task(executorPreference: loop()) { await operation() }
+            return Task(executorPreference: loop()) {
+                await ReadPlacement.$mayReadInPlace.withValue(false) { await operation() }
+            }
         }
         return Task { await operation() }
     }
 
-    /// Items a fetch or a save may name and still run on the connection's event loop: as many
-    /// as the SQLite engine reads in place (on the calling thread, when a reader is free).
+    /// Items a save may carry and still run on the connection's event loop.
     static let connectionLoopItemLimit = 16
 
     /// Whether `open` runs on its connection's event loop (see ``EventLoopTaskExecutor``): a
-    /// fetch of up to ``connectionLoopItemLimit`` records or zones by ID, or a modify of up to
-    /// as many records and deletions, not long-lived, in the private or public database. Its
-    /// own work is a few lookups or the checks and encoding of a few records (a save waits for
-    /// the writer suspended, not on the loop), less than the two thread hand-offs a task on the
-    /// pool costs. Everything else (larger batches, queries, change feeds, the shared
-    /// database's access checks, long-lived bookkeeping) stays on the pool, where it does not
-    /// hold up the connection's other streams.
+    /// modify of up to ``connectionLoopItemLimit`` records and deletions without assets, not
+    /// long-lived, in the private or public database. What it does on the loop is the checks
+    /// and encoding of a few records; its transaction runs on the storage's writer thread,
+    /// which it waits for suspended, so no storage call blocks the loop. On the pool it would
+    /// cost two thread hand-offs more (loop to pool to start, pool to loop to write its events)
+    /// than its own work.
+    ///
+    /// Everything else stays on the pool: reads (a fetch reads SQLite in place on a pool
+    /// thread, which must not happen on a loop), larger batches, assets (the asset store's file
+    /// writes; an actor's methods run on the task's preferred executor), queries, change feeds,
+    /// the shared database's access checks, long-lived bookkeeping.
     static func runsOnConnectionLoop(_ open: Wire.Open) -> Bool {
         guard open.configuration?.isLongLived != true else { return false }
         switch open.databaseScope {
         case .private, .public: break
         default: return false
         }
-        switch open.request {
-        case .fetchRecords(let request):
-            return request.recordIDs.count <= Self.connectionLoopItemLimit
-        case .fetchRecordZones(let request):
-            return !request.fetchAllRecordZones && request.recordZoneIDs.count <= Self.connectionLoopItemLimit
-        case .modifyRecords(let request):
-            return request.recordsToSave.count + request.recordIDsToDelete.count <= Self.connectionLoopItemLimit
-        default:
-            return false
-        }
+        guard case .modifyRecords(let request) = open.request,
+            request.recordsToSave.count + request.recordIDsToDelete.count <= Self.connectionLoopItemLimit
+        else { return false }
+        return !request.recordsToSave.contains(where: StorageExecutor.hasAssets)
     }
 
     /// Attaches `stream` to the long-lived operation named in `resume` (of `registry`, this

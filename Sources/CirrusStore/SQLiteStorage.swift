@@ -234,9 +234,11 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// key takes tens of microseconds, less than the two thread wake-ups of ``read(_:)`` (onto
     /// a reader's queue and back onto the task's executor). For bounded reads only (at most
     /// ``inPlaceReadLimit`` lookups): it holds the calling thread, a cooperative one, while it
-    /// runs. It never waits for a reader there (see ``ReaderSlots``).
+    /// runs. It never waits for a reader there (see ``ReaderSlots``). Never on a thread that
+    /// must not block on storage (``ReadPlacement/mayReadInPlace`` false): such reads go to a
+    /// reader's queue.
     func readInPlaceIfFree<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        guard readers.takeIfFree() else { return try await read(body) }
+        guard ReadPlacement.mayReadInPlace, readers.takeIfFree() else { return try await read(body) }
         defer { readers.giveBack() }
         return try readHere(body)
     }

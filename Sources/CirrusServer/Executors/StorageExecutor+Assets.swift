@@ -176,7 +176,7 @@ extension StorageExecutor {
         return nil
     }
 
-    private static func hasAssets(_ record: Wire.Record) -> Bool {
+    static func hasAssets(_ record: Wire.Record) -> Bool {
         record.fields.contains { field in
             switch field.value?.kind {
             case .assetValue, .assetList: true
