@@ -7,12 +7,13 @@ import NIOConcurrencyHelpers
 import Testing
 
 /// What a receiver saw: each delivery's seq (0 for `Complete`) and whether it ran on the thread
-/// that delivered it.
+/// that delivered it. The delivering thread is marked in its own thread dictionary (a `pthread_t`
+/// may be reused by a thread created after the delivering one exited).
 private final class Seen: Sendable {
     private let entries = NIOLockedValueBox<[(seq: UInt64, onDeliveringThread: Bool)]>([])
-    private let deliveringThread = NIOLockedValueBox<pthread_t?>(nil)
+    private let mark = "cirrus.test.delivering.\(UUID().uuidString)"
 
-    func delivering(from thread: pthread_t) { self.deliveringThread.withLockedValue { $0 = thread } }
+    func markDeliveringThread() { Thread.current.threadDictionary[self.mark] = true }
 
     func note(_ delivery: StreamDelivery) {
         let seq: UInt64
@@ -20,8 +21,7 @@ private final class Seen: Sendable {
         case .event(let event): seq = event.seq
         default: seq = 0
         }
-        let here = pthread_self()
-        let same = self.deliveringThread.withLockedValue { $0.map { pthread_equal($0, here) != 0 } ?? false }
+        let same = Thread.current.threadDictionary[self.mark] != nil
         self.entries.withLockedValue { $0.append((seq, same)) }
     }
 
@@ -35,7 +35,7 @@ private func event(_ seq: UInt64) -> StreamDelivery { .event(Wire.Event(seq: seq
 private func onOwnThread(_ seen: Seen, _ body: @escaping @Sendable () -> Void) async {
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         Thread {
-            seen.delivering(from: pthread_self())
+            seen.markDeliveringThread()
             body()
             continuation.resume()
         }.start()
