@@ -8,6 +8,8 @@ enum OutboundFrame: Sendable {
     /// `Frame{stream_id, event}` whose event is already in wire format (a journaled callback
     /// replayed as stored).
     case event(streamID: UInt64, Wire.EncodedEvent)
+    /// `Frame{stream_id, event{seq, payload}}` whose payload is already in wire format.
+    case payload(streamID: UInt64, seq: UInt64, Wire.EncodedPayload)
     /// `Frame{stream_id, event{seq, download_asset{chunk{offset, data}}}}`, its data sent from
     /// the buffer it was read into.
     case assetChunk(streamID: UInt64, seq: UInt64, offset: UInt64, data: ByteBuffer)
@@ -19,6 +21,8 @@ enum OutboundFrame: Sendable {
             return frame
         case .event(let streamID, let event):
             return Wire.Frame(streamID: streamID, kind: .event(try event.decoded()))
+        case .payload(let streamID, let seq, let payload):
+            return Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: seq, payload: try payload.decoded())))
         case .assetChunk(let streamID, let seq, let offset, let data):
             let chunk = Wire.AssetChunk(offset: offset, data: Array(data.readableBytesView))
             let event = Wire.Event(seq: seq, payload: .downloadAsset(Wire.DownloadAssetEvent(callback: .chunk(chunk))))
@@ -66,6 +70,15 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
                         streamID: streamID, event: event, into: &buffer, maximumFrameBytes: self.maximumFrameBytes)
                 } catch {
                     self.refusedSize = FrameEncoder.frameBodySize(streamID: streamID, event: event)
+                    throw error
+                }
+            case .payload(let streamID, let seq, let payload):
+                do {
+                    try FrameEncoder.encode(
+                        streamID: streamID, seq: seq, payload: payload, into: &buffer,
+                        maximumFrameBytes: self.maximumFrameBytes)
+                } catch {
+                    self.refusedSize = FrameEncoder.frameBodySize(streamID: streamID, seq: seq, payload: payload)
                     throw error
                 }
             case .assetChunk(let streamID, let seq, let offset, let data):

@@ -70,6 +70,8 @@ extension ConnectionHandler {
             switch event {
             case .payload(let payload):
                 frame = .frame(Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: nextSeq, payload: payload))))
+            case .encodedPayload(let payload):
+                frame = .payload(streamID: streamID, seq: nextSeq, payload)
             case .encoded(let event) where event.seq == nextSeq:
                 frame = .event(streamID: streamID, event)
             case .assetChunk(let offset, let data):

@@ -52,6 +52,8 @@ public final class OperationStream: Sendable {
     /// format (a journaled callback replayed as stored).
     enum QueuedEvent: Sendable {
         case payload(Wire.Event.Payload)
+        /// A payload already in wire format (a change feed's record as stored).
+        case encodedPayload(Wire.EncodedPayload)
         case encoded(Wire.EncodedEvent)
         /// A `DownloadAsset` chunk whose content goes out of `data` as it is.
         case assetChunk(offset: UInt64, data: ByteBuffer)
@@ -155,6 +157,41 @@ public final class OperationStream: Sendable {
             return
         }
         try await self.queue(payloads.map(QueuedEvent.payload))
+    }
+
+    /// An event's payload for ``emit(payloads:)``: a message, or one already in wire format.
+    public enum Payload: Sendable {
+        case message(Wire.Event.Payload)
+        case encoded(Wire.EncodedPayload)
+
+        /// The payload as a message, one in wire format decoded.
+        ///
+        /// - throws: ``WireError`` `.malformedMessage`.
+        func decoded() throws(WireError) -> Wire.Event.Payload {
+            switch self {
+            case .message(let message): message
+            case .encoded(let encoded): try encoded.decoded()
+            }
+        }
+    }
+
+    /// Sends `payloads` as ``emit(contentsOf:)`` does, those already in wire format as they are
+    /// (a detached long-lived operation decodes them to journal them).
+    ///
+    /// - throws: as ``emit(contentsOf:)``; a payload in wire format that does not decode, for a
+    ///   detached long-lived operation: ``WireError``.
+    public func emit(payloads: [Payload]) async throws {
+        guard self.connection != nil else {
+            try await self.emit(contentsOf: payloads.map { payload throws(WireError) in try payload.decoded() })
+            return
+        }
+        try await self.queue(
+            payloads.map { payload in
+                switch payload {
+                case .message(let message): .payload(message)
+                case .encoded(let encoded): .encodedPayload(encoded)
+                }
+            })
     }
 
     /// Sends journaled events as they are stored, in order: a replay, whose events keep the seqs

@@ -166,14 +166,16 @@ package enum ChangeFeedArguments {
     ///
     /// - throws: ``StoreError`` `.zoneNotFound` for any other zone; `.changeTokenExpired` for
     ///   a sequence after 0.
-    package static func changesOfAbsentZone(_ name: String, since: Int64) throws(StoreError) -> RecordChangeBatch {
+    package static func changesOfAbsentZone<Changed>(
+        _ name: String, since: Int64
+    ) throws(StoreError) -> ChangeBatch<Changed> {
         guard name == RecordCodec.defaultZoneName else {
             throw StoreError(.zoneNotFound, "zone \(name) does not exist")
         }
         guard since == 0 else {
             throw StoreError(.changeTokenExpired, "change sequence \(since) of zone \(name) expired")
         }
-        return RecordChangeBatch(
+        return ChangeBatch(
             changed: [], deleted: [], lastSeq: 0, moreComing: false, clientChangeToken: [], zoneIncarnation: 0)
     }
 

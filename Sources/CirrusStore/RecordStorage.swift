@@ -61,6 +61,15 @@ public protocol RecordSyncStorage: Sendable {
         desiredKeys: [String]?
     ) async throws -> RecordChangeBatch
 
+    /// ``recordChanges(in:of:since:floor:through:limit:desiredKeys:)`` of every key, each record
+    /// that needs nothing of the store (a plain ``Wire/SerializedRecord``: no asset, no share
+    /// fields) left serialized as stored, for a server to send without decoding it.
+    ///
+    /// - throws: as ``recordChanges(in:of:since:floor:through:limit:desiredKeys:)``.
+    func storedRecordChanges(
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int
+    ) async throws -> StoredRecordChangeBatch
+
     /// Zones created, changed (including their records) or deleted after
     /// database change sequence `since` (0 = from the beginning) and at or
     /// before `through` (nil = the database's current sequence); `floor` as for
@@ -160,6 +169,15 @@ public protocol RecordQueryStorage: Sendable {
 }
 
 extension RecordSyncStorage {
+    /// Every record decoded: for stores that keep no serialized records.
+    public func storedRecordChanges(
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int
+    ) async throws -> StoredRecordChangeBatch {
+        try await self.recordChanges(
+            in: zone, of: database, since: since, floor: floor, through: through, limit: limit, desiredKeys: nil
+        ).mapChanged(StoredRecord.decoded)
+    }
+
     /// ``recordChanges(in:of:since:floor:through:limit:desiredKeys:)`` with no floor, up to the
     /// zone's current sequence.
     public func recordChanges(
@@ -275,10 +293,11 @@ public struct RecordTombstone: Sendable, Hashable {
     }
 }
 
-/// One batch of a zone's change feed.
-public struct RecordChangeBatch: Sendable, Hashable {
+/// One batch of a zone's change feed: ``RecordChangeBatch`` (its records decoded) or
+/// ``StoredRecordChangeBatch`` (each record as stored where it needs no decoding).
+public struct ChangeBatch<Changed: Sendable & Hashable>: Sendable, Hashable {
     /// Records saved after `since`, each at its latest version, oldest change first.
-    public var changed: [Wire.Record]
+    public var changed: [Changed]
     /// Records deleted after `since`, oldest first.
     public var deleted: [RecordTombstone]
     /// Everything up to this sequence is in this batch or an earlier one.
@@ -296,7 +315,7 @@ public struct RecordChangeBatch: Sendable, Hashable {
     public var prunedSeq: Int64
 
     public init(
-        changed: [Wire.Record], deleted: [RecordTombstone], lastSeq: Int64, moreComing: Bool,
+        changed: [Changed], deleted: [RecordTombstone], lastSeq: Int64, moreComing: Bool,
         clientChangeToken: [UInt8], zoneIncarnation: Int64, headSeq: Int64? = nil, prunedSeq: Int64 = 0
     ) {
         self.headSeq = headSeq ?? lastSeq
@@ -307,6 +326,45 @@ public struct RecordChangeBatch: Sendable, Hashable {
         self.moreComing = moreComing
         self.clientChangeToken = clientChangeToken
         self.zoneIncarnation = zoneIncarnation
+    }
+
+    /// The same batch with each changed record transformed.
+    public func mapChanged<T>(_ transform: (Changed) throws -> T) rethrows -> ChangeBatch<T> {
+        ChangeBatch<T>(
+            changed: try self.changed.map(transform), deleted: self.deleted, lastSeq: self.lastSeq,
+            moreComing: self.moreComing, clientChangeToken: self.clientChangeToken, zoneIncarnation: self.zoneIncarnation,
+            headSeq: self.headSeq, prunedSeq: self.prunedSeq)
+    }
+}
+
+/// A batch of a zone's change feed with its records decoded.
+public typealias RecordChangeBatch = ChangeBatch<Wire.Record>
+
+/// A batch of a zone's change feed with each record as the store keeps it where it needs no
+/// decoding (``RecordSyncStorage/storedRecordChanges(in:of:since:floor:through:limit:)``).
+public typealias StoredRecordChangeBatch = ChangeBatch<StoredRecord>
+
+/// A record read by a change feed: as stored (a plain ``Wire/SerializedRecord``, for the server to
+/// send as it is) or decoded (one with assets, whose content the store filled in, or share fields;
+/// a store that keeps no serialized records returns them all decoded).
+public enum StoredRecord: Sendable, Hashable {
+    case decoded(Wire.Record)
+    case serialized(Wire.SerializedRecord)
+
+    /// The record, decoded.
+    ///
+    /// - throws: ``StoreError`` `.corruptData` when stored bytes do not decode.
+    public func decoded() throws(StoreError) -> Wire.Record {
+        switch self {
+        case .decoded(let record):
+            return record
+        case .serialized(let serialized):
+            do {
+                return try serialized.decoded()
+            } catch {
+                throw StoreError(.corruptData, "a stored record does not decode: \(error)")
+            }
+        }
     }
 }
 

@@ -7,6 +7,27 @@ extension SQLiteStorage {
         in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int,
         desiredKeys: [String]?
     ) async throws -> RecordChangeBatch {
+        try await self.changes(in: zone, of: database, since: since, floor: floor, through: through, limit: limit) {
+            db, row in
+            try StoreRows.load(db, row, desiredKeys: desiredKeys, assetContent: true)
+        }
+    }
+
+    public func storedRecordChanges(
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int
+    ) async throws -> StoredRecordChangeBatch {
+        try await self.changes(in: zone, of: database, since: since, floor: floor, through: through, limit: limit) {
+            db, row in
+            if let serialized = Wire.SerializedRecord(plain: [UInt8](row.data)) { return .serialized(serialized) }
+            return .decoded(try StoreRows.load(db, row, desiredKeys: nil, assetContent: true))
+        }
+    }
+
+    /// A batch of the zone's change feed, each changed record as `load` reads its row.
+    private func changes<Changed: Sendable & Hashable>(
+        in zone: Wire.RecordZoneID, of database: DatabaseKey, since: Int64, floor: Int64, through: Int64?, limit: Int,
+        load: @escaping @Sendable (Database, RecordRow) throws -> Changed
+    ) async throws -> ChangeBatch<Changed> {
         let key = try database.validated()
         try ChangeFeedArguments.check(since: since, through: through, limit: limit)
         let name = try ChangeFeedArguments.zoneName(of: zone, in: key)
@@ -28,22 +49,24 @@ extension SQLiteStorage {
                 arguments: [zone.id, since, head, fetchLimit]
             ).map(RecordRow.init)
             let tombstones = try db.rows(
-                sql: "SELECT name, record_type, seq, shared_by FROM tombstones WHERE zone_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                sql:
+                    "SELECT name, record_type, seq, shared_by FROM tombstones WHERE zone_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
                 arguments: [zone.id, since, head, fetchLimit])
-            var changed: [Wire.Record] = []
+            var changed: [Changed] = []
             var deleted: [RecordTombstone] = []
             let page = try ChangeFeedArguments.merge(
                 records, seq: \.changeSeq, tombstones, seq: { $0["seq"] }, since: since, head: head, limit: limit,
-                changed: { changed.append(try StoreRows.load(db, $0, desiredKeys: desiredKeys, assetContent: true)) },
+                changed: { changed.append(try load(db, $0)) },
                 deleted: { tombstone in
                     let recordID = Wire.RecordID(
                         recordName: tombstone["name"], zoneID: ZoneResolution.zoneID(zone.name, in: key))
                     let sharedBy: String? = tombstone["shared_by"]
-                    deleted.append(RecordTombstone(
-                        recordID: recordID, recordType: tombstone["record_type"], seq: tombstone["seq"],
-                        sharedBy: sharedBy.map { $0.split(separator: "\n").map(String.init) } ?? []))
+                    deleted.append(
+                        RecordTombstone(
+                            recordID: recordID, recordType: tombstone["record_type"], seq: tombstone["seq"],
+                            sharedBy: sharedBy.map { $0.split(separator: "\n").map(String.init) } ?? []))
                 })
-            return RecordChangeBatch(
+            return ChangeBatch(
                 changed: changed, deleted: deleted, lastSeq: page.lastSeq, moreComing: page.moreComing,
                 clientChangeToken: zone.clientChangeToken, zoneIncarnation: zone.id, headSeq: zone.changeSeq,
                 prunedSeq: zone.prunedSeq)

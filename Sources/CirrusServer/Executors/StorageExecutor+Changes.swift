@@ -89,14 +89,25 @@ extension StorageExecutor {
             }
         }
         let desiredKeys = configuration.desiredKeysSpecified ? configuration.desiredKeys : nil
+        // Records go out as the store keeps them where nothing of them changes but their IDs'
+        // owners: every key, no participant's filter, no journal (which keeps decoded events).
+        let sendsStored = desiredKeys == nil && context.sharedRecords == nil && context.run == nil
+        let renaming = sendsStored ? context.owners.serializedRecordRenaming : nil
         while true {
             // Fewer at a time when many streams share the connection (memory per connection).
             let limit = context.stream.batchLimit(Self.batchSize(configuration.resultsLimit))
-            let batch: RecordChangeBatch
+            let batch: StoredRecordChangeBatch
             do {
-                batch = try await self.storage.recordChanges(
-                    in: inbound, of: context.database, since: since, floor: floor ?? 0, through: through, limit: limit,
-                    desiredKeys: desiredKeys)
+                if sendsStored {
+                    batch = try await self.storage.storedRecordChanges(
+                        in: inbound, of: context.database, since: since, floor: floor ?? 0, through: through,
+                        limit: limit)
+                } else {
+                    batch = try await self.storage.recordChanges(
+                        in: inbound, of: context.database, since: since, floor: floor ?? 0, through: through,
+                        limit: limit, desiredKeys: desiredKeys
+                    ).mapChanged(StoredRecord.decoded)
+                }
             } catch let error as StoreError where [.zoneNotFound, .changeTokenExpired].contains(error.code) {
                 throw ZoneFeedFailure(error: error.operationError)
             }
@@ -111,16 +122,31 @@ extension StorageExecutor {
             // already pruned: its positions stay valid down to that point.
             floor = floor ?? batch.prunedSeq
             incarnation = batch.zoneIncarnation
-            var events: [Wire.Event.Payload] = []
+            var events: [OperationStream.Payload] = []
             events.reserveCapacity(batch.changed.count + batch.deleted.count + 1)
-            // A participant's batch is filtered at once: parents read once for all its records.
-            let shared = try await context.sharedRecords?.shared(batch.changed)
-            for (position, record) in batch.changed.enumerated() {
-                if let shared, !shared[position] { continue }
+            func changed(_ record: Wire.Record) -> OperationStream.Payload {
                 let record = context.owners.outbound(record)
                 let outcome = Wire.RecordOutcome(recordID: record.recordID, outcome: .record(record))
-                events.append(
+                return .message(
                     .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWasChanged(outcome))))
+            }
+            if let sharedRecords = context.sharedRecords {
+                // A participant's batch is filtered at once: parents read once for all its records.
+                let records = try batch.changed.map { try $0.decoded() }
+                let shared = try await sharedRecords.shared(records)
+                for (position, record) in records.enumerated() where shared[position] {
+                    events.append(changed(record))
+                }
+            } else {
+                for record in batch.changed {
+                    if case .serialized(let stored) = record, let renaming,
+                        let payload = stored.recordWasChangedPayload(renaming)
+                    {
+                        events.append(.encoded(payload))
+                    } else {
+                        events.append(changed(try record.decoded()))
+                    }
+                }
             }
             // A participant hears only of deletions of records that were in a share they reach.
             for tombstone in batch.deleted
@@ -128,7 +154,9 @@ extension StorageExecutor {
                 let deleted = Wire.RecordDeleted(
                     recordID: context.owners.outbound(tombstone.recordID), recordType: tombstone.recordType)
                 events.append(
-                    .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordWithIDWasDeleted(deleted))))
+                    .message(
+                        .fetchRecordZoneChanges(
+                            Wire.FetchRecordZoneChangesEvent(callback: .recordWithIDWasDeleted(deleted)))))
             }
             let token = self.tokens.seal(
                 feed, in: context.database, incarnation: batch.zoneIncarnation, seq: batch.lastSeq, floor: floor ?? 0)
@@ -137,8 +165,9 @@ extension StorageExecutor {
                 let update = Wire.RecordZoneChangeTokensUpdated(
                     zoneID: zoneID, serverChangeToken: token, clientChangeToken: batch.clientChangeToken)
                 events.append(
-                    .fetchRecordZoneChanges(
-                        Wire.FetchRecordZoneChangesEvent(callback: .recordZoneChangeTokensUpdated(update))))
+                    .message(
+                        .fetchRecordZoneChanges(
+                            Wire.FetchRecordZoneChangesEvent(callback: .recordZoneChangeTokensUpdated(update)))))
                 try await context.emit(
                     events,
                     checkpoint: LongLivedCheckpoint(
@@ -149,7 +178,8 @@ extension StorageExecutor {
                 serverChangeToken: token, clientChangeToken: batch.clientChangeToken, moreComing: batch.moreComing)
             let result = Wire.RecordZoneFetchResult(zoneID: zoneID, outcome: .success(success))
             events.append(
-                .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(result))))
+                .message(
+                    .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(callback: .recordZoneFetchResult(result)))))
             try await context.emit(events, checkpoint: LongLivedCheckpoint(zone: index + 1))
             return
         }

@@ -212,6 +212,19 @@ public struct StorageExecutor: OperationExecutor {
             }
             try await stream.emit(contentsOf: payloads)
         }
+
+        /// Sends `payloads` in order, as ``emit(_:checkpoint:)`` does; those already in wire
+        /// format go out as they are (a long-lived operation decodes them to journal them).
+        func emit(
+            _ payloads: [OperationStream.Payload], checkpoint: @autoclosure () -> LongLivedCheckpoint
+        ) async throws {
+            guard run == nil else {
+                let decoded = try payloads.map { payload throws(WireError) in try payload.decoded() }
+                try await self.emit(decoded, checkpoint: checkpoint())
+                return
+            }
+            try await stream.emit(payloads: payloads)
+        }
     }
 
     /// Why an `Open` names no usable database.

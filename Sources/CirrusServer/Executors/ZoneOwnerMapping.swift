@@ -72,6 +72,15 @@ struct ZoneOwnerMapping: Sendable {
         return downloads.addingHandles(to: mapped)
     }
 
+    /// How records kept serialized are mapped outbound (make it once per batch): their IDs as
+    /// ``outbound(_:)-(Wire.Record)`` maps a decoded record's (a plain record has no asset to give
+    /// a download handle, no share fields). Nil when they must be decoded and mapped: in the
+    /// public database (owner `""`) an absent owner would be filled in.
+    var serializedRecordRenaming: Wire.SerializedRecord.OwnerRenaming? {
+        guard !self.databaseOwner.isEmpty else { return nil }
+        return Wire.SerializedRecord.OwnerRenaming(owner: self.databaseOwner, replacement: Self.currentUser)
+    }
+
     func outbound(_ zone: Wire.RecordZone) -> Wire.RecordZone {
         var zone = zone
         zone.zoneID = zone.zoneID.map(self.outbound)
