@@ -28,7 +28,7 @@
 // - Threads: protocol work runs on the connection's event loop; each operation has its own
 //   serial callback queue where its blocks run, in event order, and then `completionBlock`
 //   (Foundation's, after the operation finished).
-// - Flow control: a stream opens with `initial_window` = `streamWindow` (256) events and gets
+// - Flow control: a stream opens with `initial_window` = `streamWindow` (1,024) events and gets
 //   credit back in batches of half the window, only after its callbacks have consumed events,
 //   so a slow callback makes the server wait instead of the client buffering: at most the
 //   window of events per stream is ever queued on the client. The events of one read burst go
