@@ -19,11 +19,6 @@ extension Wire {
         /// The serialized payload message (for example a `FetchRecordZoneChangesEvent`).
         public let bytes: [UInt8]
 
-        init(field: UInt64, bytes: [UInt8]) {
-            self.field = field
-            self.bytes = bytes
-        }
-
         /// The payload, decoded (a long-lived operation journals events it decodes; tests).
         ///
         /// - throws: ``WireError`` `.malformedMessage`.
