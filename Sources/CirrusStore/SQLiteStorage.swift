@@ -61,12 +61,16 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// - parameter clock: the source of creation/modification dates and of
     ///   query cursor ages; the wall clock unless a test injects one.
     /// - parameter queryCursorLifetime: seconds a query cursor stays valid.
+    /// - parameter walLimitBytes: how large the write-ahead log may grow before
+    ///   the writer copies the rest of it into the database file so that it
+    ///   starts over (see ``WALCheckpointer``), and the size it is cut back to then.
     /// - throws: ``StoreError`` `.storageFailure` when the directory or file
     ///   cannot be created or opened.
     public init(
         directory: String,
         maxItemsPerOperation: Int = SQLiteStorage.defaultMaxItemsPerOperation,
         queryCursorLifetime: Double = SQLiteStorage.defaultQueryCursorLifetime,
+        walLimitBytes: Int = SQLiteStorage.defaultWALLimitBytes,
         clock: @escaping @Sendable () -> Wire.Timestamp = SQLiteStorage.systemClock
     ) throws {
         self.directory = directory
@@ -103,21 +107,31 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             readers = ReaderSlots(count: configuration.maximumReaderCount)
             // GRDB puts a pool in WAL mode with synchronous = NORMAL after
             // `prepareDatabase` ran; only the writer commits, so set it there.
-            try pool.writeWithoutTransaction { db in try db.execute(sql: Self.writerSettings) }
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: Self.writerSettings)
+                try db.execute(sql: "PRAGMA journal_size_limit = \(walLimitBytes)")
+            }
             try Self.migrator.migrate(pool)
             shareGeneration = try ShareGeneration(path: path)
             querySecret = try pool.read { db in
                 try Data.fetchOne(db, sql: "SELECT value FROM store_secrets WHERE name = 'query-cursor'").map { [UInt8]($0) }
             } ?? []
             guard !querySecret.isEmpty else { throw StoreError(.corruptData, "the store has no query cursor secret") }
-            let checkpointer = try WALCheckpointer(path: path)
+            let checkpointer = try WALCheckpointer(path: path, logLimitBytes: walLimitBytes)
             self.checkpointer = checkpointer
+            pool.writeWithoutTransaction { db in checkpointer.watch(db) }
             let observers = commitObservers
             writer = WriteCoalescer(
                 writer: pool,
                 afterCommit: { commit in
                     checkpointer.committed()
                     for observer in observers.withLock({ $0 }) { observer(commit) }
+                },
+                betweenTransactions: { db in
+                    // The log outgrew the background checkpoints: copy the rest now, while
+                    // nothing is appended, so the next transaction starts it over. Busy (the
+                    // background checkpoint is running): tried again after the next commit.
+                    if checkpointer.writerShouldCheckpoint { _ = try? db.checkpoint(.passive) }
                 })
         } catch {
             throw StoreError.wrapping(error)
@@ -155,10 +169,14 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     ///   the index pages it touches) does not evict its own pages.
     /// - `wal_autocheckpoint = 0`: the ``WALCheckpointer`` copies the log into
     ///   the database file on its own connection, not the committing writer.
-    /// - `journal_size_limit`: the log file is cut back to 64 MiB when it restarts.
+    /// - `journal_size_limit` (set after these, from `walLimitBytes`): the log file
+    ///   is cut back to that size when it restarts.
     /// - `secure_delete = FAST`: Debian builds SQLite with secure delete on,
     ///   which writes zeros over every freed page; FAST still zeroes deleted
     ///   content inside the pages a write touches anyway, without extra page writes.
+    /// The write-ahead log's size limit (`walLimitBytes`) unless a caller sets another.
+    public static let defaultWALLimitBytes = 64 << 20
+
     /// How much of the database file each connection reads through a memory map.
     static let memoryMapBytes = 256 << 20
 
@@ -166,7 +184,6 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
         PRAGMA synchronous = FULL;
         PRAGMA cache_size = -65536;
         PRAGMA wal_autocheckpoint = 0;
-        PRAGMA journal_size_limit = 67108864;
         PRAGMA secure_delete = FAST;
         """
 

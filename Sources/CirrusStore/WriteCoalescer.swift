@@ -29,16 +29,22 @@ final class WriteCoalescer: Sendable {
 
     /// Told after each transaction (committed or not), on the writer queue.
     private let afterCommit: @Sendable (WriteCommit) -> Void
+    /// Runs on the writer's connection after each transaction's callers were resumed, outside
+    /// any transaction (the WAL checkpoint the log's size calls for).
+    private let betweenTransactions: @Sendable (Database) -> Void
 
     /// What the record writes of one transaction share (see ``WriteTransactionCache``).
     let transactionCache = WriteTransactionCache()
 
     init(
-        writer: DatabasePool, maxWeightPerTransaction: Int = 2_000, afterCommit: @escaping @Sendable (WriteCommit) -> Void = { _ in }
+        writer: DatabasePool, maxWeightPerTransaction: Int = 2_000,
+        afterCommit: @escaping @Sendable (WriteCommit) -> Void = { _ in },
+        betweenTransactions: @escaping @Sendable (Database) -> Void = { _ in }
     ) {
         self.writer = writer
         self.queue = Mutex(WriteBatchQueue(maxWeightPerTransaction: maxWeightPerTransaction))
         self.afterCommit = afterCommit
+        self.betweenTransactions = betweenTransactions
     }
 
     /// Runs `body` in the next transaction and returns its result once that
@@ -74,6 +80,7 @@ final class WriteCoalescer: Sendable {
                 for (job, outcome) in zip(batch, outcomes) {
                     job.continuation.resume(with: outcome)
                 }
+                self.betweenTransactions(db)
             }
         }
     }

@@ -398,11 +398,12 @@ private func withStorage(
 /// (for the SQLite-specific tests).
 func withSQLiteStore(
     clock: @escaping @Sendable () -> Wire.Timestamp = systemClock,
+    walLimitBytes: Int = SQLiteStorage.defaultWALLimitBytes,
     _ body: (SQLiteStorage, String) async throws -> Void
 ) async throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let storage = try SQLiteStorage(directory: directory, clock: clock)
+    let storage = try SQLiteStorage(directory: directory, walLimitBytes: walLimitBytes, clock: clock)
     try await body(storage, directory)
     try storage.close()
 }
