@@ -103,7 +103,7 @@ public struct ImportSource {
             var line = 0
             for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
                 line += 1
-                let trimmed = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
+                let trimmed = Self.trimmed(rawLine)
                 if trimmed.isEmpty { continue }
                 let value: JSONValue
                 do {
@@ -254,4 +254,22 @@ public struct ImportSource {
 struct ImportRowError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+extension ImportSource {
+    /// `line` without the whitespace and newlines around it: most lines have none, and
+    /// Foundation's `trimmingCharacters` (through `NSString`) took 8 % of an import's CPU.
+    static func trimmed(_ line: Substring) -> String {
+        if let first = line.utf8.first, let last = line.utf8.last,
+            Self.isPlainEdge(first), Self.isPlainEdge(last)
+        {
+            return String(line)
+        }
+        return line.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// An ASCII byte that is neither whitespace nor a control character: nothing to trim there.
+    private static func isPlainEdge(_ byte: UInt8) -> Bool {
+        byte > 0x20 && byte < 0x7F
+    }
 }

@@ -25,7 +25,48 @@ package struct ImportState: Sendable, Codable {
     package var inputSize: UInt64
     package var inputModified: Double
     package var options: ImportOptions
+    /// The batches not folded into the finished prefix below.
     package var batches: [Int: Batch] = [:]
+    /// Batches `0..<finishedPrefix` are done and kept only as totals, so that the file (rewritten
+    /// on every change) stays as small as the batches in flight; nil in files written before
+    /// there was a prefix (the same as 0).
+    package var finishedPrefix: Int?
+    /// Rows the finished prefix saved.
+    package var finishedPrefixSaved: Int?
+    /// Rows the finished prefix could not save.
+    package var finishedPrefixFailed: [BadRow]?
+
+    /// Whether batch `index` is done.
+    package func isDone(_ index: Int) -> Bool {
+        index < (self.finishedPrefix ?? 0) || self.batches[index]?.done == true
+    }
+
+    /// How many batches are done.
+    package var doneCount: Int {
+        (self.finishedPrefix ?? 0) + self.batches.values.filter(\.done).count
+    }
+
+    /// Rows saved by every batch so far.
+    package var saved: Int {
+        (self.finishedPrefixSaved ?? 0) + self.batches.values.reduce(0) { $0 + $1.saved }
+    }
+
+    /// Rows that could not be saved, by every batch so far, in line order.
+    package var failed: [BadRow] {
+        ((self.finishedPrefixFailed ?? []) + self.batches.values.flatMap(\.failed)).sorted { $0.line < $1.line }
+    }
+
+    /// Folds the done batches that follow the finished prefix into it.
+    mutating func foldFinishedPrefix() {
+        var prefix = self.finishedPrefix ?? 0
+        while let batch = self.batches[prefix], batch.done {
+            self.finishedPrefixSaved = (self.finishedPrefixSaved ?? 0) + batch.saved
+            if !batch.failed.isEmpty { self.finishedPrefixFailed = (self.finishedPrefixFailed ?? []) + batch.failed }
+            self.batches[prefix] = nil
+            prefix += 1
+        }
+        self.finishedPrefix = prefix
+    }
 
     /// The default state file of `inputPath`: next to it, `.cirrus-import` appended.
     package static func defaultPath(for inputPath: String) -> String {
@@ -76,6 +117,7 @@ actor ImportStateStore {
         var batch = self.batch(index)
         change(&batch)
         self.state.batches[index] = batch
+        self.state.foldFinishedPrefix()
         try self.state.save(to: self.path)
     }
 

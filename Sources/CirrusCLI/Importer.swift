@@ -135,7 +135,7 @@ package final class Importer: Sendable {
         let rowsTotal = source.rows.count
         let started = ContinuousClock.now
         let counters = Locked((done: 0, doneThisRun: 0, reattached: 0, resent: 0))
-        for index in 0..<batchCount where state.batches[index]?.done == true {
+        for index in 0..<batchCount where state.isDone(index) {
             counters.withLock { $0.done += min(batchSize, rowsTotal - index * batchSize) }
         }
         let report: @Sendable () -> Void = {
@@ -148,7 +148,7 @@ package final class Importer: Sendable {
         }
         report()
 
-        let pending = (0..<batchCount).filter { state.batches[$0]?.done != true }
+        let pending = (0..<batchCount).filter { !state.isDone($0) }
         let firstError = Locked<CLIError?>(nil)
         await withTaskGroup(of: Void.self) { group in
             var next = pending.makeIterator()
@@ -194,11 +194,10 @@ package final class Importer: Sendable {
         await store.remove()
         let elapsed = (ContinuousClock.now - started).secondsValue
         let totals = counters.withLock { $0 }
-        let batches = finalState.batches.values
         return ImportSummary(
             rows: rowsTotal,
-            saved: batches.reduce(0) { $0 + $1.saved },
-            failed: batches.flatMap(\.failed).sorted { $0.line < $1.line },
+            saved: finalState.saved,
+            failed: finalState.failed,
             skipped: source.badRows,
             batches: batchCount,
             reattached: totals.reattached,

@@ -158,7 +158,7 @@ struct LiveCLITests {
         var killedMidway = false
         for _ in 0..<400 {
             if let state = try? ImportState.load(from: statePath) {
-                let done = state.batches.values.filter(\.done).count
+                let done = state.doneCount
                 if done >= 5 {
                     first.kill()
                     killedMidway = done < count / 50
