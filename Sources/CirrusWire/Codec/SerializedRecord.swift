@@ -11,7 +11,7 @@ extension Wire {
     ///
     /// For example:
     /// ```swift
-    /// if let stored = Wire.SerializedRecord(plain: row.data) { … } else { decode it }
+    /// if let stored = Wire.SerializedRecord(plain: [UInt8](row.data)) { … } else { decode it }
     /// ```
     public struct SerializedRecord: Sendable, Hashable {
         /// The serialized `Record`.
