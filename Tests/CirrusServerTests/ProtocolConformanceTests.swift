@@ -171,6 +171,27 @@ struct ProtocolConformanceTests {
         }
     }
 
+    /// The same through a change feed, whose plain records go out as stored bytes
+    /// (`Wire.EncodedPayload`): the connection refuses the oversize one before sending it.
+    @Test func aRecordLargerThanTheClientsLimitEndsTheChangeFeedWithLimitExceeded() async throws {
+        try await withStorageServer { port in
+            var alice = try await OperationClient.connect(port: port, user: "alice")
+            let big = note("big", title: String(repeating: "x", count: 40_000))
+            let (_, saved) = try await alice.save([note("small", title: "s"), big])
+            #expect(saved.error == nil)
+            let (client, _) = try await TestClient.conformant(port: port, maxFrameBytes: 16_384)
+            let zone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__")
+            let request = Wire.FetchRecordZoneChangesRequest(zoneConfigurations: [Wire.ZoneChangesConfiguration(zoneID: zone)])
+            try await client.open(.fetchRecordZoneChanges(request), streamID: 1)
+            let (events, complete) = try await client.untilComplete(streamID: 1)
+            #expect(events.map(\.seq) == [1], "the small record arrives")
+            #expect(complete.error?.code == .limitExceeded)
+            #expect(complete.error?.message.contains("16384") == true, "\(complete)")
+            #expect(complete.lastSeq == 1)
+            try await client.expectNothingPending()
+        }
+    }
+
     // MARK: - What a failure ends
 
     @Test(arguments: [
