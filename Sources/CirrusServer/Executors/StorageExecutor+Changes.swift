@@ -90,15 +90,17 @@ extension StorageExecutor {
         }
         let desiredKeys = configuration.desiredKeysSpecified ? configuration.desiredKeys : nil
         // Records go out as the store keeps them where nothing of them changes but their IDs'
-        // owners: every key, no participant's filter, no journal (which keeps decoded events).
-        let sendsStored = desiredKeys == nil && context.sharedRecords == nil && context.run == nil
-        let renaming = sendsStored ? context.owners.serializedRecordRenaming : nil
+        // owners, renamed in the bytes: every key, no participant's filter, no journal (which
+        // keeps decoded events), and an owner to rename (not the public database's "").
+        let renaming =
+            desiredKeys == nil && context.sharedRecords == nil && context.run == nil
+            ? context.owners.serializedRecordRenaming : nil
         while true {
             // Fewer at a time when many streams share the connection (memory per connection).
             let limit = context.stream.batchLimit(Self.batchSize(configuration.resultsLimit))
             let batch: StoredRecordChangeBatch
             do {
-                if sendsStored {
+                if renaming != nil {
                     batch = try await self.storage.storedRecordChanges(
                         in: inbound, of: context.database, since: since, floor: floor ?? 0, through: through,
                         limit: limit)
