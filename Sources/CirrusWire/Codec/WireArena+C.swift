@@ -56,7 +56,12 @@ extension WireArena {
         var allocator = ProtobufCAllocator(
             alloc: { data, size in
                 guard let data else { return nil }
-                return Unmanaged<WireArena>.fromOpaque(data).takeUnretainedValue().allocateForDecoder(byteCount: size)
+                // protobuf-c calls this once per sub-message, string and array it unpacks: the
+                // guaranteed reference spares a retain and a release per call (the arena is
+                // kept alive by `withExtendedLifetime` below for as long as the allocator is).
+                return Unmanaged<WireArena>.fromOpaque(data)._withUnsafeGuaranteedRef {
+                    $0.allocateForDecoder(byteCount: size)
+                }
             },
             free: { _, _ in },
             allocator_data: Unmanaged.passUnretained(self).toOpaque()

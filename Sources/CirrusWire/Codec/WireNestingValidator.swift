@@ -3,6 +3,14 @@
 internal import CCirrusProto
 internal import CProtobufC
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Walks protobuf wire bytes once, before protobuf-c unpacks them, and rejects
 /// what would make the unpacker or the C-to-Swift conversion misbehave: nesting
 /// of sub-messages deeper than ``maximumDepth`` (protobuf-c recurses per level,
@@ -59,7 +67,7 @@ enum WireNestingValidator {
                     }
                     try walk(bytes, from: position, to: fieldEnd, descriptor: sub, depth: depth + 1)
                 case .string:
-                    if bytes[position..<fieldEnd].contains(0) {
+                    if let base = bytes.baseAddress, memchr(base + position, 0, fieldEnd - position) != nil {
                         throw .malformedMessage("string field \(number) contains a NUL byte")
                     }
                 case .other:
