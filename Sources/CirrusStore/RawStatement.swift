@@ -8,8 +8,8 @@ import GRDBSQLite
 /// observers the store never registers. The statement itself comes from the connection's
 /// GRDB statement cache, so it is prepared once per connection.
 ///
-/// Use it on the writer queue inside a transaction GRDB opened, for INSERT, UPDATE and
-/// DELETE only (never BEGIN, COMMIT or SAVEPOINT, which GRDB must see). Strings and blobs
+/// Use it inside a transaction GRDB opened (a write's, or a read's for `SELECT`s), for
+/// SELECT, INSERT, UPDATE and DELETE only (never BEGIN, COMMIT or SAVEPOINT, which GRDB must see). Strings and blobs
 /// are copied by SQLite (`SQLITE_TRANSIENT`), so nothing bound has to outlive the call.
 ///
 /// For example:
@@ -111,6 +111,28 @@ struct RawStatement {
         sqlite3_reset(handle)
     }
 
+    /// Steps through every row of a query, calling `body` with each (valid only during the
+    /// call), then resets the statement. For hot reads (a journal page) that GRDB's `Row`
+    /// would copy into a dictionary-like value per row.
+    ///
+    /// - throws: `DatabaseError` when a step fails; what `body` throws.
+    func forEachRow(_ body: (RawRow) throws -> Void) throws {
+        defer { sqlite3_reset(handle) }
+        while true {
+            let code = sqlite3_step(handle)
+            switch code {
+            case SQLITE_ROW:
+                try body(RawRow(handle: handle))
+            case SQLITE_DONE:
+                return
+            default:
+                let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: message, sql: sqlite3_sql(handle).map { String(cString: $0) })
+            }
+        }
+    }
+
     /// Steps once and reads column 0 as an integer: nil when there is no row (or it is NULL).
     ///
     /// - throws: `DatabaseError` when the step fails.
@@ -127,5 +149,23 @@ struct RawStatement {
             throw DatabaseError(
                 resultCode: ResultCode(rawValue: code), message: message, sql: sqlite3_sql(handle).map { String(cString: $0) })
         }
+    }
+}
+
+/// The row a ``RawStatement`` is on, read by column position.
+struct RawRow {
+    fileprivate let handle: OpaquePointer
+
+    /// Column `index` as an integer (0 when NULL).
+    func int64(_ index: Int32) -> Int64 {
+        sqlite3_column_int64(handle, index)
+    }
+
+    /// Column `index` as bytes: a blob's (or text's) bytes, empty when NULL.
+    func bytes(_ index: Int32) -> [UInt8] {
+        // sqlite3_column_blob first, then sqlite3_column_bytes: the order SQLite documents.
+        guard let base = sqlite3_column_blob(handle, index) else { return [] }
+        let count = Int(sqlite3_column_bytes(handle, index))
+        return [UInt8](UnsafeRawBufferPointer(start: base, count: count))
     }
 }

@@ -186,16 +186,24 @@ extension SQLiteStorage: OperationJournal {
         guard limit > 0 else { return [] }
         let after = Int64(clamping: seq)
         return try await read { db in
-            try db.rows(
+            // A replay reads pages of hundreds of rows: stepped through the C API, each row's
+            // bytes copied once (GRDB's `Row` would copy them into a `Data` first).
+            let page = try RawStatement(
+                db,
                 sql: """
                     SELECT seq, event FROM long_lived_events WHERE owner = ? AND operation_id = ? AND seq > ?
                     ORDER BY seq LIMIT ?
-                    """,
-                arguments: [key.owner, key.operationID, after, limit]
-            ).map { row in
-                let bytes: Data = row[1]
-                return try OperationJournalRules.encodedEvent(seq: row[0], bytes: [UInt8](bytes))
+                    """)
+            page.bind(1, key.owner)
+            page.bind(2, key.operationID)
+            page.bind(3, after)
+            page.bind(4, limit)
+            var events: [Wire.EncodedEvent] = []
+            events.reserveCapacity(min(limit, 1_024))
+            try page.forEachRow { row in
+                events.append(try OperationJournalRules.encodedEvent(seq: row.int64(0), bytes: row.bytes(1)))
             }
+            return events
         }
     }
 
