@@ -482,6 +482,29 @@ SCALAR_LAYOUT = {
 POINTER = (8, 8, True)
 
 
+# Oneofs whose every message case is stored out of line, whatever its size. A `Frame` crosses
+# the channel pipeline as an `NIOAny`, whose inline storage is three words: a frame of two
+# words (its stream ID and one pointer) is not boxed again by every handler it passes, and a
+# copy of it is one retain instead of a copy of its largest case's fields.
+ALL_CASES_OUT_OF_LINE = {
+    ("cirrus.v1.Frame", "kind"): "every case, so that a Frame is two words (NIOAny keeps three inline)",
+}
+
+
+def mark_all_out_of_line(messages):
+    for message in messages:
+        for kind, member in message.members():
+            if kind != "oneof":
+                continue
+            reason = ALL_CASES_OUT_OF_LINE.get((message.full_name, member.name))
+            if reason is None:
+                continue
+            for field in member.fields:
+                if field.type == T_MESSAGE and not field.indirect:
+                    field.indirect = True
+                    field.out_of_line = reason
+
+
 def mark_large(messages):
     """Boxes singular message fields and makes oneof cases indirect when the
     inline payload would exceed OUT_OF_LINE_BYTES. Sizes model Swift's layout
@@ -575,6 +598,7 @@ class Generator:
         self.messages = {m.full_name: m for f in files for m in f.all_messages()}
         self.enums = {e.full_name: e for f in files for e in f.all_enums()}
         mark_cycles(list(self.messages.values()))
+        mark_all_out_of_line(list(self.messages.values()))
         mark_large(list(self.messages.values()))
 
     # -- types ---------------------------------------------------------------
@@ -670,13 +694,17 @@ class Generator:
             if kind == "oneof":
                 w()
                 w.doc(member.doc)
-                w(f"public enum {member.swift_type.rsplit('.', 1)[1]}: Sendable, Hashable {{")
+                whole = ALL_CASES_OUT_OF_LINE.get((message.full_name, member.name))
+                if whole is not None:
+                    w(f"// Stored out of line: {whole}.")
+                enum_prefix = "indirect " if whole is not None else ""
+                w(f"public {enum_prefix}enum {member.swift_type.rsplit('.', 1)[1]}: Sendable, Hashable {{")
                 w.indent()
                 for field in member.fields:
-                    if field.indirect:
+                    if field.indirect and whole is None:
                         w(f"// Stored out of line: {field.out_of_line}.")
                     w.doc(field.doc)
-                    prefix = "indirect " if field.indirect else ""
+                    prefix = "indirect " if field.indirect and whole is None else ""
                     w(f"{prefix}case {escape(field.swift_name)}({self.element_type(field)})")
                 w.dedent()
                 w("}")

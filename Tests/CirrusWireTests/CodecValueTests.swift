@@ -9,6 +9,17 @@ struct CodecValueTests {
         #expect(MemoryLayout<Wire.Event>.size <= 256)
     }
 
+    @Test func aFrameFitsAnExistentialsInlineStorage() {
+        // Every frame crosses the channel pipeline as an `NIOAny` (an `Any` inside): a value of
+        // up to three words is kept inline there, a larger one costs an allocation per handler.
+        #expect(MemoryLayout<Wire.Frame>.size <= 3 * MemoryLayout<Int>.size)
+        let frame = Wire.Frame(streamID: 9, kind: .event(Wire.Event(seq: 4)))
+        var copy = frame
+        copy.kind = .ping(Wire.Ping(nonce: 1))
+        #expect(frame.kind == .event(Wire.Event(seq: 4)))
+        #expect(copy.kind == .ping(Wire.Ping(nonce: 1)))
+    }
+
     @Test func outOfLineFieldsKeepValueSemantics() {
         let original = Wire.NotPredicate(operand: .init(format: "a"))
         var copy = original
