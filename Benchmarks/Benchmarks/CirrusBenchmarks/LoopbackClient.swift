@@ -13,7 +13,8 @@ final class PongHandler: ChannelInboundHandler {
     private var helloAck: EventLoopPromise<Void>?
     private var streaming: (streamID: UInt64, received: Int, done: EventLoopPromise<Int>)?
     private var nextStreamID: UInt64 = 1
-    static let streamWindow: UInt32 = 256
+    /// CirrusKit's default stream window (`CirrusClientConfiguration.streamWindow`).
+    static let streamWindow: UInt32 = 1024
     private var run: (toSend: Int, outstanding: Int, done: EventLoopPromise<Void>)?
     private var nonce: UInt64 = 0
     private var needsFlush = false
@@ -110,9 +111,12 @@ final class PongHandler: ChannelInboundHandler {
     }
 }
 
-/// A client on a real loopback TLS connection to an in-process `CirrusServer`.
+/// A client on a real loopback TLS connection to an in-process `CirrusServer`. The server runs
+/// on an event-loop group of its own, so its connection never shares a loop (a thread) with the
+/// client's, which uses the singleton group.
 final class LoopbackBench: Sendable {
     let server: CirrusServer
+    let serverGroup: MultiThreadedEventLoopGroup
     let channel: any Channel
 
     init(
@@ -132,7 +136,8 @@ final class LoopbackBench: Sendable {
             configuration.executor = executor
         }
         configuration.longLivedOperations = longLivedOperations
-        let server = CirrusServer(configuration: configuration)
+        let serverGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = CirrusServer(configuration: configuration, group: serverGroup)
         let address = try await server.start()
         let context = try TLSContext(
             configuration: .client(
@@ -155,6 +160,7 @@ final class LoopbackBench: Sendable {
             .connect(host: "127.0.0.1", port: address.port ?? 0)
             .get()
         self.server = server
+        self.serverGroup = serverGroup
         self.channel = channel
         try await self.onHandler { handler, context in handler.hello(context: context) }
     }
@@ -188,6 +194,7 @@ final class LoopbackBench: Sendable {
     func close() async {
         try? await self.channel.close()
         await self.server.shutdownGracefully()
+        try? await self.serverGroup.shutdownGracefully()
     }
 }
 
