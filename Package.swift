@@ -44,6 +44,8 @@ let package = Package(
             pkgConfig: "libprotobuf-c",
             providers: [.apt(["libprotobuf-c-dev"])]
         ),
+        // System calls Swift's Glibc module leaves out (declared only with _GNU_SOURCE).
+        .systemLibrary(name: "CSystemShims"),
         // protoc-c output for Protos/, committed; Scripts/generate-protos.sh regenerates it.
         .target(
             name: "CCirrusProto",
@@ -83,6 +85,7 @@ let package = Package(
                 "CirrusModel",
                 "CirrusWire",
                 "CirrusTLS",
+                "CSystemShims",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -120,6 +123,7 @@ let package = Package(
                 "CirrusWire",
                 "CirrusTLS",
                 "CirrusStore",
+                "CSystemShims",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

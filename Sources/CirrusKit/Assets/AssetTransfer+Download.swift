@@ -1,5 +1,6 @@
 import CirrusModel
 import CirrusWire
+internal import CSystemShims
 import Foundation
 import NIOConcurrencyHelpers
 
@@ -121,6 +122,9 @@ private final class DownloadSink: @unchecked Sendable {
                 return CKError(.internalError, message: "cannot write \(self.path): \(String(cString: strerror(errno)))")
             }
             state.digest.update(chunk.data)
+            // Sent to the disk while the next chunks arrive, so the fsync that keeps the file
+            // waits only for the last ones (a failure here shows at that fsync).
+            if count > 0 { _ = cirrus_start_writeback(self.fd, Int64(clamping: state.written), Int64(count)) }
             state.written += UInt64(count)
             self.progress(state.written)
             return nil

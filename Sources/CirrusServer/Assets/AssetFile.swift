@@ -1,3 +1,4 @@
+internal import CSystemShims
 import Foundation
 import NIOCore
 
@@ -127,6 +128,15 @@ final class AssetFile: @unchecked Sendable {
     /// Drops everything after `length`.
     func truncate(to length: UInt64) throws(AssetStoreError) {
         guard ftruncate(self.fd, off_t(length)) == 0 else { throw AssetStoreError.system("cannot truncate", self.path) }
+    }
+
+    /// Starts writing `count` bytes at `offset` (just written) to the disk, without waiting:
+    /// a large upload then reaches the disk while its next chunks arrive, and ``sync()`` at its
+    /// end waits only for what is still in flight. Makes nothing durable; a failure here is
+    /// left for ``sync()`` to report.
+    func startWriteback(at offset: UInt64, count: Int) {
+        guard count > 0 else { return }
+        _ = cirrus_start_writeback(self.fd, Int64(clamping: offset), Int64(count))
     }
 
     /// Makes what was written durable.

@@ -144,6 +144,7 @@ extension AssetStore {
                 throw failure
             }
             upload.writeFailure = nil
+            upload.file.startWriteback(at: upload.received, count: Int(end - upload.received))
             upload.received = end
         }
         guard chunk.isFinal else {
