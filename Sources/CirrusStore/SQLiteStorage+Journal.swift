@@ -48,7 +48,7 @@ extension SQLiteStorage: OperationJournal {
         let plan = RecordModificationPlan(modification, in: key)
         let cache = subscriptionCache
         let transaction = writer.transactionCache
-        let (outcome, notified) = try await write(weight: modification.itemCount * 2, sharesCache: true) { db in
+        let outcome = try await writeNotifying(weight: modification.itemCount * 2, sharesCache: true, in: key.container) { db in
             var result = RecordModificationResult()
             var notified: [String: [StoredNotification]] = [:]
             if modification.itemCount > 0 {
@@ -61,8 +61,7 @@ extension SQLiteStorage: OperationJournal {
                 journaling.events(result), to: journaling.operation, checkpoint: journaling.checkpoint(result),
                 by: journaling.node, db)
             return Notified(JournaledModification(result: result, events: events), notified)
-        }.pair
-        announceNotifications(in: key.container, notified)
+        }
         if let last = outcome.events.last { signal(.journaled(journaling.operation, lastSeq: last.seq)) }
         return (outcome.result, outcome.events)
     }

@@ -14,14 +14,12 @@ extension SQLiteStorage {
         let plan = RecordModificationPlan(modification, in: key)
         let cache = subscriptionCache
         let transaction = writer.transactionCache
-        let (result, notified) = try await write(weight: modification.itemCount, sharesCache: true) { db in
+        return try await writeNotifying(weight: modification.itemCount, sharesCache: true, in: key.container) { db in
             var writer = try RecordWriter(
                 db: db, key: key, user: user, now: now, subscriptions: cache, transaction: transaction)
             let result = try writer.modify(plan)
             return Notified(result, writer.notified)
-        }.pair
-        announceNotifications(in: key.container, notified)
-        return result
+        }
     }
 
     public func fetchRecords(
@@ -85,6 +83,4 @@ struct Notified<Value: Sendable>: Sendable {
         self.value = value
         self.notifications = notifications
     }
-
-    var pair: (Value, [String: [StoredNotification]]) { (value, notifications) }
 }

@@ -12,7 +12,7 @@ extension SQLiteStorage {
         let now = RecordCodec.seconds(clock())
         let timestamp = clock()
         let cache = subscriptionCache
-        let (result, notified) = try await write(weight: zones.count + zoneIDs.count) { db in
+        return try await writeNotifying(weight: zones.count + zoneIDs.count, in: key.container) { db in
             let databaseID = try StoreRows.ensureDatabase(db, key)
             var result = ZoneModificationResult()
             var changes: [ZoneChange] = []
@@ -31,9 +31,7 @@ extension SQLiteStorage {
             try notifications.fire(
                 try cache.subscriptions(db, databaseID: databaseID), databaseID: databaseID, records: [], zones: changes)
             return Notified(result, notifications.notified)
-        }.pair
-        announceNotifications(in: key.container, notified)
-        return result
+        }
     }
 
     private static func saveZone(

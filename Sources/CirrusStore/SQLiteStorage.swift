@@ -235,6 +235,25 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
         }
     }
 
+    /// Runs `body` as ``write(weight:sharesCache:_:)`` does, and tells the notification
+    /// observers what it notified (``announceNotifications(in:_:)``) on the writer as soon as
+    /// its transaction committed: a watch on another connection hears of a save without
+    /// waiting for the saving task to be scheduled again.
+    func writeNotifying<T: Sendable>(
+        weight: Int, sharesCache: Bool = false, in container: String,
+        _ body: @escaping @Sendable (Database) throws -> Notified<T>
+    ) async throws -> T {
+        do {
+            return try await writer.write(
+                weight: weight, sharesCache: sharesCache,
+                committed: { [weak self] notified in self?.announceNotifications(in: container, notified.notifications) },
+                body
+            ).value
+        } catch {
+            throw StoreError.wrapping(error)
+        }
+    }
+
     /// Runs `body` on a snapshot on one of GRDB's reader queues.
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         await readers.take()

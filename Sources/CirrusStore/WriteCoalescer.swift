@@ -21,6 +21,9 @@ final class WriteCoalescer: Sendable {
         /// Whether the job reads and writes through ``transactionCache`` (record writes).
         var sharesCache: Bool
         var body: @Sendable (Database) throws -> any Sendable
+        /// Told the job's value on the writer once its transaction committed, before the
+        /// continuation resumes (see ``write(weight:sharesCache:committed:_:)``).
+        var committed: (@Sendable (any Sendable) -> Void)?
         var continuation: CheckedContinuation<any Sendable, any Error>
     }
 
@@ -56,11 +59,22 @@ final class WriteCoalescer: Sendable {
     /// - parameter sharesCache: `body` goes through ``transactionCache`` for databases,
     ///   zones and change sequences; a job that does not reads and writes those tables
     ///   directly, after the cache's pending updates were written.
+    /// - parameter committed: told `body`'s value on the writer as soon as the transaction
+    ///   holding it committed, before the caller resumes (which takes a thread hand-off);
+    ///   never for a job whose writes rolled back. It must return quickly: the next
+    ///   transaction waits for it.
     func write<T: Sendable>(
-        weight: Int, sharesCache: Bool = false, _ body: @escaping @Sendable (Database) throws -> T
+        weight: Int, sharesCache: Bool = false, committed: (@Sendable (T) -> Void)? = nil,
+        _ body: @escaping @Sendable (Database) throws -> T
     ) async throws -> T {
         let value = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
-            let job = Job(sharesCache: sharesCache, body: { db in try body(db) }, continuation: continuation)
+            var told: (@Sendable (any Sendable) -> Void)?
+            if let committed {
+                told = { @Sendable (value: any Sendable) in
+                    if let value = value as? T { committed(value) }
+                }
+            }
+            let job = Job(sharesCache: sharesCache, body: { db in try body(db) }, committed: told, continuation: continuation)
             if queue.withLock({ $0.append(job, weight: weight) }) { flush() }
         }
         guard let result = value as? T else {
@@ -77,6 +91,12 @@ final class WriteCoalescer: Sendable {
                 let cache = self.transactionCache
                 let outcomes = Self.runTogether(batch, cache, in: db) ?? Self.runApart(batch, cache, in: db)
                 self.afterCommit(WriteCommit(jobs: batch.count, items: weight, duration: .now - start))
+                // Every job's commit hook first, then the callers: what the hooks hand on (the
+                // notifications a save wrote, to other connections' watches) does not wait for
+                // the callers' tasks to be scheduled.
+                for (job, outcome) in zip(batch, outcomes) {
+                    if let committed = job.committed, case .success(let value) = outcome { committed(value) }
+                }
                 for (job, outcome) in zip(batch, outcomes) {
                     job.continuation.resume(with: outcome)
                 }

@@ -1,4 +1,5 @@
 import CirrusWire
+import Synchronization
 import Testing
 
 @testable import CirrusStore
@@ -9,6 +10,11 @@ import Testing
 @Suite("Group commit")
 struct GroupCommitTests {
     struct Boom: Error {}
+
+    /// The jobs whose commit hooks ran.
+    final class Told: Sendable {
+        let values = Mutex<Set<Int>>([])
+    }
 
     @Test func aFailingWriteRollsBackOnlyItselfInASharedTransaction() async throws {
         try await withSQLiteStore { storage, _ in
@@ -33,6 +39,40 @@ struct GroupCommitTests {
             #expect(results.filter { $0 }.count == 40)
             let rows = try await storage.count("databases")
             #expect(rows == 40)
+        }
+    }
+
+    /// A job's commit hook (how a save hands its notifications to the watches at once) runs
+    /// before its caller resumes, and never for a job whose writes rolled back.
+    @Test func commitHooksRunOnlyForCommittedJobsAndBeforeTheirCallersResume() async throws {
+        try await withSQLiteStore { storage, _ in
+            let told = Told()
+            let outcomes = await withTaskGroup(of: (index: Int, committed: Bool, toldFirst: Bool).self) { group in
+                for i in 0..<50 {
+                    group.addTask {
+                        do {
+                            let value = try await storage.writer.write(
+                                weight: 1, committed: { value in _ = told.values.withLock { $0.insert(value) } }
+                            ) { db in
+                                try db.run(
+                                    sql: "INSERT INTO databases (container, scope, owner) VALUES (?, 2, ?)",
+                                    arguments: ["c", "_user\(i)"])
+                                if i % 5 == 0 { throw Boom() }
+                                return i
+                            }
+                            return (i, true, told.values.withLock { $0.contains(value) })
+                        } catch {
+                            return (i, false, false)
+                        }
+                    }
+                }
+                return await group.reduce(into: [(index: Int, committed: Bool, toldFirst: Bool)]()) { $0.append($1) }
+            }
+            let committed = Set(outcomes.filter(\.committed).map(\.index))
+            #expect(committed == Set((0..<50).filter { $0 % 5 != 0 }))
+            let toldLate = outcomes.filter { $0.committed && !$0.toldFirst }.map(\.index)
+            #expect(toldLate.isEmpty, "every hook ran before its caller resumed")
+            #expect(told.values.withLock { $0 } == committed, "no hook for a job that rolled back")
         }
     }
 
