@@ -158,10 +158,22 @@ final class PushBench: @unchecked Sendable {
 
     /// One save on A, until B has its notification.
     func roundTrip() async throws {
+        let save = self.startSave()
+        try await self.nextNotification()
+        try await save.value
+    }
+
+    /// Starts one save on A; the task ends when A has its answer.
+    func startSave() -> Task<Void, any Error> {
         let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "push-\(self.saved)"))
         self.saved += 1
         record["title"] = "pushed"
-        _ = try await self.bench.container.privateCloudDatabase.save(record)
+        let database = self.bench.container.privateCloudDatabase
+        return Task { _ = try await database.save(record) }
+    }
+
+    /// Waits until B has the next notification.
+    func nextNotification() async throws {
         guard try await self.iterator.next() != nil else { throw CKError(.networkFailure, message: "the watch ended") }
     }
 
