@@ -2,15 +2,17 @@ import Foundation
 import GRDB
 import GRDBSQLite
 
-/// One of the writer's hot-path statements (the rows every saved record writes), bound and
-/// stepped through SQLite's C API instead of GRDB's `StatementArguments`: no boxed argument
+/// A hot-path statement (the rows every saved record writes, a replay's page of journaled
+/// events), bound and stepped through SQLite's C API instead of GRDB's `StatementArguments`
+/// and `Row`s: no boxed argument
 /// array, no `DatabaseValue` per argument, no per-statement bookkeeping GRDB does for
 /// observers the store never registers. The statement itself comes from the connection's
 /// GRDB statement cache, so it is prepared once per connection.
 ///
-/// Use it inside a transaction GRDB opened (a write's, or a read's for `SELECT`s), for
-/// SELECT, INSERT, UPDATE and DELETE only (never BEGIN, COMMIT or SAVEPOINT, which GRDB must see). Strings and blobs
-/// are copied by SQLite (`SQLITE_TRANSIENT`), so nothing bound has to outlive the call.
+/// Use it inside a transaction GRDB opened (a write's, or a read's for a SELECT), for SELECT,
+/// INSERT, UPDATE and DELETE only (never BEGIN, COMMIT or SAVEPOINT, which GRDB must see).
+/// Strings and blobs are copied by SQLite (`SQLITE_TRANSIENT`), so nothing bound has to
+/// outlive the call.
 ///
 /// For example:
 /// ```swift
