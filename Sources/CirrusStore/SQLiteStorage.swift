@@ -162,6 +162,12 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
         }
     }
 
+    /// The write-ahead log's size limit (`walLimitBytes`) unless a caller sets another.
+    public static let defaultWALLimitBytes = 64 << 20
+
+    /// How much of the database file each connection reads through a memory map.
+    static let memoryMapBytes = 256 << 20
+
     /// The writer connection's settings.
     ///
     /// - `synchronous = FULL`: a commit returns once its log frames are synced.
@@ -174,12 +180,6 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// - `secure_delete = FAST`: Debian builds SQLite with secure delete on,
     ///   which writes zeros over every freed page; FAST still zeroes deleted
     ///   content inside the pages a write touches anyway, without extra page writes.
-    /// The write-ahead log's size limit (`walLimitBytes`) unless a caller sets another.
-    public static let defaultWALLimitBytes = 64 << 20
-
-    /// How much of the database file each connection reads through a memory map.
-    static let memoryMapBytes = 256 << 20
-
     static let writerSettings = """
         PRAGMA synchronous = FULL;
         PRAGMA cache_size = -65536;
