@@ -105,10 +105,9 @@ struct RawStatement {
     func run() throws {
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE || code == SQLITE_ROW else {
-            let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
-            let sql = sqlite3_sql(handle).map { String(cString: $0) }
+            let error = self.failure(code)
             sqlite3_reset(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+            throw error
         }
         sqlite3_reset(handle)
     }
@@ -128,9 +127,7 @@ struct RawStatement {
             case SQLITE_DONE:
                 return
             default:
-                let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
-                throw DatabaseError(
-                    resultCode: ResultCode(rawValue: code), message: message, sql: sqlite3_sql(handle).map { String(cString: $0) })
+                throw self.failure(code)
             }
         }
     }
@@ -147,10 +144,16 @@ struct RawStatement {
         case SQLITE_DONE:
             return nil
         default:
-            let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
-            throw DatabaseError(
-                resultCode: ResultCode(rawValue: code), message: message, sql: sqlite3_sql(handle).map { String(cString: $0) })
+            throw self.failure(code)
         }
+    }
+
+    /// The error of a step that returned `code`, with SQLite's message (read before a reset
+    /// replaces it) and the statement's SQL.
+    private func failure(_ code: Int32) -> DatabaseError {
+        DatabaseError(
+            resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+            sql: sqlite3_sql(handle).map { String(cString: $0) })
     }
 }
 
