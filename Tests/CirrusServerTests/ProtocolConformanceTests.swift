@@ -150,19 +150,12 @@ struct ProtocolConformanceTests {
 
     @Test func aRecordLargerThanTheClientsLimitEndsTheFetchWithLimitExceeded() async throws {
         try await withStorageServer { port in
-            var alice = try await OperationClient.connect(port: port, user: "alice")
-            let big = note("big", title: String(repeating: "x", count: 40_000))
-            let (_, saved) = try await alice.save([note("small", title: "s"), big])
-            #expect(saved.error == nil)
+            try await saveSmallAndBig(port: port)
             // The client's decoder refuses any frame above 16 KiB: an oversize one would fail here.
             let (client, ack) = try await TestClient.conformant(port: port, maxFrameBytes: 16_384)
             #expect(ack.limits?.maxFrameBytes == 16_384)
             try await client.open(.fetchRecords(Wire.FetchRecordsRequest(recordIDs: [recordID("small"), recordID("big")])), streamID: 1)
-            let (events, complete) = try await client.untilComplete(streamID: 1)
-            #expect(events.map(\.seq) == [1], "the small record arrives")
-            #expect(complete.error?.code == .limitExceeded)
-            #expect(complete.error?.message.contains("16384") == true, "\(complete)")
-            #expect(complete.lastSeq == 1)
+            try await expectSmallThenLimitExceeded(client, streamID: 1)
             // Only that stream ended.
             try await client.open(.fetchRecords(Wire.FetchRecordsRequest(recordIDs: [recordID("small")])), streamID: 3)
             let (again, done) = try await client.untilComplete(streamID: 3)
@@ -175,21 +168,31 @@ struct ProtocolConformanceTests {
     /// (`Wire.EncodedPayload`): the connection refuses the oversize one before sending it.
     @Test func aRecordLargerThanTheClientsLimitEndsTheChangeFeedWithLimitExceeded() async throws {
         try await withStorageServer { port in
-            var alice = try await OperationClient.connect(port: port, user: "alice")
-            let big = note("big", title: String(repeating: "x", count: 40_000))
-            let (_, saved) = try await alice.save([note("small", title: "s"), big])
-            #expect(saved.error == nil)
+            try await saveSmallAndBig(port: port)
             let (client, _) = try await TestClient.conformant(port: port, maxFrameBytes: 16_384)
             let zone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__")
             let request = Wire.FetchRecordZoneChangesRequest(zoneConfigurations: [Wire.ZoneChangesConfiguration(zoneID: zone)])
             try await client.open(.fetchRecordZoneChanges(request), streamID: 1)
-            let (events, complete) = try await client.untilComplete(streamID: 1)
-            #expect(events.map(\.seq) == [1], "the small record arrives")
-            #expect(complete.error?.code == .limitExceeded)
-            #expect(complete.error?.message.contains("16384") == true, "\(complete)")
-            #expect(complete.lastSeq == 1)
+            try await expectSmallThenLimitExceeded(client, streamID: 1)
             try await client.expectNothingPending()
         }
+    }
+
+    /// Saves "small" and "big", a record of about 40 KB, as alice.
+    private func saveSmallAndBig(port: Int) async throws {
+        var alice = try await OperationClient.connect(port: port, user: "alice")
+        let big = note("big", title: String(repeating: "x", count: 40_000))
+        let (_, saved) = try await alice.save([note("small", title: "s"), big])
+        #expect(saved.error == nil)
+    }
+
+    /// The stream sends "small" (seq 1), then ends with `LIMIT_EXCEEDED` naming the 16 KiB limit.
+    private func expectSmallThenLimitExceeded(_ client: TestClient, streamID: UInt64) async throws {
+        let (events, complete) = try await client.untilComplete(streamID: streamID)
+        #expect(events.map(\.seq) == [1], "the small record arrives")
+        #expect(complete.error?.code == .limitExceeded)
+        #expect(complete.error?.message.contains("16384") == true, "\(complete)")
+        #expect(complete.lastSeq == 1)
     }
 
     // MARK: - What a failure ends
