@@ -31,22 +31,17 @@ private let eventFrame: Wire.Frame = {
 private let pingFrame = Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 42)))
 
 /// The devices of the CKSyncEngine latency benchmark, from its `setup` to its `teardown`.
-private let syncEngineBench = NIOLockedValueBox<SyncEngineBench?>(nil)
+private let syncEngineBench = SharedBench<SyncEngineBench>()
 
 /// The server and users of one sharing benchmark, from its `setup` to its `teardown`.
-private let sharedDatabaseBench = NIOLockedValueBox<SharedDatabaseBench?>(nil)
+private let sharedDatabaseBench = SharedBench<SharedDatabaseBench>()
 
 private func setUpSharedDatabaseBench() async throws {
-    let bench = try await SharedDatabaseBench(certificates: certificates)
-    sharedDatabaseBench.withLockedValue { $0 = bench }
+    sharedDatabaseBench.set(try await SharedDatabaseBench(certificates: certificates))
 }
 
 private func tearDownSharedDatabaseBench() async {
-    let bench = sharedDatabaseBench.withLockedValue { bench -> SharedDatabaseBench? in
-        defer { bench = nil }
-        return bench
-    }
-    await bench?.close()
+    await sharedDatabaseBench.take()?.close()
 }
 
 /// A bench that a benchmark's `setup` builds and its `teardown` closes, used by every sample
@@ -362,22 +357,14 @@ let benchmarks: @Sendable () -> Void = {
         configuration: .init(
             metrics: [.wallClock], warmupIterations: 20, scalingFactor: .one, maxDuration: .seconds(60), maxIterations: 1_000)
     ) { benchmark in
-        guard let bench = syncEngineBench.withLockedValue({ $0 }) else {
-            benchmark.error("the sync engine bench was not set up")
-            return
-        }
+        let bench = try syncEngineBench.get()
         for _ in benchmark.scaledIterations {
             try await bench.edit()
         }
     } setup: {
-        let bench = try await SyncEngineBench(certificates: certificates)
-        syncEngineBench.withLockedValue { $0 = bench }
+        syncEngineBench.set(try await SyncEngineBench(certificates: certificates))
     } teardown: {
-        let bench = syncEngineBench.withLockedValue { bench -> SyncEngineBench? in
-            defer { bench = nil }
-            return bench
-        }
-        await bench?.close()
+        await syncEngineBench.take()?.close()
     }
 
     Benchmark(
@@ -409,10 +396,7 @@ let benchmarks: @Sendable () -> Void = {
             metrics: [.wallClock, .throughput], warmupIterations: 20, scalingFactor: .one,
             maxDuration: .seconds(5), maxIterations: 2_000)
         Benchmark("Sharing: fetch 100 records in one operation — \(place)", configuration: configuration) { benchmark in
-            guard let bench = sharedDatabaseBench.withLockedValue({ $0 }) else {
-                benchmark.error("the sharing bench was not set up")
-                return
-            }
+            let bench = try sharedDatabaseBench.get()
             for _ in benchmark.scaledIterations {
                 let count = try await bench.fetch(place)
                 precondition(count == SharedDatabaseBench.recordCount, "the bench should fetch every record")
@@ -424,10 +408,7 @@ let benchmarks: @Sendable () -> Void = {
         }
 
         Benchmark("Sharing: save 100 new records in one operation — \(place)", configuration: configuration) { benchmark in
-            guard let bench = sharedDatabaseBench.withLockedValue({ $0 }) else {
-                benchmark.error("the sharing bench was not set up")
-                return
-            }
+            let bench = try sharedDatabaseBench.get()
             for _ in benchmark.scaledIterations {
                 try await bench.save(place)
             }
@@ -457,10 +438,7 @@ let benchmarks: @Sendable () -> Void = {
         for pair in pairs {
             Benchmark("Sharing, paired: \(kind), \(pair.name) — participant / owner", configuration: pairedConfiguration) {
                 benchmark in
-                guard let bench = sharedDatabaseBench.withLockedValue({ $0 }) else {
-                    benchmark.error("the sharing bench was not set up")
-                    return
-                }
+                let bench = try sharedDatabaseBench.get()
                 func time(_ place: SharedDatabaseBench.Place) async throws -> Duration {
                     let clock = ContinuousClock()
                     let start = clock.now
