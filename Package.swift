@@ -46,6 +46,11 @@ let package = Package(
         ),
         // System calls Swift's Glibc module leaves out (declared only with _GNU_SOURCE).
         .systemLibrary(name: "CSystemShims"),
+        // A SQLite VFS that writes each write-ahead-log transaction with one call (wal_vfs.c).
+        .target(
+            name: "CSQLiteWAL",
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
         // protoc-c output for Protos/, committed; Scripts/generate-protos.sh regenerates it.
         .target(
             name: "CCirrusProto",
@@ -97,6 +102,7 @@ let package = Package(
             name: "CirrusStore",
             dependencies: [
                 "CirrusWire",
+                "CSQLiteWAL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, for the rows the writer binds itself (RawStatement).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

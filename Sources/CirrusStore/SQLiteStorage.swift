@@ -103,6 +103,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             if FileManager.default.fileExists(atPath: path) {
                 zones.keepEveryZone(until: zones.now + queryCursorLifetime)
             }
+            // Before the first connection opens: each connection keeps the VFS it opened with.
+            WALWriteGathering.install()
             pool = try DatabasePool(path: path, configuration: configuration)
             readers = ReaderSlots(count: configuration.maximumReaderCount)
             // GRDB puts a pool in WAL mode with synchronous = NORMAL after
