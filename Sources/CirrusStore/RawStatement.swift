@@ -132,6 +132,23 @@ struct RawStatement {
         }
     }
 
+    /// Steps once and reads the row with `body`: nil when there is no row. For the lookups by
+    /// key every fetch and write makes, which GRDB's `Row` would copy column by column first.
+    ///
+    /// - throws: `DatabaseError` when the step fails.
+    func firstRow<T>(_ body: (RawRow) throws -> T) throws -> T? {
+        let code = sqlite3_step(handle)
+        defer { sqlite3_reset(handle) }
+        switch code {
+        case SQLITE_ROW:
+            return try body(RawRow(handle: handle))
+        case SQLITE_DONE:
+            return nil
+        default:
+            throw self.failure(code)
+        }
+    }
+
     /// Steps once and reads column 0 as an integer: nil when there is no row (or it is NULL).
     ///
     /// - throws: `DatabaseError` when the step fails.
@@ -164,6 +181,19 @@ struct RawRow {
     /// Column `index` as an integer (0 when NULL).
     func int64(_ index: Int32) -> Int64 {
         sqlite3_column_int64(handle, index)
+    }
+
+    /// Column `index` as a 32-bit integer (0 when NULL).
+    func int32(_ index: Int32) -> Int32 {
+        sqlite3_column_int(handle, index)
+    }
+
+    /// Column `index` as text (empty when NULL); invalid UTF-8 is repaired, as GRDB does.
+    func string(_ index: Int32) -> String {
+        // sqlite3_column_text first, then sqlite3_column_bytes: the order SQLite documents.
+        guard let text = sqlite3_column_text(handle, index) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, index))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
     /// Column `index` as bytes: a blob's (or text's) bytes, empty when NULL.

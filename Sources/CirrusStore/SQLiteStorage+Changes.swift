@@ -18,7 +18,7 @@ extension SQLiteStorage {
     ) async throws -> StoredRecordChangeBatch {
         try await self.changes(in: zone, of: database, since: since, floor: floor, through: through, limit: limit) {
             db, row in
-            if let serialized = Wire.SerializedRecord(plain: [UInt8](row.data)) { return .serialized(serialized) }
+            if let serialized = Wire.SerializedRecord(plain: row.data) { return .serialized(serialized) }
             return .decoded(try StoreRows.load(db, row, desiredKeys: nil, assetContent: true))
         }
     }

@@ -24,6 +24,16 @@ struct ZoneRow: Sendable {
         prunedSeq = row[4]
         clientChangeToken = (row[5] as Data?).map { [UInt8]($0) } ?? []
     }
+
+    /// The same columns from a ``RawStatement``'s row.
+    init(raw row: RawRow) {
+        id = row.int64(0)
+        name = row.string(1)
+        encryptionScope = row.int32(2)
+        changeSeq = row.int64(3)
+        prunedSeq = row.int64(4)
+        clientChangeToken = row.bytes(5)
+    }
 }
 
 /// A stored record row.
@@ -33,7 +43,8 @@ struct RecordRow: Sendable, StoredRecordSummary {
     var changeTag: String
     var changeSeq: Int64
     var creator: String
-    var data: Data
+    /// The record as stored: a serialized `Wire.Record`.
+    var data: [UInt8]
 
     /// The columns ``init(row:)`` reads, in its order: a statement selects them first
     /// (`SELECT \(RecordRow.columns), name FROM records …`). Reading by position spares GRDB's
@@ -48,12 +59,22 @@ struct RecordRow: Sendable, StoredRecordSummary {
         changeTag = row[2]
         changeSeq = row[3]
         creator = row[4]
-        data = row[5]
+        data = [UInt8](row[5] as Data)
+    }
+
+    /// The same columns from a ``RawStatement``'s row.
+    init(raw row: RawRow) {
+        id = row.int64(0)
+        recordType = row.string(1)
+        changeTag = row.string(2)
+        changeSeq = row.int64(3)
+        creator = row.string(4)
+        data = row.bytes(5)
     }
 
     func record() throws -> Wire.Record {
         do {
-            return try Wire.Record(serializedBytes: [UInt8](data))
+            return try Wire.Record(serializedBytes: data)
         } catch {
             throw StoreError(.corruptData, "stored record \(id) does not decode: \(error)")
         }
@@ -64,10 +85,13 @@ struct RecordRow: Sendable, StoredRecordSummary {
 enum StoreRows {
     // MARK: Databases
 
+    // The lookups every fetch and write makes go through SQLite's C API (``RawStatement``).
     static func databaseID(_ db: Database, _ key: DatabaseKey) throws -> Int64? {
-        try db.int64(
-            sql: "SELECT id FROM databases WHERE container = ? AND scope = ? AND owner = ?",
-            arguments: [key.container, key.scope.rawValue, key.owner])
+        let lookup = try RawStatement(db, sql: "SELECT id FROM databases WHERE container = ? AND scope = ? AND owner = ?")
+        lookup.bind(1, key.container)
+        lookup.bind(2, Int64(key.scope.rawValue))
+        lookup.bind(3, key.owner)
+        return try lookup.int64()
     }
 
     /// The database's row ID, creating the database with its default zone.
@@ -100,7 +124,10 @@ enum StoreRows {
         "SELECT \(ZoneRow.columns) FROM zones WHERE database_id = ? AND deleted_at IS NULL ORDER BY name"
 
     static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneRow? {
-        try db.row(sql: liveZoneSQL, arguments: [databaseID, name]).map(ZoneRow.init)
+        let lookup = try RawStatement(db, sql: liveZoneSQL)
+        lookup.bind(1, databaseID)
+        lookup.bind(2, name)
+        return try lookup.firstRow(ZoneRow.init(raw:))
     }
 
     static func liveZones(_ db: Database, _ databaseID: Int64) throws -> [ZoneRow] {
@@ -112,7 +139,10 @@ enum StoreRows {
     private static let recordSQL = "SELECT \(RecordRow.columns) FROM records WHERE zone_id = ? AND name = ?"
 
     static func record(_ db: Database, zoneID: Int64, name: String) throws -> RecordRow? {
-        try db.row(sql: recordSQL, arguments: [zoneID, name]).map(RecordRow.init)
+        let lookup = try RawStatement(db, sql: recordSQL)
+        lookup.bind(1, zoneID)
+        lookup.bind(2, name)
+        return try lookup.firstRow(RecordRow.init(raw:))
     }
 
     /// Whether the zone holds a record named `name`.
