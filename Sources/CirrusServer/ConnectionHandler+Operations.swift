@@ -25,8 +25,8 @@ extension ConnectionHandler {
         let stream = self.makeStream(streamID: streamID, operationID: open.operationID, context: context)
         self.configuration.metrics?.streamOpened(open.request)
         self.operations[streamID] = RunningOperation(stream: stream)
-        let operationFields = OperationLogContext.fields(of: open, user: caller.userRecordName, stream: streamID)
-        let fields = self.logger.handler.metadata.merging(operationFields) { _, new in new }
+        let fields = OperationLogContext.fields(
+            of: open, user: caller.userRecordName, stream: streamID, connection: self.logger.handler.metadata)
         self.operations[streamID]?.task = self.shared.router.start(
             open, caller: caller, stream: stream, fields: fields, loop: self.loopExecutor(context))
     }

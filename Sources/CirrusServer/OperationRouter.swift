@@ -1,6 +1,5 @@
 import CirrusStore
 import CirrusWire
-import Logging
 import NIOCore
 
 /// Routes the operations of the server's connections, in async code: an `Open` goes to the
@@ -26,7 +25,7 @@ struct OperationRouter: Sendable {
     /// save (``runsOnConnectionLoop(_:)``) runs on `loop`, the connection's event loop, with
     /// reads in place forbidden (``ReadPlacement``); any other operation on the cooperative pool.
     func start(
-        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, fields: Logger.Metadata,
+        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, fields: OperationLogFields,
         loop: @autoclosure () -> EventLoopTaskExecutor
     ) -> Task<Void, Never> {
         let operation: @Sendable () async -> Void = {
