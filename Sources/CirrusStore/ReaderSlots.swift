@@ -1,16 +1,17 @@
 import Synchronization
 
-/// GRDB's reader connections, counted by the storage, so that a read runs in place (on the
-/// calling thread) only when a reader is free for it.
+/// GRDB's reader connections, counted by the storage, so that a read of its pool never blocks
+/// a thread waiting for one.
 ///
-/// A synchronous `DatabasePool.read` on a thread of Swift's cooperative pool waits on GRDB's
-/// semaphore when every reader is taken. An `await pool.read` gives its reader back only when
-/// its task runs again, on a cooperative thread: with every cooperative thread waiting in a
-/// synchronous read, no reader ever comes back (a deadlock, seen with 64 one-record fetches
-/// beside 8 large ones on 2 cores). So every read of the storage holds one of these slots, as
-/// many as GRDB has readers, for at least as long as it holds its reader: a read in place takes
-/// a slot only when one is free now (``takeIfFree()``) and never waits; the others wait for one
-/// suspended (``take()``), not blocking a thread. A slot holder always finds a reader free.
+/// GRDB checks a reader out of its pool by waiting on a semaphore, on the calling thread (for
+/// an `await pool.read`, on a cooperative thread inside an actor of its own). An `await
+/// pool.read` gives its reader back only when its task runs again, on a cooperative thread:
+/// with every cooperative thread waiting for a reader, no reader ever comes back (a deadlock,
+/// seen with 64 one-record fetches beside 8 large ones on 2 cores, when reads in place still
+/// used the pool's readers). So every read of the pool holds one of these slots, as many as
+/// GRDB has readers, for at least as long as it holds its reader, and waits for one suspended
+/// (``take()``), not blocking a thread. A slot holder always finds a reader free. Reads in
+/// place use connections of their own (``InPlaceReaders``), which they never wait for.
 final class ReaderSlots: Sendable {
     private struct State {
         var free: Int
@@ -26,7 +27,7 @@ final class ReaderSlots: Sendable {
         self.state = Mutex(State(free: count))
     }
 
-    /// Takes a slot if one is free and no read is waiting for one; false otherwise.
+    /// Takes a slot if one is free; false otherwise.
     func takeIfFree() -> Bool {
         self.state.withLock { state in
             guard state.free > 0 else { return false }

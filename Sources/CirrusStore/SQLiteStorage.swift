@@ -32,6 +32,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     let pool: DatabasePool
     /// One slot per reader of `pool`; every read holds one (see ``ReaderSlots``).
     let readers: ReaderSlots
+    /// Connections of the storage's own for reads in place (see ``InPlaceReaders``).
+    let inPlaceReaders: InPlaceReaders
     let writer: WriteCoalescer
     let checkpointer: WALCheckpointer
     /// The key query cursors are sealed with (`store_secrets`, schema v6).
@@ -107,6 +109,8 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
             WALWriteGathering.install()
             pool = try DatabasePool(path: path, configuration: configuration)
             readers = ReaderSlots(count: configuration.maximumReaderCount)
+            inPlaceReaders = InPlaceReaders(
+                path: path, configuration: configuration, limit: configuration.maximumReaderCount)
             // GRDB puts a pool in WAL mode with synchronous = NORMAL after
             // `prepareDatabase` ran; only the writer commits, so set it there.
             try pool.writeWithoutTransaction { db in
@@ -157,6 +161,7 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     public func close() throws {
         do {
             try checkpointer.close()
+            try inPlaceReaders.close()
             try shareGeneration.close()
             try pool.close()
         } catch {
@@ -266,24 +271,21 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     /// The most rows a read may look up by key to run in place (``readInPlaceIfFree(_:)``).
     static let inPlaceReadLimit = 16
 
-    /// Runs `body` on a snapshot on the calling thread when a reader is free now (GRDB's
-    /// synchronous read, whose `dispatch_sync` onto the reader's queue runs the block where it
-    /// is called); on a reader's queue as ``read(_:)`` does otherwise. A read of a few rows by
-    /// key takes tens of microseconds, less than the two thread wake-ups of ``read(_:)`` (onto
-    /// a reader's queue and back onto the task's executor). For bounded reads only (at most
-    /// ``inPlaceReadLimit`` lookups): it holds the calling thread, a cooperative one, while it
-    /// runs. It never waits for a reader there (see ``ReaderSlots``). Never on a thread that
-    /// must not block on storage (``ReadPlacement/mayReadInPlace`` false): such reads go to a
-    /// reader's queue.
+    /// Runs `body` on a snapshot on the calling thread when one of the storage's own readers
+    /// is free now (``InPlaceReaders``); on a reader's queue as ``read(_:)`` does otherwise. A
+    /// read of a few rows by key takes tens of microseconds, less than the two thread wake-ups
+    /// of ``read(_:)`` (onto a reader's queue and back onto the task's executor). For bounded
+    /// reads only (at most ``inPlaceReadLimit`` lookups): it holds the calling thread, a
+    /// cooperative one, while it runs, and never waits for a reader there. Never on a thread
+    /// that must not block on storage (``ReadPlacement/mayReadInPlace`` false): such reads go
+    /// to a reader's queue.
     func readInPlaceIfFree<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        guard ReadPlacement.mayReadInPlace, readers.takeIfFree() else { return try await read(body) }
-        defer { readers.giveBack() }
-        return try readHere(body)
-    }
-
-    /// GRDB's synchronous read, for a caller holding a slot of ``readers``.
-    private func readHere<T>(_ body: (Database) throws -> T) throws -> T {
-        do { return try pool.read(body) } catch { throw StoreError.wrapping(error) }
+        if ReadPlacement.mayReadInPlace {
+            let read: T?
+            do { read = try inPlaceReaders.readIfFree(body) } catch { throw StoreError.wrapping(error) }
+            if let read { return read }
+        }
+        return try await self.read(body)
     }
 
     func checkItemCount(_ count: Int) throws(StoreError) {

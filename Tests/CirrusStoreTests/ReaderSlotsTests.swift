@@ -6,7 +6,7 @@ import Testing
 
 @Suite("Reader slots")
 struct ReaderSlotsTests {
-    @Test func aReadInPlaceTakesOnlyAFreeSlot() {
+    @Test func takeIfFreeTakesOnlyAFreeSlot() {
         let slots = ReaderSlots(count: 2)
         #expect(slots.takeIfFree())
         #expect(slots.takeIfFree())
@@ -29,7 +29,7 @@ struct ReaderSlotsTests {
                 // Each waits before the next comes.
                 try await eventually("read \(reader) to wait") { slots.waitingCount == reader + 1 }
             }
-            // While reads wait, no slot is free for a read in place.
+            // While reads wait, no slot is free.
             #expect(!slots.takeIfFree())
             slots.giveBack()
             try await group.waitForAll()
