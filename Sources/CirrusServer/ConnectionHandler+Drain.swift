@@ -54,11 +54,17 @@ extension ConnectionHandler {
     }
 
     /// Writes what the operation on `streamID` queued, each event with the seq after the
-    /// machine's last. The stream only queues what the machine's credit allows, so the machine
-    /// accepts each.
+    /// machine's last, then its `Complete` when it ended with them. The stream only queues what
+    /// the machine's credit allows, so the machine accepts each.
     private func writeQueued(streamID: UInt64, context: ChannelHandlerContext) {
         guard let operation = self.operations[streamID] else { return }
-        let queued = operation.stream.takeQueued()
+        let (queued, completion) = operation.stream.takeQueued()
+        // After the events, on every way out (a stream the writing stopped is gone by then).
+        defer {
+            if let completion {
+                self.finish(streamID: streamID, completion: completion, context: context)
+            }
+        }
         guard var nextSeq = self.machine.lastSeq(streamID: streamID).map({ $0 + 1 }) else {
             if !queued.isEmpty {
                 self.logger.debug("dropping \(queued.count) events of stream \(streamID): the stream ended")

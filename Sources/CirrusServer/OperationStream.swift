@@ -64,6 +64,8 @@ public final class OperationStream: Sendable {
         var credit: UInt64
         var outbox: [QueuedEvent] = []
         var drainScheduled = false
+        /// The operation's end, handed over with the scheduled drain (see ``complete(_:)``).
+        var completion: OperationCompletion?
         var waiter: CheckedContinuation<Void, any Error>?
         var isClosed = false
         /// The connection stopped taking events (see ``pause()``).
@@ -262,15 +264,19 @@ public final class OperationStream: Sendable {
 
     // MARK: - Called by the connection handler, on its event loop
 
-    /// Takes what `emit` queued, and lets a producer waiting for room go on.
-    func takeQueued() -> [QueuedEvent] {
-        let (queued, waiter) = self.state.withLockedValue { state in
+    /// Takes what `emit` queued, and the operation's completion when it ended with them (to
+    /// send after them), and lets a producer waiting for room go on.
+    func takeQueued() -> (events: [QueuedEvent], completion: OperationCompletion?) {
+        let (queued, completion, waiter) = self.state.withLockedValue { state in
             state.drainScheduled = false
-            defer { state.outbox.removeAll(keepingCapacity: true) }
-            return (state.outbox, state.canQueueAfterTaking ? state.takeWaiter() : nil)
+            defer {
+                state.outbox.removeAll(keepingCapacity: true)
+                state.completion = nil
+            }
+            return (state.outbox, state.completion, state.canQueueAfterTaking ? state.takeWaiter() : nil)
         }
         waiter?.resume()
-        return queued
+        return (queued, completion)
     }
 
     /// Whether `emit` queued events that no drain has taken yet.
@@ -315,6 +321,16 @@ public final class OperationStream: Sendable {
 
     func complete(_ completion: OperationCompletion) {
         guard let connection = self.connection else { return }
+        // A drain of its last events is on its way to the event loop: the completion goes
+        // with it, so the events and the `Complete` take one hand-off and share one flush
+        // (a one-record fetch's event and `Complete` woke the loop twice and went out as two
+        // TLS records).
+        let handedOver = self.state.withLockedValue { state -> Bool in
+            guard state.drainScheduled, !state.isClosed else { return false }
+            state.completion = completion
+            return true
+        }
+        if handedOver { return }
         let streamID = self.streamID
         let handler = connection.handler
         connection.eventLoop.execute {

@@ -112,6 +112,40 @@ struct OperationStreamTests {
         }
     }
 
+    /// An operation that ends right after its last event hands its completion over with the
+    /// drain of that event: each stream still gets its events, then its `Complete` counting
+    /// them, whatever the others do.
+    @Test func aCompletionRightAfterTheLastEventFollowsIt() async throws {
+        let executor = CountingExecutor(count: 1)
+        try await withServer(configure: { $0.executor = executor }) { _, port in
+            let client = try await TestClient.connect(port: port)
+            _ = try await client.handshake()
+            for round in 0..<20 {
+                let streams = (1...16).map { UInt64(round * 32 + $0 * 2 + 1) }
+                for streamID in streams { try await client.send(open(streamID, window: 10)) }
+                var events: Set<UInt64> = []
+                var completed: Set<UInt64> = []
+                while completed.count < streams.count {
+                    let frame = try await client.nextFrame()
+                    switch frame.kind {
+                    case .event(let event):
+                        #expect(event.seq == 1)
+                        #expect(!completed.contains(frame.streamID), "an event after its stream's Complete")
+                        events.insert(frame.streamID)
+                    case .complete(let complete):
+                        #expect(complete == Wire.Complete(lastSeq: 1))
+                        #expect(events.contains(frame.streamID), "a Complete before its stream's event")
+                        completed.insert(frame.streamID)
+                    default:
+                        Issue.record("unexpected frame \(frame)")
+                    }
+                }
+                #expect(events == Set(streams))
+            }
+            await client.close()
+        }
+    }
+
     @Test func theServerWaitsForCredit() async throws {
         let executor = CountingExecutor(count: 10)
         try await withServer(configure: { $0.executor = executor }) { _, port in
