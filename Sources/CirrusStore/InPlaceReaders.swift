@@ -9,7 +9,11 @@ import Synchronization
 /// dispatch barrier, a semaphore, a dispatch group, a lock, a key path built at run time) and
 /// reads the schema version before the read: about half of what the read of a one-record fetch
 /// cost beside its three lookups. A queue of its own skips all of it: one dispatch `sync` onto
-/// its idle queue (which runs the block on the calling thread) and the read transaction.
+/// its idle queue (which runs the block on the calling thread), and a read transaction begun
+/// and committed with cached statements (GRDB prepares its `BEGIN` and `COMMIT` anew for each
+/// transaction). That is the one place the store runs them itself (``RawStatement`` says
+/// never): on a read-only connection GRDB has no transaction observers to tell, and it asks
+/// SQLite, not its own bookkeeping, whether a transaction is open.
 ///
 /// The schema never changes under them: the storage migrates before it opens any.
 final class InPlaceReaders: Sendable {
@@ -43,7 +47,19 @@ final class InPlaceReaders: Sendable {
     func readIfFree<T>(_ body: (Database) throws -> T) throws -> T? {
         guard let queue = try self.take() else { return nil }
         defer { self.giveBack(queue) }
-        return try queue.read(body)
+        return try queue.inDatabase { db in
+            try RawStatement(db, sql: "BEGIN DEFERRED").run()
+            let value: T
+            do {
+                value = try body(db)
+                try RawStatement(db, sql: "COMMIT").run()
+            } catch {
+                // Ends the snapshot whatever failed: GRDB traps on a transaction left open.
+                if db.isInsideTransaction { try? RawStatement(db, sql: "ROLLBACK").run() }
+                throw error
+            }
+            return value
+        }
     }
 
     /// Closes every connection, and each busy one as it comes back.

@@ -35,6 +35,36 @@ struct InPlaceReadersTests {
         }
     }
 
+    /// A read is one snapshot: a commit during it is not seen until the next.
+    @Test func aReadIsOneSnapshot() throws {
+        try Self.withReaders(limit: 1) { pool, readers in
+            let counts = try readers.readIfFree { db -> [Int] in
+                let before = try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? -1
+                try pool.write { db in try db.execute(sql: "INSERT INTO t (body) VALUES ('during')") }
+                let after = try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? -1
+                return [before, after]
+            }
+            #expect(counts == [1, 1])
+            let later = try readers.readIfFree { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") }
+            #expect(later == .some(2))
+        }
+    }
+
+    /// A read that throws ends its transaction: the connection serves the next read.
+    @Test func aFailedReadLeavesItsConnectionUsable() throws {
+        struct Failure: Error {}
+        try Self.withReaders(limit: 1) { _, readers in
+            #expect(throws: Failure.self) {
+                _ = try readers.readIfFree { db -> Int in
+                    _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+                    throw Failure()
+                }
+            }
+            let count = try readers.readIfFree { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") }
+            #expect(count == .some(1))
+        }
+    }
+
     /// With every connection busy, a read does not wait: it gets nil and goes elsewhere (the
     /// storage's pool). One comes back when its read ends.
     @Test func aReadNeverWaitsForABusyConnection() throws {
