@@ -9,19 +9,17 @@ import Testing
 struct InPlaceReadersTests {
     /// A database with one committed row, and readers on it.
     private static func withReaders(limit: Int, _ body: (DatabasePool, InPlaceReaders) throws -> Void) throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = (directory as NSString).appendingPathComponent("readers.sqlite")
-        let pool = try DatabasePool(path: path)
-        try pool.write { db in
-            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
-            try db.execute(sql: "INSERT INTO t (body) VALUES ('first')")
+        try withTemporaryFile("readers.sqlite") { path in
+            let pool = try DatabasePool(path: path)
+            try pool.write { db in
+                try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+                try db.execute(sql: "INSERT INTO t (body) VALUES ('first')")
+            }
+            let readers = InPlaceReaders(path: path, configuration: Configuration(), limit: limit)
+            try body(pool, readers)
+            try readers.close()
+            try pool.close()
         }
-        let readers = InPlaceReaders(path: path, configuration: Configuration(), limit: limit)
-        try body(pool, readers)
-        try readers.close()
-        try pool.close()
     }
 
     /// A read sees what was committed before it began, on another connection than the writer's.

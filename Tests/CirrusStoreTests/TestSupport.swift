@@ -17,6 +17,15 @@ func temporaryDirectory() -> String {
     (NSTemporaryDirectory() as NSString).appendingPathComponent("cirrus-store-\(UUID().uuidString)")
 }
 
+/// Runs `body` with the path of `file` in a fresh directory, created first and removed after
+/// (for tests of SQLite files of their own).
+func withTemporaryFile(_ file: String, _ body: (String) throws -> Void) throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    try body((directory as NSString).appendingPathComponent(file))
+}
+
 // MARK: - The storage engine under test
 
 /// A storage engine the storage conformance suite runs against.

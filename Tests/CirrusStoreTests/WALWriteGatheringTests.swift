@@ -32,35 +32,33 @@ struct WALWriteGatheringTests {
     /// it can see it.
     @Test func aCommitIsInTheFileWithoutASync() throws {
         #expect(WALWriteGathering.install())
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = (directory as NSString).appendingPathComponent("normal.sqlite")
-        let pool = try DatabasePool(path: path)  // WAL, synchronous = NORMAL
-        try pool.write { db in
-            let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous")
-            #expect(synchronous == 1)
-            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
-        }
-        for round in 0..<20 {
+        try withTemporaryFile("normal.sqlite") { path in
+            let pool = try DatabasePool(path: path)  // WAL, synchronous = NORMAL
             try pool.write { db in
-                for i in 0..<50 {
-                    try db.execute(
-                        sql: "INSERT INTO t (body) VALUES (?)", arguments: [String(repeating: "\(round)-\(i)", count: 20)])
-                }
+                let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                #expect(synchronous == 1)
+                try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
             }
-            // Read on another connection, from the file.
-            let count = try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") }
-            #expect(count == (round + 1) * 50)
-        }
-        // Closing copies the log into the database: every row is there, and sound.
-        try pool.close()
-        let reopened = try DatabaseQueue(path: path)
-        try reopened.read { db in
-            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
-            let integrity = try String.fetchOne(db, sql: "PRAGMA integrity_check")
-            #expect(count == 1_000)
-            #expect(integrity == "ok")
+            for round in 0..<20 {
+                try pool.write { db in
+                    for i in 0..<50 {
+                        try db.execute(
+                            sql: "INSERT INTO t (body) VALUES (?)", arguments: [String(repeating: "\(round)-\(i)", count: 20)])
+                    }
+                }
+                // Read on another connection, from the file.
+                let count = try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") }
+                #expect(count == (round + 1) * 50)
+            }
+            // Closing copies the log into the database: every row is there, and sound.
+            try pool.close()
+            let reopened = try DatabaseQueue(path: path)
+            try reopened.read { db in
+                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+                let integrity = try String.fetchOne(db, sql: "PRAGMA integrity_check")
+                #expect(count == 1_000)
+                #expect(integrity == "ok")
+            }
         }
     }
 
@@ -69,33 +67,31 @@ struct WALWriteGatheringTests {
     /// pages back through the buffer.
     @Test func aTransactionLargerThanTheBufferAndTheCache() throws {
         #expect(WALWriteGathering.install())
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = (directory as NSString).appendingPathComponent("large.sqlite")
-        let pool = try DatabasePool(path: path)
-        let body = String(repeating: "x", count: 1_000)
-        try pool.write { db in
-            try db.execute(sql: "PRAGMA cache_size = 20")  // pages: the transaction spills
-            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
-            for i in 0..<4_000 {  // about 4 MB of pages
-                try db.execute(sql: "INSERT INTO t (body) VALUES (?)", arguments: [body + "\(i)"])
+        try withTemporaryFile("large.sqlite") { path in
+            let pool = try DatabasePool(path: path)
+            let body = String(repeating: "x", count: 1_000)
+            try pool.write { db in
+                try db.execute(sql: "PRAGMA cache_size = 20")  // pages: the transaction spills
+                try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+                for i in 0..<4_000 {  // about 4 MB of pages
+                    try db.execute(sql: "INSERT INTO t (body) VALUES (?)", arguments: [body + "\(i)"])
+                }
+                // Read back what spilled, on the writing connection.
+                let first = try String.fetchOne(db, sql: "SELECT body FROM t WHERE id = 1")
+                #expect(first == body + "0")
+                let counters = try #require(WALWriteGathering.counters(of: db))
+                #expect(counters.flushes >= 4, "\(counters.flushes) buffers written")
             }
-            // Read back what spilled, on the writing connection.
-            let first = try String.fetchOne(db, sql: "SELECT body FROM t WHERE id = 1")
-            #expect(first == body + "0")
-            let counters = try #require(WALWriteGathering.counters(of: db))
-            #expect(counters.flushes >= 4, "\(counters.flushes) buffers written")
-        }
-        try pool.close()
-        let reopened = try DatabaseQueue(path: path)
-        try reopened.read { db in
-            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
-            let last = try String.fetchOne(db, sql: "SELECT body FROM t WHERE id = 4000")
-            let integrity = try String.fetchOne(db, sql: "PRAGMA integrity_check")
-            #expect(count == 4_000)
-            #expect(last == body + "3999")
-            #expect(integrity == "ok")
+            try pool.close()
+            let reopened = try DatabaseQueue(path: path)
+            try reopened.read { db in
+                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+                let last = try String.fetchOne(db, sql: "SELECT body FROM t WHERE id = 4000")
+                let integrity = try String.fetchOne(db, sql: "PRAGMA integrity_check")
+                #expect(count == 4_000)
+                #expect(last == body + "3999")
+                #expect(integrity == "ok")
+            }
         }
     }
 }
