@@ -30,7 +30,7 @@ public final class SQLiteStorage: RecordStorage, SubscriptionStorage {
     public let queryCursorLifetime: Double
 
     let pool: DatabasePool
-    /// One slot per reader of `pool`; every read holds one (see ``ReaderSlots``).
+    /// One slot per reader of `pool`; every read of the pool holds one (see ``ReaderSlots``).
     let readers: ReaderSlots
     /// Connections of the storage's own for reads in place (see ``InPlaceReaders``).
     let inPlaceReaders: InPlaceReaders
