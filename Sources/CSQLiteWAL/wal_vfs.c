@@ -310,8 +310,19 @@ static const char *gatherNextSystemCall(sqlite3_vfs *vfs, const char *name) {
 
 static pthread_once_t installOnce = PTHREAD_ONCE_INIT;
 static int installResult = SQLITE_ERROR;
+static int settingsTaken = 0;
 
 static void install(void) {
+    // Process-wide settings, taken only before SQLite initializes (SQLITE_MISUSE after, which
+    // leaves SQLite as it was):
+    // - no memory statistics: with them on, every allocation and free SQLite makes takes a
+    //   global mutex to count it, and nothing here reads the counts;
+    // - multi-thread mode: connections open without a mutex of their own (SQLITE_OPEN_NOMUTEX),
+    //   so every bind, step and column read does not lock and unlock one. Safe because every
+    //   connection is GRDB's, and GRDB uses each from one thread at a time (its serialized
+    //   queues); a connection opened with SQLITE_OPEN_FULLMUTEX still gets its mutex.
+    settingsTaken = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK
+        && sqlite3_config(SQLITE_CONFIG_MULTITHREAD) == SQLITE_OK;
     int rc = sqlite3_initialize();
     if (rc != SQLITE_OK) {
         installResult = rc;
@@ -386,6 +397,11 @@ static void install(void) {
 int cirrus_wal_vfs_install(void) {
     pthread_once(&installOnce, install);
     return installResult;
+}
+
+int cirrus_sqlite_settings_taken(void) {
+    pthread_once(&installOnce, install);
+    return settingsTaken;
 }
 
 int cirrus_wal_vfs_connection_counters(struct sqlite3 *connection, cirrus_wal_vfs_counters *counters) {

@@ -14,6 +14,15 @@ enum WALWriteGathering {
         cirrus_wal_vfs_install() == 0
     }
 
+    /// Whether the process-wide SQLite settings ``install()`` makes were taken: no memory
+    /// statistics (every allocation SQLite makes would otherwise take a global mutex) and
+    /// multi-thread mode (connections without a mutex of their own; GRDB uses each connection
+    /// from one thread at a time). False when SQLite was initialized before ``install()`` ran,
+    /// as in a process that opened a database first; SQLite then keeps its defaults.
+    static var processSettingsTaken: Bool {
+        cirrus_sqlite_settings_taken() != 0
+    }
+
     /// Log writes kept in a buffer, and buffers written, by `db`'s own log file; nil when it has none open through this VFS (not
     /// in WAL mode, or opened before ``install()``).
     static func counters(of db: Database) -> (gatheredWrites: UInt64, flushes: UInt64)? {

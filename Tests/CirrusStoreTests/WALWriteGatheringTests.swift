@@ -1,6 +1,7 @@
 import CirrusWire
 import Foundation
 import GRDB
+import GRDBSQLite
 import Testing
 
 @testable import CirrusStore
@@ -23,6 +24,18 @@ struct WALWriteGatheringTests {
             #expect(gathered >= 20, "\(gathered) writes gathered")
             #expect(gathered % 2 == 0, "a frame is a header and a page")
             #expect(end.flushes - start.flushes == 1)
+        }
+    }
+
+    /// With the process-wide settings taken, the store's connections lock no mutex of their own
+    /// around each call; without them (SQLite was initialized first), they keep SQLite's default.
+    @Test func connectionsHaveAMutexOnlyWithoutTheProcessSettings() async throws {
+        #expect(WALWriteGathering.install())
+        try await withSQLiteStore { storage, _ in
+            let hasMutex = try await storage.write(weight: 1) { db in
+                db.sqliteConnection.map { sqlite3_db_mutex($0) != nil }
+            }
+            #expect(hasMutex == !WALWriteGathering.processSettingsTaken)
         }
     }
 

@@ -9,9 +9,16 @@
 /// Every other file, and every other call, goes straight to the wrapped VFS. The wrapper
 /// becomes the default VFS, so connections opened afterwards use it.
 ///
+/// Before it initializes SQLite it turns SQLite's memory statistics off and makes multi-thread
+/// mode the default (connections without a mutex of their own): see `install` in wal_vfs.c.
+///
 /// Returns SQLITE_OK, or the error of `sqlite3_initialize`/`sqlite3_vfs_register` (the wrapper
 /// is then not installed and SQLite goes on with its own VFS).
 int cirrus_wal_vfs_install(void);
+
+/// 1 when the process-wide settings `cirrus_wal_vfs_install` makes were taken (SQLite was not
+/// initialized before it ran), else 0. Installs the VFS first if it was not.
+int cirrus_sqlite_settings_taken(void);
 
 /// What the wrapper did with one log file since it was opened (for tests and diagnostics).
 typedef struct {
