@@ -42,14 +42,7 @@ struct AssetUploadPlan: Sendable {
     /// - throws: `CKError.assetFileNotFound` for a file that cannot be read.
     init(records: [CKRecord], changedKeysOnly: Bool) throws(CKError) {
         for (index, record) in records.enumerated() {
-            let keys = changedKeysOnly ? record.changedKeys() : record.allKeys()
-            for key in keys {
-                let assets: [CKAsset]
-                switch record[key] {
-                case let asset as CKAsset: assets = [asset]
-                case let list as [CKAsset]: assets = list
-                default: continue
-                }
+            for (_, assets) in record.assetsToSend(changedKeysOnly: changedKeysOnly) {
                 for asset in assets {
                     // A fetched asset the server has already goes by its checksum alone.
                     guard let url = asset.fileURL, asset.wireAsset?.sha256.count != 32 else { continue }

@@ -156,6 +156,25 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
         state.withLock { $0.changedKeys }
     }
 
+    /// The assets of the plain fields a save sends, by key: the changed keys in the order they were
+    /// first set, or every key sorted. What `self[key]` gives for each key, read under one lock
+    /// without making a value of every field (a number is an `NSNumber` there) and casting it.
+    package func assetsToSend(changedKeysOnly: Bool) -> [(key: FieldKey, assets: [CKAsset])] {
+        state.withLock { state in
+            func assets(_ value: FieldValue?) -> [CKAsset]? {
+                switch value {
+                case .asset(let asset)?: [asset]
+                case .assetList(let list)?: list
+                default: nil
+                }
+            }
+            if changedKeysOnly {
+                return state.changedKeys.compactMap { key in assets(state.fields[key]).map { (key, $0) } }
+            }
+            return state.fields.compactMap { key, value in assets(value).map { (key, $0) } }.sorted { $0.key < $1.key }
+        }
+    }
+
     /// The record's encrypted fields (`CKRecord.encryptedValues`). Cirrus keeps them
     /// apart from plain fields and flags them on the wire; it does not encrypt them
     /// itself (TLS protects them in transit).
