@@ -93,6 +93,7 @@ extension RecordWriter {
         let data = record.serializedBytes()
         let system = StoreRows.systemColumns(of: record)
         let rowID: Int64
+        let indexed = try transaction.indexed(db, zoneID: zone.id, recordType: record.recordType)
         // The rows of every saved record are bound through SQLite's C API (``RawStatement``).
         if let existing {
             rowID = existing.id
@@ -109,7 +110,8 @@ extension RecordWriter {
             update.bind(5, system.modifier)
             update.bind(6, rowID)
             try update.run()
-            try StoreRows.deleteIndex(db, recordID: rowID)
+            // A type whose zone indexes nothing has no rows to delete (its type cannot change).
+            if indexed != FieldIndexing.Indexed() { try StoreRows.deleteIndex(db, recordID: rowID) }
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
             try db.run(sql: "DELETE FROM asset_references WHERE record_id = ?", arguments: [rowID])
         } else {
@@ -139,7 +141,7 @@ extension RecordWriter {
             try insert.run()
             rowID = db.lastInsertedRowID
         }
-        try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record)
+        try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record, indexed: indexed)
         for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
             try db.run(
                 sql: "INSERT INTO cascade_references (source_id, database_id, target_zone, target_name) VALUES (?, ?, ?, ?)",

@@ -41,7 +41,7 @@ struct RecordWriter {
     /// transaction's other record writes; it stores the touched zones' sequences before the
     /// commit. A rolled-back item leaves a gap in a sequence, which is harmless: a sequence
     /// only has to grow.
-    private let transaction: WriteTransactionCache
+    let transaction: WriteTransactionCache
 
     init(
         db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp,

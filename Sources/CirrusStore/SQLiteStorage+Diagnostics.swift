@@ -8,6 +8,7 @@ extension SQLiteStorage {
         let known = [
             "databases", "zones", "records", "tombstones", "record_values", "cascade_references", "assets",
             "asset_references", "record_text", "query_preimages", "store_secrets", "shares", "share_participants",
+            "indexed_fields",
         ]
         guard known.contains(table) else { throw StoreError(.invalidArguments, "unknown table \(table)") }
         return try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0 }
@@ -24,6 +25,16 @@ extension SQLiteStorage {
     /// arguments bound; [] when the query needs no statement (nothing can match).
     func queryPlan(for query: Wire.Query, in zone: Wire.RecordZoneID, of database: DatabaseKey) async throws -> [String] {
         let compiled = try QueryValidation.compile(query)
+        // The fields a query names are indexed before it reads, as `queryRecords` does.
+        let needs = FieldIndexing.Needs(compiled)
+        let missing = try await read { db -> (Int64, FieldIndexing.Needs)? in
+            guard let databaseID = try StoreRows.databaseID(db, database),
+                let zone = try StoreRows.liveZone(db, databaseID, zone.zoneName),
+                let missing = try FieldIndexing.missing(db, zoneID: zone.id, recordType: compiled.recordType, needs)
+            else { return nil }
+            return (zone.id, missing)
+        }
+        if let (zoneID, missing) = missing { try await buildIndex(missing, zoneID: zoneID, recordType: compiled.recordType) }
         return try await read { db in
             guard let databaseID = try StoreRows.databaseID(db, database),
                 let zone = try StoreRows.liveZone(db, databaseID, zone.zoneName),

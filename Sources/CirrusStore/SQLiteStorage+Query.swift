@@ -45,8 +45,10 @@ extension SQLiteStorage {
             zoneName = name
         }
         let queryBytes = query.serializedBytes()
-        // A zone that keeps no pre-images yet is made live, then read again.
-        for _ in 0..<3 {
+        let needs = FieldIndexing.Needs(compiled)
+        // A zone whose fields the query names are not indexed yet has them indexed, and a zone
+        // that keeps no pre-images yet is made live; then it is read again.
+        for _ in 0..<4 {
             let zones = queryCursorZones
             let generation = zones.generation
             let now = zones.now
@@ -61,6 +63,9 @@ extension SQLiteStorage {
                         throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
                     }
                     return .page(QueryPage(records: [], cursor: nil))
+                }
+                if let missing = try FieldIndexing.missing(db, zoneID: zone.id, recordType: compiled.recordType, needs) {
+                    return .buildIndex(zone.id, missing)
                 }
                 let planner = QueryPlanner(db: db, query: compiled, zoneID: zone.id)
                 try planner.checkSorts()
@@ -85,6 +90,7 @@ extension SQLiteStorage {
             switch outcome {
             case .page(let page): return page
             case .makeLive(let zoneID): try await makeQueryZoneLive(zoneID)
+            case .buildIndex(let zoneID, let missing): try await buildIndex(missing, zoneID: zoneID, recordType: compiled.recordType)
             }
         }
         throw StoreError(.storageFailure, "zone \(zoneName) changed while its query began; try again")
@@ -111,34 +117,65 @@ extension SQLiteStorage {
         case .replaced(let replaced): keys = replaced
         }
         let secret = querySecret
-        return try await read { db in
-            guard try db.int64(sql: "SELECT id FROM zones WHERE id = ? AND deleted_at IS NULL", arguments: [token.zoneID]) != nil
-            else { throw StoreError(.zoneNotFound, "zone \(token.zoneName) was deleted") }
-            let planner = QueryPlanner(db: db, query: compiled, zoneID: token.zoneID)
-            let unchanged = try Self.unchangedRows(planner, upTo: token.seq, after: token.position)
-            let sorts = compiled.sorts
-            var changed = try QueryPreimages.changed(
-                db, zoneID: token.zoneID, since: token.seq, recordType: compiled.recordType, sorts: sorts
-            ).filter { QueryKeyset.compare($0.position, token.position, sorts) > 0 }
-            // Popped from the end: last in order first.
-            changed.sort { QueryKeyset.compare($0.position, $1.position, sorts) > 0 }
-            var head = try unchanged.next()
-            var run = QueryRun(
-                db: db, query: compiled, zoneID: token.zoneID, zoneName: token.zoneName, key: key, desiredKeys: keys)
-            let (records, last, more) = try run.page(limit: limit) {
-                if let candidate = changed.last, head.map({ QueryKeyset.compare(candidate.position, $0.position, sorts) < 0 }) ?? true {
-                    return changed.popLast()
+        let needs = FieldIndexing.Needs(compiled)
+        // A cursor made before its fields were indexed (by a store from before schema v16, or
+        // of a zone whose records had none of the fields) has them indexed, then reads again.
+        for _ in 0..<2 {
+            let outcome = try await read { db -> LaterPage in
+                guard try db.int64(sql: "SELECT id FROM zones WHERE id = ? AND deleted_at IS NULL", arguments: [token.zoneID]) != nil
+                else { throw StoreError(.zoneNotFound, "zone \(token.zoneName) was deleted") }
+                if let missing = try FieldIndexing.missing(db, zoneID: token.zoneID, recordType: compiled.recordType, needs) {
+                    return .buildIndex(missing)
                 }
-                let current = head
-                head = try unchanged.next()
-                return current
+                return .page(try Self.laterPage(db, token, compiled, key: key, desiredKeys: keys, limit: limit, secret: secret))
             }
-            return QueryPage(records: records, examined: run.examined, more: more, last: last, for: key, secret: secret) {
-                var next = token
-                next.position = $0
-                return next
+            switch outcome {
+            case .page(let page): return page
+            case .buildIndex(let missing):
+                try await buildIndex(missing, zoneID: token.zoneID, recordType: compiled.recordType)
             }
         }
+        throw StoreError(.storageFailure, "zone \(token.zoneName) changed while its query went on; try again")
+    }
+
+    /// A page after the first one: the rows unchanged since the cursor's sequence after its
+    /// position, merged with the records changed since.
+    private static func laterPage(
+        _ db: Database, _ token: QueryCursor, _ compiled: CompiledQuery, key: DatabaseKey, desiredKeys keys: [String]?,
+        limit: Int, secret: [UInt8]
+    ) throws -> QueryPage {
+        let planner = QueryPlanner(db: db, query: compiled, zoneID: token.zoneID)
+        let unchanged = try Self.unchangedRows(planner, upTo: token.seq, after: token.position)
+        let sorts = compiled.sorts
+        var changed = try QueryPreimages.changed(
+            db, zoneID: token.zoneID, since: token.seq, recordType: compiled.recordType, sorts: sorts
+        ).filter { QueryKeyset.compare($0.position, token.position, sorts) > 0 }
+        // Popped from the end: last in order first.
+        changed.sort { QueryKeyset.compare($0.position, $1.position, sorts) > 0 }
+        var head = try unchanged.next()
+        var run = QueryRun(
+            db: db, query: compiled, zoneID: token.zoneID, zoneName: token.zoneName, key: key, desiredKeys: keys)
+        let (records, last, more) = try run.page(limit: limit) {
+            if let candidate = changed.last, head.map({ QueryKeyset.compare(candidate.position, $0.position, sorts) < 0 }) ?? true {
+                return changed.popLast()
+            }
+            let current = head
+            head = try unchanged.next()
+            return current
+        }
+        return QueryPage(records: records, examined: run.examined, more: more, last: last, for: key, secret: secret) {
+            var next = token
+            next.position = $0
+            return next
+        }
+    }
+
+    /// Indexes `needs` for the records of `recordType` in zone `zoneID`, a chunk of records per
+    /// write transaction (``FieldIndexing/build(_:zoneID:recordType:_:)``), until it is complete.
+    func buildIndex(_ needs: FieldIndexing.Needs, zoneID: Int64, recordType: String) async throws {
+        while try await !write(weight: FieldIndexing.chunkRecords, { db in
+            try FieldIndexing.build(db, zoneID: zoneID, recordType: recordType, needs)
+        }) {}
     }
 
     @discardableResult
@@ -164,6 +201,14 @@ extension SQLiteStorage {
         case page(QueryPage)
         /// The zone keeps no pre-images yet: make it live and read again.
         case makeLive(Int64)
+        /// The zone's records are not indexed for these fields yet: index them and read again.
+        case buildIndex(Int64, FieldIndexing.Needs)
+    }
+
+    /// What a later page's snapshot gave.
+    private enum LaterPage: Sendable {
+        case page(QueryPage)
+        case buildIndex(FieldIndexing.Needs)
     }
 
     static let unknownCursor = QueryCursor.unknown

@@ -143,6 +143,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v13-share-generation", migrate: migrateToV13)
         migrator.registerMigration("v14-long-lived-leases", migrate: migrateToV14)
         migrator.registerMigration("v15-long-lived-cancel", migrate: migrateToV15)
+        migrator.registerMigration("v16-indexed-fields", migrate: migrateToV16)
         return migrator
     }
 }

@@ -76,6 +76,7 @@ extension SQLiteStorage {
         try db.run(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
         try db.run(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
         try db.run(sql: "DELETE FROM tombstones WHERE zone_id = ?", arguments: [zone.id])
+        try db.run(sql: "DELETE FROM indexed_fields WHERE zone_id = ?", arguments: [zone.id])
         let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
         try db.run(
             sql: "UPDATE zones SET deleted_at = ?, db_seq = ?, client_change_token = NULL WHERE id = ?",

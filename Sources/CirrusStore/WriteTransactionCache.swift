@@ -29,6 +29,14 @@ final class WriteTransactionCache: Sendable {
         var zoneSeqs: [Int64: Int64] = [:]
         /// Zones whose records changed (zone ID → database ID), in the order first touched.
         var touched: [(zone: Int64, database: Int64)] = []
+        /// What saves index, by zone and record type (``FieldIndexing``). Only index builds
+        /// change it, and they do not share the cache.
+        var indexed: [IndexedKey: FieldIndexing.Indexed] = [:]
+
+        struct IndexedKey: Hashable, Sendable {
+            var zoneID: Int64
+            var recordType: String
+        }
     }
 
     private let state = Mutex(State())
@@ -61,6 +69,15 @@ final class WriteTransactionCache: Sendable {
         guard let zone = try StoreRows.liveZone(db, databaseID, name) else { return nil }
         state.withLock { $0.zones[key] = zone }
         return zone
+    }
+
+    /// What saves of `recordType` records to zone `zoneID` index (``FieldIndexing``).
+    func indexed(_ db: Database, zoneID: Int64, recordType: String) throws -> FieldIndexing.Indexed {
+        let key = State.IndexedKey(zoneID: zoneID, recordType: recordType)
+        if let indexed = state.withLock({ $0.indexed[key] }) { return indexed }
+        let indexed = try FieldIndexing.indexed(db, zoneID: zoneID, recordType: recordType)
+        state.withLock { $0.indexed[key] = indexed }
+        return indexed
     }
 
     /// The next change sequence of zone `zoneID`.

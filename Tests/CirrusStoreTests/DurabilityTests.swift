@@ -109,6 +109,12 @@ struct DurabilityTests {
                 note("a", [field("title", .stringValue("x")), field("tags", .stringList(Wire.StringList(values: ["p", "q"])))]),
                 note("b", [field("n", .int64Value(3)), field("secret", .stringValue("s"))]),
             ])
+            // Saves index no field until a query names it (``FieldIndexing``).
+            #expect(try await storage.count("record_values") == 0)
+            let fields = Q.and(
+                Q.cmp("title", .equals, .stringValue("x")), Q.cmp("tags", .contains, .stringValue("p")),
+                Q.cmp("n", .equals, .int64Value(3)), Q.cmp("secret", .equals, .stringValue("s")))
+            #expect(try await storage.names(fields) == [])
             // title, tags×2, n, secret; asset and encrypted fields would be skipped.
             #expect(try await storage.count("record_values") == 5)
             let plan = try await storage.queryPlan(

@@ -64,6 +64,15 @@ struct MigrationTests {
         let deletion = try await storage.modifyRecords(
             RecordModification(deleting: [recordID("parent", zone: "Notes")]), in: alice, by: "_alice")
         #expect(deletion.cascadedDeletions.map(\.recordName) == ["child"])
+
+        // A zone and type with records before v16 goes on indexing every field and its text
+        // without a query naming them (``FieldIndexing``).
+        let (values, text) = (try await storage.count("record_values"), try await storage.count("record_text"))
+        try await storage.saveAll([
+            note("fresh", zone: "Notes", [field("title", .stringValue("Fresh words")), field("unqueried", .int64Value(9))])
+        ])
+        #expect(try await storage.count("record_values") == values + 2)
+        #expect(try await storage.count("record_text") == text + 1)
     }
 
     @Test func v9FindsNotificationsKeptBeforeItByID() async throws {

@@ -37,8 +37,14 @@ struct QueryIndexTests {
                         VALUES (?, ?, 'Note', ?, ?, '_alice', ?, 1000000000000, 1000000000000, '_alice')
                         """,
                     arguments: [zone.id, "r\(i)", record.recordChangeTag, i + 1, Data(record.serializedBytes())])
-                try StoreRows.insertIndex(db, recordID: db.lastInsertedRowID, zoneID: zone.id, record: record)
+                try StoreRows.insertIndex(
+                    db, recordID: db.lastInsertedRowID, zoneID: zone.id, record: record,
+                    indexed: FieldIndexing.Indexed(all: true, text: true))
             }
+            // Every field and the text are indexed, as the rows above say (``FieldIndexing``).
+            try db.run(
+                sql: "INSERT INTO indexed_fields (zone_id, record_type, key) VALUES (?, 'Note', ?)",
+                arguments: [zone.id, FieldIndexing.everything])
             try db.run(sql: "UPDATE zones SET change_seq = 100000 WHERE id = ?", arguments: [zone.id])
         }
     }
@@ -253,6 +259,8 @@ struct QueryPlanningTests {
             try await storage.createZone("Small")
             try await storage.saveAll((0..<30).map { item("common\($0)", [("title", .stringValue("common word"))]) })
             try await storage.saveAll((0..<3).map { item("small\($0)", zone: "Small", [("title", .stringValue("common"))]) })
+            // The default zone's text is indexed once a query searched it (``FieldIndexing``).
+            #expect(try await storage.names(Q.text("word")).count == 30)
             let plan = try await storage.queryPlan(for: Q.query(Q.text("common")), in: zoneID("Small"), of: alice)
             #expect(plan.contains { $0.contains("records_by_type") }, "\(plan)")
             #expect(try await storage.names(Q.text("common"), zone: "Small") == ["small0", "small1", "small2"])

@@ -50,6 +50,7 @@ struct QueryTextAndDistanceTests {
             try await storage.saveAll([changed])
             #expect(try await storage.names(Q.text("old")) == [])
             #expect(try await storage.names(Q.text("new words")) == ["n"])
+            #expect(try await storage.names(Q.text("words"), zone: "Z") == ["z"])
             #expect(try await storage.count("record_text") == 2)
             _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("n")]), in: alice, by: "_alice")
             #expect(try await storage.names(Q.text("new")) == [])

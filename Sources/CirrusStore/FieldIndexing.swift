@@ -1,0 +1,174 @@
+import CirrusWire
+import Foundation
+import GRDB
+
+/// Which fields of a zone's records of one type are indexed for queries (schema v16,
+/// `indexed_fields`): a field's `record_values` rows and a record's full-text row are written
+/// only once a query needed them, as CloudKit indexes only the fields a schema marks queryable,
+/// sortable or searchable. A save of a record whose fields no query ever named writes its row
+/// in `records` and nothing else, about half the B-tree work of writing every value twice.
+///
+/// A zone's records of a type, for one field (or for their text), go through three states:
+/// - **not indexed** (no row): saves write none of its rows;
+/// - **being built** (`built_through` is a row ID): saves write its rows, and ``build(_:_:)``
+///   has indexed every record up to that row ID; it indexes the rest in chunks, each its own
+///   write job, so saves are never held back by more than one chunk;
+/// - **indexed** (`built_through` NULL): every record has its rows.
+///
+/// A query reads through the index only in a snapshot where every field it names is indexed
+/// (``missing(_:zoneID:recordType:_:)``); otherwise it has the index built and reads again.
+/// A chunk deletes and writes again the rows of each record it reads, so a record saved while
+/// the index is built ends up with the rows of its current version whichever came first.
+///
+/// Data directories from before v16 mark every zone and type that had records with the key
+/// ``everything``: their saves go on writing every field's rows and their text.
+enum FieldIndexing {
+    /// The `key` of the full-text index (every string of a record, for `self CONTAINS`):
+    /// no field is named with the empty string (``RecordCodec/checkFieldKey(_:)``).
+    static let text = ""
+    /// The `key` that indexes every field and the text (data written before schema v16).
+    static let everything = "*"
+    /// Records one build job indexes.
+    static let chunkRecords = 1_000
+
+    /// What a zone's saves of one record type index: rows for `keys` (every field when `all`),
+    /// and the text when `text`.
+    struct Indexed: Sendable, Equatable {
+        var all = false
+        var text = false
+        var keys: Set<String> = []
+
+        func covers(_ key: String) -> Bool { all || keys.contains(key) }
+    }
+
+    /// What a query needs indexed: the fields it names and, for `self CONTAINS`, the text.
+    struct Needs: Sendable, Hashable {
+        var keys: Set<String> = []
+        var text = false
+
+        var isEmpty: Bool { keys.isEmpty && !text }
+
+        /// The fields a query's predicate and sorts name, anywhere in them.
+        init(_ query: CompiledQuery) {
+            func visit(_ node: QueryNode) {
+                switch node {
+                case .constant: break
+                case .comparison(let comparison):
+                    if case .field(let key) = comparison.subject { keys.insert(key) }
+                case .and(let operands): operands.forEach(visit)
+                case .not(let operand): visit(operand)
+                case .text: text = true
+                case .distance(let distance): keys.insert(distance.key)
+                }
+            }
+            visit(query.predicate)
+            for sort in query.sorts {
+                switch sort.key {
+                case .field(let key): keys.insert(key)
+                case .distance(let key, _, _): keys.insert(key)
+                case .creationDate, .modificationDate: break
+                }
+            }
+        }
+
+        init(keys: Set<String>, text: Bool) {
+            self.keys = keys
+            self.text = text
+        }
+
+        /// The `indexed_fields` keys: the fields, and ``FieldIndexing/text`` for the text.
+        var markers: [String] { keys.sorted() + (text ? [FieldIndexing.text] : []) }
+    }
+
+    /// What saves to zone `zoneID` of records of `recordType` index (indexes being built included).
+    static func indexed(_ db: Database, zoneID: Int64, recordType: String) throws -> Indexed {
+        let statement = try RawStatement(db, sql: "SELECT key FROM indexed_fields WHERE zone_id = ? AND record_type = ?")
+        statement.bind(1, zoneID)
+        statement.bind(2, recordType)
+        var indexed = Indexed()
+        try statement.forEachRow { row in
+            switch row.string(0) {
+            case everything: indexed.all = true; indexed.text = true
+            case text: indexed.text = true
+            case let key: indexed.keys.insert(key)
+            }
+        }
+        return indexed
+    }
+
+    /// What of `needs` is not (completely) indexed in this snapshot; nil when a query may read
+    /// through the index.
+    static func missing(_ db: Database, zoneID: Int64, recordType: String, _ needs: Needs) throws -> Needs? {
+        if needs.isEmpty { return nil }
+        let rows = try db.rows(
+            sql: "SELECT key FROM indexed_fields WHERE zone_id = ? AND record_type = ? AND built_through IS NULL",
+            arguments: [zoneID, recordType])
+        let complete = Set(rows.map { $0[0] as String })
+        if complete.contains(everything) { return nil }
+        let missing = Needs(keys: needs.keys.subtracting(complete), text: needs.text && !complete.contains(text))
+        return missing.isEmpty ? nil : missing
+    }
+
+    /// Indexes up to ``chunkRecords`` more records for each of `needs` in zone `zoneID` (a
+    /// write job: marks what was not marked yet as being built, from the first record);
+    /// true once every one of them is indexed.
+    static func build(_ db: Database, zoneID: Int64, recordType: String, _ needs: Needs) throws -> Bool {
+        // A zone deleted meanwhile: nothing to build (the query finds it gone).
+        guard try db.int64(sql: "SELECT id FROM zones WHERE id = ?", arguments: [zoneID]) != nil else { return true }
+        var done = true
+        for key in needs.markers {
+            let row = try db.row(
+                sql: """
+                    SELECT built_through FROM indexed_fields WHERE zone_id = ? AND record_type = ? AND key IN (?, ?)
+                    ORDER BY built_through IS NOT NULL LIMIT 1
+                    """,
+                arguments: [zoneID, recordType, key, everything])
+            let start: Int64
+            if let row {
+                guard let through = row[0] as Int64? else { continue }  // indexed
+                start = through
+            } else {
+                try db.run(
+                    sql: "INSERT INTO indexed_fields (zone_id, record_type, key, built_through) VALUES (?, ?, ?, 0)",
+                    arguments: [zoneID, recordType, key])
+                start = 0
+            }
+            let read = try RawStatement(
+                db,
+                sql: """
+                    SELECT id, data FROM records INDEXED BY records_by_type
+                    WHERE zone_id = ? AND record_type = ? AND id > ? ORDER BY id LIMIT ?
+                    """)
+            read.bind(1, zoneID)
+            read.bind(2, recordType)
+            read.bind(3, start)
+            read.bind(4, chunkRecords)
+            var records: [(id: Int64, data: [UInt8])] = []
+            try read.forEachRow { records.append(($0.int64(0), $0.bytes(1))) }
+            for (id, data) in records {
+                let record: Wire.Record
+                do {
+                    record = try Wire.Record(serializedBytes: data)
+                } catch {
+                    throw StoreError(.corruptData, "stored record \(id) does not decode: \(error)")
+                }
+                if key == text {
+                    try db.run(sql: "DELETE FROM record_text WHERE rowid = ?", arguments: [id])
+                    try StoreRows.insertText(db, recordID: id, record: record)
+                } else {
+                    try db.run(sql: "DELETE FROM record_values WHERE record_id = ? AND key = ?", arguments: [id, key])
+                    try StoreRows.insertValues(
+                        db, recordID: id, zoneID: zoneID, recordType: recordType,
+                        rows: RecordCodec.indexRows(of: record).filter { $0.key == key })
+                }
+            }
+            let finished = records.count < chunkRecords
+            let through: Int64? = finished ? nil : records.last?.id
+            try db.run(
+                sql: "UPDATE indexed_fields SET built_through = ? WHERE zone_id = ? AND record_type = ? AND key = ?",
+                arguments: [through, zoneID, recordType, key])
+            if !finished { done = false }
+        }
+        return done
+    }
+}

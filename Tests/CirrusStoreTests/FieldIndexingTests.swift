@@ -1,0 +1,133 @@
+import CirrusWire
+import Foundation
+import GRDB
+import Testing
+
+@testable import CirrusStore
+
+/// Fields indexed once a query names them (``FieldIndexing``, schema v16).
+@Suite("Field indexing on first query")
+struct FieldIndexingTests {
+    /// What `indexed_fields` says of a zone's `Note`s: key → whether its build is complete.
+    private func markers(_ storage: SQLiteStorage, zone: String = "_defaultZone") async throws -> [String: Bool] {
+        try await storage.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT f.key, f.built_through IS NULL FROM indexed_fields f JOIN zones z ON z.id = f.zone_id
+                    WHERE z.name = ? AND f.record_type = 'Note'
+                    """,
+                arguments: [zone])
+            return Dictionary(uniqueKeysWithValues: rows.map { ($0[0] as String, $0[1] as Bool) })
+        }
+    }
+
+    @Test func savesIndexNoFieldUntilAQueryNamesItAndThenEveryOne() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.saveAll((0..<5).map {
+                item("r\($0)", [("n", .int64Value(Int64($0))), ("title", .stringValue("word \($0)")), ("other", .int64Value(1))])
+            })
+            #expect(try await storage.count("record_values") == 0)
+            #expect(try await storage.count("record_text") == 0)
+            #expect(try await markers(storage).isEmpty)
+
+            // The first query on n indexes n for every record, and only n.
+            #expect(try await storage.names(Q.cmp("n", .greaterOrEqual, .int64Value(3))) == ["r3", "r4"])
+            #expect(try await storage.count("record_values") == 5)
+            #expect(try await markers(storage) == ["n": true])
+
+            // Saves index it from then on; other fields still not.
+            try await storage.saveAll([item("r5", [("n", .int64Value(5)), ("other", .int64Value(1))])])
+            #expect(try await storage.count("record_values") == 6)
+            #expect(try await storage.names(Q.cmp("n", .greaterOrEqual, .int64Value(3))) == ["r3", "r4", "r5"])
+
+            // A text search indexes the text; a sort indexes its field.
+            #expect(try await storage.names(Q.text("word")) == ["r0", "r1", "r2", "r3", "r4"])
+            #expect(try await storage.count("record_text") == 5)
+            let sorted = try await storage.names(nil, sorts: [Q.sort("other", ascending: false), Q.sort("n", ascending: false)])
+            #expect(sorted == ["r5", "r4", "r3", "r2", "r1", "r0"])
+            #expect(try await storage.count("record_values") == 12)
+            #expect(try await markers(storage) == ["n": true, FieldIndexing.text: true, "other": true])
+        }
+    }
+
+    /// A build runs in chunks of ``FieldIndexing/chunkRecords`` (one write transaction each)
+    /// and ends with every record indexed.
+    @Test func aBuildOfSeveralChunksIndexesEveryRecord() async throws {
+        try await withSQLiteStore { storage, _ in
+            let count = FieldIndexing.chunkRecords * 2 + 500
+            for start in stride(from: 0, to: count, by: 400) {
+                try await storage.saveAll((start..<min(start + 400, count)).map { item("r\($0)", [("n", .int64Value(Int64($0)))]) })
+            }
+            let names = try await storage.names(Q.cmp("n", .greaterOrEqual, .int64Value(0)), sorts: [Q.sort("n")])
+            #expect(names == (0..<count).map { "r\($0)" })
+            #expect(try await storage.count("record_values") == count)
+            #expect(try await markers(storage) == ["n": true])
+        }
+    }
+
+    /// Records saved while an index is built (before and after where the build reached, and new
+    /// ones) end with the rows of their current version, each once.
+    @Test func savesDuringABuildEndWithTheirCurrentRows() async throws {
+        try await withSQLiteStore { storage, _ in
+            let count = FieldIndexing.chunkRecords * 2
+            for start in stride(from: 0, to: count, by: 400) {
+                try await storage.saveAll((start..<start + 400).map { item("r\($0)", [("n", .int64Value(Int64($0)))]) })
+            }
+            let zone = try await storage.read { db in try #require(try StoreRows.liveZone(db, 1, "_defaultZone")).id }
+            let needs = FieldIndexing.Needs(keys: ["n"], text: false)
+            let first = try await storage.write(weight: 1) { db in
+                try FieldIndexing.build(db, zoneID: zone, recordType: "Note", needs)
+            }
+            #expect(!first)
+            #expect(try await storage.count("record_values") == FieldIndexing.chunkRecords)
+
+            // One already indexed, one not yet, one new: each with a changed value.
+            let fetched = try await storage.fetchRecords(
+                [recordID("r10"), recordID("r1500")], desiredKeys: nil, in: alice
+            ).compactMap(\.record)
+            let changed = fetched.map { record in
+                var record = record
+                record.fields = [field("n", .int64Value(-1))]
+                return record
+            }
+            try await storage.saveAll(changed + [item("new", [("n", .int64Value(-1))])])
+            #expect(try await storage.count("record_values") == FieldIndexing.chunkRecords + 2)
+
+            try await storage.buildIndex(needs, zoneID: zone, recordType: "Note")
+            #expect(try await storage.count("record_values") == count + 1)
+            #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(-1))) == ["r10", "r1500", "new"])
+            #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(10))) == [])
+        }
+    }
+
+    /// A later page of a query whose fields lost their index (as a cursor made by a store from
+    /// before schema v16 finds them) has them indexed again before it reads.
+    @Test func aLaterPageIndexesWhatItsQueryNeeds() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.saveAll((0..<30).map { item("r\($0)", [("n", .int64Value(Int64($0)))]) })
+            let query = Q.query(Q.cmp("n", .less, .int64Value(20)), sorts: [Q.sort("n")])
+            let page = try await storage.queryRecords(query, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 10)
+            let cursor = try #require(page.cursor)
+            try await storage.write(weight: 1) { db in
+                try db.execute(sql: "DELETE FROM indexed_fields")
+                try db.execute(sql: "DELETE FROM record_values")
+            }
+            let next = try await storage.continueQuery(cursor, in: alice, desiredKeys: .sameAsQuery, limit: 10)
+            #expect(next.records.map { $0.recordID?.recordName ?? "" } == (10..<20).map { "r\($0)" })
+            #expect(try await storage.count("record_values") == 30)
+        }
+    }
+
+    @Test func aDeletedZoneTakesItsIndexStateAlong() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.createZone("Z")
+            try await storage.saveAll([item("z", zone: "Z", [("n", .int64Value(1))])])
+            #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(1)), zone: "Z") == ["z"])
+            #expect(try await markers(storage, zone: "Z") == ["n": true])
+            _ = try await storage.modifyZones(saving: [], deleting: [zoneID("Z")], in: alice)
+            #expect(try await storage.count("indexed_fields") == 0)
+            #expect(try await storage.count("record_values") == 0)
+        }
+    }
+}
