@@ -63,6 +63,12 @@ package enum RecordCodec {
     /// `base` with `update` applied: later fields replace earlier ones with the
     /// same key; a nil value removes the key. Order: base order, then new keys.
     static func merge(_ base: [Wire.RecordField], _ updates: [Wire.RecordField]) -> [Wire.RecordField] {
+        // A new record's few fields, each set once: the updates as they are, without hashing a key.
+        if base.isEmpty, updates.count <= 16, updates.allSatisfy(hasValue),
+            updates.indices.allSatisfy({ i in !updates[..<i].contains { $0.key == updates[i].key } })
+        {
+            return updates
+        }
         var result = base
         var index: [String: Int] = [:]
         for (i, field) in result.enumerated() { index[field.key] = i }
