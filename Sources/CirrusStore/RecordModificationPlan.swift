@@ -95,42 +95,6 @@ package struct RecordModificationPlan: Sendable {
         }
     }
 
-    /// A save's checks as if its record were new, made before the request reaches the writer
-    /// (``checkingAsNew(_:)``): most saved records are, and then the writer only reads that the
-    /// name is free instead of merging fields and taking inline asset contents out itself.
-    package struct AsNew: Sendable {
-        /// ``RecordRules/checkSave(_:existing:zoneName:policy:decode:)`` with no stored record.
-        package var checked: ItemResult<RecordRules.CheckedSave>
-        /// The checked record's inline asset contents (``RecordCodec/extractAssets(_:)``), taken
-        /// out of `checked`'s record; nil for a share, whose fields the writer prepares itself.
-        package var assets: ItemResult<[RecordCodec.AssetContent]>?
-    }
-
-    /// By save index: the checks of each save without a problem as a new record; empty until
-    /// ``checkingAsNew(_:)``.
-    package private(set) var asNew: [AsNew?] = []
-
-    /// This plan with ``asNew`` filled for `rules`' user and database.
-    package func checkingAsNew(_ rules: RecordRules) -> RecordModificationPlan {
-        var plan = self
-        plan.asNew = Array(repeating: nil, count: saves.count)
-        for group in groups {
-            for entry in group.items where entry.problem == nil {
-                guard case .save(let index, let record) = entry.item else { continue }
-                var checked = rules.checkSave(
-                    record, existing: nil as RecordRow?, zoneName: group.zoneName, policy: request.savePolicy,
-                    decode: { _ in Wire.Record() })  // never called: there is no stored record
-                var assets: ItemResult<[RecordCodec.AssetContent]>?
-                if case .success(var save) = checked, save.record.recordType != ShareRules.shareType {
-                    assets = RecordCodec.extractAssets(&save.record)
-                    checked = .success(save)
-                }
-                plan.asNew[index] = AsNew(checked: checked, assets: assets)
-            }
-        }
-        return plan
-    }
-
     /// The outcome of a save before the writer ran it. The writer replaces it for every save
     /// it gets (and it gets every save that has a zone), so no result carries it.
     package static let unwritten = ItemFailure(.batchRequestFailed, "the record was not written")

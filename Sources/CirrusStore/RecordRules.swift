@@ -77,7 +77,7 @@ package struct RecordRules: Sendable {
     }
 
     /// A save whose record-level checks passed.
-    package struct CheckedSave: Sendable {
+    package struct CheckedSave {
         package var name: String
         /// The stored record the save changes, decoded; nil for a new record.
         package var serverRecord: Wire.Record?

@@ -16,33 +16,28 @@ extension RecordWriter {
         var share: SQLitePreparedShare? = nil
     }
 
-    /// Saves one record under `policy` (save `index` of the request); the record as stored, or
-    /// its error.
+    /// Saves one record under `policy`; the record as stored, or its error.
     mutating func save(
-        _ client: Wire.Record, in zone: ZoneRow, policy: Wire.SavePolicy, index: Int
+        _ client: Wire.Record, in zone: ZoneRow, policy: Wire.SavePolicy
     ) throws -> ItemResult<Wire.Record> {
         guard let name = client.recordID?.recordName else {
             return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
         }
         let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
         if let refusal = try sharedScopeRefusal(client, existing: existing, in: zone) { return .failure(refusal) }
-        switch try prepareSave(client, existing: existing, in: zone, policy: policy, index: index) {
+        switch try prepareSave(client, existing: existing, in: zone, policy: policy) {
         case .failure(let failure): return .failure(failure)
         case .success(let prepared): return .success(try apply(prepared, in: zone))
         }
     }
 
     /// Runs every check of a save (reads only, nothing written); `existing` is
-    /// the stored row of the record's name, if any; `index` is the save's in the request
-    /// (its checks as a new record were made before the writer ran: ``asNew``).
+    /// the stored row of the record's name, if any.
     func prepareSave(
-        _ client: Wire.Record, existing: RecordRow?, in zone: ZoneRow, policy: Wire.SavePolicy, index: Int
+        _ client: Wire.Record, existing: RecordRow?, in zone: ZoneRow, policy: Wire.SavePolicy
     ) throws -> ItemResult<PreparedSave> {
-        let speculated = existing == nil && index < asNew.count ? asNew[index] : nil
         let checked: RecordRules.CheckedSave
-        switch try speculated?.checked
-            ?? rules.checkSave(client, existing: existing, zoneName: zone.name, policy: policy, decode: { try $0.record() })
-        {
+        switch try rules.checkSave(client, existing: existing, zoneName: zone.name, policy: policy, decode: { try $0.record() }) {
         case .failure(let failure): return .failure(failure)
         case .success(let save): checked = save
         }
@@ -62,8 +57,7 @@ extension RecordWriter {
             }
         }
         let assets: [RecordCodec.AssetContent]
-        // Taken out of a speculated record already (it touches fields only, not the share).
-        switch speculated?.assets ?? RecordCodec.extractAssets(&record) {
+        switch RecordCodec.extractAssets(&record) {
         case .failure(let failure): return .failure(failure)
         case .success(let contents): assets = contents
         }

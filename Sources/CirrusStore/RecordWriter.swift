@@ -29,9 +29,6 @@ struct RecordWriter {
     /// The shares a participant writing through their shared database may change, by zone
     /// (``RecordModification/sharedScope``); nil for the owner's own writes.
     var sharedScope: [String: Set<String>]?
-    /// By save index, each save's checks as a new record, made before the writer ran
-    /// (``RecordModificationPlan/asNew``); used for a record whose name is free.
-    var asNew: [RecordModificationPlan.AsNew?] = []
     /// What was saved and deleted, for the subscriptions.
     var changes: [RecordChange] = []
     /// The notifications written per subscriber, once ``modify(_:)`` returned.
@@ -85,7 +82,6 @@ struct RecordWriter {
     mutating func modify(_ plan: RecordModificationPlan) throws -> RecordModificationResult {
         let request = plan.request
         sharedScope = request.sharedScope
-        asNew = plan.asNew
         var saves = plan.saves
         var deletes = plan.deletes
         func fail(_ item: Item, _ failure: ItemFailure) {
@@ -187,7 +183,7 @@ struct RecordWriter {
         for (index, record) in records {
             let row = existing[record.recordID?.recordName ?? ""]
             if try sharedScopeRefusal(record, existing: row, in: zone) != nil { return false }
-            guard case .success(let save) = try prepareSave(record, existing: row, in: zone, policy: policy, index: index) else {
+            guard case .success(let save) = try prepareSave(record, existing: row, in: zone, policy: policy) else {
                 return false
             }
             prepared.append((index, save))
@@ -216,8 +212,8 @@ struct RecordWriter {
         _ item: Item, in zone: ZoneRow, policy: Wire.SavePolicy
     ) throws -> ItemResult<Wire.Record?> {
         switch item {
-        case .save(let index, let record):
-            switch try save(record, in: zone, policy: policy, index: index) {
+        case .save(_, let record):
+            switch try save(record, in: zone, policy: policy) {
             case .success(let saved): return .success(saved)
             case .failure(let failure): return .failure(failure)
             }

@@ -11,7 +11,7 @@ extension SQLiteStorage {
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         if modification.itemCount == 0 { return RecordModificationResult() }
         let now = clock()
-        let plan = RecordModificationPlan(modification, in: key).checkingAsNew(RecordRules(key: key, user: user))
+        let plan = RecordModificationPlan(modification, in: key)
         let cache = subscriptionCache
         let transaction = writer.transactionCache
         return try await writeNotifying(weight: modification.itemCount, sharesCache: true, in: key.container) { db in
