@@ -114,7 +114,9 @@ enum FieldIndexing {
     /// true once every one of them is indexed.
     static func build(_ db: Database, zoneID: Int64, recordType: String, _ needs: Needs) throws -> Bool {
         // A zone deleted meanwhile: nothing to build (the query finds it gone).
-        guard try db.int64(sql: "SELECT id FROM zones WHERE id = ?", arguments: [zoneID]) != nil else { return true }
+        guard try db.int64(sql: "SELECT id FROM zones WHERE id = ? AND deleted_at IS NULL", arguments: [zoneID]) != nil else {
+            return true
+        }
         var done = true
         for key in needs.markers {
             let row = try db.row(
