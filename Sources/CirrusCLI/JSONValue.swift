@@ -186,6 +186,18 @@ public struct JSONParser {
 
     private mutating func parseString() throws(JSONParseError) -> String {
         self.index += 1
+        // Most strings hold no escape and no control character: their bytes as they are.
+        var end = self.index
+        while end < self.bytes.count {
+            let byte = self.bytes[end]
+            if byte == UInt8(ascii: "\"") {
+                let text = String(decoding: self.bytes[self.index..<end], as: UTF8.self)
+                self.index = end + 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            end += 1
+        }
         var scalars = String.UnicodeScalarView()
         var run: [UInt8] = []
         func flush() {

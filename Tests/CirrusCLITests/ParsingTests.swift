@@ -99,6 +99,22 @@ struct ParsingTests {
         #expect(line == #"{"$recordName":"imp-5","$recordType":"Item","blob":{"$bytes":"AAEC"},"n":3,"name":"c","score":2.0}"#)
     }
 
+    /// Lines end with "\n" or "\r\n" ("\r\n" is one Character in Swift, so the split is on bytes);
+    /// strings with and without escapes read the same.
+    @Test func jsonLinesEndingInCRLFAreRowsOfTheirOwn() throws {
+        var options = ImportOptions()
+        options.format = .jsonl
+        options.recordType = "Item"
+        let text = "{\"s\": \"plain é\"}\r\n{\"s\": \"tab\\there \\u00e9\"}\r\n\r\n{\"s\": \"last\"}\n"
+        let source = ImportSource(text: text, options: options, importID: "imp", baseDirectory: URL(fileURLWithPath: "/"))
+        #expect(source.badRows.isEmpty, "\(source.badRows.map(\.message))")
+        #expect(source.rows.map(\.line) == [1, 2, 4])
+        #expect(try source.record(for: source.rows[0])["s"] as? String == "plain é")
+        #expect(try source.record(for: source.rows[1])["s"] as? String == "tab\there é")
+        #expect(try source.record(for: source.rows[2])["s"] as? String == "last")
+        #expect(throws: JSONParseError.self) { try JSONParser.parse("\"raw \u{01} control\"") }
+    }
+
     @Test func csvRowsUseTheHeaderAndDeclaredTypes() throws {
         var options = ImportOptions()
         options.format = .csv
