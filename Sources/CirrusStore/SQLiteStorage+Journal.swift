@@ -338,10 +338,17 @@ extension SQLiteStorage: OperationJournal {
     ) throws -> [Wire.Event] {
         let lastSeq = try runningLastSeq(key, appending: node, db)
         let events = OperationJournalRules.events(payloads, after: lastSeq)
-        for event in events {
-            try db.run(
-                sql: "INSERT INTO long_lived_events (owner, operation_id, seq, event) VALUES (?, ?, ?, ?)",
-                arguments: [key.owner, key.operationID, Int64(event.seq), Data(event.serializedBytes())])
+        if !events.isEmpty {
+            // Bound through SQLite's C API (``RawStatement``): a journaled modify appends an event per record.
+            let insert = try RawStatement(
+                db, sql: "INSERT INTO long_lived_events (owner, operation_id, seq, event) VALUES (?, ?, ?, ?)")
+            for event in events {
+                insert.bind(1, key.owner)
+                insert.bind(2, key.operationID)
+                insert.bind(3, Int64(event.seq))
+                insert.bind(4, bytes: event.serializedBytes())
+                try insert.run()
+            }
         }
         let seq = events.last?.seq ?? lastSeq
         if let checkpoint {

@@ -47,7 +47,7 @@ struct Import: AsyncParsableCommand {
     @Option(name: .customLong("field"), help: "A field's type, as name:type (repeatable).") var fields: [String] = []
     @Option(name: .customLong("id-field"), help: "The field whose value names each record.") var idField: String?
     @Option(name: .customLong("batch-size"), help: "Records per operation (1…400).") var batchSize = 400
-    @Option(help: "Batches in flight.") var parallel = 4
+    @Option(help: "Batches in flight.") var parallel = 8
     @Option(name: .customLong("on-error"), help: "What a bad row does: fail (nothing is imported) or skip.") var onError = "fail"
     @Option(help: "The state file (default: FILE.cirrus-import).") var state: String?
     @Flag(help: "Finish an interrupted import of FILE.") var resume = false
