@@ -10,7 +10,7 @@ import GRDB
 ///
 /// A zone's records of a type, for one field (or for their text), go through three states:
 /// - **not indexed** (no row): saves write none of its rows;
-/// - **being built** (`built_through` is a row ID): saves write its rows, and ``build(_:_:)``
+/// - **being built** (`built_through` is a row ID): saves write its rows, and ``build(_:zoneID:recordType:_:)``
 ///   has indexed every record up to that row ID; it indexes the rest in chunks, each its own
 ///   write job, so saves are never held back by more than one chunk;
 /// - **indexed** (`built_through` NULL): every record has its rows.
@@ -37,8 +37,6 @@ enum FieldIndexing {
         var all = false
         var text = false
         var keys: Set<String> = []
-
-        func covers(_ key: String) -> Bool { all || keys.contains(key) }
     }
 
     /// What a query needs indexed: the fields it names and, for `self CONTAINS`, the text.
