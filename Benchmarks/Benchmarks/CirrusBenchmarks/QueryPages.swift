@@ -13,7 +13,9 @@ final class QueryPageBench: Sendable {
     let storage: SQLiteStorage
     let directory: String
 
-    init(records count: Int) async throws {
+    /// - parameter indexed: whether a query on `bucket` ran once the zone was filled, as in a
+    ///   zone that is queried: the store indexes a field when a query first names it.
+    init(records count: Int, indexed: Bool = true) async throws {
         self.directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("cirrus-query-bench-\(UUID().uuidString)").path
         self.storage = try SQLiteStorage(directory: self.directory)
@@ -33,6 +35,7 @@ final class QueryPageBench: Sendable {
             _ = try await self.storage.modifyRecords(RecordModification(saving: batch), in: Self.database, by: "_alice")
             saved += batch.count
         }
+        if indexed { _ = try await self.firstPage(bucket: 0) }
     }
 
     /// The first page (10 records) of `bucket == bucket`; returns whether a cursor came with it.
