@@ -30,6 +30,10 @@ enum FieldIndexing {
     static let everything = "*"
     /// Records one build job indexes.
     static let chunkRecords = 1_000
+    /// Fields (and the text) queries may have indexed per zone and record type. Each costs a
+    /// read of every record of the type once, so a client naming ever new fields cannot make
+    /// the writer read a zone again and again; a query naming one more is refused.
+    static let maximumIndexedFields = 64
 
     /// What a zone's saves of one record type index: rows for `keys` (every field when `all`),
     /// and the text when `text`.
@@ -128,6 +132,15 @@ enum FieldIndexing {
                 guard let through = row[0] as Int64? else { continue }  // indexed
                 start = through
             } else {
+                let marked = try db.int64(
+                    sql: "SELECT count(*) FROM indexed_fields WHERE zone_id = ? AND record_type = ?",
+                    arguments: [zoneID, recordType]) ?? 0
+                guard marked < maximumIndexedFields else {
+                    throw StoreError(
+                        .limitExceeded,
+                        "queries have indexed \(maximumIndexedFields) fields of \(recordType) records in this zone, the most there may be; "
+                            + "\(key == text ? "the text" : "field \(key)") is not indexed")
+                }
                 try db.run(
                     sql: "INSERT INTO indexed_fields (zone_id, record_type, key, built_through) VALUES (?, ?, ?, 0)",
                     arguments: [zoneID, recordType, key])

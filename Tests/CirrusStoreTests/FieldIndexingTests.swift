@@ -119,6 +119,24 @@ struct FieldIndexingTests {
         }
     }
 
+    /// Each field a query indexes costs a read of the zone's records of the type once: past
+    /// ``FieldIndexing/maximumIndexedFields`` a query naming a new one is refused, and the
+    /// indexed ones go on working.
+    @Test func queriesIndexAtMostTheMaximumOfFieldsPerZoneAndType() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.saveAll([item("r", [("f0", .int64Value(1))])])
+            for i in 0..<FieldIndexing.maximumIndexedFields {
+                #expect(try await storage.names(Q.cmp("f\(i)", .equals, .int64Value(1))) == (i == 0 ? ["r"] : []))
+            }
+            let refusal = await storage.refusal(Q.query(Q.cmp("another", .equals, .int64Value(1))))
+            #expect(refusal?.code == .limitExceeded)
+            #expect(refusal?.message.contains("field another is not indexed") == true, "\(String(describing: refusal))")
+            #expect(await storage.refusal(Q.query(Q.text("words")))?.code == .limitExceeded)
+            #expect(try await storage.names(Q.cmp("f0", .equals, .int64Value(1))) == ["r"])
+            #expect(try await storage.count("indexed_fields") == FieldIndexing.maximumIndexedFields)
+        }
+    }
+
     @Test func aDeletedZoneTakesItsIndexStateAlong() async throws {
         try await withSQLiteStore { storage, _ in
             try await storage.createZone("Z")
