@@ -159,12 +159,7 @@ enum FieldIndexing {
             var records: [(id: Int64, data: [UInt8])] = []
             try read.forEachRow { records.append(($0.int64(0), $0.bytes(1))) }
             for (id, data) in records {
-                let record: Wire.Record
-                do {
-                    record = try Wire.Record(serializedBytes: data)
-                } catch {
-                    throw StoreError(.corruptData, "stored record \(id) does not decode: \(error)")
-                }
+                let record = try RecordRow.record(data, id: id)
                 if key == text {
                     try db.run(sql: "DELETE FROM record_text WHERE rowid = ?", arguments: [id])
                     try StoreRows.insertText(db, recordID: id, record: record)

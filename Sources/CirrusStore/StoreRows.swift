@@ -73,6 +73,13 @@ struct RecordRow: Sendable, StoredRecordSummary {
     }
 
     func record() throws -> Wire.Record {
+        try Self.record(data, id: id)
+    }
+
+    /// Stored record bytes (`records.data` of row `id`), decoded.
+    ///
+    /// - throws: ``StoreError`` `.corruptData` when they do not decode.
+    static func record(_ data: [UInt8], id: Int64) throws -> Wire.Record {
         do {
             return try Wire.Record(serializedBytes: data)
         } catch {
