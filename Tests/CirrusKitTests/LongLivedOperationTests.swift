@@ -392,6 +392,44 @@ struct LongLivedOperationTests {
         #expect(results.values.first?.failureCode == .operationCancelled)
     }
 
+    @Test("A Cancel whose connection ends before the server confirms it is said again on the next connection")
+    func cancelLostWithItsConnection() async throws {
+        let peer = try await FakePeer.start(
+            reply: { _, _ in
+                var reply = FakeReply(payloads: OperationLifecycleTests.fetchResults(["a"]), hang: true, persisted: true)
+                reply.closeOnCancel = true
+                return reply
+            },
+            resume: { resume, _ in FakeReply(hang: true, startSeq: resume.lastSeq) }
+        )
+        defer { Task { await peer.stop() } }
+        let container = Self.container(peer) {
+            $0.reconnectBaseDelay = 0.05
+            $0.reconnectMaximumDelay = 0.2
+        }
+        let operation = Self.longLivedFetch(["a", "b"])
+        let records = Recorder<String>()
+        let results = Recorder<Result<Void, any Error>>()
+        operation.perRecordResultBlock = { id, _ in records.append(id.recordName) }
+        operation.fetchRecordsResultBlock = { results.append($0) }
+        container.privateCloudDatabase.add(operation)
+        try await eventually { records.count == 1 }
+        operation.cancel()
+        await waitUntilFinished(operation)
+        #expect(results.values.first?.failureCode == .operationCancelled)
+        // The first connection closed on the Cancel without confirming it: the next one
+        // resumes the operation only to cancel it, and the server confirms that one.
+        try await eventually { peer.cancelFrames.count == 2 }
+        #expect(peer.resumes.map(\.lastSeq) == [1])
+        #expect(peer.cancelFrames.allSatisfy { !$0.cancel.detach && !$0.cancel.completionAcknowledged })
+        #expect(peer.cancelFrames.last?.streamID == peer.log.withLockedValue { $0.starts.last?.streamID })
+        // Confirmed: nothing more is said, however long the client stays.
+        try await container.ping()
+        #expect(peer.log.withLockedValue { $0.connections } == 2)
+        #expect(peer.cancelFrames.count == 2)
+        #expect(records.values == ["a"])
+    }
+
     @Test("cancel() between connections: the next connection resumes the operation only to send Cancel")
     func cancelWhileReconnecting() async throws {
         let script = LongLivedScript(events: { _ in OperationLifecycleTests.fetchResults(["a", "b", "c"]) })

@@ -28,6 +28,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var machine: ConnectionStateMachine
     private var context: ChannelHandlerContext?
     private var streams: [UInt64: ClientStream] = [:]
+    /// Streams whose plain `Cancel` of a long-lived operation went out here, until the server's
+    /// `Complete` confirms it. If the connection ends first they are lost like open streams
+    /// and say `Cancel` again on the next one: the server's operation must not keep running.
+    private var cancelling: [UInt64: ClientStream] = [:]
     /// Streams waiting for a free slot under `max_concurrent_streams`.
     private var waiting: [(ClientStream, ClientConnection)] = []
     private var nextStreamID: UInt64 = 1
@@ -121,6 +125,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         self.inReadBurst = true
         if case .pong(let pong) = frame.kind, let promise = self.pings.removeValue(forKey: pong.nonce) {
             promise.succeed(())
+        }
+        if case .complete(let complete) = frame.kind, let stream = self.cancelling.removeValue(forKey: frame.streamID) {
+            // The machine forgot the stream at its `Cancel` and drops this `Complete`.
+            self.cancelConfirmed(stream, by: complete)
         }
         switch self.machine.receive(frame, now: .now()) {
         case .none:
@@ -314,7 +322,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         if let index = self.waiting.firstIndex(where: { $0.0.streamID == streamID && streamID != 0 }) {
             self.waiting.remove(at: index)
         }
-        guard self.streams.removeValue(forKey: streamID) != nil else { return }
+        guard let stream = self.streams.removeValue(forKey: streamID) else { return }
+        if stream.owesCancel {
+            self.cancelling[streamID] = stream
+        }
         let frame = Wire.Frame(streamID: streamID, kind: .cancel(Wire.Cancel(reason: reason, detach: detach)))
         switch self.machine.send(frame) {
         case .send:
@@ -328,6 +339,17 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             break
         }
         self.streamEnded()
+    }
+
+    /// The server answered the `Cancel` of `stream` with `complete`. `OPERATION_ALREADY_ATTACHED`
+    /// refused the `Resume` the `Cancel` followed (an old connection still holds the
+    /// operation): the stream tries again later. Anything else ends the operation.
+    private func cancelConfirmed(_ stream: ClientStream, by complete: Wire.Complete) {
+        if stream.isRetriedAfterAlreadyAttached(complete) {
+            self.callbacks.lost([stream], .network("\(self.server) still streams the operation elsewhere; cancelling it later"))
+        } else {
+            stream.cancelConfirmed()
+        }
     }
 
     /// Tells the server the client has the result of the long-lived operation whose `Complete`
@@ -428,8 +450,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         let failure = self.failure ?? .network("the connection to \(self.server) was closed")
         self.callbacks.draining()
         self.ready.fail(failure)
-        let streams = self.streams.sorted { $0.key < $1.key }.map(\.value) + self.waiting.map(\.0)
+        let streams = self.streams.merging(self.cancelling) { open, _ in open }.sorted { $0.key < $1.key }.map(\.value)
+            + self.waiting.map(\.0)
         self.streams.removeAll()
+        self.cancelling.removeAll()
         self.waiting.removeAll()
         if !streams.isEmpty {
             self.callbacks.lost(streams, .network("connection lost while the operation was running: \(failure.message)"))

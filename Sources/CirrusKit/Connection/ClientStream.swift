@@ -68,7 +68,10 @@ final class ClientStream: Sendable {
         var refusedAsAttached = false
         /// Lost its connection and waits to be attached again.
         var isReattaching = false
-        /// Cancelled while reattaching: the next attachment sends `Resume` and then `Cancel`.
+        /// A plain `Cancel` of the server's long-lived operation is not confirmed yet: cancelled
+        /// while reattaching (the next attachment sends `Resume` and then `Cancel`), or sent on
+        /// a connection that may end before the server reads it. Until the server's `Complete`
+        /// confirms it, a lost connection attaches the stream again only to say it once more.
         var owesCancel = false
         /// The cancellation only detaches from a long-lived operation (a timeout).
         var cancelDetaches = false
@@ -174,10 +177,9 @@ final class ClientStream: Sendable {
             state.consumed = 0
             state.generation += 1
             state.isReattaching = false
-            guard !state.isCancelled else {
-                state.owesCancel = false
-                return false
-            }
+            // Cancelled: the connection says `Cancel` on the stream it just opened; an owed
+            // cancel stays owed until the server confirms it.
+            guard !state.isCancelled else { return false }
             state.connection = connection
             return true
         }
@@ -343,7 +345,7 @@ final class ClientStream: Sendable {
     func isRetriedAfterAlreadyAttached(_ complete: Wire.Complete) -> Bool {
         guard self.isLongLived, complete.error?.code == .operationAlreadyAttached else { return false }
         return self.state.withLockedValue { state in
-            guard !state.isTerminated, state.serverHasOperation else { return false }
+            guard !state.isTerminated || state.owesCancel, state.serverHasOperation else { return false }
             state.connection = nil
             state.refusedAsAttached = true
             return true
@@ -361,13 +363,24 @@ final class ClientStream: Sendable {
             }
             guard !state.isTerminated else { return (nil, 0) }
             state.cancelDetaches = detach
-            if state.connection == nil, state.isReattaching, state.serverHasOperation, !detach {
-                // Between connections: the next one resumes the operation only to cancel it.
+            if self.isLongLived, state.serverHasOperation, !detach, state.connection != nil || state.isReattaching {
+                // Owed until the server confirms it. Between connections, the next one
+                // resumes the operation only to cancel it; on a connection, the `Cancel` may
+                // go into one that is already ending (its loss then reattaches the stream).
                 state.owesCancel = true
             }
             return (state.connection, state.streamID)
         }
         connection?.cancel(streamID: streamID, reason: reason, detach: detach)
+    }
+
+    /// Whether the stream's plain `Cancel` waits for the server's confirming `Complete`.
+    var owesCancel: Bool { self.state.withLockedValue { $0.owesCancel } }
+
+    /// A `Complete` arrived on the stream after its `Cancel`: the server's operation ended
+    /// (cancelled, or it had finished), nothing more is owed. Event loop.
+    func cancelConfirmed() {
+        self.state.withLockedValue { $0.owesCancel = false }
     }
 
     /// Tells the server the client has the long-lived operation's result

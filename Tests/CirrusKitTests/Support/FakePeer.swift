@@ -28,6 +28,9 @@ struct FakeReply: Sendable {
     /// Close the connection once this many events went out on the stream (0: right after
     /// `Persisted`, before any event).
     var closeAfterEvents: Int? = nil
+    /// Close the connection when a plain `Cancel` arrives, without the `Complete` that confirms
+    /// it (the server died, or the connection did, before the `Cancel` was read).
+    var closeOnCancel = false
 }
 
 /// A Cirrus server stand-in over the real TLS and frame codec that answers each `Open` with a
@@ -196,9 +199,17 @@ private final class FakePeerHandler: ChannelInboundHandler {
                 $0.cancels.append(frame.streamID)
                 $0.cancelFrames.append((frame.streamID, cancel))
             }
-            if self.streams.removeValue(forKey: frame.streamID) != nil {
-                self.log.withLockedValue { $0.openStreams -= 1 }
+            guard let stream = self.streams.removeValue(forKey: frame.streamID) else { return }
+            self.log.withLockedValue { $0.openStreams -= 1 }
+            guard !cancel.detach, !cancel.completionAcknowledged else { return }
+            if stream.reply.closeOnCancel {
+                context.close(promise: nil)
+                return
             }
+            // As the server does: a plain Cancel ends with the one Complete that confirms it.
+            let error = Wire.OperationError(code: .operationCancelled, message: "the operation was cancelled")
+            let complete = Wire.Complete(lastSeq: stream.seq, error: error)
+            context.writeAndFlush(self.wrapOutboundOut(Wire.Frame(streamID: frame.streamID, kind: .complete(complete))), promise: nil)
         case .pong(let pong):
             self.log.withLockedValue { $0.pongs.append(pong.nonce) }
         case .ping(let ping):
