@@ -222,7 +222,7 @@ package final class Importer: Sendable {
                 let operation = try await self.container.longLivedOperation(for: operationID)
                 if let modify = operation as? CKModifyRecordsOperation {
                     let outcome = await self.execute(modify, add: { self.container.add(modify) })
-                    if try await self.finish(index, rows: rows, outcome: outcome, store: store) {
+                    if try await self.finish(index, rows: rows, sent: records.count, outcome: outcome, store: store) {
                         return .reattached
                     }
                 }
@@ -248,6 +248,8 @@ package final class Importer: Sendable {
             operation.savePolicy = .allKeys
             operation.isAtomic = false
             operation.configuration.isLongLived = true
+            // Only the rows that fail come back: a saved record's copy is never looked at.
+            operation.reportsSuccessfulItems = false
             let operationID = operation.operationID
             // The ID is on disk before the operation can reach the server.
             try await store.update(index) {
@@ -258,7 +260,7 @@ package final class Importer: Sendable {
                 Task { try? await store.update(index) { if $0.operationIDs.last == operationID { $0.persisted = true } } }
             }
             let outcome = await self.execute(operation, add: { self.database.add(operation) })
-            if try await self.finish(index, rows: rows, outcome: outcome, store: store, lastAttempt: attempt >= self.maximumAttempts) {
+            if try await self.finish(index, rows: rows, sent: records.count, outcome: outcome, store: store, lastAttempt: attempt >= self.maximumAttempts) {
                 return how
             }
             try? await Task.sleep(for: .milliseconds(200 * (1 << min(attempt, 5))))
@@ -266,6 +268,8 @@ package final class Importer: Sendable {
     }
 
     struct Outcome: Sendable {
+        /// The records the server reported: the failures, and the saves when the operation
+        /// reports them (one started by an earlier version).
         var saved: [CKRecord.ID: Result<Void, CKError>] = [:]
         var result: Result<Void, CKError> = .success(())
     }
@@ -296,10 +300,11 @@ package final class Importer: Sendable {
         .networkFailure, .networkUnavailable, .serviceUnavailable, .zoneBusy, .requestRateLimited, .serverResponseLost,
     ]
 
-    /// Records a batch's outcome; false when it should be sent again (a transient failure of
+    /// Records a batch's outcome (`sent` records were in the operation; those it reports no
+    /// failure of were saved); false when it should be sent again (a transient failure of
     /// the whole operation).
     private func finish(
-        _ index: Int, rows: [SourceRow], outcome: Outcome, store: ImportStateStore, lastAttempt: Bool = false
+        _ index: Int, rows: [SourceRow], sent: Int, outcome: Outcome, store: ImportStateStore, lastAttempt: Bool = false
     ) async throws(CLIError) -> Bool {
         if case .failure(let error) = outcome.result, error.code != .partialFailure {
             if Self.transient.contains(error.code) {
@@ -313,15 +318,13 @@ package final class Importer: Sendable {
             return true
         }
         let lines = Dictionary(rows.map { ($0.recordName, $0.line) }, uniquingKeysWith: { first, _ in first })
-        var saved = 0
         var failed: [BadRow] = []
         for (id, result) in outcome.saved {
-            switch result {
-            case .success: saved += 1
-            case .failure(let error):
+            if case .failure(let error) = result {
                 failed.append(BadRow(line: lines[id.recordName] ?? 0, message: "record \(id.recordName): \(CLIError.describe(error))"))
             }
         }
+        let saved = max(sent - failed.count, 0)
         try await store.update(index) { batch in
             batch.done = true
             batch.saved = saved

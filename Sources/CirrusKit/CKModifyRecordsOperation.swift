@@ -45,6 +45,20 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// All or nothing per zone. Default: true.
     open var isAtomic: Bool = true
 
+    /// Cirrus: whether the server reports every record saved or deleted (true), or only the
+    /// items that fail (false). With false, `perRecordSaveBlock`, `perRecordDeleteBlock` and
+    /// `perRecordCompletionBlock` see only failures, `modifyRecordsCompletionBlock` no saved
+    /// record, and every item without a failure was saved or deleted; `modifyRecordsResultBlock`
+    /// lists the failures in `partialFailure` as always. Neither end then encodes, sends,
+    /// journals or decodes a record nobody looks at: for bulk writes (`cirrus import`) that
+    /// is most of the work.
+    ///
+    /// Nil, the default: failures only when the operation is not long-lived and none of those
+    /// four blocks is set when it starts; every item otherwise (a long-lived operation's
+    /// fetched copy may set blocks later). A fetched long-lived operation reports what its
+    /// request asked for.
+    open var reportsSuccessfulItems: Bool?
+
     /// Upload progress of one record (0.0 … 1.0).
     open var perRecordProgressBlock: ((CKRecord, Double) -> Void)?
     /// One record saved (the server's copy) or not.
@@ -139,9 +153,17 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 recordIDsToDelete: deletions.map(\.wireRecordID),
                 savePolicy: self.savePolicy.wire,
                 clientChangeToken: self.clientChangeTokenData.map { Array($0) } ?? [],
-                isAtomic: self.isAtomic
+                isAtomic: self.isAtomic,
+                failuresOnly: !self.successfulItemsAreReported
             )
         )
+    }
+
+    /// Whether the request asks for every item's event (see ``reportsSuccessfulItems``).
+    var successfulItemsAreReported: Bool {
+        if let reportsSuccessfulItems { return reportsSuccessfulItems }
+        return self.isLongLived || self.perRecordSaveBlock != nil || self.perRecordDeleteBlock != nil
+            || self.perRecordCompletionBlock != nil || self.modifyRecordsCompletionBlock != nil
     }
 
     override func handle(event: Wire.Event) {

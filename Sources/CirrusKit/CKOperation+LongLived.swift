@@ -116,6 +116,7 @@ extension CKModifyRecordsOperation {
         self.savePolicy = RecordSavePolicy(wire: request.savePolicy)
         self.clientChangeTokenData = request.clientChangeToken.isEmpty ? nil : Data(request.clientChangeToken)
         self.isAtomic = request.isAtomic ?? true
+        self.reportsSuccessfulItems = !request.failuresOnly
     }
 }
 

@@ -136,6 +136,38 @@ struct OperationCodingTests {
         #expect(request.clientChangeToken.isEmpty)
     }
 
+    @Test("Modify: only failures are asked for when no callback would see a saved or deleted record")
+    func modifyAsksForFailuresOnlyWhenNothingLooks() async throws {
+        let peer = try await FakePeer.start()
+        defer { Task { await peer.stop() } }
+        let database = self.container(peer).privateCloudDatabase
+        func failuresOnly(_ configure: (CKModifyRecordsOperation) -> Void) async throws -> Bool {
+            let operation = CKModifyRecordsOperation(recordsToSave: [CKRecord(recordType: "Note", recordID: Self.recordID("a"))])
+            configure(operation)
+            await runToCompletion(operation, on: database)
+            guard case .modifyRecords(let request)? = peer.opens.last?.request else {
+                Issue.record("expected a ModifyRecordsRequest")
+                return false
+            }
+            return request.failuresOnly
+        }
+        #expect(try await failuresOnly { $0.modifyRecordsResultBlock = { _ in } })
+        #expect(try await failuresOnly { $0.perRecordProgressBlock = { _, _ in } })
+        #expect(!(try await failuresOnly { $0.perRecordSaveBlock = { _, _ in } }))
+        #expect(!(try await failuresOnly { $0.perRecordDeleteBlock = { _, _ in } }))
+        #expect(!(try await failuresOnly { $0.perRecordCompletionBlock = { _, _ in } }))
+        #expect(!(try await failuresOnly { $0.modifyRecordsCompletionBlock = { _, _, _ in } }))
+        // A long-lived operation's fetched copy may set blocks later.
+        #expect(!(try await failuresOnly { $0.configuration.isLongLived = true }))
+        // Said explicitly, it wins either way.
+        #expect(try await failuresOnly {
+            $0.perRecordSaveBlock = { _, _ in }
+            $0.reportsSuccessfulItems = false
+        })
+        #expect(!(try await failuresOnly { $0.reportsSuccessfulItems = true }))
+    }
+
+    // MARK: - CKFetchRecordsOperation
     // MARK: - CKFetchRecordsOperation
 
     @Test("Fetch: desiredKeys, records and unknownItem per ID")

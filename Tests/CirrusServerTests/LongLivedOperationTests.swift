@@ -394,6 +394,67 @@ struct LongLivedOperationTests {
         }
     }
 
+    /// `failures_only`: the journal holds only the failures, so a modify stopped between chunks
+    /// must continue from its checkpoint's item count, not from its last seq.
+    @Test func aFailuresOnlyModifyJournalsItsFailuresAndContinuesFromItsCheckpoint() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-ll-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let records = notes(1_000)
+        // Saved before, so saving them again without their change tag fails: one in the first
+        // chunk of 400, two in the second, two in the third.
+        let taken = ["r10", "r450", "r451", "r820", "r999"]
+        let request = Wire.ModifyRecordsRequest(recordsToSave: records, isAtomic: false, failuresOnly: true)
+        var before = Followed()
+        let gate = Gate()
+        try await withLongLivedServer(directory: directory, journal: { GatedModifyJournal(base: $0, pauseAt: 3, gate: gate) }) {
+            harness in
+            var setup = try await OperationClient.connect(port: harness.port, user: "alice")
+            let (_, saved) = try await setup.save(records.filter { taken.contains($0.recordID?.recordName ?? "") })
+            #expect(saved.error == nil)
+            await setup.client.close()
+            let alice = try await TestClient.connect(port: harness.port)
+            _ = try await alice.handshake()
+            try await alice.openLongLived(.modifyRecords(request), operationID: "bulk", streamID: 1)
+            before = try await alice.follow(streamID: 1, stopAfter: 3)
+            // Two chunks journaled (three failures), the third held before it writes.
+            try await eventually("the third chunk") { gate.waiting == 1 }
+            await harness.registry.shutdown()
+            await alice.close()
+            let left = try await harness.storage.longLivedOperation(LongLivedOperationKey(owner: "_alice", operationID: "bulk"))
+            #expect(left?.isCompleted == false)
+            #expect(left?.lastSeq == 3)
+        }
+        try await withLongLivedServer(directory: directory) { harness in
+            let alice = try await TestClient.connect(port: harness.port)
+            _ = try await alice.handshake()
+            try await alice.resume("bulk", after: UInt64(before.events.count), streamID: 1)
+            let after = try await alice.follow(streamID: 1)
+            let events = before.events + after.events
+            expectContiguous(events)
+            let failed = events.compactMap { event -> String? in
+                guard case .modifyRecords(let payload) = event.payload, case .perRecordSave(let save) = payload.callback,
+                    case .error(let error) = save.outcome, error.code == .serverRecordChanged
+                else { return nil }
+                return save.recordID?.recordName
+            }
+            #expect(failed == taken, "each failure once, nothing of the records saved")
+            #expect(after.complete?.lastSeq == 5)
+            #expect(after.complete?.error?.code == .partialFailure)
+            #expect(after.complete?.error?.partialErrors.compactMap { item -> String? in
+                if case .recordID(let id) = item.item { return id.recordName }
+                return nil
+            } == taken)
+            // Every other record was saved once: none of them failed as saved twice.
+            var client = OperationClient(client: alice, nextStreamID: 3)
+            for start in stride(from: 0, to: records.count, by: 400) {
+                let (outcomes, complete) = try await client.fetch(records[start..<min(start + 400, records.count)].compactMap(\.recordID))
+                #expect(complete.error == nil)
+                #expect(outcomes.compactMap(fetchedRecord).count == min(400, records.count - start))
+            }
+            await alice.close()
+        }
+    }
+
     @Test func aStoppedDatabaseChangesFetchContinuesFromItsCheckpoint() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrus-ll-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -155,6 +155,41 @@ struct StorageExecutorTests {
         }
     }
 
+    @Test func failuresOnlyReportsTheItemsThatFailAndNothingElse() async throws {
+        try await withStorageServer { port in
+            var alice = try await OperationClient.connect(port: port, user: "alice")
+            _ = try await alice.save([note("taken", title: "first")])
+            let request = Wire.ModifyRecordsRequest(
+                recordsToSave: [note("n1", title: "one"), note("taken", title: "again"), note("n2", title: "two")],
+                recordIDsToDelete: [recordID("n0"), recordID("gone")],
+                isAtomic: false, failuresOnly: true)
+            let (events, complete) = try await alice.run(.modifyRecords(request))
+            // One event, the conflict; the saves and the deletes that succeeded say nothing.
+            #expect(events.count == 1)
+            guard case .modifyRecords(let payload) = events.first, case .perRecordSave(let save) = payload.callback,
+                case .error(let error) = save.outcome
+            else {
+                Issue.record("expected the conflict's event, got \(events)")
+                return
+            }
+            #expect(save.recordID == recordID("taken"))
+            #expect(error.code == .serverRecordChanged)
+            #expect(complete.lastSeq == 1)
+            #expect(complete.error?.code == .partialFailure)
+            #expect(complete.error?.partialErrors.map(\.item) == [.recordID(recordID("taken"))])
+            let (outcomes, _) = try await alice.fetch([recordID("n1"), recordID("n2"), recordID("taken")])
+            #expect(outcomes.compactMap(fetchedRecord).map { $0.fields.first?.value?.kind } == [
+                .stringValue("one"), .stringValue("two"), .stringValue("first"),
+            ])
+            // Nothing failing: no event at all, and a plain success.
+            let quiet = Wire.ModifyRecordsRequest(recordsToSave: [note("n3", title: "three")], failuresOnly: true)
+            let (none, done) = try await alice.run(.modifyRecords(quiet))
+            #expect(none.isEmpty)
+            #expect(done.error == nil && done.lastSeq == 0)
+            await alice.client.close()
+        }
+    }
+
     @Test func privateDatabasesAreSeparate() async throws {
         try await withStorageServer { port in
             var alice = try await OperationClient.connect(port: port, user: "alice")

@@ -89,7 +89,7 @@ struct StorageWireMappingTests {
                     id: Wire.RecordID(recordName: "theirs", zoneID: storeZone),
                     failure: ItemFailure(.permissionFailure, "record theirs belongs to another user")),
             ])
-        let events = StorageExecutor.modifyEvents(result, owners)
+        let events = StorageExecutor.modifyEvents(result, owners, failuresOnly: false)
         let mine = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__")
         var conflict = Wire.OperationError(code: .serverRecordChanged, message: "record b was changed on the server")
         conflict.serverRecord = owners.outbound(server)
@@ -107,5 +107,8 @@ struct StorageWireMappingTests {
         ]
         #expect(events == expected.map { .modifyRecords(Wire.ModifyRecordsEvent(callback: $0)) })
         #expect(events.compactMap(LongLivedCheckpoint.itemError).count == 3)
+        // `failures_only`: the same events of the items that failed, nothing of the others.
+        let failures = StorageExecutor.modifyEvents(result, owners, failuresOnly: true)
+        #expect(failures == [expected[1], expected[2], expected[4]].map { .modifyRecords(Wire.ModifyRecordsEvent(callback: $0)) })
     }
 }

@@ -17,7 +17,7 @@ extension StorageExecutor {
             in: context.database,
             by: context.caller.userRecordName
         )
-        let events = Self.modifyEvents(result, context.owners)
+        let events = Self.modifyEvents(result, context.owners, failuresOnly: request.failuresOnly)
         for event in events {
             try await context.stream.emit(event)
         }
@@ -39,6 +39,7 @@ extension StorageExecutor {
         var done = min(context.checkpoint?.items ?? Int(clamping: run.lastSeq), total)
         var partialErrors = context.priorErrors
         let owners = context.owners
+        let failuresOnly = request.failuresOnly
         repeat {
             try Task.checkCancellation()
             let end = min(done + Self.maximumItems, total)
@@ -50,7 +51,7 @@ extension StorageExecutor {
             }
             chunk.recordIDsToDelete = Array(deletes[max(done - saves.count, 0)..<max(end - saves.count, 0)])
             let events = try await run.modifyRecords(
-                chunk, in: context.database, events: { Self.modifyEvents($0, owners) },
+                chunk, in: context.database, events: { Self.modifyEvents($0, owners, failuresOnly: failuresOnly) },
                 checkpoint: LongLivedCheckpoint(items: end))
             partialErrors += events.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
             done = end
@@ -71,11 +72,14 @@ extension StorageExecutor {
     }
 
     /// The events reporting a modification, saves then deletes, in request order, as the
-    /// client names things.
-    static func modifyEvents(_ result: RecordModificationResult, _ owners: ZoneOwnerMapping) -> [Wire.Event.Payload] {
+    /// client names things; with `failuresOnly`, only those of the items that failed.
+    static func modifyEvents(
+        _ result: RecordModificationResult, _ owners: ZoneOwnerMapping, failuresOnly: Bool
+    ) -> [Wire.Event.Payload] {
         var events: [Wire.Event.Payload] = []
-        events.reserveCapacity(result.saves.count + result.deletes.count)
+        events.reserveCapacity(failuresOnly ? 0 : result.saves.count + result.deletes.count)
         for save in result.saves {
+            if failuresOnly, case .success = save.result { continue }
             let outcome: Wire.ModifyRecordsPerRecordSave.Outcome =
                 switch save.result {
                 case .success(let record): .record(owners.outbound(record))
@@ -84,7 +88,7 @@ extension StorageExecutor {
             let event = Wire.ModifyRecordsPerRecordSave(recordID: save.id.map(owners.outbound), outcome: outcome)
             events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(event))))
         }
-        for delete in result.deletes {
+        for delete in result.deletes where !failuresOnly || delete.failure != nil {
             let event = Wire.ModifyRecordsPerRecordDelete(
                 recordID: owners.outbound(delete.id), error: delete.failure.map(owners.outbound))
             events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(event))))

@@ -209,12 +209,15 @@ extension StorageExecutor {
             modification = await self.storingAssets(modification, caller: context.caller)
             let database = DatabaseKey.private(container: access.container, user: owner)
             let result = try await storage.modifyRecords(modification, in: database, by: access.caller)
-            let events = Self.modifyEvents(result, context.owners)
+            // Every item's event, to put them back in request order; `failures_only` is
+            // applied below.
+            let events = Self.modifyEvents(result, context.owners, failuresOnly: false)
             for (position, index) in items.saves.enumerated() { saveEvents[index] = events[position] }
             for (position, index) in items.deletes.enumerated() { deleteEvents[index] = events[items.saves.count + position] }
         }
-        let events = (saveEvents + deleteEvents).compactMap { $0 }
-        try await context.emit(events, checkpoint: LongLivedCheckpoint(items: events.count, finished: true))
+        let reported = (saveEvents + deleteEvents).compactMap { $0 }
+        let events = request.failuresOnly ? reported.filter { LongLivedCheckpoint.itemError(of: $0) != nil } : reported
+        try await context.emit(events, checkpoint: LongLivedCheckpoint(items: reported.count, finished: true))
         return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")
     }
 

@@ -56,6 +56,13 @@ extension Wire {
         /// When atomic and one item fails, the others of that zone fail with
         /// BATCH_REQUEST_FAILED and nothing of that zone is written.
         public var isAtomic: Bool? = nil
+        /// Report only the items that fail: no per_record_save or per_record_delete
+        /// event for a record saved or deleted, so neither end spends work on records
+        /// nobody looks at (a long-lived operation journals only its failures). The
+        /// failures' events and the Complete's partial errors are as always; every
+        /// item without a failure event was saved or deleted. CirrusKit asks for it
+        /// when no callback of the operation would see a saved or deleted record.
+        public var failuresOnly: Bool = false
 
         /// A value with every field at its default.
         public init() {}
@@ -66,13 +73,15 @@ extension Wire {
             recordIDsToDelete: [Wire.RecordID] = [],
             savePolicy: Wire.SavePolicy = .unspecified,
             clientChangeToken: [UInt8] = [],
-            isAtomic: Bool? = nil
+            isAtomic: Bool? = nil,
+            failuresOnly: Bool = false
         ) {
             self.recordsToSave = recordsToSave
             self.recordIDsToDelete = recordIDsToDelete
             self.savePolicy = savePolicy
             self.clientChangeToken = clientChangeToken
             self.isAtomic = isAtomic
+            self.failuresOnly = failuresOnly
         }
     }
 
@@ -303,6 +312,7 @@ extension Wire.ModifyRecordsRequest: CBackedMessage {
             c.pointee._is_atomic_case = .init(rawValue: 5)
             c.pointee.is_atomic = (value ? 1 : 0)
         }
+        c.pointee.failures_only = (self.failuresOnly ? 1 : 0)
     }
 
     init(cStruct c: UnsafePointer<Cirrus__V1__ModifyRecordsRequest>) {
@@ -314,6 +324,7 @@ extension Wire.ModifyRecordsRequest: CBackedMessage {
         if c.pointee._is_atomic_case.rawValue == 5 {
             self.isAtomic = c.pointee.is_atomic != 0
         }
+        self.failuresOnly = c.pointee.failures_only != 0
     }
 }
 

@@ -81,6 +81,38 @@ struct SemanticsEndToEndTests {
         }
     }
 
+    @Test func anOperationReportingOnlyFailuresSavesEverythingElseAndSaysSo() async throws {
+        try await withStack { container in
+            let database = container("alice").privateCloudDatabase
+            _ = try await database.save(note("taken", ["v": "1"]))
+            let records = [note("a", ["v": "a"]), note("taken", ["v": "2"]), note("b", ["v": "b"])]
+            let operation = CKModifyRecordsOperation(recordsToSave: records, recordIDsToDelete: [CKRecord.ID(recordName: "none")])
+            operation.isAtomic = false
+            operation.reportsSuccessfulItems = false
+            let saves = Recorder<String>()
+            let deletes = Recorder<String>()
+            let result = Recorder<Result<Void, any Error>>()
+            operation.perRecordSaveBlock = { id, result in
+                saves.append("\(id.recordName) \(result.failureCode == .serverRecordChanged ? "conflict" : "other")")
+            }
+            operation.perRecordDeleteBlock = { id, _ in deletes.append(id.recordName) }
+            operation.modifyRecordsResultBlock = { result.append($0) }
+            await runToCompletion(operation, on: database)
+            #expect(saves.values == ["taken conflict"])
+            #expect(deletes.values.isEmpty)
+            let error = try #require(result.values.first.flatMap { result -> CKError? in
+                if case .failure(let error) = result { return error as? CKError }
+                return nil
+            })
+            #expect(error.code == .partialFailure)
+            #expect(error.partialErrorsByItemID?.keys.compactMap { ($0.base as? CKRecord.ID)?.recordName } == ["taken"])
+            let fetched = try await database.records(for: records.map(\.recordID))
+            #expect(fetched.compactMapValues { try? $0.get()["v"] as? String } == [
+                CKRecord.ID(recordName: "a"): "a", CKRecord.ID(recordName: "taken"): "1", CKRecord.ID(recordName: "b"): "b",
+            ])
+        }
+    }
+
     @Test func tooManyItemsAreRefused() async throws {
         try await withStack { container in
             let database = container("alice").privateCloudDatabase

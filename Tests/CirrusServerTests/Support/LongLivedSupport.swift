@@ -230,3 +230,30 @@ struct GatedJournal: ForwardingJournal {
         return try await base.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint, by: node)
     }
 }
+
+/// A journal that holds the `pauseAt`-th journaled modify-records chunk at `gate`, before it
+/// writes anything: a long-lived modify stopped between two chunks.
+struct GatedModifyJournal: ForwardingJournal {
+    let base: SQLiteStorage
+    let pauseAt: Int
+    let gate: Gate
+    private let chunks = NIOLockedValueBox(0)
+
+    init(base: SQLiteStorage, pauseAt: Int, gate: Gate) {
+        self.base = base
+        self.pauseAt = pauseAt
+        self.gate = gate
+    }
+
+    func modifyRecords(
+        _ modification: RecordModification, in database: DatabaseKey, by user: String,
+        journaling: ModificationJournaling
+    ) async throws -> (result: RecordModificationResult, events: [Wire.Event]) {
+        let count = chunks.withLockedValue { count in
+            count += 1
+            return count
+        }
+        if count == pauseAt { try await gate.wait() }
+        return try await base.modifyRecords(modification, in: database, by: user, journaling: journaling)
+    }
+}

@@ -895,6 +895,7 @@ enum GeneratedSamples {
         value.savePolicy = .allKeys
         value.clientChangeToken = [0xFF, 0x00]
         value.isAtomic = false
+        value.failuresOnly = true
         return value
     }
 

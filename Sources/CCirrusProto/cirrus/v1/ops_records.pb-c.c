@@ -412,7 +412,7 @@ void   cirrus__v1__query_result__free_unpacked
   assert(message->base.descriptor == &cirrus__v1__query_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor cirrus__v1__modify_records_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor cirrus__v1__modify_records_request__field_descriptors[6] =
 {
   {
     "records_to_save",
@@ -474,9 +474,22 @@ static const ProtobufCFieldDescriptor cirrus__v1__modify_records_request__field_
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "failures_only",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__ModifyRecordsRequest, failures_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned cirrus__v1__modify_records_request__field_indices_by_name[] = {
   3,   /* field[3] = client_change_token */
+  5,   /* field[5] = failures_only */
   4,   /* field[4] = is_atomic */
   1,   /* field[1] = record_ids_to_delete */
   0,   /* field[0] = records_to_save */
@@ -485,7 +498,7 @@ static const unsigned cirrus__v1__modify_records_request__field_indices_by_name[
 static const ProtobufCIntRange cirrus__v1__modify_records_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor cirrus__v1__modify_records_request__descriptor =
 {
@@ -495,7 +508,7 @@ const ProtobufCMessageDescriptor cirrus__v1__modify_records_request__descriptor 
   "Cirrus__V1__ModifyRecordsRequest",
   "cirrus.v1",
   sizeof(Cirrus__V1__ModifyRecordsRequest),
-  5,
+  6,
   cirrus__v1__modify_records_request__field_descriptors,
   cirrus__v1__modify_records_request__field_indices_by_name,
   1,  cirrus__v1__modify_records_request__number_ranges,

@@ -80,6 +80,15 @@ struct  Cirrus__V1__ModifyRecordsRequest
    * FetchRecordZoneChanges (clientChangeToken). Empty = none.
    */
   ProtobufCBinaryData client_change_token;
+  /*
+   * Report only the items that fail: no per_record_save or per_record_delete
+   * event for a record saved or deleted, so neither end spends work on records
+   * nobody looks at (a long-lived operation journals only its failures). The
+   * failures' events and the Complete's partial errors are as always; every
+   * item without a failure event was saved or deleted. CirrusKit asks for it
+   * when no callback of the operation would see a saved or deleted record.
+   */
+  protobuf_c_boolean failures_only;
   Cirrus__V1__ModifyRecordsRequest__IsAtomicCase _is_atomic_case;
   union {
     protobuf_c_boolean is_atomic;
@@ -87,7 +96,7 @@ struct  Cirrus__V1__ModifyRecordsRequest
 };
 #define CIRRUS__V1__MODIFY_RECORDS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&cirrus__v1__modify_records_request__descriptor) \
-    , 0,NULL, 0,NULL, CIRRUS__V1__SAVE_POLICY__SAVE_POLICY_UNSPECIFIED, {0,NULL}, CIRRUS__V1__MODIFY_RECORDS_REQUEST___IS_ATOMIC__NOT_SET, {0} }
+    , 0,NULL, 0,NULL, CIRRUS__V1__SAVE_POLICY__SAVE_POLICY_UNSPECIFIED, {0,NULL}, 0, CIRRUS__V1__MODIFY_RECORDS_REQUEST___IS_ATOMIC__NOT_SET, {0} }
 
 
 typedef enum {
