@@ -86,8 +86,9 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         self.recordIDsToDelete = recordIDsToDelete
     }
 
-    /// Records being saved, by ID, for the progress block.
-    private var recordsByID: [CKRecord.ID: CKRecord] = [:]
+    /// Records being saved, by ID: for the progress block, and the fields each was sent with
+    /// (a saved record the server sends back without them, `fields_as_sent`, has these).
+    private var recordsByID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField])] = [:]
     /// How the records' asset files travel, once uploaded (see ``prepareToStart(_:)``).
     private let assetPlan = NIOLockedValueBox<AssetUploadPlan?>(nil)
     /// The uploads running before the request is sent.
@@ -128,23 +129,24 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 message: "\(records.count + deletions.count) items in one operation; at most \(maximumItems) are allowed"
             )
         }
-        var byID: [CKRecord.ID: CKRecord] = [:]
+        var byID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField])] = [:]
+        byID.reserveCapacity(records.count)
         var wireRecords: [Wire.Record] = []
         wireRecords.reserveCapacity(records.count)
+        let plan = self.assetPlan.withLockedValue { $0 }
+        let resuming = self.resumedOpen != nil
         for record in records {
-            guard byID.updateValue(record, forKey: record.recordID) == nil else {
+            guard byID[record.recordID] == nil else {
                 throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
             }
-            let plan = self.assetPlan.withLockedValue { $0 }
-            let resuming = self.resumedOpen != nil
-            wireRecords.append(
-                try record.wireRecord(changedKeysOnly: self.savePolicy == .changedKeys) { (asset) throws(CKError) in
-                    // A fetched long-lived operation resumes the server's request: nothing is read.
-                    if resuming { return Wire.Asset() }
-                    if let plan { return try plan.wireAsset(asset) }
-                    return try asset.wireAsset(inlineContent: true)
-                }
-            )
+            let wire = try record.wireRecord(changedKeysOnly: self.savePolicy == .changedKeys) { (asset) throws(CKError) in
+                // A fetched long-lived operation resumes the server's request: nothing is read.
+                if resuming { return Wire.Asset() }
+                if let plan { return try plan.wireAsset(asset) }
+                return try asset.wireAsset(inlineContent: true)
+            }
+            byID[record.recordID] = (record, wire.fields)
+            wireRecords.append(wire)
         }
         self.recordsByID = byID
         return .modifyRecords(
@@ -154,7 +156,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 savePolicy: self.savePolicy.wire,
                 clientChangeToken: self.clientChangeTokenData.map { Array($0) } ?? [],
                 isAtomic: self.isAtomic,
-                failuresOnly: !self.successfulItemsAreReported
+                failuresOnly: !self.successfulItemsAreReported,
+                omitFieldsAsSent: true
             )
         )
     }
@@ -171,14 +174,22 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         switch payload.callback {
         case .perRecordProgress(let progress):
             guard let wireID = progress.recordID, let id = try? CKRecord.ID(wire: wireID),
-                let record = self.recordsByID[id]
+                let record = self.recordsByID[id]?.record
             else { return }
             self.perRecordProgressBlock?(record, progress.progress)
         case .perRecordSave(let save):
             guard let wireID = save.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
             let result: Result<CKRecord, any Error>
             switch save.outcome {
-            case .record(let record):
+            case .record(var record):
+                if save.fieldsAsSent {
+                    // The server left out the fields this operation sent: they are what it saved.
+                    guard let sent = self.recordsByID[id] else {
+                        result = .failure(CKError(.internalError, message: "the server sent record \(id) back without its fields, but it was not sent"))
+                        break
+                    }
+                    record.fields = sent.fields
+                }
                 let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in try CKRecord.decoded(wire: record, localAssetFiles: files) }.mapError { $0 }
             case .error(let error):
@@ -192,7 +203,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 self.savedRecords.append(record)
                 self.perRecordCompletionBlock?(record, nil)
             case .failure(let error):
-                if let record = self.recordsByID[id] {
+                if let record = self.recordsByID[id]?.record {
                     self.perRecordCompletionBlock?(record, error)
                 }
             }

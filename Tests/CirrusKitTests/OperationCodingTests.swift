@@ -136,6 +136,39 @@ struct OperationCodingTests {
         #expect(request.clientChangeToken.isEmpty)
     }
 
+    @Test("Modify: a saved record sent back without its fields (fields_as_sent) gets those the operation sent")
+    func modifyFillsInTheFieldsItSent() async throws {
+        let bare = Wire.Record(recordID: Self.wireID("a"), recordType: "Note", recordChangeTag: "t7")
+        let peer = try await FakePeer.start { _, _ in
+            FakeReply(payloads: [
+                .modifyRecords(.init(callback: .perRecordSave(.init(recordID: Self.wireID("a"), outcome: .record(bare), fieldsAsSent: true)))),
+                // A server that says so of a record this operation never sent.
+                .modifyRecords(.init(callback: .perRecordSave(.init(recordID: Self.wireID("z"), outcome: .record(bare), fieldsAsSent: true)))),
+            ])
+        }
+        defer { Task { await peer.stop() } }
+        let a = CKRecord(recordType: "Note", recordID: Self.recordID("a"))
+        a["title"] = "mine"
+        a["count"] = 3
+        let operation = CKModifyRecordsOperation(recordsToSave: [a])
+        let saves = Recorder<(CKRecord.ID, Result<CKRecord, any Error>)>()
+        operation.perRecordSaveBlock = { saves.append(($0, $1)) }
+        await runToCompletion(operation, on: self.container(peer).privateCloudDatabase)
+        guard case .modifyRecords(let request)? = peer.opens.first?.request else {
+            Issue.record("expected a ModifyRecordsRequest")
+            return
+        }
+        #expect(request.omitFieldsAsSent)
+        #expect(saves.values.map(\.0) == [Self.recordID("a"), CKRecord.ID(recordName: "z", zoneID: Self.recordID("a").zoneID)])
+        let saved = try #require(try saves.values.first?.1.get())
+        #expect(saved !== a)
+        #expect(saved.recordChangeTag == "t7")
+        #expect(saved["title"] as? String == "mine")
+        #expect(saved["count"] as? Int == 3)
+        #expect(saved.changedKeys().isEmpty)
+        #expect(saves.values.last?.1.failureCode == .internalError)
+    }
+
     @Test("Modify: only failures are asked for when no callback would see a saved or deleted record")
     func modifyAsksForFailuresOnlyWhenNothingLooks() async throws {
         let peer = try await FakePeer.start()

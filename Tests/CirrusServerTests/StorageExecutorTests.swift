@@ -190,6 +190,38 @@ struct StorageExecutorTests {
         }
     }
 
+    @Test func omitFieldsAsSentLeavesOutOnlyFieldsTheClientHas() async throws {
+        try await withStorageServer { port in
+            var alice = try await OperationClient.connect(port: port, user: "alice")
+            var both = note("old", title: "kept")
+            both.fields.append(Wire.RecordField(key: "body", value: Wire.FieldValue(kind: .stringValue("stored"))))
+            _ = try await alice.save([both])
+            // A new record: stored as sent. A changed-keys save of "old": its stored fields are
+            // the body it had and the title sent, not what was sent.
+            var titleOnly = note("old", title: "changed")
+            titleOnly.changedKeys = ["title"]
+            for (record, policy, asSent) in [(note("new", title: "fresh"), Wire.SavePolicy.allKeys, true), (titleOnly, .changedKeys, false)] {
+                let request = Wire.ModifyRecordsRequest(recordsToSave: [record], savePolicy: policy, omitFieldsAsSent: true)
+                let (events, complete) = try await alice.run(.modifyRecords(request))
+                #expect(complete.error == nil)
+                guard case .modifyRecords(let payload) = events.first, case .perRecordSave(let save) = payload.callback,
+                    case .record(let saved) = save.outcome
+                else {
+                    Issue.record("expected a saved record, got \(events)")
+                    continue
+                }
+                #expect(save.fieldsAsSent == asSent)
+                #expect(!saved.recordChangeTag.isEmpty)
+                #expect(saved.fields.map(\.key).sorted() == (asSent ? [] : ["body", "title"]))
+            }
+            // Without the flag every saved record carries its fields.
+            let (plain, _) = try await alice.save([note("plain", title: "p")])
+            #expect(plain.first?.fieldsAsSent == false)
+            #expect(savedRecord(plain.first)?.fields.count == 1)
+            await alice.client.close()
+        }
+    }
+
     @Test func privateDatabasesAreSeparate() async throws {
         try await withStorageServer { port in
             var alice = try await OperationClient.connect(port: port, user: "alice")

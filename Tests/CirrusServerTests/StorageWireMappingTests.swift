@@ -110,5 +110,21 @@ struct StorageWireMappingTests {
         // `failures_only`: the same events of the items that failed, nothing of the others.
         let failures = StorageExecutor.modifyEvents(result, owners, failuresOnly: true)
         #expect(failures == [expected[1], expected[2], expected[4]].map { .modifyRecords(Wire.ModifyRecordsEvent(callback: $0)) })
+        // `omit_fields_as_sent`: the saved record sent with exactly these fields goes out without them.
+        let asSent = owners.outbound(saved)
+        var bare = asSent
+        bare.fields = []
+        var other = asSent
+        other.fields = [Wire.RecordField(key: "title", value: Wire.FieldValue(kind: .stringValue("something else")))]
+        for (sent, record, flag) in [(asSent, bare, true), (other, asSent, false)] {
+            let events = StorageExecutor.modifyEvents(result, owners, failuresOnly: false, sent: [sent, server, server][...])
+            guard case .modifyRecords(let event) = events.first, case .perRecordSave(let save) = event.callback else {
+                Issue.record("no save event in \(events)")
+                continue
+            }
+            #expect(save.outcome == .record(record))
+            #expect(save.fieldsAsSent == flag)
+            #expect(Array(events.dropFirst()) == Array(expected.dropFirst()).map { .modifyRecords(Wire.ModifyRecordsEvent(callback: $0)) })
+        }
     }
 }

@@ -17,7 +17,9 @@ extension StorageExecutor {
             in: context.database,
             by: context.caller.userRecordName
         )
-        let events = Self.modifyEvents(result, context.owners, failuresOnly: request.failuresOnly)
+        let events = Self.modifyEvents(
+            result, context.owners, failuresOnly: request.failuresOnly,
+            sent: request.omitFieldsAsSent ? request.recordsToSave[...] : nil)
         for event in events {
             try await context.stream.emit(event)
         }
@@ -50,8 +52,11 @@ extension StorageExecutor {
                 chunk.refusals[index - done] = refusal
             }
             chunk.recordIDsToDelete = Array(deletes[max(done - saves.count, 0)..<max(end - saves.count, 0)])
+            let sent = request.omitFieldsAsSent
+                ? request.recordsToSave[min(done, saves.count)..<min(end, saves.count)] : nil
             let events = try await run.modifyRecords(
-                chunk, in: context.database, events: { Self.modifyEvents($0, owners, failuresOnly: failuresOnly) },
+                chunk, in: context.database,
+                events: { Self.modifyEvents($0, owners, failuresOnly: failuresOnly, sent: sent) },
                 checkpoint: LongLivedCheckpoint(items: end))
             partialErrors += events.compactMap { $0.payload.flatMap(LongLivedCheckpoint.itemError) }
             done = end
@@ -73,19 +78,30 @@ extension StorageExecutor {
 
     /// The events reporting a modification, saves then deletes, in request order, as the
     /// client names things; with `failuresOnly`, only those of the items that failed.
+    ///
+    /// `sent` (the request's records, in the order of `result.saves`, when it asked for
+    /// `omit_fields_as_sent`): a saved record whose fields go out exactly as that record sent
+    /// them goes out without them, marked `fields_as_sent`.
     static func modifyEvents(
-        _ result: RecordModificationResult, _ owners: ZoneOwnerMapping, failuresOnly: Bool
+        _ result: RecordModificationResult, _ owners: ZoneOwnerMapping, failuresOnly: Bool,
+        sent: ArraySlice<Wire.Record>? = nil
     ) -> [Wire.Event.Payload] {
         var events: [Wire.Event.Payload] = []
         events.reserveCapacity(failuresOnly ? 0 : result.saves.count + result.deletes.count)
-        for save in result.saves {
+        for (index, save) in result.saves.enumerated() {
             if failuresOnly, case .success = save.result { continue }
-            let outcome: Wire.ModifyRecordsPerRecordSave.Outcome =
-                switch save.result {
-                case .success(let record): .record(owners.outbound(record))
-                case .failure(let failure): .error(owners.outbound(failure))
+            var event = Wire.ModifyRecordsPerRecordSave(recordID: save.id.map(owners.outbound))
+            switch save.result {
+            case .success(let record):
+                var outbound = owners.outbound(record)
+                if let sent, index < sent.count, Self.hasFieldsAsSent(outbound, sent[sent.startIndex + index]) {
+                    outbound.fields = []
+                    event.fieldsAsSent = true
                 }
-            let event = Wire.ModifyRecordsPerRecordSave(recordID: save.id.map(owners.outbound), outcome: outcome)
+                event.outcome = .record(outbound)
+            case .failure(let failure):
+                event.outcome = .error(owners.outbound(failure))
+            }
             events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(event))))
         }
         for delete in result.deletes where !failuresOnly || delete.failure != nil {
@@ -94,6 +110,12 @@ extension StorageExecutor {
             events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(event))))
         }
         return events
+    }
+
+    /// Whether `saved` (as it goes out) is the record `sent` named, under the very ID and with
+    /// the very fields it sent (so the client finds them by the ID it reads).
+    private static func hasFieldsAsSent(_ saved: Wire.Record, _ sent: Wire.Record) -> Bool {
+        saved.recordID == sent.recordID && saved.fields == sent.fields
     }
 
     func fetchRecords(_ request: Wire.FetchRecordsRequest, _ context: Context) async throws -> OperationCompletion {

@@ -110,18 +110,17 @@ struct ZoneOwnerMapping: Sendable {
         record.recordID = record.recordID.map { self.map($0, zone: zone) }
         record.parent = record.parent.map { self.map($0, zone: zone) }
         record.share = record.share.map { self.map($0, zone: zone) }
-        record.fields = record.fields.map { field in
-            var field = field
-            switch field.value?.kind {
+        // In place, and only the references: a record without any keeps its fields' storage.
+        for index in record.fields.indices {
+            switch record.fields[index].value?.kind {
             case .referenceValue(let reference):
-                field.value?.kind = .referenceValue(self.map(reference, zone: zone))
+                record.fields[index].value?.kind = .referenceValue(self.map(reference, zone: zone))
             case .referenceList(var list):
                 list.values = list.values.map { self.map($0, zone: zone) }
-                field.value?.kind = .referenceList(list)
+                record.fields[index].value?.kind = .referenceList(list)
             default:
                 break
             }
-            return field
         }
         return record
     }

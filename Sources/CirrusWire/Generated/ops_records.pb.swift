@@ -63,6 +63,11 @@ extension Wire {
         /// item without a failure event was saved or deleted. CirrusKit asks for it
         /// when no callback of the operation would see a saved or deleted record.
         public var failuresOnly: Bool = false
+        /// The client keeps the fields it sent: a saved record whose fields, as the
+        /// server would send them, are exactly the ones this request sent for it
+        /// comes back without its fields and with `fields_as_sent` set. Saves every
+        /// record's fields a second trip (they are most of an event's bytes).
+        public var omitFieldsAsSent: Bool = false
 
         /// A value with every field at its default.
         public init() {}
@@ -74,7 +79,8 @@ extension Wire {
             savePolicy: Wire.SavePolicy = .unspecified,
             clientChangeToken: [UInt8] = [],
             isAtomic: Bool? = nil,
-            failuresOnly: Bool = false
+            failuresOnly: Bool = false,
+            omitFieldsAsSent: Bool = false
         ) {
             self.recordsToSave = recordsToSave
             self.recordIDsToDelete = recordIDsToDelete
@@ -82,6 +88,7 @@ extension Wire {
             self.clientChangeToken = clientChangeToken
             self.isAtomic = isAtomic
             self.failuresOnly = failuresOnly
+            self.omitFieldsAsSent = omitFieldsAsSent
         }
     }
 
@@ -90,6 +97,9 @@ extension Wire {
     public struct ModifyRecordsPerRecordSave: WireMessage {
         public var recordID: Wire.RecordID? = nil
         public var outcome: Wire.ModifyRecordsPerRecordSave.Outcome? = nil
+        /// `record` has no fields: they are exactly those the request sent for it
+        /// (only when the request set `omit_fields_as_sent`).
+        public var fieldsAsSent: Bool = false
 
         public enum Outcome: Sendable, Hashable {
             // Stored out of line: 464 bytes inline.
@@ -103,10 +113,12 @@ extension Wire {
         /// A value with the given fields; omitted fields keep their defaults.
         public init(
             recordID: Wire.RecordID? = nil,
-            outcome: Wire.ModifyRecordsPerRecordSave.Outcome? = nil
+            outcome: Wire.ModifyRecordsPerRecordSave.Outcome? = nil,
+            fieldsAsSent: Bool = false
         ) {
             self.recordID = recordID
             self.outcome = outcome
+            self.fieldsAsSent = fieldsAsSent
         }
     }
 
@@ -313,6 +325,7 @@ extension Wire.ModifyRecordsRequest: CBackedMessage {
             c.pointee.is_atomic = (value ? 1 : 0)
         }
         c.pointee.failures_only = (self.failuresOnly ? 1 : 0)
+        c.pointee.omit_fields_as_sent = (self.omitFieldsAsSent ? 1 : 0)
     }
 
     init(cStruct c: UnsafePointer<Cirrus__V1__ModifyRecordsRequest>) {
@@ -325,6 +338,7 @@ extension Wire.ModifyRecordsRequest: CBackedMessage {
             self.isAtomic = c.pointee.is_atomic != 0
         }
         self.failuresOnly = c.pointee.failures_only != 0
+        self.omitFieldsAsSent = c.pointee.omit_fields_as_sent != 0
     }
 }
 
@@ -374,6 +388,7 @@ extension Wire.ModifyRecordsPerRecordSave: CBackedMessage {
             c.pointee.outcome_case = .init(rawValue: 3)
             c.pointee.error = value.cMake(in: arena)
         }
+        c.pointee.fields_as_sent = (self.fieldsAsSent ? 1 : 0)
     }
 
     init(cStruct c: UnsafePointer<Cirrus__V1__ModifyRecordsPerRecordSave>) {
@@ -386,6 +401,7 @@ extension Wire.ModifyRecordsPerRecordSave: CBackedMessage {
             if let value = c.pointee.error { self.outcome = .error(Wire.OperationError(cStruct: value)) }
         default: break  // not set, or a case this version does not know: absent
         }
+        self.fieldsAsSent = c.pointee.fields_as_sent != 0
     }
 }
 

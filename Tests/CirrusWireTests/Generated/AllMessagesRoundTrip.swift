@@ -896,6 +896,7 @@ enum GeneratedSamples {
         value.clientChangeToken = [0xFF, 0x00]
         value.isAtomic = false
         value.failuresOnly = true
+        value.omitFieldsAsSent = true
         return value
     }
 
@@ -905,6 +906,7 @@ enum GeneratedSamples {
         guard depth > 0 else { return value }
         value.recordID = sampleRecordID(depth: depth - 1)
         value.outcome = .record(sampleRecord(depth: depth - 1))
+        value.fieldsAsSent = true
         return value
     }
 

@@ -412,7 +412,7 @@ void   cirrus__v1__query_result__free_unpacked
   assert(message->base.descriptor == &cirrus__v1__query_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor cirrus__v1__modify_records_request__field_descriptors[6] =
+static const ProtobufCFieldDescriptor cirrus__v1__modify_records_request__field_descriptors[7] =
 {
   {
     "records_to_save",
@@ -486,11 +486,24 @@ static const ProtobufCFieldDescriptor cirrus__v1__modify_records_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "omit_fields_as_sent",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__ModifyRecordsRequest, omit_fields_as_sent),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned cirrus__v1__modify_records_request__field_indices_by_name[] = {
   3,   /* field[3] = client_change_token */
   5,   /* field[5] = failures_only */
   4,   /* field[4] = is_atomic */
+  6,   /* field[6] = omit_fields_as_sent */
   1,   /* field[1] = record_ids_to_delete */
   0,   /* field[0] = records_to_save */
   2,   /* field[2] = save_policy */
@@ -498,7 +511,7 @@ static const unsigned cirrus__v1__modify_records_request__field_indices_by_name[
 static const ProtobufCIntRange cirrus__v1__modify_records_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor cirrus__v1__modify_records_request__descriptor =
 {
@@ -508,14 +521,14 @@ const ProtobufCMessageDescriptor cirrus__v1__modify_records_request__descriptor 
   "Cirrus__V1__ModifyRecordsRequest",
   "cirrus.v1",
   sizeof(Cirrus__V1__ModifyRecordsRequest),
-  6,
+  7,
   cirrus__v1__modify_records_request__field_descriptors,
   cirrus__v1__modify_records_request__field_indices_by_name,
   1,  cirrus__v1__modify_records_request__number_ranges,
   (ProtobufCMessageInit) cirrus__v1__modify_records_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor cirrus__v1__modify_records_per_record_save__field_descriptors[3] =
+static const ProtobufCFieldDescriptor cirrus__v1__modify_records_per_record_save__field_descriptors[4] =
 {
   {
     "record_id",
@@ -553,16 +566,29 @@ static const ProtobufCFieldDescriptor cirrus__v1__modify_records_per_record_save
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fields_as_sent",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Cirrus__V1__ModifyRecordsPerRecordSave, fields_as_sent),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned cirrus__v1__modify_records_per_record_save__field_indices_by_name[] = {
   2,   /* field[2] = error */
+  3,   /* field[3] = fields_as_sent */
   1,   /* field[1] = record */
   0,   /* field[0] = record_id */
 };
 static const ProtobufCIntRange cirrus__v1__modify_records_per_record_save__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor cirrus__v1__modify_records_per_record_save__descriptor =
 {
@@ -572,7 +598,7 @@ const ProtobufCMessageDescriptor cirrus__v1__modify_records_per_record_save__des
   "Cirrus__V1__ModifyRecordsPerRecordSave",
   "cirrus.v1",
   sizeof(Cirrus__V1__ModifyRecordsPerRecordSave),
-  3,
+  4,
   cirrus__v1__modify_records_per_record_save__field_descriptors,
   cirrus__v1__modify_records_per_record_save__field_indices_by_name,
   1,  cirrus__v1__modify_records_per_record_save__number_ranges,
