@@ -44,33 +44,18 @@ package struct RecordModificationPlan: Sendable {
         saves = request.recordsToSave.map { RecordSaveOutcome(id: $0.recordID, result: .failure(Self.unwritten)) }
         deletes = request.recordIDsToDelete.map { RecordDeletion(id: $0) }
         var groupIndex: [String: Int] = [:]
-        var seen = Set<[String]>()
+        // The record names each group names so far (saves and deletes), to catch a second mention.
+        var seen: [Set<String>] = []
         // The shares each group saves: a root names one of them, or its share is not new.
         var savedShares: [Set<String>] = []
-        let items = request.recordsToSave.enumerated().map { Item.save($0.offset, $0.element) }
-            + request.recordIDsToDelete.enumerated().map { Item.delete($0.offset, $0.element) }
-        for item in items {
-            let recordID: Wire.RecordID?
-            switch item {
-            case .save(_, let record): recordID = record.recordID
-            case .delete(_, let id): recordID = id
-            }
-            guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); continue }
+        // Saves, then deletes, each placed in its zone's group; no intermediate list of items.
+        func place(_ item: Item, _ recordID: Wire.RecordID?) {
+            guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); return }
             let zoneName: String
             switch ZoneResolution.zoneName(of: recordID.zoneID, in: key) {
-            case .failure(let failure): fail(item, failure); continue
+            case .failure(let failure): fail(item, failure); return
             case .success(let name): zoneName = name
             }
-            var problem = RecordCodec.checkName(recordID.recordName, of: "record")
-            if problem == nil, case .save(let index, let record) = item {
-                problem = request.refusals[index] ?? RecordCodec.checkRecordToSave(record)
-                    ?? RecordCodec.checkLinksStayInZone(record, zoneName: zoneName, in: key)
-                    ?? ShareRules.checkPlacement(of: record, zoneName: zoneName, in: key)
-            }
-            if problem == nil && !seen.insert([zoneName, recordID.recordName]).inserted {
-                problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
-            }
-            let entry = GroupItem(item: item, problem: problem)
             let i: Int
             if let existing = groupIndex[zoneName] {
                 i = existing
@@ -78,17 +63,33 @@ package struct RecordModificationPlan: Sendable {
                 i = groups.count
                 groupIndex[zoneName] = i
                 groups.append(Group(zoneName: zoneName))
+                seen.append([])
                 savedShares.append([])
             }
-            groups[i].items.append(entry)
-            if problem == nil, case .save = item { groups[i].savedNames.insert(recordID.recordName) }
+            var problem = RecordCodec.checkName(recordID.recordName, of: "record")
+            if problem == nil, case .save(let index, let record) = item {
+                problem = request.refusals[index] ?? RecordCodec.checkRecordToSave(record)
+                    ?? RecordCodec.checkLinksStayInZone(record, zoneName: zoneName, in: key)
+                    ?? ShareRules.checkPlacement(of: record, zoneName: zoneName, in: key)
+            }
+            if problem == nil && !seen[i].insert(recordID.recordName).inserted {
+                problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
+            }
             if problem == nil, case .save(_, let record) = item {
+                groups[i].savedNames.insert(recordID.recordName)
                 if record.recordType == ShareRules.shareType {
                     savedShares[i].insert(recordID.recordName)
                 } else if let shareName = record.share?.recordID?.recordName {
                     groups[i].shareRoots[shareName] = recordID.recordName
                 }
             }
+            groups[i].items.append(GroupItem(item: item, problem: problem))
+        }
+        for (index, record) in request.recordsToSave.enumerated() {
+            place(.save(index, record), record.recordID)
+        }
+        for (index, id) in request.recordIDsToDelete.enumerated() {
+            place(.delete(index, id), id)
         }
         for i in groups.indices {
             groups[i].shareRoots = groups[i].shareRoots.filter { savedShares[i].contains($0.key) }
