@@ -123,7 +123,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         let deletions = self.recordIDsToDelete ?? []
         // A long-lived modify may carry any number of items: the server runs it in chunks of
         // at most 400, each journaled with its writes (the frame size still bounds it).
-        guard self.isLongLived || records.count + deletions.count <= maximumItems else {
+        guard self.resolvedConfiguration.isLongLived || records.count + deletions.count <= maximumItems else {
             throw CKError(
                 .limitExceeded,
                 message: "\(records.count + deletions.count) items in one operation; at most \(maximumItems) are allowed"
@@ -165,7 +165,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// Whether the request asks for every item's event (see ``reportsSuccessfulItems``).
     var successfulItemsAreReported: Bool {
         if let reportsSuccessfulItems { return reportsSuccessfulItems }
-        return self.isLongLived || self.perRecordSaveBlock != nil || self.perRecordDeleteBlock != nil
+        return self.resolvedConfiguration.isLongLived || self.perRecordSaveBlock != nil || self.perRecordDeleteBlock != nil
             || self.perRecordCompletionBlock != nil || self.modifyRecordsCompletionBlock != nil
     }
 

@@ -192,6 +192,11 @@ struct OperationCodingTests {
         #expect(!(try await failuresOnly { $0.modifyRecordsCompletionBlock = { _, _, _ in } }))
         // A long-lived operation's fetched copy may set blocks later.
         #expect(!(try await failuresOnly { $0.configuration.isLongLived = true }))
+        #expect(!(try await failuresOnly { operation in
+            let group = CKOperationGroup()
+            group.defaultConfiguration.isLongLived = true
+            operation.group = group
+        }))
         // Said explicitly, it wins either way.
         #expect(try await failuresOnly {
             $0.perRecordSaveBlock = { _, _ in }
