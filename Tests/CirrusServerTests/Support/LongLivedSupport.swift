@@ -205,28 +205,41 @@ func savedRecordOf(_ event: Wire.Event) -> Wire.Record? {
     return nil
 }
 
+/// Holds the `pauseAt`-th call of `pass()` at `gate`; the others go through.
+struct NthCallGate: Sendable {
+    let pauseAt: Int
+    let gate: Gate
+    private let calls = NIOLockedValueBox(0)
+
+    init(pauseAt: Int, gate: Gate) {
+        self.pauseAt = pauseAt
+        self.gate = gate
+    }
+
+    func pass() async throws {
+        let count = calls.withLockedValue { count in
+            count += 1
+            return count
+        }
+        if count == pauseAt { try await gate.wait() }
+    }
+}
+
 /// A journal that holds the `pauseAt`-th event append at `gate`: a long-lived operation of the
 /// real executor stopped at a known point.
 struct GatedJournal: ForwardingJournal {
     let base: SQLiteStorage
-    let pauseAt: Int
-    let gate: Gate
-    private let appends = NIOLockedValueBox(0)
+    private let appends: NthCallGate
 
     init(base: SQLiteStorage, pauseAt: Int, gate: Gate) {
         self.base = base
-        self.pauseAt = pauseAt
-        self.gate = gate
+        self.appends = NthCallGate(pauseAt: pauseAt, gate: gate)
     }
 
     func appendLongLivedEvents(
         _ payloads: [Wire.Event.Payload], to key: LongLivedOperationKey, checkpoint: [UInt8]?, by node: String?
     ) async throws -> [Wire.Event] {
-        let count = appends.withLockedValue { count in
-            count += 1
-            return count
-        }
-        if count == pauseAt { try await gate.wait() }
+        try await appends.pass()
         return try await base.appendLongLivedEvents(payloads, to: key, checkpoint: checkpoint, by: node)
     }
 }
@@ -235,25 +248,18 @@ struct GatedJournal: ForwardingJournal {
 /// writes anything: a long-lived modify stopped between two chunks.
 struct GatedModifyJournal: ForwardingJournal {
     let base: SQLiteStorage
-    let pauseAt: Int
-    let gate: Gate
-    private let chunks = NIOLockedValueBox(0)
+    private let chunks: NthCallGate
 
     init(base: SQLiteStorage, pauseAt: Int, gate: Gate) {
         self.base = base
-        self.pauseAt = pauseAt
-        self.gate = gate
+        self.chunks = NthCallGate(pauseAt: pauseAt, gate: gate)
     }
 
     func modifyRecords(
         _ modification: RecordModification, in database: DatabaseKey, by user: String,
         journaling: ModificationJournaling
     ) async throws -> (result: RecordModificationResult, events: [Wire.Event]) {
-        let count = chunks.withLockedValue { count in
-            count += 1
-            return count
-        }
-        if count == pauseAt { try await gate.wait() }
+        try await chunks.pass()
         return try await base.modifyRecords(modification, in: database, by: user, journaling: journaling)
     }
 }
