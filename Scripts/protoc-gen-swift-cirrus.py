@@ -491,6 +491,16 @@ ALL_CASES_OUT_OF_LINE = {
 }
 
 
+# Messages whose fields live in one heap allocation shared by copies until one of them is
+# changed (copy on write). A `Record` has about twenty reference-counted parts (IDs, strings,
+# arrays); the server and the client copy records from request to plan to result to event,
+# and each copy of an inline record retained every part and each destruction released it.
+COPY_ON_WRITE = {
+    "cirrus.v1.Record": "records are copied from request to plan to event;\n"
+    "a copy retains one storage, not each of a record's twenty-odd parts",
+}
+
+
 def mark_all_out_of_line(messages):
     for message in messages:
         for kind, member in message.members():
@@ -663,12 +673,9 @@ class Generator:
         w.dedent()
         w("}")
 
-    def emit_message(self, w, message):
-        w.doc(message.doc)
-        w(f"public struct {message.name}: WireMessage {{")
-        w.indent()
-        members = message.members()
-        for kind, member in members:
+    def emit_stored_members(self, w, message, access):
+        """The message's fields and oneofs as stored properties (`access` is "public " or "")."""
+        for kind, member in message.members():
             if kind == "field":
                 field = member
                 presence = field.oneof_index is not None
@@ -676,7 +683,7 @@ class Generator:
                 name = escape(field.swift_name)
                 w.doc(field.doc or (message.oneofs[field.oneof_index].doc if presence else []))
                 if field.boxed:
-                    w(f"public var {name}: {swift_type} {{")
+                    w(f"{access}var {name}: {swift_type} {{")
                     w.indent()
                     w(f"get {{ _{field.swift_name}?.value }}")
                     w(f"set {{ _{field.swift_name} = newValue.map(WireBox.init) }}")
@@ -685,11 +692,75 @@ class Generator:
                     w(f"// Stored out of line: {field.out_of_line}.")
                     w(f"private var _{field.swift_name}: WireBox<{self.element_type(field)}>? = nil")
                 else:
-                    w(f"public var {name}: {swift_type} = {self.field_default(field, presence)}")
+                    w(f"{access}var {name}: {swift_type} = {self.field_default(field, presence)}")
             else:
                 oneof = member
                 w.doc(oneof.doc)
-                w(f"public var {escape(oneof.swift_name)}: {oneof.swift_type}? = nil")
+                w(f"{access}var {escape(oneof.swift_name)}: {oneof.swift_type}? = nil")
+
+    def emit_copy_on_write_members(self, w, message, reason):
+        """Public properties that read and write one shared `WireStorage` of the stored fields."""
+        for _, member in message.members():
+            if member.swift_name in ("_storage", "_unique", "_Fields", "__stored"):
+                raise SystemExit(f"{message.full_name}.{member.name}: the name is taken by copy-on-write storage")
+        lines = f"Stored out of line, copy on write: {reason}.".split("\n")
+        for line in lines:
+            w(f"// {line}")
+        w("private var _storage: WireStorage<_Fields>")
+        w()
+        w("/// The storage, copied first when another value shares it.")
+        w("private var _unique: WireStorage<_Fields> {")
+        w.indent()
+        w("mutating get {")
+        w.indent()
+        w("if !isKnownUniquelyReferenced(&_storage) { _storage = WireStorage(_storage.value) }")
+        w("return _storage")
+        w.dedent()
+        w("}")
+        w.dedent()
+        w("}")
+        for kind, member in message.members():
+            w()
+            if kind == "field":
+                presence = member.oneof_index is not None
+                swift_type = self.field_type(member, presence)
+                w.doc(member.doc or (message.oneofs[member.oneof_index].doc if presence else []))
+            else:
+                swift_type = f"{member.swift_type}?"
+                w.doc(member.doc)
+            name = escape(member.swift_name)
+            w(f"public var {name}: {swift_type} {{")
+            w.indent()
+            w(f"get {{ _storage.value.{name} }}")
+            w(f"_modify {{ yield &_unique.value.{name} }}")
+            w.dedent()
+            w("}")
+        w()
+        w("public static func == (lhs: Self, rhs: Self) -> Bool {")
+        w.indent()
+        w("lhs._storage === rhs._storage || lhs._storage.value == rhs._storage.value")
+        w.dedent()
+        w("}")
+        w()
+        w("public func hash(into hasher: inout Hasher) { hasher.combine(_storage.value) }")
+        w()
+        w("/// The stored fields, shared by copies until one of them changes.")
+        w("fileprivate struct _Fields: Hashable, Sendable {")
+        w.indent()
+        self.emit_stored_members(w, message, "")
+        w.dedent()
+        w("}")
+
+    def emit_message(self, w, message):
+        w.doc(message.doc)
+        w(f"public struct {message.name}: WireMessage {{")
+        w.indent()
+        members = message.members()
+        copy_on_write = COPY_ON_WRITE.get(message.full_name)
+        if copy_on_write is not None:
+            self.emit_copy_on_write_members(w, message, copy_on_write)
+        else:
+            self.emit_stored_members(w, message, "public ")
         for kind, member in members:
             if kind == "oneof":
                 w()
@@ -716,7 +787,11 @@ class Generator:
             self.emit_message(w, nested)
         w()
         w("/// A value with every field at its default.")
-        w("public init() {}")
+        w("public init() {}" if copy_on_write is None else "public init() { _storage = WireStorage(_Fields()) }")
+        if copy_on_write is not None:
+            w()
+            w("/// A value holding `fields`, in a storage of its own.")
+            w("private init(_fields: _Fields) { _storage = WireStorage(_fields) }")
         if members:
             w()
             w("/// A value with the given fields; omitted fields keep their defaults.")
@@ -735,8 +810,13 @@ class Generator:
             w.dedent()
             w(") {")
             w.indent()
+            target = "self" if copy_on_write is None else "__stored"
+            if copy_on_write is not None:
+                w("var __stored = _Fields()")
             for kind, member in members:
-                w(f"self.{escape(member.swift_name)} = {escape(member.swift_name)}")
+                w(f"{target}.{escape(member.swift_name)} = {escape(member.swift_name)}")
+            if copy_on_write is not None:
+                w("self.init(_fields: __stored)")
             w.dedent()
             w("}")
         w.dedent()
@@ -794,6 +874,30 @@ class Generator:
         w.dedent()
         w("}")
         w()
+        copy_on_write = message.full_name in COPY_ON_WRITE
+        if copy_on_write:
+            # The fields are read in place: through the public accessors each would be retained.
+            w(f"func cFill(_ c: UnsafeMutablePointer<{c_type}>, arena: WireArena) {{")
+            w.indent()
+            w("_storage.value.cFill(c, arena: arena)")
+            w.dedent()
+            w("}")
+        else:
+            self.emit_fill_c(w, message)
+        w()
+        self.emit_init_from_c(w, message)
+        w.dedent()
+        w("}")
+        if copy_on_write:
+            w()
+            w(f"extension {message.swift_name}._Fields {{")
+            w.indent()
+            self.emit_fill_c(w, message)
+            w.dedent()
+            w("}")
+
+    def emit_fill_c(self, w, message):
+        c_type = message.c_type
         members = message.members()
         w(f"func cFill(_ c: UnsafeMutablePointer<{c_type}>, arena: WireArena) {{")
         w.indent()
@@ -834,14 +938,20 @@ class Generator:
                 w("}")
         w.dedent()
         w("}")
-        w()
+
+    def emit_init_from_c(self, w, message):
+        c_type = message.c_type
+        members = message.members()
         w(f"init(cStruct c: UnsafePointer<{c_type}>) {{")
         w.indent()
-        w("self.init()")
+        # A copy-on-write message fills its fields first and allocates its storage once.
+        copy_on_write = message.full_name in COPY_ON_WRITE
+        target = "__stored" if copy_on_write else "self"
+        w("var __stored = _Fields()" if copy_on_write else "self.init()")
         for kind, member in members:
             if kind == "field" and member.oneof_index is None:
                 f = member
-                name = "self." + escape(f.swift_name)
+                name = f"{target}." + escape(f.swift_name)
                 if f.repeated:
                     if f.type == T_MESSAGE:
                         w(f"{name} = WireCConvert.messages(c.pointee.{f.c_name}, count: c.pointee.n_{f.c_name})")
@@ -856,7 +966,7 @@ class Generator:
                 oneof = message.oneofs[f.oneof_index]
                 w(f"if c.pointee.{oneof.c_case_name}.rawValue == {f.number} {{")
                 w.indent()
-                self.emit_case_read(w, f, "self." + escape(f.swift_name), lambda v: v)
+                self.emit_case_read(w, f, f"{target}." + escape(f.swift_name), lambda v: v)
                 w.dedent()
                 w("}")
             else:
@@ -865,13 +975,13 @@ class Generator:
                 for f in oneof.fields:
                     w(f"case {f.number}:")
                     w.indent()
-                    self.emit_case_read(w, f, "self." + escape(oneof.swift_name),
+                    self.emit_case_read(w, f, f"{target}." + escape(oneof.swift_name),
                                         lambda v, f=f: f".{escape(f.swift_name)}({v})")
                     w.dedent()
                 w("default: break  // not set, or a case this version does not know: absent")
                 w("}")
-        w.dedent()
-        w("}")
+        if copy_on_write:
+            w("self.init(_fields: __stored)")
         w.dedent()
         w("}")
 

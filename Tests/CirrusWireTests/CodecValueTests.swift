@@ -32,6 +32,34 @@ struct CodecValueTests {
         #expect(original.hashValue == copy.hashValue)
     }
 
+    @Test func aRecordIsOnePointerAndItsCopiesChangeApart() throws {
+        // `Record` keeps its fields in one copy-on-write storage (the generator's COPY_ON_WRITE).
+        #expect(MemoryLayout<Wire.Record>.size == MemoryLayout<Int>.size)
+        let original = Wire.Record(
+            recordID: .init(recordName: "r", zoneID: .init(zoneName: "z", ownerName: "o")), recordType: "Note",
+            fields: [.init(key: "title", value: .init(kind: .stringValue("a")))], changedKeys: ["title"])
+        var copy = original
+        #expect(copy == original && copy.hashValue == original.hashValue)
+        copy.fields[0].value = .init(kind: .stringValue("b"))
+        copy.recordID?.zoneID?.zoneName = "y"
+        copy.changedKeys.append("body")
+        #expect(original.fields[0].value?.kind == .stringValue("a"))
+        #expect(original.recordID?.zoneID?.zoneName == "z")
+        #expect(original.changedKeys == ["title"])
+        #expect(copy.fields[0].value?.kind == .stringValue("b") && copy.recordID?.zoneID?.zoneName == "y")
+        #expect(copy != original)
+
+        // Equal fields are equal records, and hash alike, whatever storage holds them.
+        var rebuilt = try Wire.Record(serializedBytes: original.serializedBytes())
+        #expect(rebuilt == original && rebuilt.hashValue == original.hashValue)
+        #expect(Set([original, rebuilt, copy]).count == 2)
+        // A record changed while another shares its storage leaves the other alone.
+        let shared = rebuilt
+        rebuilt.recordType = "Other"
+        #expect(shared.recordType == "Note" && rebuilt.recordType == "Other")
+        #expect(try Wire.Record(serializedBytes: copy.serializedBytes()) == copy)
+    }
+
     @Test func presenceFieldsDistinguishZeroFromAbsent() throws {
         let absent = Wire.Hello(clientName: "x")
         let empty = Wire.Hello(clientName: "x", bearerToken: "")

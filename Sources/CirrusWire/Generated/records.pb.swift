@@ -308,36 +308,135 @@ extension Wire {
     /// fetched; "" for a new record), fields, parent, share_fields (for shares)
     /// and, for the CHANGED_KEYS save policy, changed_keys.
     public struct Record: WireMessage {
-        public var recordID: Wire.RecordID? = nil
+        // Stored out of line, copy on write: records are copied from request to plan to event;
+        // a copy retains one storage, not each of a record's twenty-odd parts.
+        private var _storage: WireStorage<_Fields>
+
+        /// The storage, copied first when another value shares it.
+        private var _unique: WireStorage<_Fields> {
+            mutating get {
+                if !isKnownUniquelyReferenced(&_storage) { _storage = WireStorage(_storage.value) }
+                return _storage
+            }
+        }
+
+        public var recordID: Wire.RecordID? {
+            get { _storage.value.recordID }
+            _modify { yield &_unique.value.recordID }
+        }
+
         /// e.g. "Note"; "cloudkit.share" for a CKShare
-        public var recordType: String = ""
+        public var recordType: String {
+            get { _storage.value.recordType }
+            _modify { yield &_unique.value.recordType }
+        }
+
         /// server version tag; "" = never saved
-        public var recordChangeTag: String = ""
+        public var recordChangeTag: String {
+            get { _storage.value.recordChangeTag }
+            _modify { yield &_unique.value.recordChangeTag }
+        }
+
         /// server-filled
-        public var creationDate: Wire.Timestamp? = nil
+        public var creationDate: Wire.Timestamp? {
+            get { _storage.value.creationDate }
+            _modify { yield &_unique.value.creationDate }
+        }
+
         /// server-filled
-        public var modificationDate: Wire.Timestamp? = nil
+        public var modificationDate: Wire.Timestamp? {
+            get { _storage.value.modificationDate }
+            _modify { yield &_unique.value.modificationDate }
+        }
+
         /// server-filled
-        public var creatorUserRecordID: Wire.RecordID? = nil
+        public var creatorUserRecordID: Wire.RecordID? {
+            get { _storage.value.creatorUserRecordID }
+            _modify { yield &_unique.value.creatorUserRecordID }
+        }
+
         /// server-filled
-        public var lastModifiedUserRecordID: Wire.RecordID? = nil
+        public var lastModifiedUserRecordID: Wire.RecordID? {
+            get { _storage.value.lastModifiedUserRecordID }
+            _modify { yield &_unique.value.lastModifiedUserRecordID }
+        }
+
         /// The record's keys, in no particular order, each key at most once.
         /// Fetches restricted by desired keys carry only those keys.
-        public var fields: [Wire.RecordField] = []
+        public var fields: [Wire.RecordField] {
+            get { _storage.value.fields }
+            _modify { yield &_unique.value.fields }
+        }
+
         /// CKRecord.parent (action always NONE); absent = no parent
-        public var parent: Wire.Reference? = nil
+        public var parent: Wire.Reference? {
+            get { _storage.value.parent }
+            _modify { yield &_unique.value.parent }
+        }
+
         /// CKRecord.share: the share this record is the root of; server-filled
-        public var share: Wire.Reference? = nil
+        public var share: Wire.Reference? {
+            get { _storage.value.share }
+            _modify { yield &_unique.value.share }
+        }
+
         /// Keys the client changed since the record was fetched (CKRecord.changedKeys()).
         /// With save policy CHANGED_KEYS only these keys are written; a key listed
         /// here but absent from `fields` is removed. Ignored by other policies and
         /// never sent by the server.
-        public var changedKeys: [String] = []
+        public var changedKeys: [String] {
+            get { _storage.value.changedKeys }
+            _modify { yield &_unique.value.changedKeys }
+        }
+
         /// set iff record_type == "cloudkit.share"
-        public var shareFields: Wire.ShareFields? = nil
+        public var shareFields: Wire.ShareFields? {
+            get { _storage.value.shareFields }
+            _modify { yield &_unique.value.shareFields }
+        }
+
+        public static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs._storage === rhs._storage || lhs._storage.value == rhs._storage.value
+        }
+
+        public func hash(into hasher: inout Hasher) { hasher.combine(_storage.value) }
+
+        /// The stored fields, shared by copies until one of them changes.
+        fileprivate struct _Fields: Hashable, Sendable {
+            var recordID: Wire.RecordID? = nil
+            /// e.g. "Note"; "cloudkit.share" for a CKShare
+            var recordType: String = ""
+            /// server version tag; "" = never saved
+            var recordChangeTag: String = ""
+            /// server-filled
+            var creationDate: Wire.Timestamp? = nil
+            /// server-filled
+            var modificationDate: Wire.Timestamp? = nil
+            /// server-filled
+            var creatorUserRecordID: Wire.RecordID? = nil
+            /// server-filled
+            var lastModifiedUserRecordID: Wire.RecordID? = nil
+            /// The record's keys, in no particular order, each key at most once.
+            /// Fetches restricted by desired keys carry only those keys.
+            var fields: [Wire.RecordField] = []
+            /// CKRecord.parent (action always NONE); absent = no parent
+            var parent: Wire.Reference? = nil
+            /// CKRecord.share: the share this record is the root of; server-filled
+            var share: Wire.Reference? = nil
+            /// Keys the client changed since the record was fetched (CKRecord.changedKeys()).
+            /// With save policy CHANGED_KEYS only these keys are written; a key listed
+            /// here but absent from `fields` is removed. Ignored by other policies and
+            /// never sent by the server.
+            var changedKeys: [String] = []
+            /// set iff record_type == "cloudkit.share"
+            var shareFields: Wire.ShareFields? = nil
+        }
 
         /// A value with every field at its default.
-        public init() {}
+        public init() { _storage = WireStorage(_Fields()) }
+
+        /// A value holding `fields`, in a storage of its own.
+        private init(_fields: _Fields) { _storage = WireStorage(_fields) }
 
         /// A value with the given fields; omitted fields keep their defaults.
         public init(
@@ -354,18 +453,20 @@ extension Wire {
             changedKeys: [String] = [],
             shareFields: Wire.ShareFields? = nil
         ) {
-            self.recordID = recordID
-            self.recordType = recordType
-            self.recordChangeTag = recordChangeTag
-            self.creationDate = creationDate
-            self.modificationDate = modificationDate
-            self.creatorUserRecordID = creatorUserRecordID
-            self.lastModifiedUserRecordID = lastModifiedUserRecordID
-            self.fields = fields
-            self.parent = parent
-            self.share = share
-            self.changedKeys = changedKeys
-            self.shareFields = shareFields
+            var __stored = _Fields()
+            __stored.recordID = recordID
+            __stored.recordType = recordType
+            __stored.recordChangeTag = recordChangeTag
+            __stored.creationDate = creationDate
+            __stored.modificationDate = modificationDate
+            __stored.creatorUserRecordID = creatorUserRecordID
+            __stored.lastModifiedUserRecordID = lastModifiedUserRecordID
+            __stored.fields = fields
+            __stored.parent = parent
+            __stored.share = share
+            __stored.changedKeys = changedKeys
+            __stored.shareFields = shareFields
+            self.init(_fields: __stored)
         }
     }
 
@@ -1116,6 +1217,29 @@ extension Wire.Record: CBackedMessage {
     }
 
     func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Record>, arena: WireArena) {
+        _storage.value.cFill(c, arena: arena)
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Record>) {
+        var __stored = _Fields()
+        if let value = c.pointee.record_id { __stored.recordID = Wire.RecordID(cStruct: value) }
+        __stored.recordType = WireCConvert.string(c.pointee.record_type)
+        __stored.recordChangeTag = WireCConvert.string(c.pointee.record_change_tag)
+        if let value = c.pointee.creation_date { __stored.creationDate = Wire.Timestamp(cStruct: value) }
+        if let value = c.pointee.modification_date { __stored.modificationDate = Wire.Timestamp(cStruct: value) }
+        if let value = c.pointee.creator_user_record_id { __stored.creatorUserRecordID = Wire.RecordID(cStruct: value) }
+        if let value = c.pointee.last_modified_user_record_id { __stored.lastModifiedUserRecordID = Wire.RecordID(cStruct: value) }
+        __stored.fields = WireCConvert.messages(c.pointee.fields, count: c.pointee.n_fields)
+        if let value = c.pointee.parent { __stored.parent = Wire.Reference(cStruct: value) }
+        if let value = c.pointee.share { __stored.share = Wire.Reference(cStruct: value) }
+        __stored.changedKeys = WireCConvert.array(c.pointee.changed_keys, count: c.pointee.n_changed_keys) { WireCConvert.string($0) }
+        if let value = c.pointee.share_fields { __stored.shareFields = Wire.ShareFields(cStruct: value) }
+        self.init(_fields: __stored)
+    }
+}
+
+extension Wire.Record._Fields {
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Record>, arena: WireArena) {
         if let value = self.recordID { c.pointee.record_id = value.cMake(in: arena) }
         if !self.recordType.isEmpty { c.pointee.record_type = arena.cString(self.recordType) }
         if !self.recordChangeTag.isEmpty { c.pointee.record_change_tag = arena.cString(self.recordChangeTag) }
@@ -1128,22 +1252,6 @@ extension Wire.Record: CBackedMessage {
         if let value = self.share { c.pointee.share = value.cMake(in: arena) }
         (c.pointee.n_changed_keys, c.pointee.changed_keys) = arena.array(self.changedKeys) { arena.cString($0) }
         if let value = self.shareFields { c.pointee.share_fields = value.cMake(in: arena) }
-    }
-
-    init(cStruct c: UnsafePointer<Cirrus__V1__Record>) {
-        self.init()
-        if let value = c.pointee.record_id { self.recordID = Wire.RecordID(cStruct: value) }
-        self.recordType = WireCConvert.string(c.pointee.record_type)
-        self.recordChangeTag = WireCConvert.string(c.pointee.record_change_tag)
-        if let value = c.pointee.creation_date { self.creationDate = Wire.Timestamp(cStruct: value) }
-        if let value = c.pointee.modification_date { self.modificationDate = Wire.Timestamp(cStruct: value) }
-        if let value = c.pointee.creator_user_record_id { self.creatorUserRecordID = Wire.RecordID(cStruct: value) }
-        if let value = c.pointee.last_modified_user_record_id { self.lastModifiedUserRecordID = Wire.RecordID(cStruct: value) }
-        self.fields = WireCConvert.messages(c.pointee.fields, count: c.pointee.n_fields)
-        if let value = c.pointee.parent { self.parent = Wire.Reference(cStruct: value) }
-        if let value = c.pointee.share { self.share = Wire.Reference(cStruct: value) }
-        self.changedKeys = WireCConvert.array(c.pointee.changed_keys, count: c.pointee.n_changed_keys) { WireCConvert.string($0) }
-        if let value = c.pointee.share_fields { self.shareFields = Wire.ShareFields(cStruct: value) }
     }
 }
 
