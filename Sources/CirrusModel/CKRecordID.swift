@@ -20,11 +20,14 @@ public final class CKRecordID: NSObject, NSSecureCoding, NSCopying, Codable, Sen
     public let recordName: String
     /// The zone that holds the record.
     public let zoneID: CKRecordZone.ID
+    /// `hash`, computed once: record IDs key the dictionaries of every operation's results.
+    private let cachedHash: Int
 
     /// A record ID in the given zone, by default the current user's default zone.
     public init(recordName: String, zoneID: CKRecordZone.ID = .default) {
         self.recordName = recordName
         self.zoneID = zoneID
+        self.cachedHash = Self.hash(recordName, zoneID)
         super.init()
     }
 
@@ -37,13 +40,16 @@ public final class CKRecordID: NSObject, NSSecureCoding, NSCopying, Codable, Sen
 
     public override func isEqual(_ object: Any?) -> Bool {
         guard let other = object as? CKRecordID else { return false }
-        return self === other || (self.recordName == other.recordName && self.zoneID == other.zoneID)
+        return self === other
+            || (self.cachedHash == other.cachedHash && self.recordName == other.recordName && self.zoneID == other.zoneID)
     }
 
-    public override var hash: Int {
+    public override var hash: Int { self.cachedHash }
+
+    private static func hash(_ recordName: String, _ zoneID: CKRecordZone.ID) -> Int {
         var hasher = Hasher()
-        hasher.combine(self.recordName)
-        hasher.combine(self.zoneID)
+        hasher.combine(recordName)
+        hasher.combine(zoneID)
         return hasher.finalize()
     }
 
@@ -78,6 +84,7 @@ public final class CKRecordID: NSObject, NSSecureCoding, NSCopying, Codable, Sen
         }
         self.recordName = recordName as String
         self.zoneID = zoneID
+        self.cachedHash = Self.hash(self.recordName, zoneID)
         super.init()
     }
 
@@ -87,6 +94,7 @@ public final class CKRecordID: NSObject, NSSecureCoding, NSCopying, Codable, Sen
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.recordName = try container.decode(String.self, forKey: .recordName)
         self.zoneID = try container.decode(CKRecordZoneID.self, forKey: .zoneID)
+        self.cachedHash = Self.hash(self.recordName, self.zoneID)
         super.init()
     }
 

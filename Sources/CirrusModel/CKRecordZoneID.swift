@@ -23,11 +23,14 @@ public final class CKRecordZoneID: NSObject, NSSecureCoding, NSCopying, Codable,
     public let zoneName: String
     /// The record name of the zone's owner; `CKCurrentUserDefaultName` for the current user.
     public let ownerName: String
+    /// `hash`, computed once: zone IDs key dictionaries, through record IDs, on every save.
+    private let cachedHash: Int
 
     /// A zone ID; both arguments default to the current user's default zone.
     public init(zoneName: String = CKRecordZoneID.defaultZoneName, ownerName: String = CKCurrentUserDefaultName) {
         self.zoneName = zoneName
         self.ownerName = ownerName
+        self.cachedHash = Self.hash(zoneName, ownerName)
         super.init()
     }
 
@@ -35,13 +38,16 @@ public final class CKRecordZoneID: NSObject, NSSecureCoding, NSCopying, Codable,
 
     public override func isEqual(_ object: Any?) -> Bool {
         guard let other = object as? CKRecordZoneID else { return false }
-        return self === other || (self.zoneName == other.zoneName && self.ownerName == other.ownerName)
+        return self === other
+            || (self.cachedHash == other.cachedHash && self.zoneName == other.zoneName && self.ownerName == other.ownerName)
     }
 
-    public override var hash: Int {
+    public override var hash: Int { self.cachedHash }
+
+    private static func hash(_ zoneName: String, _ ownerName: String) -> Int {
         var hasher = Hasher()
-        hasher.combine(self.zoneName)
-        hasher.combine(self.ownerName)
+        hasher.combine(zoneName)
+        hasher.combine(ownerName)
         return hasher.finalize()
     }
 
@@ -75,6 +81,7 @@ public final class CKRecordZoneID: NSObject, NSSecureCoding, NSCopying, Codable,
         }
         self.zoneName = zoneName as String
         self.ownerName = ownerName as String
+        self.cachedHash = Self.hash(self.zoneName, self.ownerName)
         super.init()
     }
 
@@ -84,6 +91,7 @@ public final class CKRecordZoneID: NSObject, NSSecureCoding, NSCopying, Codable,
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.zoneName = try container.decode(String.self, forKey: .zoneName)
         self.ownerName = try container.decode(String.self, forKey: .ownerName)
+        self.cachedHash = Self.hash(self.zoneName, self.ownerName)
         super.init()
     }
 

@@ -21,8 +21,10 @@ import Testing
         let zone = CKRecordZone.ID(zoneName: "Z", ownerName: "_alice")
         let a = CKRecord.ID(recordName: "x", zoneID: zone)
         let b = CKRecord.ID(recordName: "x", zoneID: CKRecordZone.ID(zoneName: "Z", ownerName: "_alice"))
-        #expect(a == b)
+        #expect(a == b && a.hash == b.hash)
         #expect(Set([a, b]).count == 1)
+        // Same hash is not same ID: names that differ still compare unequal.
+        #expect(a != CKRecord.ID(recordName: "y", zoneID: zone) && zone != CKRecordZone.ID(zoneName: "Y", ownerName: "_alice"))
         #expect(a != CKRecord.ID(recordName: "x"))
         #expect(a != CKRecord.ID(recordName: "x", zoneID: CKRecordZone.ID(zoneName: "Z", ownerName: "_bob")))
         let tokens: [CKRecordZone.ID: CKServerChangeToken] = [zone: CKServerChangeToken(opaqueBytes: [1])]
@@ -32,7 +34,9 @@ import Testing
     @Test func idsAreCodable() throws {
         let id = CKRecord.ID(recordName: "x", zoneID: CKRecordZone.ID(zoneName: "Z"))
         let data = try JSONEncoder().encode(id)
-        #expect(try JSONDecoder().decode(CKRecord.ID.self, from: data) == id)
+        let decoded = try JSONDecoder().decode(CKRecord.ID.self, from: data)
+        #expect(decoded == id && decoded.hash == id.hash && decoded.zoneID.hash == id.zoneID.hash)
+        #expect(Set([id, decoded]).count == 1)
         let token = CKServerChangeToken(opaqueBytes: [0, 255, 7])
         #expect(try JSONDecoder().decode(CKServerChangeToken.self, from: JSONEncoder().encode(token)) == token)
     }
