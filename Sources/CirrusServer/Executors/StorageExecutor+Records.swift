@@ -20,9 +20,7 @@ extension StorageExecutor {
         let events = Self.modifyEvents(
             result, context.owners, failuresOnly: request.failuresOnly,
             sent: request.omitFieldsAsSent ? request.recordsToSave[...] : nil)
-        for event in events {
-            try await context.stream.emit(event)
-        }
+        try await context.stream.emit(contentsOf: events)
         return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")
     }
 
