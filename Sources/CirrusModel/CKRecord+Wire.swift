@@ -55,6 +55,7 @@ extension CKRecord {
             throw CKError(.invalidArguments, message: "invalid record \(recordID.recordName) from the wire: empty record type")
         }
         var state = State()
+        state.fields.reserveCapacity(wire.fields.count)
         for field in wire.fields where !field.key.isEmpty {
             guard let kind = field.value?.kind else {
                 state.fields[field.key] = nil
