@@ -32,19 +32,32 @@ struct PostgresNotificationTests {
         }
     }
 
-    /// Runs `body` with two nodes on one new database.
-    private func withTwoNodes(_ body: (PostgresStorage, PostgresStorage, PostgresURL) async throws -> Void) async throws {
+    /// Runs `body` with two nodes on one new database. With `secondRole`, the second node
+    /// connects as a role of its own (a member of the first's, with its privileges), so a test
+    /// can keep that node alone from connecting; `body` gets the second node's URL.
+    private func withTwoNodes(
+        secondRole: Bool = false, _ body: (PostgresStorage, PostgresStorage, PostgresURL) async throws -> Void
+    ) async throws {
         let url = try newDatabase()
+        var secondURL = url
+        if secondRole {
+            secondURL.user = url.database + "_second"
+            try TemporaryPostgres.shared().psql(
+                "CREATE ROLE \(secondURL.user) LOGIN PASSWORD '\(TemporaryPostgres.password)' IN ROLE \(url.user)")
+        }
+        defer {
+            if secondRole { _ = try? TemporaryPostgres.shared().psql("DROP ROLE IF EXISTS \(secondURL.user)") }
+        }
         let first = try await PostgresStorage(url: url, maximumConnections: 4)
         let second: PostgresStorage
         do {
-            second = try await PostgresStorage(url: url, maximumConnections: 4)
+            second = try await PostgresStorage(url: secondURL, maximumConnections: 4)
         } catch {
             await first.close()
             throw error
         }
         do {
-            try await body(first, second, url)
+            try await body(first, second, secondURL)
         } catch {
             await first.close()
             await second.close()
@@ -88,28 +101,29 @@ struct PostgresNotificationTests {
     }
 
     @Test func aLostNotifyOnlyDelaysTheNotification() async throws {
-        try await withTwoNodes { first, second, url in
+        try await withTwoNodes(secondRole: true) { first, second, secondURL in
             let heard = Heard(second)
             try await subscribeToEverything(first)
             try await save("before", on: first)
             try await eventually(timeout: .seconds(60), "node 2 hears the first notification") { heard.seqs(of: feed) == [1] }
 
             // Node 2's listener loses its connection and cannot connect again while node 1
-            // commits the second notification: its NOTIFY reaches no listener of node 2.
+            // commits the second notification: its NOTIFY reaches no listener of node 2. Only
+            // node 2's role is kept out: node 1 may open a connection for the save.
             let server = try TemporaryPostgres.shared()
             let pid = try #require(second.listener.backendPID)
             let listens = second.listener.listens
-            try server.psql("ALTER DATABASE \(url.database) ALLOW_CONNECTIONS false")
+            try server.psql("ALTER ROLE \(secondURL.user) NOLOGIN")
             do {
                 try server.psql("SELECT pg_terminate_backend(\(pid))")
                 try await eventually(timeout: .seconds(60), "node 2's listener notices") { second.listener.backendPID == nil }
                 try await save("while-away", on: first)
                 #expect(heard.seqs(of: feed) == [1])
             } catch {
-                _ = try? server.psql("ALTER DATABASE \(url.database) ALLOW_CONNECTIONS true")
+                _ = try? server.psql("ALTER ROLE \(secondURL.user) LOGIN")
                 throw error
             }
-            try server.psql("ALTER DATABASE \(url.database) ALLOW_CONNECTIONS true")
+            try server.psql("ALTER ROLE \(secondURL.user) LOGIN")
 
             // Listening again, node 2 reads the feed after what it announced.
             try await eventually(timeout: .seconds(60), "node 2 announces the notification committed while away") {
