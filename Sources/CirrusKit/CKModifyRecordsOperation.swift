@@ -98,6 +98,12 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     override func prepareToStart(_ done: @escaping @Sendable ((any Error)?) -> Void) {
         let records = self.recordsToSave ?? []
         let changedKeysOnly = self.savePolicy == .changedKeys
+        // Without assets there is nothing to read or upload: the request goes out now, not after
+        // a task's hop to another thread (most saves).
+        if records.allSatisfy({ $0.assetsToSend(changedKeysOnly: changedKeysOnly).isEmpty }) {
+            done(nil)
+            return
+        }
         let (container, scope) = self.target()
         let transfer = AssetTransfer(container: container, scope: scope)
         let task = Task {
