@@ -187,17 +187,20 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             guard let wireID = save.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
             let result: Result<CKRecord, any Error>
             switch save.outcome {
-            case .record(var record):
+            case .record(let record):
+                var fields: [Wire.RecordField]?
                 if save.fieldsAsSent {
                     // The server left out the fields this operation sent: they are what it saved.
                     guard let sent = self.recordsByID[id] else {
                         result = .failure(CKError(.internalError, message: "the server sent record \(id) back without its fields, but it was not sent"))
                         break
                     }
-                    record.fields = sent.fields
+                    fields = sent.fields
                 }
                 let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
-                result = Result { () throws(CKError) in try CKRecord.decoded(wire: record, localAssetFiles: files) }.mapError { $0 }
+                result = Result { () throws(CKError) in
+                    try CKRecord.decoded(wire: record, fields: fields, localAssetFiles: files)
+                }.mapError { $0 }
             case .error(let error):
                 result = .failure(CKError(wire: error))
             case nil:

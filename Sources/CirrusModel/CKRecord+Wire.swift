@@ -13,7 +13,7 @@ extension CKRecord {
     ///   decoder cannot tell the two apart), is absent from the record, as the protocol
     ///   says; a field with an empty key is skipped; when a key repeats, the last wins;
     /// - lists are typed on the wire, so a list never mixes types;
-    /// - `changed_keys` are ignored, and so are share fields (``decoded(wire:assetDirectory:localAssetFiles:)``
+    /// - `changed_keys` are ignored, and so are share fields (``decoded(wire:fields:assetDirectory:localAssetFiles:)``
     ///   makes a `CKShare` of a share).
     ///
     /// Inline asset content is written to files in `assetDirectory`
@@ -23,29 +23,38 @@ extension CKRecord {
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package convenience init(
-        wire: Wire.Record, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
-        let parts = try Self.decodedParts(of: wire, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+        let parts = try Self.decodedParts(
+            of: wire, fields: fields, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
         self.init(recordType: parts.recordType, recordID: parts.recordID, state: parts.state)
     }
 
     /// The record a wire message carries: a ``CKShare`` when it is a share (record type
-    /// `cloudkit.share`), otherwise a plain record, as ``init(wire:assetDirectory:localAssetFiles:)``
+    /// `cloudkit.share`), otherwise a plain record, as ``init(wire:fields:assetDirectory:localAssetFiles:)``
     /// decodes it.
+    ///
+    /// `fields`, when given, are the record's fields in place of `wire.fields` (a saved record the
+    /// server sent back without the fields the client sent, `fields_as_sent`): decoded as they
+    /// are, without a copy of the message to put them in.
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package static func decoded(
-        wire: Wire.Record, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, assetDirectory: URL? = nil,
+        localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) -> CKRecord {
         if wire.recordType == SystemType.share {
+            var wire = wire
+            if let fields { wire.fields = fields }
             return try CKShare(shareRecord: wire, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
         }
-        return try CKRecord(wire: wire, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+        return try CKRecord(wire: wire, fields: fields, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
     }
 
-    /// The type, ID and state a wire message carries (see ``init(wire:assetDirectory:localAssetFiles:)``).
+    /// The type, ID and state a wire message carries (see ``init(wire:fields:assetDirectory:localAssetFiles:)``),
+    /// with `fields` (when given) in place of `wire.fields`.
     static func decodedParts(
-        of wire: Wire.Record, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
+        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
     ) throws(CKError) -> (recordType: RecordType, recordID: ID, state: State) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
@@ -54,9 +63,10 @@ extension CKRecord {
         guard !wire.recordType.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid record \(recordID.recordName) from the wire: empty record type")
         }
+        let fields = fields ?? wire.fields
         var state = State()
-        state.fields.reserveCapacity(wire.fields.count)
-        for field in wire.fields where !field.key.isEmpty {
+        state.fields.reserveCapacity(fields.count)
+        for field in fields where !field.key.isEmpty {
             guard let kind = field.value?.kind else {
                 state.fields[field.key] = nil
                 state.encryptedFields[field.key] = nil
