@@ -44,9 +44,8 @@ extension CKRecord {
         localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) -> CKRecord {
         if wire.recordType == SystemType.share {
-            var wire = wire
-            if let fields { wire.fields = fields }
-            return try CKShare(shareRecord: wire, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+            return try CKShare(
+                shareRecord: wire, fields: fields, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
         }
         return try CKRecord(wire: wire, fields: fields, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
     }
