@@ -701,24 +701,12 @@ class Generator:
     def emit_copy_on_write_members(self, w, message, reason):
         """Public properties that read and write one shared `WireStorage` of the stored fields."""
         for _, member in message.members():
-            if member.swift_name in ("_storage", "_unique", "_Fields", "__stored"):
+            if member.swift_name in ("_storage", "_Fields", "__stored"):
                 raise SystemExit(f"{message.full_name}.{member.name}: the name is taken by copy-on-write storage")
         lines = f"Stored out of line, copy on write: {reason}.".split("\n")
         for line in lines:
             w(f"// {line}")
-        w("private var _storage: WireStorage<_Fields>")
-        w()
-        w("/// The storage, copied first when another value shares it.")
-        w("private var _unique: WireStorage<_Fields> {")
-        w.indent()
-        w("mutating get {")
-        w.indent()
-        w("if !isKnownUniquelyReferenced(&_storage) { _storage = WireStorage(_storage.value) }")
-        w("return _storage")
-        w.dedent()
-        w("}")
-        w.dedent()
-        w("}")
+        w("@usableFromInline var _storage: WireStorage<_Fields>")
         for kind, member in message.members():
             w()
             if kind == "field":
@@ -729,25 +717,28 @@ class Generator:
                 swift_type = f"{member.swift_type}?"
                 w.doc(member.doc)
             name = escape(member.swift_name)
-            w(f"public var {name}: {swift_type} {{")
+            # Inlinable, so that other modules read the field in place (borrowed) and copy it
+            # only when they keep it; through a call, each read would be a coroutine whose
+            # frame may not fit its caller's buffer and be allocated.
+            w(f"@inlinable public var {name}: {swift_type} {{")
             w.indent()
-            w(f"get {{ _storage.value.{name} }}")
-            w(f"_modify {{ yield &_unique.value.{name} }}")
+            w(f"_read {{ yield _storage.fields.pointee.{name} }}")
+            w(f"_modify {{ yield &_storage.uniqueFields.pointee.{name} }}")
             w.dedent()
             w("}")
         w()
         w("public static func == (lhs: Self, rhs: Self) -> Bool {")
         w.indent()
-        w("lhs._storage === rhs._storage || lhs._storage.value == rhs._storage.value")
+        w("lhs._storage.isShared(with: rhs._storage) || lhs._storage.fields.pointee == rhs._storage.fields.pointee")
         w.dedent()
         w("}")
         w()
-        w("public func hash(into hasher: inout Hasher) { hasher.combine(_storage.value) }")
+        w("public func hash(into hasher: inout Hasher) { hasher.combine(_storage.fields.pointee) }")
         w()
         w("/// The stored fields, shared by copies until one of them changes.")
-        w("fileprivate struct _Fields: Hashable, Sendable {")
+        w("@usableFromInline struct _Fields: Hashable, Sendable {")
         w.indent()
-        self.emit_stored_members(w, message, "")
+        self.emit_stored_members(w, message, "@usableFromInline ")
         w.dedent()
         w("}")
 
@@ -788,10 +779,6 @@ class Generator:
         w()
         w("/// A value with every field at its default.")
         w("public init() {}" if copy_on_write is None else "public init() { _storage = WireStorage(_Fields()) }")
-        if copy_on_write is not None:
-            w()
-            w("/// A value holding `fields`, in a storage of its own.")
-            w("private init(_fields: _Fields) { _storage = WireStorage(_fields) }")
         if members:
             w()
             w("/// A value with the given fields; omitted fields keep their defaults.")
@@ -810,13 +797,13 @@ class Generator:
             w.dedent()
             w(") {")
             w.indent()
-            target = "self" if copy_on_write is None else "__stored"
+            target = "self" if copy_on_write is None else "__stored.pointee"
             if copy_on_write is not None:
-                w("var __stored = _Fields()")
+                # Written in place into the one storage: no copy of the fields is made.
+                w("_storage = WireStorage(_Fields())")
+                w("let __stored = _storage.fields")
             for kind, member in members:
                 w(f"{target}.{escape(member.swift_name)} = {escape(member.swift_name)}")
-            if copy_on_write is not None:
-                w("self.init(_fields: __stored)")
             w.dedent()
             w("}")
         w.dedent()
@@ -879,7 +866,7 @@ class Generator:
             # The fields are read in place: through the public accessors each would be retained.
             w(f"func cFill(_ c: UnsafeMutablePointer<{c_type}>, arena: WireArena) {{")
             w.indent()
-            w("_storage.value.cFill(c, arena: arena)")
+            w("_storage.fields.pointee.cFill(c, arena: arena)")
             w.dedent()
             w("}")
         else:
@@ -944,10 +931,14 @@ class Generator:
         members = message.members()
         w(f"init(cStruct c: UnsafePointer<{c_type}>) {{")
         w.indent()
-        # A copy-on-write message fills its fields first and allocates its storage once.
+        # A copy-on-write message allocates its storage once and fills the fields in place.
         copy_on_write = message.full_name in COPY_ON_WRITE
-        target = "__stored" if copy_on_write else "self"
-        w("var __stored = _Fields()" if copy_on_write else "self.init()")
+        target = "__stored.pointee" if copy_on_write else "self"
+        if copy_on_write:
+            w("self.init()")
+            w("let __stored = _storage.fields")
+        else:
+            w("self.init()")
         for kind, member in members:
             if kind == "field" and member.oneof_index is None:
                 f = member
@@ -980,8 +971,6 @@ class Generator:
                     w.dedent()
                 w("default: break  // not set, or a case this version does not know: absent")
                 w("}")
-        if copy_on_write:
-            w("self.init(_fields: __stored)")
         w.dedent()
         w("}")
 

@@ -34,6 +34,52 @@ struct StorageWireMappingTests {
         #expect(error == Wire.OperationError(code: wire, message: "what went wrong"))
     }
 
+    @Test func zoneOwnersAreMappedInEveryIDOfARecordAndBack() {
+        let mine = Wire.RecordZoneID(zoneName: "Z", ownerName: ZoneOwnerMapping.currentUser)
+        let bobs = Wire.RecordZoneID(zoneName: "Z", ownerName: "_bob")
+        func reference(_ name: String, _ zone: Wire.RecordZoneID?) -> Wire.Reference {
+            Wire.Reference(recordID: Wire.RecordID(recordName: name, zoneID: zone), action: .none)
+        }
+        let sent = Wire.Record(
+            recordID: Wire.RecordID(recordName: "r", zoneID: nil), recordType: "Note",
+            fields: [
+                Wire.RecordField(key: "ref", value: Wire.FieldValue(kind: .referenceValue(reference("a", mine)))),
+                Wire.RecordField(key: "other", value: Wire.FieldValue(kind: .referenceValue(reference("b", bobs)))),
+                Wire.RecordField(
+                    key: "list",
+                    value: Wire.FieldValue(kind: .referenceList(Wire.ReferenceList(values: [reference("c", bobs), reference("d", mine)])))),
+                Wire.RecordField(key: "title", value: Wire.FieldValue(kind: .stringValue("t"))),
+            ],
+            parent: reference("p", Wire.RecordZoneID(zoneName: "Z", ownerName: "")), share: reference("s", bobs))
+        let stored = owners.inbound(sent)
+        let alices = Wire.RecordZoneID(zoneName: "Z", ownerName: "_alice")
+        #expect(stored.recordID == Wire.RecordID(recordName: "r", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "_alice")))
+        #expect(stored.parent == reference("p", alices))
+        #expect(stored.share == reference("s", bobs))
+        #expect(stored.fields[0].value?.kind == .referenceValue(reference("a", alices)))
+        #expect(stored.fields[1] == sent.fields[1])
+        #expect(stored.fields[2].value?.kind == .referenceList(Wire.ReferenceList(values: [reference("c", bobs), reference("d", alices)])))
+        #expect(stored.fields[3] == sent.fields[3])
+        #expect(sent.recordID?.zoneID == nil, "the sent record is not changed")
+
+        let back = owners.outbound(stored)
+        #expect(back.recordID == Wire.RecordID(recordName: "r", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: ZoneOwnerMapping.currentUser)))
+        #expect(back.parent == reference("p", mine))
+        #expect(back.fields[0].value?.kind == .referenceValue(reference("a", mine)))
+        #expect(back.fields[2].value?.kind == .referenceList(Wire.ReferenceList(values: [reference("c", bobs), reference("d", mine)])))
+        #expect(back.share == reference("s", bobs))
+        // A record of another owner's zone crosses unchanged both ways.
+        let foreign = Wire.Record(recordID: Wire.RecordID(recordName: "x", zoneID: bobs), recordType: "Note", parent: reference("y", bobs))
+        #expect(owners.inbound(foreign) == foreign)
+        #expect(owners.outbound(foreign) == foreign)
+        // In the public database (owner ""), an absent owner is the database's both ways in, and
+        // the current user's on the way out.
+        let publicOwners = ZoneOwnerMapping(databaseOwner: "")
+        let unowned = Wire.RecordID(recordName: "r", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: ""))
+        #expect(publicOwners.inbound(unowned) == unowned)
+        #expect(publicOwners.outbound(unowned).zoneID?.ownerName == ZoneOwnerMapping.currentUser)
+    }
+
     @Test func anUnreachableDatabaseIsAServiceUnavailableWithARetryAfter() throws {
         let error = StoreError(.unavailable, "PostgreSQL: the server closed the connection").operationError
         #expect(error.code == .serviceUnavailable)

@@ -21,22 +21,39 @@ struct ZoneOwnerMapping: Sendable {
     /// What goes before the path of a share's URL (`https://host:port`).
     var shareURLBase: String = ""
 
+    /// Which way a value crosses: from a client to the store, or back.
+    private enum Direction {
+        case inbound, outbound
+    }
+
+    /// The owner `owner` becomes going `direction`; nil when it stays as it is.
+    private func owner(_ owner: String, _ direction: Direction) -> String? {
+        switch direction {
+        case .inbound:
+            owner == Self.currentUser || owner.isEmpty ? (owner == self.databaseOwner ? nil : self.databaseOwner) : nil
+        case .outbound:
+            owner == self.databaseOwner ? Self.currentUser : nil
+        }
+    }
+
     // MARK: Inbound
 
     func inbound(_ zoneID: Wire.RecordZoneID) -> Wire.RecordZoneID {
         var zoneID = zoneID
-        if zoneID.ownerName == Self.currentUser || zoneID.ownerName.isEmpty {
-            zoneID.ownerName = self.databaseOwner
-        }
+        self.map(&zoneID, .inbound)
         return zoneID
     }
 
     func inbound(_ recordID: Wire.RecordID) -> Wire.RecordID {
-        self.map(recordID, zone: self.inbound)
+        var recordID = recordID
+        self.map(&recordID, .inbound)
+        return recordID
     }
 
     func inbound(_ record: Wire.Record) -> Wire.Record {
-        self.map(record, zone: self.inbound)
+        var record = record
+        self.map(&record, .inbound)
+        return record
     }
 
     func inbound(_ zone: Wire.RecordZone) -> Wire.RecordZone {
@@ -49,18 +66,19 @@ struct ZoneOwnerMapping: Sendable {
 
     func outbound(_ zoneID: Wire.RecordZoneID) -> Wire.RecordZoneID {
         var zoneID = zoneID
-        if zoneID.ownerName == self.databaseOwner {
-            zoneID.ownerName = Self.currentUser
-        }
+        self.map(&zoneID, .outbound)
         return zoneID
     }
 
     func outbound(_ recordID: Wire.RecordID) -> Wire.RecordID {
-        self.map(recordID, zone: self.outbound)
+        var recordID = recordID
+        self.map(&recordID, .outbound)
+        return recordID
     }
 
     func outbound(_ record: Wire.Record) -> Wire.Record {
-        var mapped = self.map(record, zone: self.outbound)
+        var mapped = record
+        self.map(&mapped, .outbound)
         if var share = mapped.shareFields {
             if share.url.hasPrefix("/") { share.url = self.shareURLBase + share.url }
             share.currentUserParticipant = share.participants.first { participant in
@@ -93,35 +111,77 @@ struct ZoneOwnerMapping: Sendable {
 
     // MARK: Mapping every ID inside a value
 
-    private func map(_ recordID: Wire.RecordID, zone: (Wire.RecordZoneID) -> Wire.RecordZoneID) -> Wire.RecordID {
-        var recordID = recordID
-        recordID.zoneID = zone(recordID.zoneID ?? Wire.RecordZoneID(zoneName: "_defaultZone"))
-        return recordID
+    // In place, and each part only when it changes: a record is stored out of line (copy on
+    // write), so a record whose IDs already name the right owner is not copied, and one that
+    // is copied once, not once per part.
+
+    private func map(_ zoneID: inout Wire.RecordZoneID, _ direction: Direction) {
+        if let owner = self.owner(zoneID.ownerName, direction) {
+            zoneID.ownerName = owner
+        }
     }
 
-    private func map(_ reference: Wire.Reference, zone: (Wire.RecordZoneID) -> Wire.RecordZoneID) -> Wire.Reference {
-        var reference = reference
-        reference.recordID = reference.recordID.map { self.map($0, zone: zone) }
-        return reference
+    private func map(_ recordID: inout Wire.RecordID, _ direction: Direction) {
+        if recordID.zoneID == nil {
+            recordID.zoneID = Wire.RecordZoneID(zoneName: "_defaultZone")
+        }
+        if let owner = recordID.zoneID.flatMap({ self.owner($0.ownerName, direction) }) {
+            recordID.zoneID?.ownerName = owner
+        }
     }
 
-    private func map(_ record: Wire.Record, zone: (Wire.RecordZoneID) -> Wire.RecordZoneID) -> Wire.Record {
-        var record = record
-        record.recordID = record.recordID.map { self.map($0, zone: zone) }
-        record.parent = record.parent.map { self.map($0, zone: zone) }
-        record.share = record.share.map { self.map($0, zone: zone) }
-        // In place, and only the references: a record without any keeps its fields' storage.
+    private func map(_ recordID: inout Wire.RecordID?, _ direction: Direction) {
+        guard var mapped = recordID else { return }
+        recordID = nil  // so that `mapped` is the only holder of its parts
+        self.map(&mapped, direction)
+        recordID = mapped
+    }
+
+    private func map(_ reference: inout Wire.Reference?, _ direction: Direction) {
+        guard var mapped = reference else { return }
+        reference = nil
+        self.map(&mapped, direction)
+        reference = mapped
+    }
+
+    private func needsMapping(_ recordID: Wire.RecordID?, _ direction: Direction) -> Bool {
+        guard let recordID else { return false }
+        guard let zoneID = recordID.zoneID else { return true }
+        return self.owner(zoneID.ownerName, direction) != nil
+    }
+
+    private func map(_ reference: inout Wire.Reference, _ direction: Direction) {
+        if self.needsMapping(reference.recordID, direction) {
+            self.map(&reference.recordID, direction)
+        }
+    }
+
+    private func map(_ record: inout Wire.Record, _ direction: Direction) {
+        if self.needsMapping(record.recordID, direction) {
+            self.map(&record.recordID, direction)
+        }
+        if self.needsMapping(record.parent?.recordID, direction) {
+            self.map(&record.parent, direction)
+        }
+        if self.needsMapping(record.share?.recordID, direction) {
+            self.map(&record.share, direction)
+        }
+        // Only the references: a record without any keeps its fields' storage.
         for index in record.fields.indices {
             switch record.fields[index].value?.kind {
-            case .referenceValue(let reference):
-                record.fields[index].value?.kind = .referenceValue(self.map(reference, zone: zone))
+            case .referenceValue(var reference):
+                guard self.needsMapping(reference.recordID, direction) else { continue }
+                self.map(&reference, direction)
+                record.fields[index].value?.kind = .referenceValue(reference)
             case .referenceList(var list):
-                list.values = list.values.map { self.map($0, zone: zone) }
+                guard list.values.contains(where: { self.needsMapping($0.recordID, direction) }) else { continue }
+                for item in list.values.indices {
+                    self.map(&list.values[item], direction)
+                }
                 record.fields[index].value?.kind = .referenceList(list)
             default:
                 break
             }
         }
-        return record
     }
 }

@@ -12,15 +12,22 @@ extension WireArena {
     /// protobuf-c strings are C strings, so a string containing NUL is sent
     /// truncated before its first NUL.
     func cString(_ string: String) -> UnsafeMutablePointer<CChar> {
-        var string = string
-        return string.withUTF8 { utf8 in
-            let pointer = allocate(byteCount: utf8.count + 1, alignment: 1)
-            if let base = utf8.baseAddress {
-                pointer.copyMemory(from: base, byteCount: utf8.count)
-            }
-            pointer.storeBytes(of: 0, toByteOffset: utf8.count, as: UInt8.self)
-            return pointer.bindMemory(to: CChar.self, capacity: utf8.count + 1)
+        // Read in place (native and small strings are contiguous); `withUTF8` would need a
+        // mutable copy of the string, retained and released for every string encoded.
+        if let copied = string.utf8.withContiguousStorageIfAvailable({ self.cString(utf8: UnsafeRawBufferPointer($0)) }) {
+            return copied
         }
+        var string = string
+        return string.withUTF8 { self.cString(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
+    private func cString(utf8: UnsafeRawBufferPointer) -> UnsafeMutablePointer<CChar> {
+        let pointer = allocate(byteCount: utf8.count + 1, alignment: 1)
+        if let base = utf8.baseAddress {
+            pointer.copyMemory(from: base, byteCount: utf8.count)
+        }
+        pointer.storeBytes(of: 0, toByteOffset: utf8.count, as: UInt8.self)
+        return pointer.bindMemory(to: CChar.self, capacity: utf8.count + 1)
     }
 
     /// A copy of `bytes` as protobuf-c binary data (never a NULL data pointer).

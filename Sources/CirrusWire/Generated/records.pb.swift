@@ -310,133 +310,122 @@ extension Wire {
     public struct Record: WireMessage {
         // Stored out of line, copy on write: records are copied from request to plan to event;
         // a copy retains one storage, not each of a record's twenty-odd parts.
-        private var _storage: WireStorage<_Fields>
+        @usableFromInline var _storage: WireStorage<_Fields>
 
-        /// The storage, copied first when another value shares it.
-        private var _unique: WireStorage<_Fields> {
-            mutating get {
-                if !isKnownUniquelyReferenced(&_storage) { _storage = WireStorage(_storage.value) }
-                return _storage
-            }
-        }
-
-        public var recordID: Wire.RecordID? {
-            get { _storage.value.recordID }
-            _modify { yield &_unique.value.recordID }
+        @inlinable public var recordID: Wire.RecordID? {
+            _read { yield _storage.fields.pointee.recordID }
+            _modify { yield &_storage.uniqueFields.pointee.recordID }
         }
 
         /// e.g. "Note"; "cloudkit.share" for a CKShare
-        public var recordType: String {
-            get { _storage.value.recordType }
-            _modify { yield &_unique.value.recordType }
+        @inlinable public var recordType: String {
+            _read { yield _storage.fields.pointee.recordType }
+            _modify { yield &_storage.uniqueFields.pointee.recordType }
         }
 
         /// server version tag; "" = never saved
-        public var recordChangeTag: String {
-            get { _storage.value.recordChangeTag }
-            _modify { yield &_unique.value.recordChangeTag }
+        @inlinable public var recordChangeTag: String {
+            _read { yield _storage.fields.pointee.recordChangeTag }
+            _modify { yield &_storage.uniqueFields.pointee.recordChangeTag }
         }
 
         /// server-filled
-        public var creationDate: Wire.Timestamp? {
-            get { _storage.value.creationDate }
-            _modify { yield &_unique.value.creationDate }
+        @inlinable public var creationDate: Wire.Timestamp? {
+            _read { yield _storage.fields.pointee.creationDate }
+            _modify { yield &_storage.uniqueFields.pointee.creationDate }
         }
 
         /// server-filled
-        public var modificationDate: Wire.Timestamp? {
-            get { _storage.value.modificationDate }
-            _modify { yield &_unique.value.modificationDate }
+        @inlinable public var modificationDate: Wire.Timestamp? {
+            _read { yield _storage.fields.pointee.modificationDate }
+            _modify { yield &_storage.uniqueFields.pointee.modificationDate }
         }
 
         /// server-filled
-        public var creatorUserRecordID: Wire.RecordID? {
-            get { _storage.value.creatorUserRecordID }
-            _modify { yield &_unique.value.creatorUserRecordID }
+        @inlinable public var creatorUserRecordID: Wire.RecordID? {
+            _read { yield _storage.fields.pointee.creatorUserRecordID }
+            _modify { yield &_storage.uniqueFields.pointee.creatorUserRecordID }
         }
 
         /// server-filled
-        public var lastModifiedUserRecordID: Wire.RecordID? {
-            get { _storage.value.lastModifiedUserRecordID }
-            _modify { yield &_unique.value.lastModifiedUserRecordID }
+        @inlinable public var lastModifiedUserRecordID: Wire.RecordID? {
+            _read { yield _storage.fields.pointee.lastModifiedUserRecordID }
+            _modify { yield &_storage.uniqueFields.pointee.lastModifiedUserRecordID }
         }
 
         /// The record's keys, in no particular order, each key at most once.
         /// Fetches restricted by desired keys carry only those keys.
-        public var fields: [Wire.RecordField] {
-            get { _storage.value.fields }
-            _modify { yield &_unique.value.fields }
+        @inlinable public var fields: [Wire.RecordField] {
+            _read { yield _storage.fields.pointee.fields }
+            _modify { yield &_storage.uniqueFields.pointee.fields }
         }
 
         /// CKRecord.parent (action always NONE); absent = no parent
-        public var parent: Wire.Reference? {
-            get { _storage.value.parent }
-            _modify { yield &_unique.value.parent }
+        @inlinable public var parent: Wire.Reference? {
+            _read { yield _storage.fields.pointee.parent }
+            _modify { yield &_storage.uniqueFields.pointee.parent }
         }
 
         /// CKRecord.share: the share this record is the root of; server-filled
-        public var share: Wire.Reference? {
-            get { _storage.value.share }
-            _modify { yield &_unique.value.share }
+        @inlinable public var share: Wire.Reference? {
+            _read { yield _storage.fields.pointee.share }
+            _modify { yield &_storage.uniqueFields.pointee.share }
         }
 
         /// Keys the client changed since the record was fetched (CKRecord.changedKeys()).
         /// With save policy CHANGED_KEYS only these keys are written; a key listed
         /// here but absent from `fields` is removed. Ignored by other policies and
         /// never sent by the server.
-        public var changedKeys: [String] {
-            get { _storage.value.changedKeys }
-            _modify { yield &_unique.value.changedKeys }
+        @inlinable public var changedKeys: [String] {
+            _read { yield _storage.fields.pointee.changedKeys }
+            _modify { yield &_storage.uniqueFields.pointee.changedKeys }
         }
 
         /// set iff record_type == "cloudkit.share"
-        public var shareFields: Wire.ShareFields? {
-            get { _storage.value.shareFields }
-            _modify { yield &_unique.value.shareFields }
+        @inlinable public var shareFields: Wire.ShareFields? {
+            _read { yield _storage.fields.pointee.shareFields }
+            _modify { yield &_storage.uniqueFields.pointee.shareFields }
         }
 
         public static func == (lhs: Self, rhs: Self) -> Bool {
-            lhs._storage === rhs._storage || lhs._storage.value == rhs._storage.value
+            lhs._storage.isShared(with: rhs._storage) || lhs._storage.fields.pointee == rhs._storage.fields.pointee
         }
 
-        public func hash(into hasher: inout Hasher) { hasher.combine(_storage.value) }
+        public func hash(into hasher: inout Hasher) { hasher.combine(_storage.fields.pointee) }
 
         /// The stored fields, shared by copies until one of them changes.
-        fileprivate struct _Fields: Hashable, Sendable {
-            var recordID: Wire.RecordID? = nil
+        @usableFromInline struct _Fields: Hashable, Sendable {
+            @usableFromInline var recordID: Wire.RecordID? = nil
             /// e.g. "Note"; "cloudkit.share" for a CKShare
-            var recordType: String = ""
+            @usableFromInline var recordType: String = ""
             /// server version tag; "" = never saved
-            var recordChangeTag: String = ""
+            @usableFromInline var recordChangeTag: String = ""
             /// server-filled
-            var creationDate: Wire.Timestamp? = nil
+            @usableFromInline var creationDate: Wire.Timestamp? = nil
             /// server-filled
-            var modificationDate: Wire.Timestamp? = nil
+            @usableFromInline var modificationDate: Wire.Timestamp? = nil
             /// server-filled
-            var creatorUserRecordID: Wire.RecordID? = nil
+            @usableFromInline var creatorUserRecordID: Wire.RecordID? = nil
             /// server-filled
-            var lastModifiedUserRecordID: Wire.RecordID? = nil
+            @usableFromInline var lastModifiedUserRecordID: Wire.RecordID? = nil
             /// The record's keys, in no particular order, each key at most once.
             /// Fetches restricted by desired keys carry only those keys.
-            var fields: [Wire.RecordField] = []
+            @usableFromInline var fields: [Wire.RecordField] = []
             /// CKRecord.parent (action always NONE); absent = no parent
-            var parent: Wire.Reference? = nil
+            @usableFromInline var parent: Wire.Reference? = nil
             /// CKRecord.share: the share this record is the root of; server-filled
-            var share: Wire.Reference? = nil
+            @usableFromInline var share: Wire.Reference? = nil
             /// Keys the client changed since the record was fetched (CKRecord.changedKeys()).
             /// With save policy CHANGED_KEYS only these keys are written; a key listed
             /// here but absent from `fields` is removed. Ignored by other policies and
             /// never sent by the server.
-            var changedKeys: [String] = []
+            @usableFromInline var changedKeys: [String] = []
             /// set iff record_type == "cloudkit.share"
-            var shareFields: Wire.ShareFields? = nil
+            @usableFromInline var shareFields: Wire.ShareFields? = nil
         }
 
         /// A value with every field at its default.
         public init() { _storage = WireStorage(_Fields()) }
-
-        /// A value holding `fields`, in a storage of its own.
-        private init(_fields: _Fields) { _storage = WireStorage(_fields) }
 
         /// A value with the given fields; omitted fields keep their defaults.
         public init(
@@ -453,20 +442,20 @@ extension Wire {
             changedKeys: [String] = [],
             shareFields: Wire.ShareFields? = nil
         ) {
-            var __stored = _Fields()
-            __stored.recordID = recordID
-            __stored.recordType = recordType
-            __stored.recordChangeTag = recordChangeTag
-            __stored.creationDate = creationDate
-            __stored.modificationDate = modificationDate
-            __stored.creatorUserRecordID = creatorUserRecordID
-            __stored.lastModifiedUserRecordID = lastModifiedUserRecordID
-            __stored.fields = fields
-            __stored.parent = parent
-            __stored.share = share
-            __stored.changedKeys = changedKeys
-            __stored.shareFields = shareFields
-            self.init(_fields: __stored)
+            _storage = WireStorage(_Fields())
+            let __stored = _storage.fields
+            __stored.pointee.recordID = recordID
+            __stored.pointee.recordType = recordType
+            __stored.pointee.recordChangeTag = recordChangeTag
+            __stored.pointee.creationDate = creationDate
+            __stored.pointee.modificationDate = modificationDate
+            __stored.pointee.creatorUserRecordID = creatorUserRecordID
+            __stored.pointee.lastModifiedUserRecordID = lastModifiedUserRecordID
+            __stored.pointee.fields = fields
+            __stored.pointee.parent = parent
+            __stored.pointee.share = share
+            __stored.pointee.changedKeys = changedKeys
+            __stored.pointee.shareFields = shareFields
         }
     }
 
@@ -1217,24 +1206,24 @@ extension Wire.Record: CBackedMessage {
     }
 
     func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Record>, arena: WireArena) {
-        _storage.value.cFill(c, arena: arena)
+        _storage.fields.pointee.cFill(c, arena: arena)
     }
 
     init(cStruct c: UnsafePointer<Cirrus__V1__Record>) {
-        var __stored = _Fields()
-        if let value = c.pointee.record_id { __stored.recordID = Wire.RecordID(cStruct: value) }
-        __stored.recordType = WireCConvert.string(c.pointee.record_type)
-        __stored.recordChangeTag = WireCConvert.string(c.pointee.record_change_tag)
-        if let value = c.pointee.creation_date { __stored.creationDate = Wire.Timestamp(cStruct: value) }
-        if let value = c.pointee.modification_date { __stored.modificationDate = Wire.Timestamp(cStruct: value) }
-        if let value = c.pointee.creator_user_record_id { __stored.creatorUserRecordID = Wire.RecordID(cStruct: value) }
-        if let value = c.pointee.last_modified_user_record_id { __stored.lastModifiedUserRecordID = Wire.RecordID(cStruct: value) }
-        __stored.fields = WireCConvert.messages(c.pointee.fields, count: c.pointee.n_fields)
-        if let value = c.pointee.parent { __stored.parent = Wire.Reference(cStruct: value) }
-        if let value = c.pointee.share { __stored.share = Wire.Reference(cStruct: value) }
-        __stored.changedKeys = WireCConvert.array(c.pointee.changed_keys, count: c.pointee.n_changed_keys) { WireCConvert.string($0) }
-        if let value = c.pointee.share_fields { __stored.shareFields = Wire.ShareFields(cStruct: value) }
-        self.init(_fields: __stored)
+        self.init()
+        let __stored = _storage.fields
+        if let value = c.pointee.record_id { __stored.pointee.recordID = Wire.RecordID(cStruct: value) }
+        __stored.pointee.recordType = WireCConvert.string(c.pointee.record_type)
+        __stored.pointee.recordChangeTag = WireCConvert.string(c.pointee.record_change_tag)
+        if let value = c.pointee.creation_date { __stored.pointee.creationDate = Wire.Timestamp(cStruct: value) }
+        if let value = c.pointee.modification_date { __stored.pointee.modificationDate = Wire.Timestamp(cStruct: value) }
+        if let value = c.pointee.creator_user_record_id { __stored.pointee.creatorUserRecordID = Wire.RecordID(cStruct: value) }
+        if let value = c.pointee.last_modified_user_record_id { __stored.pointee.lastModifiedUserRecordID = Wire.RecordID(cStruct: value) }
+        __stored.pointee.fields = WireCConvert.messages(c.pointee.fields, count: c.pointee.n_fields)
+        if let value = c.pointee.parent { __stored.pointee.parent = Wire.Reference(cStruct: value) }
+        if let value = c.pointee.share { __stored.pointee.share = Wire.Reference(cStruct: value) }
+        __stored.pointee.changedKeys = WireCConvert.array(c.pointee.changed_keys, count: c.pointee.n_changed_keys) { WireCConvert.string($0) }
+        if let value = c.pointee.share_fields { __stored.pointee.shareFields = Wire.ShareFields(cStruct: value) }
     }
 }
 
