@@ -1,7 +1,7 @@
 #ifndef CIRRUS_COPENSSL_SHIM_H
 #define CIRRUS_COPENSSL_SHIM_H
 
-// OpenSSL 3.x for CirrusTLS (and libcrypto's SHA-256 and HMAC for CirrusWire),
+// OpenSSL 3.x for CirrusTLS (and libcrypto's SHA-256, HMAC and random bytes for CirrusWire),
 // plus `static inline` wrappers for what Swift cannot import: function-like
 // macros and a C callback. Every wrapper is prefixed `cirrus_` and does nothing
 // but call through.
@@ -12,6 +12,7 @@
 #include <openssl/buffer.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 // MARK: SSL_CTX settings (macros over SSL_CTX_ctrl).
 

@@ -16,6 +16,18 @@ struct RandomUUIDTests {
         }
     }
 
+    @Test func stringsAreWrittenAsFoundationWritesThemAndDiffer() throws {
+        let strings = (0..<10_000).map { _ in RandomUUID.string() }
+        #expect(Set(strings).count == strings.count)
+        for string in strings.prefix(1_000) {
+            let uuid = try #require(UUID(uuidString: string))
+            #expect(uuid.uuidString == string)
+            let bytes = withUnsafeBytes(of: uuid.uuid) { Array($0) }
+            #expect(bytes[6] >> 4 == 4, "version nibble of \(string)")
+            #expect(bytes[8] >> 6 == 0b10, "variant bits of \(string)")
+        }
+    }
+
     @Test func theyDifferAndUseEveryRandomBit() {
         let uuids = (0..<10_000).map { _ in RandomUUID.make() }
         #expect(Set(uuids).count == uuids.count)
