@@ -13,6 +13,13 @@ extension CKContainer {
     /// container.cancelAllOperations()
     /// ```
     public func cancelAllOperations() {
+        // Those not running first: cancelling a running operation finishes it, and its
+        // finishing can start an operation that depends on it before the queue's own
+        // `cancelAllOperations` reaches that one, which would then open a stream only to
+        // cancel it.
+        for operation in self.operationQueue.operations where !operation.isExecuting {
+            operation.cancel()
+        }
         self.operationQueue.cancelAllOperations()
     }
 }

@@ -17,8 +17,14 @@ struct CancelAllOperationsTests {
         let results = Recorder<String>()
         let running = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "a")])
         running.perRecordResultBlock = { id, _ in records.append(id.recordName) }
-        running.fetchRecordsResultBlock = { results.append("running \($0.failureCode.map { "\($0)" } ?? "success")") }
         let waiting = CKFetchRecordsOperation(recordIDs: [CKRecord.ID(recordName: "a")])
+        let waitingCancelledFirst = Recorder<Bool>()
+        running.fetchRecordsResultBlock = {
+            // The operation waiting for this one is cancelled before this one ends, so it
+            // never starts a stream of its own.
+            waitingCancelledFirst.append(waiting.isCancelled)
+            results.append("running \($0.failureCode.map { "\($0)" } ?? "success")")
+        }
         waiting.addDependency(running)
         waiting.fetchRecordsResultBlock = { results.append("waiting \($0.failureCode.map { "\($0)" } ?? "success")") }
         container.privateCloudDatabase.add(running)
@@ -33,6 +39,7 @@ struct CancelAllOperationsTests {
         #expect(Set(results.values) == ["running \(code)", "waiting \(code)"])
         #expect(running.isCancelled && waiting.isCancelled)
         #expect(peer.opens.count == 1)
+        #expect(waitingCancelledFirst.values == [true])
     }
 
     @Test("An operation added after cancelAllOperations runs")

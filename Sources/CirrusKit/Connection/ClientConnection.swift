@@ -17,11 +17,13 @@ final class ClientConnection: Sendable {
 
     var eventLoop: any EventLoop { self.channel.eventLoop }
 
-    /// Opens `stream` on this connection. The future says false when the connection no longer
-    /// takes new streams (draining or closed); the caller then uses another connection.
-    func open(_ stream: ClientStream) -> EventLoopFuture<Bool> {
-        self.eventLoop.submit {
-            self.handler.value.open(stream, on: self)
+    /// Opens `stream` on this connection, on its event loop, then tells `opened` whether it
+    /// did: false when the connection no longer takes new streams (draining or closed); the
+    /// caller then uses another connection. (A callback, not a future: every operation opens
+    /// a stream, and a future, its promise and their callbacks are several allocations each.)
+    func open(_ stream: ClientStream, then opened: @escaping @Sendable (Bool) -> Void) {
+        self.eventLoop.execute {
+            opened(self.handler.value.open(stream, on: self))
         }
     }
 

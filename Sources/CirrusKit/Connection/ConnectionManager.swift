@@ -75,22 +75,35 @@ final class ConnectionManager: Sendable {
             stream.fail(.network("\(self.serverDescription) kept refusing new streams"))
             return
         }
+        // The usual case, a connection that is up, takes no future.
+        if let connection = self.activeConnection() {
+            self.open(stream, on: connection)
+            return
+        }
         self.connectionFailingOver().whenComplete { result in
             switch result {
             case .failure(let error):
                 self.lost(stream, ConnectionFailure.from(error, beforeHelloAck: true, server: self.serverDescription))
             case .success(let connection):
-                connection.open(stream).whenComplete { opened in
-                    switch opened {
-                    case .success(true):
-                        break
-                    case .success(false), .failure:
-                        self.counters.metrics.retries.increment()
-                        self.retire(connection)
-                        self.open(stream)
-                    }
-                }
+                self.open(stream, on: connection)
             }
+        }
+    }
+
+    private func open(_ stream: ClientStream, on connection: ClientConnection) {
+        connection.open(stream) { opened in
+            guard !opened else { return }
+            self.counters.metrics.retries.increment()
+            self.retire(connection)
+            self.open(stream)
+        }
+    }
+
+    /// The current connection, if it is up.
+    private func activeConnection() -> ClientConnection? {
+        self.state.withLockedValue { state in
+            guard let current = state.current, current.channel.isActive else { return nil }
+            return current
         }
     }
 
