@@ -199,7 +199,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 }
                 let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in
-                    try CKRecord.decoded(wire: record, fields: fields, localAssetFiles: files)
+                    try CKRecord.decoded(wire: record, fields: fields, knownID: id, localAssetFiles: files)
                 }.mapError { $0 }
             case .error(let error):
                 result = .failure(CKError(wire: error))

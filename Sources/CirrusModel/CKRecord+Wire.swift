@@ -23,10 +23,11 @@ extension CKRecord {
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package convenience init(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, knownID: ID? = nil, assetDirectory: URL? = nil,
+        localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
         let parts = try Self.decodedParts(
-            of: wire, fields: fields, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+            of: wire, fields: fields, knownID: knownID, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
         self.init(recordType: parts.recordType, recordID: parts.recordID, state: parts.state)
     }
 
@@ -36,29 +37,39 @@ extension CKRecord {
     ///
     /// `fields`, when given, are the record's fields in place of `wire.fields` (a saved record the
     /// server sent back without the fields the client sent, `fields_as_sent`): decoded as they
-    /// are, without a copy of the message to put them in.
+    /// are, without a copy of the message to put them in. `knownID`, when the message names
+    /// it, is the record's ID (the ID object the caller already has for the record it sent),
+    /// instead of a new one read from the message.
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package static func decoded(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, assetDirectory: URL? = nil,
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, knownID: ID? = nil, assetDirectory: URL? = nil,
         localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) -> CKRecord {
         if wire.recordType == SystemType.share {
             return try CKShare(
-                shareRecord: wire, fields: fields, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+                shareRecord: wire, fields: fields, knownID: knownID, assetDirectory: assetDirectory,
+                localAssetFiles: localAssetFiles)
         }
-        return try CKRecord(wire: wire, fields: fields, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+        return try CKRecord(
+            wire: wire, fields: fields, knownID: knownID, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
     }
 
     /// The type, ID and state a wire message carries (see ``init(wire:fields:assetDirectory:localAssetFiles:)``),
     /// with `fields` (when given) in place of `wire.fields`.
     static func decodedParts(
-        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
+        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, knownID: ID? = nil, assetDirectory: URL?,
+        localAssetFiles: [[UInt8]: URL]
     ) throws(CKError) -> (recordType: RecordType, recordID: ID, state: State) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
         }
-        let recordID = try ID(wire: wireID)
+        let recordID: ID
+        if let knownID, knownID.isNamed(by: wireID) {
+            recordID = knownID
+        } else {
+            recordID = try ID(wire: wireID)
+        }
         guard !wire.recordType.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid record \(recordID.recordName) from the wire: empty record type")
         }

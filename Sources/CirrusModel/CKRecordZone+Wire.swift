@@ -30,6 +30,16 @@ extension CKRecord.ID {
         self.init(recordName: wire.recordName, zoneID: zoneID)
     }
 
+    /// Whether `wire` names this ID, as ``init(wire:)`` reads it (an absent zone is the default
+    /// zone, an empty owner the current user), so that a decoder can use this object instead of
+    /// a new equal one.
+    package func isNamed(by wire: Wire.RecordID) -> Bool {
+        guard wire.recordName == self.recordName else { return false }
+        guard let zone = wire.zoneID else { return self.zoneID == CKRecordZone.ID.default }
+        return zone.zoneName == self.zoneID.zoneName
+            && (zone.ownerName.isEmpty ? CKCurrentUserDefaultName : zone.ownerName) == self.zoneID.ownerName
+    }
+
     /// The record ID as a wire message (always with its zone).
     package var wireRecordID: Wire.RecordID {
         Wire.RecordID(recordName: recordName, zoneID: zoneID.wireZoneID)

@@ -110,6 +110,30 @@ private let valueCases: [ValueCase] = [
         #expect(again.modificationDate == wire.modificationDate)
     }
 
+    @Test func aKnownIDIsUsedOnlyWhenTheMessageNamesIt() throws {
+        let wire = serverRecord(fields: [])
+        let known = CKRecord.ID(recordName: "r1", zoneID: CKRecordZone.ID(zoneName: "Z", ownerName: "_alice"))
+        let record = try CKRecord.decoded(wire: wire, knownID: known, assetDirectory: makeTemporaryDirectory())
+        #expect(record.recordID === known)
+        // Another name, zone or owner: the ID read from the message, not the known one.
+        for other in [
+            CKRecord.ID(recordName: "r2", zoneID: zone),
+            CKRecord.ID(recordName: "r1", zoneID: CKRecordZone.ID(zoneName: "Y", ownerName: "_alice")),
+            CKRecord.ID(recordName: "r1", zoneID: CKRecordZone.ID(zoneName: "Z", ownerName: "_bob")),
+        ] {
+            let decoded = try CKRecord.decoded(wire: wire, knownID: other, assetDirectory: makeTemporaryDirectory())
+            #expect(decoded.recordID !== other)
+            #expect(decoded.recordID == CKRecord.ID(recordName: "r1", zoneID: zone))
+        }
+        // A message without a zone or owner names the default zone and the current user.
+        let bare = Wire.RecordID(recordName: "r1")
+        #expect(CKRecord.ID(recordName: "r1").isNamed(by: bare))
+        #expect(!CKRecord.ID(recordName: "r1", zoneID: zone).isNamed(by: bare))
+        let ownerless = Wire.RecordID(recordName: "r1", zoneID: Wire.RecordZoneID(zoneName: "Z"))
+        #expect(CKRecord.ID(recordName: "r1", zoneID: CKRecordZone.ID(zoneName: "Z")).isNamed(by: ownerless))
+        #expect(!CKRecord.ID(recordName: "r1", zoneID: zone).isNamed(by: ownerless))
+    }
+
     @Test func parentAndShareSurviveTheRoundTrip() throws {
         var wire = serverRecord(fields: [])
         wire.parent = CKRecord.Reference(recordID: target, action: .none).wireReference
