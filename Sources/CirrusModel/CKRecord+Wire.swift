@@ -102,7 +102,13 @@ extension CKRecord {
         state.creationDate = wire.creationDate.map(Date.init(wireTimestamp:))
         state.modificationDate = wire.modificationDate.map(Date.init(wireTimestamp:))
         state.creatorUserRecordID = try wire.creatorUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
-        state.lastModifiedUserRecordID = try wire.lastModifiedUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
+        if wire.lastModifiedUserRecordID == wire.creatorUserRecordID {
+            // Usually one user created and last changed a record: one ID object for both
+            // (IDs are immutable).
+            state.lastModifiedUserRecordID = state.creatorUserRecordID
+        } else {
+            state.lastModifiedUserRecordID = try wire.lastModifiedUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
+        }
         state.parent = try wire.parent.map { (parent) throws(CKError) in
             Reference(recordID: try Reference(wire: parent).recordID, action: .none)
         }

@@ -108,6 +108,14 @@ private let valueCases: [ValueCase] = [
         #expect(again.recordChangeTag == "tag-1")
         #expect(again.creationDate == wire.creationDate)
         #expect(again.modificationDate == wire.modificationDate)
+
+        // The same user created and last changed it: both read back.
+        var same = wire
+        same.lastModifiedUserRecordID = wire.creatorUserRecordID
+        let own = try CKRecord(wire: same, assetDirectory: makeTemporaryDirectory())
+        #expect(own.creatorUserRecordID == CKRecord.ID(recordName: "_alice"))
+        #expect(own.lastModifiedUserRecordID == CKRecord.ID(recordName: "_alice"))
+        #expect(try own.wireRecord.lastModifiedUserRecordID?.recordName == "_alice")
     }
 
     @Test func aKnownIDIsUsedOnlyWhenTheMessageNamesIt() throws {
