@@ -30,9 +30,11 @@ struct ZoneOwnerMapping: Sendable {
     private func owner(_ owner: String, _ direction: Direction) -> String? {
         switch direction {
         case .inbound:
-            owner == Self.currentUser || owner.isEmpty ? (owner == self.databaseOwner ? nil : self.databaseOwner) : nil
+            // The caller's own zones: `__defaultOwner__` or no owner.
+            guard owner == Self.currentUser || owner.isEmpty, owner != self.databaseOwner else { return nil }
+            return self.databaseOwner
         case .outbound:
-            owner == self.databaseOwner ? Self.currentUser : nil
+            return owner == self.databaseOwner ? Self.currentUser : nil
         }
     }
 
@@ -132,14 +134,12 @@ struct ZoneOwnerMapping: Sendable {
 
     private func map(_ recordID: inout Wire.RecordID?, _ direction: Direction) {
         guard var mapped = recordID else { return }
-        recordID = nil  // so that `mapped` is the only holder of its parts
         self.map(&mapped, direction)
         recordID = mapped
     }
 
     private func map(_ reference: inout Wire.Reference?, _ direction: Direction) {
         guard var mapped = reference else { return }
-        reference = nil
         self.map(&mapped, direction)
         reference = mapped
     }
