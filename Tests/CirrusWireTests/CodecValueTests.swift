@@ -60,6 +60,15 @@ struct CodecValueTests {
         #expect(try Wire.Record(serializedBytes: copy.serializedBytes()) == copy)
     }
 
+    @Test func theCurrentUsersOwnerNameAndItsNeighboursDecodeAsSent() throws {
+        for owner in ["__defaultOwner__", "__defaultOwner_", "__defaultOwner__x", "__defaultOwneR__", "_defaultOwner__", ""] {
+            let id = Wire.RecordID(recordName: "r", zoneID: Wire.RecordZoneID(zoneName: "Z", ownerName: owner))
+            let back = try Wire.RecordID(serializedBytes: id.serializedBytes())
+            #expect(back == id)
+            #expect(back.zoneID?.ownerName.utf8.elementsEqual(owner.utf8) == true)
+        }
+    }
+
     @Test func presenceFieldsDistinguishZeroFromAbsent() throws {
         let absent = Wire.Hello(clientName: "x")
         let empty = Wire.Hello(clientName: "x", bearerToken: "")

@@ -16,8 +16,19 @@ enum WireCConvert {
     static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
         guard let pointer else { return "" }
         let count = strlen(pointer)
+        // CloudKit's name of the current user's zones, in nearly every record ID a client sends
+        // or receives: one byte too long to be stored inline (15), it would be a heap string
+        // each time; the literal is never allocated or freed.
+        if count == Self.currentUserZoneOwner.utf8CodeUnitCount,
+            memcmp(pointer, Self.currentUserZoneOwner.utf8Start, count) == 0
+        {
+            return Self.currentUserZoneOwnerString
+        }
         return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
+
+    private static let currentUserZoneOwner: StaticString = "__defaultOwner__"
+    private static let currentUserZoneOwnerString = "__defaultOwner__"
 
     static func bytes(_ data: ProtobufCBinaryData) -> [UInt8] {
         guard let base = data.data, data.len > 0 else { return [] }
