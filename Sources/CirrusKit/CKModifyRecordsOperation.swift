@@ -88,7 +88,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 
     /// Records being saved, by ID: for the progress block, and the fields each was sent with
     /// (a saved record the server sends back without them, `fields_as_sent`, has these).
-    private var recordsByID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField])] = [:]
+    private var recordsByID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = [:]
     /// How the records' asset files travel, once uploaded (see ``prepareToStart(_:)``).
     private let assetPlan = NIOLockedValueBox<AssetUploadPlan?>(nil)
     /// The uploads running before the request is sent.
@@ -135,7 +135,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 message: "\(records.count + deletions.count) items in one operation; at most \(maximumItems) are allowed"
             )
         }
-        var byID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField])] = [:]
+        var byID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = [:]
         byID.reserveCapacity(records.count)
         var wireRecords: [Wire.Record] = []
         wireRecords.reserveCapacity(records.count)
@@ -145,13 +145,14 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             guard byID[record.recordID] == nil else {
                 throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
             }
-            let wire = try record.wireRecord(changedKeysOnly: self.savePolicy == .changedKeys) { (asset) throws(CKError) in
+            let (wire, values) = try record.wireRecordForSave(changedKeysOnly: self.savePolicy == .changedKeys) {
+                (asset) throws(CKError) in
                 // A fetched long-lived operation resumes the server's request: nothing is read.
                 if resuming { return Wire.Asset() }
                 if let plan { return try plan.wireAsset(asset) }
                 return try asset.wireAsset(inlineContent: true)
             }
-            byID[record.recordID] = (record, wire.fields)
+            byID[record.recordID] = (record, wire.fields, values)
             wireRecords.append(wire)
         }
         self.recordsByID = byID
@@ -189,6 +190,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             switch save.outcome {
             case .record(let record):
                 var fields: [Wire.RecordField]?
+                var values: SentFieldValues?
                 if save.fieldsAsSent {
                     // The server left out the fields this operation sent: they are what it saved.
                     guard let sent = self.recordsByID[id] else {
@@ -196,10 +198,11 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                         break
                     }
                     fields = sent.fields
+                    values = sent.values
                 }
                 let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in
-                    try CKRecord.decoded(wire: record, fields: fields, knownID: id, localAssetFiles: files)
+                    try CKRecord.decoded(wire: record, fields: fields, sentValues: values, knownID: id, localAssetFiles: files)
                 }.mapError { $0 }
             case .error(let error):
                 result = .failure(CKError(wire: error))

@@ -23,11 +23,12 @@ extension CKRecord {
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package convenience init(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, knownID: ID? = nil, assetDirectory: URL? = nil,
-        localAssetFiles: [[UInt8]: URL] = [:]
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
         let parts = try Self.decodedParts(
-            of: wire, fields: fields, knownID: knownID, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
+            localAssetFiles: localAssetFiles)
         self.init(recordType: parts.recordType, recordID: parts.recordID, state: parts.state)
     }
 
@@ -37,29 +38,31 @@ extension CKRecord {
     ///
     /// `fields`, when given, are the record's fields in place of `wire.fields` (a saved record the
     /// server sent back without the fields the client sent, `fields_as_sent`): decoded as they
-    /// are, without a copy of the message to put them in. `knownID`, when the message names
-    /// it, is the record's ID (the ID object the caller already has for the record it sent),
-    /// instead of a new one read from the message.
+    /// are, without a copy of the message to put them in; `sentValues`, when given, are the
+    /// values those fields were encoded from, taken as they are instead of decoded again.
+    /// `knownID`, when the message names it, is the record's ID (the ID object the caller
+    /// already has for the record it sent), instead of a new one read from the message.
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package static func decoded(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, knownID: ID? = nil, assetDirectory: URL? = nil,
-        localAssetFiles: [[UInt8]: URL] = [:]
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) -> CKRecord {
         if wire.recordType == SystemType.share {
             return try CKShare(
-                shareRecord: wire, fields: fields, knownID: knownID, assetDirectory: assetDirectory,
+                shareRecord: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
                 localAssetFiles: localAssetFiles)
         }
         return try CKRecord(
-            wire: wire, fields: fields, knownID: knownID, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+            wire: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
+            localAssetFiles: localAssetFiles)
     }
 
     /// The type, ID and state a wire message carries (see ``init(wire:fields:assetDirectory:localAssetFiles:)``),
     /// with `fields` (when given) in place of `wire.fields`.
     static func decodedParts(
-        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, knownID: ID? = nil, assetDirectory: URL?,
-        localAssetFiles: [[UInt8]: URL]
+        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
     ) throws(CKError) -> (recordType: RecordType, recordID: ID, state: State) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
@@ -73,8 +76,13 @@ extension CKRecord {
         guard !wire.recordType.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid record \(recordID.recordName) from the wire: empty record type")
         }
-        let fields = fields ?? wire.fields
         var state = State()
+        if let sentValues {
+            // The values `fields` were encoded from, which decode back as themselves.
+            state.fields = sentValues.fields
+            state.encryptedFields = sentValues.encryptedFields
+        }
+        let fields = sentValues == nil ? fields ?? wire.fields : []
         state.fields.reserveCapacity(fields.count)
         for field in fields where !field.key.isEmpty {
             guard let kind = field.value?.kind else {
@@ -139,24 +147,45 @@ extension CKRecord {
         changedKeysOnly: Bool,
         encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
     ) throws(CKError) -> Wire.Record {
+        try self.wireRecordForSave(changedKeysOnly: changedKeysOnly, encodeAsset: encodeAsset).record
+    }
+
+    /// The record as a wire message (see ``wireRecord(changedKeysOnly:encodeAsset:)``) and,
+    /// when the message carries every field of the record and each one decodes back to the
+    /// very same value, those values (see ``SentFieldValues``).
+    package func wireRecordForSave(
+        changedKeysOnly: Bool,
+        encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
+    ) throws(CKError) -> (record: Wire.Record, sent: SentFieldValues?) {
         let state = self.state.withLock { $0 }
         try FieldValue.checkWireID(recordID)
         try FieldValue.checkWireString(recordType, what: "the record type")
         if let parent = state.parent { try FieldValue.checkWireID(parent.recordID) }
         var fields: [Wire.RecordField] = []
         let changed = Set(state.changedKeys)
+        var keepsValues = true
         for (encrypted, values) in [(false, state.fields), (true, state.encryptedFields)] {
-            for key in values.keys.sorted() where !changedKeysOnly || changed.contains(key) {
+            for key in values.keys.sorted() {
                 guard let value = values[key] else { continue }
+                guard !changedKeysOnly || changed.contains(key) else {
+                    keepsValues = false
+                    continue
+                }
                 try FieldValue.checkWireString(key, what: "the field key \"\(key.debugDescription)\"")
                 let kind = try value.wireKind(encodeAsset: encodeAsset)
+                keepsValues = keepsValues && !key.isEmpty && value.decodesBackAsItself
                 fields.append(Wire.RecordField(key: key, value: Wire.FieldValue(kind: kind), isEncrypted: encrypted))
             }
+        }
+        if keepsValues, !state.encryptedFields.isEmpty {
+            // A key both plain and encrypted decodes as one of the two.
+            keepsValues = state.encryptedFields.keys.allSatisfy { state.fields[$0] == nil }
         }
         var record = self.wireSystemFields(state)
         record.fields = fields
         record.changedKeys = state.changedKeys
-        return record
+        let sent = keepsValues ? SentFieldValues(fields: state.fields, encryptedFields: state.encryptedFields) : nil
+        return (record, sent)
     }
 
     /// The record's ID, type and system fields (change tag, dates, creator, last modifier,
@@ -173,5 +202,32 @@ extension CKRecord {
             parent: state.parent?.wireReference,
             share: state.share?.wireReference,
             shareFields: self.wireShareFields())
+    }
+}
+
+/// A record's field values as a save sent them: every field of the record, each of a kind that
+/// decodes back from the wire as the very same value (strings, numbers, bytes, their lists, and
+/// dates whose wire timestamp is exact). When the server sends the saved record back without
+/// its fields (`fields_as_sent`), the record takes these values instead of decoding again what
+/// was just encoded. Values that would come back otherwise (references, locations, assets,
+/// dates finer than a nanosecond) leave it out, and the record is decoded.
+package struct SentFieldValues: Sendable {
+    let fields: [CKRecord.FieldKey: FieldValue]
+    let encryptedFields: [CKRecord.FieldKey: FieldValue]
+}
+
+extension FieldValue {
+    /// Whether the value decodes from its wire form as itself (see ``SentFieldValues``).
+    var decodesBackAsItself: Bool {
+        switch self {
+        case .string, .int64, .double, .bytes, .stringList, .int64List, .doubleList, .bytesList:
+            true
+        case .date(let date):
+            Date(wireTimestamp: date.wireTimestamp) == date
+        case .dateList(let dates):
+            dates.allSatisfy { Date(wireTimestamp: $0.wireTimestamp) == $0 }
+        case .reference, .location, .asset, .referenceList, .locationList, .assetList:
+            false
+        }
     }
 }

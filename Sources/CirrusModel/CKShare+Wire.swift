@@ -6,17 +6,18 @@ extension CKShare {
     /// `CKRecord(wire:)` decodes it, then the participants, owner, public permission and URL of
     /// its `share_fields` (absent = a share nobody but its owner is in yet).
     ///
-    /// `fields`, when given, stand in for `wire.fields`, and `knownID` for a new ID object (see
-    /// `CKRecord.decoded(wire:fields:…)`).
+    /// `fields`, when given, stand in for `wire.fields`, `sentValues` for their decoding, and
+    /// `knownID` for a new ID object (see `CKRecord.decoded(wire:fields:…)`).
     ///
     /// - throws: `CKError` `.invalidArguments` for a record that is not of type
     ///   `cloudkit.share`, and whatever `CKRecord(wire:)` throws.
     package convenience init(
-        shareRecord wire: Wire.Record, fields: [Wire.RecordField]? = nil, knownID: CKRecord.ID? = nil,
-        assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+        shareRecord wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil,
+        knownID: CKRecord.ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
         let parts = try CKRecord.decodedParts(
-            of: wire, fields: fields, knownID: knownID, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
+            localAssetFiles: localAssetFiles)
         guard parts.recordType == SystemType.share else {
             throw CKError(
                 .invalidArguments,

@@ -142,6 +142,56 @@ private let valueCases: [ValueCase] = [
         #expect(!CKRecord.ID(recordName: "r1", zoneID: zone).isNamed(by: ownerless))
     }
 
+    @Test func aSavedRecordTakesTheValuesItWasSentWithOnlyWhenTheyDecodeBackAsThemselves() throws {
+        let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "r1", zoneID: zone))
+        record["title"] = "hello"
+        record["count"] = 7
+        record["ratio"] = 0.25
+        record["blob"] = Data([1, 2, 3])
+        record["tags"] = ["a", "b"]
+        record["when"] = Date(timeIntervalSince1970: 1_700_000_000)
+        record.encryptedValues["secret"] = "s"
+        let noAsset: (CKAsset) throws(CKError) -> Wire.Asset = { _ in Wire.Asset() }
+        let (wire, sent) = try record.wireRecordForSave(changedKeysOnly: false, encodeAsset: noAsset)
+        let values = try #require(sent)
+        // The server's saved record without its fields (fields_as_sent): the client fills them in.
+        var saved = serverRecord(fields: [])
+        saved.fields = []
+        let directory = try makeTemporaryDirectory()
+        let taken = try CKRecord.decoded(wire: saved, fields: wire.fields, sentValues: values, assetDirectory: directory)
+        let decoded = try CKRecord.decoded(wire: saved, fields: wire.fields, assetDirectory: directory)
+        #expect(taken.state.withLock { $0.fields } == decoded.state.withLock { $0.fields })
+        #expect(taken.state.withLock { $0.encryptedFields } == decoded.state.withLock { $0.encryptedFields })
+        #expect(taken["title"] as? String == "hello")
+        #expect(taken.encryptedValues["secret"] as? String == "s")
+        #expect(taken.changedKeys().isEmpty)
+        #expect(taken.recordChangeTag == "tag-1")
+
+        // Values that would decode as something else leave the record to be decoded.
+        let reference = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "r3", zoneID: zone))
+        reference["link"] = CKRecord.Reference(recordID: target, action: .none)
+        let location = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "r4", zoneID: zone))
+        location["where"] = place
+        for other in [reference, location] {
+            #expect(try other.wireRecordForSave(changedKeysOnly: false, encodeAsset: noAsset).sent == nil)
+        }
+        for seconds in [1_700_000_000.123_456_789_1, 1_700_000_000.000_000_1, -2_000_000_000.5, 0.3] {
+            let date = Date(timeIntervalSince1970: seconds)
+            let dated = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "r2", zoneID: zone))
+            dated["when"] = date
+            let exact = Date(wireTimestamp: date.wireTimestamp) == date
+            #expect((try dated.wireRecordForSave(changedKeysOnly: false, encodeAsset: noAsset).sent != nil) == exact, "\(seconds)")
+        }
+        // Only some fields sent (the changedKeys policy): nothing kept.
+        let fetched = try CKRecord(wire: serverRecord(fields: [
+            Wire.RecordField(key: "a", value: Wire.FieldValue(kind: .stringValue("x"))),
+            Wire.RecordField(key: "b", value: Wire.FieldValue(kind: .stringValue("y"))),
+        ]), assetDirectory: directory)
+        fetched["a"] = "z"
+        #expect(try fetched.wireRecordForSave(changedKeysOnly: true, encodeAsset: noAsset).sent == nil)
+        #expect(try fetched.wireRecordForSave(changedKeysOnly: false, encodeAsset: noAsset).sent != nil)
+    }
+
     @Test func parentAndShareSurviveTheRoundTrip() throws {
         var wire = serverRecord(fields: [])
         wire.parent = CKRecord.Reference(recordID: target, action: .none).wireReference
