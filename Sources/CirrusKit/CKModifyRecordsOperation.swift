@@ -87,7 +87,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     }
 
     /// Records being saved, by ID: for the progress block, and the fields each was sent with
-    /// (a saved record the server sends back without them, `fields_as_sent`, has these).
+    /// (a saved record the server sends back without them, `fields_as_sent`, has these), with
+    /// the values they were encoded from when those decode back as themselves.
     private var recordsByID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = [:]
     /// How the records' asset files travel, once uploaded (see ``prepareToStart(_:)``).
     private let assetPlan = NIOLockedValueBox<AssetUploadPlan?>(nil)
