@@ -78,32 +78,34 @@ extension CKRecord {
         }
         var state = State()
         if let sentValues {
-            // The values `fields` were encoded from, which decode back as themselves.
+            // The values `fields` were encoded from, which decode back as themselves. (Kept as
+            // they are: reserving capacity would copy the dictionaries the sent record shares.)
             state.fields = sentValues.fields
             state.encryptedFields = sentValues.encryptedFields
-        }
-        let fields = sentValues == nil ? fields ?? wire.fields : []
-        state.fields.reserveCapacity(fields.count)
-        for field in fields where !field.key.isEmpty {
-            guard let kind = field.value?.kind else {
-                state.fields[field.key] = nil
-                state.encryptedFields[field.key] = nil
-                continue
-            }
-            let value: FieldValue
-            do {
-                value = try FieldValue(wire: kind, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
-            } catch {
-                throw CKError(
-                    error.code,
-                    message: "invalid field \"\(field.key)\" of record \(recordID.recordName): \(error.message ?? "")")
-            }
-            if field.isEncrypted {
-                state.encryptedFields[field.key] = value
-                state.fields[field.key] = nil
-            } else {
-                state.fields[field.key] = value
-                state.encryptedFields[field.key] = nil
+        } else {
+            let fields = fields ?? wire.fields
+            state.fields.reserveCapacity(fields.count)
+            for field in fields where !field.key.isEmpty {
+                guard let kind = field.value?.kind else {
+                    state.fields[field.key] = nil
+                    state.encryptedFields[field.key] = nil
+                    continue
+                }
+                let value: FieldValue
+                do {
+                    value = try FieldValue(wire: kind, assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
+                } catch {
+                    throw CKError(
+                        error.code,
+                        message: "invalid field \"\(field.key)\" of record \(recordID.recordName): \(error.message ?? "")")
+                }
+                if field.isEncrypted {
+                    state.encryptedFields[field.key] = value
+                    state.fields[field.key] = nil
+                } else {
+                    state.fields[field.key] = value
+                    state.encryptedFields[field.key] = nil
+                }
             }
         }
         state.recordChangeTag = wire.recordChangeTag.isEmpty ? nil : wire.recordChangeTag

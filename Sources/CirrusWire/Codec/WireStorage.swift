@@ -43,7 +43,7 @@ struct WireStorage<Value: Hashable & Sendable>: @unchecked Sendable {
     var uniqueFields: UnsafeMutablePointer<Value> {
         mutating get {
             if !isKnownUniquelyReferenced(&self.buffer) {
-                self.buffer = Buffer.make(self.buffer.withUnsafeMutablePointerToHeader { $0.pointee })
+                self.buffer = Buffer.make(self.fields.pointee)
             }
             return self.fields
         }
