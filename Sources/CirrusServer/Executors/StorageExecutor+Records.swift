@@ -80,18 +80,26 @@ extension StorageExecutor {
     /// `sent` (the request's records, in the order of `result.saves`, when it asked for
     /// `omit_fields_as_sent`): a saved record whose fields go out exactly as that record sent
     /// them goes out without them, marked `fields_as_sent`.
+    ///
+    /// Saved records are moved out of `result` and mapped in place: passed a result no one
+    /// else holds, no record is copied.
     static func modifyEvents(
-        _ result: RecordModificationResult, _ owners: ZoneOwnerMapping, failuresOnly: Bool,
+        _ result: consuming RecordModificationResult, _ owners: ZoneOwnerMapping, failuresOnly: Bool,
         sent: ArraySlice<Wire.Record>? = nil
     ) -> [Wire.Event.Payload] {
         var events: [Wire.Event.Payload] = []
         events.reserveCapacity(failuresOnly ? 0 : result.saves.count + result.deletes.count)
-        for (index, save) in result.saves.enumerated() {
-            if failuresOnly, case .success = save.result { continue }
-            var event = Wire.ModifyRecordsPerRecordSave(recordID: save.id.map(owners.outbound))
-            switch save.result {
-            case .success(let record):
-                var outbound = owners.outbound(record)
+        for index in result.saves.indices {
+            if failuresOnly, case .success = result.saves[index].result { continue }
+            var event = Wire.ModifyRecordsPerRecordSave(recordID: result.saves[index].id.map(owners.outbound))
+            // Moved out, leaving a shared empty record: the saved record's storage is then held
+            // once, and mapping it writes in place.
+            var taken: Result<Wire.Record, ItemFailure> = .success(Self.movedOut)
+            swap(&taken, &result.saves[index].result)
+            switch taken {
+            case .success(var outbound):
+                taken = .success(Self.movedOut)
+                owners.mapOutbound(&outbound)
                 if let sent, index < sent.count, Self.hasFieldsAsSent(outbound, sent[sent.startIndex + index]) {
                     outbound.fields = []
                     event.fieldsAsSent = true
@@ -109,6 +117,10 @@ extension StorageExecutor {
         }
         return events
     }
+
+    /// What ``modifyEvents(_:_:failuresOnly:sent:)`` leaves in a result in place of a record it
+    /// took out: one value shared by all, so taking a record out allocates nothing.
+    private static let movedOut = Wire.Record()
 
     /// Whether `saved` (as it goes out) is the record `sent` named, under the very ID and with
     /// the very fields it sent (so the client finds them by the ID it reads).

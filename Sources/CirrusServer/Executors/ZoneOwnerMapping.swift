@@ -80,16 +80,22 @@ struct ZoneOwnerMapping: Sendable {
 
     func outbound(_ record: Wire.Record) -> Wire.Record {
         var mapped = record
-        self.map(&mapped, .outbound)
-        if var share = mapped.shareFields {
+        self.mapOutbound(&mapped)
+        return mapped
+    }
+
+    /// What ``outbound(_:)-(Wire.Record)`` returns, made in place: a record no one else holds
+    /// (one moved out of a result) is not copied.
+    func mapOutbound(_ record: inout Wire.Record) {
+        self.map(&record, .outbound)
+        if var share = record.shareFields {
             if share.url.hasPrefix("/") { share.url = self.shareURLBase + share.url }
             share.currentUserParticipant = share.participants.first { participant in
                 !self.caller.isEmpty && participant.userIdentity?.userRecordID?.recordName == self.caller
             }
-            mapped.shareFields = share
+            record.shareFields = share
         }
-        guard let downloads else { return mapped }
-        return downloads.addingHandles(to: mapped)
+        if let downloads { record = downloads.addingHandles(to: record) }
     }
 
     /// How records kept serialized are mapped outbound (make it once per batch): their IDs as
