@@ -98,6 +98,7 @@ extension StorageExecutor {
             swap(&taken, &result.saves[index].result)
             switch taken {
             case .success(var outbound):
+                // Drops `taken`'s hold on the record: `outbound` is now its only holder.
                 taken = .success(Self.movedOut)
                 owners.mapOutbound(&outbound)
                 if let sent, index < sent.count, Self.hasFieldsAsSent(outbound, sent[sent.startIndex + index]) {
