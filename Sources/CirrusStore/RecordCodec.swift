@@ -13,10 +13,18 @@ package enum RecordCodec {
     /// Nil when `key` is a valid field name: an ASCII letter, then letters,
     /// digits and '_', at most 255 characters.
     static func checkFieldKey(_ key: String) -> ItemFailure? {
-        let bytes = Array(key.utf8)
-        guard let first = bytes.first, bytes.count <= maxNameLength, isLetter(first),
-            bytes.allSatisfy({ isLetter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F })
-        else {
+        // Read in place: every field of every saved record comes through here.
+        var count = 0
+        var valid = true
+        for byte in key.utf8 {
+            let allowed = isLetter(byte) || (count > 0 && ((byte >= 0x30 && byte <= 0x39) || byte == 0x5F))
+            count += 1
+            if !allowed || count > maxNameLength {
+                valid = false
+                break
+            }
+        }
+        guard valid, count > 0 else {
             return error(.invalidArguments, "invalid field name \"\(key)\"")
         }
         return nil

@@ -62,13 +62,20 @@ package struct RecordModificationPlan: Sendable {
             } else {
                 i = groups.count
                 groupIndex[zoneName] = i
-                groups.append(Group(zoneName: zoneName))
-                seen.append([])
+                var group = Group(zoneName: zoneName)
+                var names = Set<String>()
+                // Most requests name one zone: its sets never grow item by item.
+                if i == 0 {
+                    group.savedNames.reserveCapacity(request.recordsToSave.count)
+                    names.reserveCapacity(request.itemCount)
+                }
+                groups.append(group)
+                seen.append(names)
                 savedShares.append([])
             }
             var problem = RecordCodec.checkName(recordID.recordName, of: "record")
             if problem == nil, case .save(let index, let record) = item {
-                problem = request.refusals[index] ?? RecordCodec.checkRecordToSave(record)
+                problem = (request.refusals.isEmpty ? nil : request.refusals[index]) ?? RecordCodec.checkRecordToSave(record)
                     ?? RecordCodec.checkLinksStayInZone(record, zoneName: zoneName, in: key)
                     ?? ShareRules.checkPlacement(of: record, zoneName: zoneName, in: key)
             }

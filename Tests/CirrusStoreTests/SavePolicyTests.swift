@@ -138,6 +138,32 @@ struct SavePolicyTests {
         }
     }
 
+    /// A field name is an ASCII letter, then ASCII letters, digits and '_', at most 255 bytes:
+    /// in the fields and in `changedKeys`.
+    @Test func fieldNamesAreCheckedByteByByte() async throws {
+        try await withSyncStore { storage, _ in
+            let longest = "a" + String(repeating: "b", count: 254)
+            let valid = ["a", "Z", "a1", "a_", "aB9_c", longest]
+            let invalid = ["", "1a", "_a", "a b", "a-b", "é", "aé", "a\u{0}", longest + "c"]
+            var records = valid.enumerated().map { note("ok\($0.offset)", [field($0.element, .int64Value(1))]) }
+            records += invalid.enumerated().map { note("bad\($0.offset)", [field($0.element, .int64Value(1))]) }
+            var changed = note("changed")
+            changed.changedKeys = ["fine", "not fine"]
+            records.append(changed)
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: records, isAtomic: false), in: alice, by: "_alice")
+            for index in valid.indices {
+                #expect(result.saved(index) != nil, "\(valid[index]) was refused")
+            }
+            for (offset, key) in invalid.enumerated() {
+                let failure = result.saveError(valid.count + offset)
+                #expect(failure?.code == .invalidArguments, "\(key) was not refused")
+                #expect(failure?.message.contains("invalid field name") == true)
+            }
+            #expect(result.saveError(records.count - 1)?.message == "invalid field name \"not fine\"")
+        }
+    }
+
     @Test func changingTheRecordTypeIsRefused() async throws {
         try await withSyncStore { storage, _ in
             var saved = try #require(try await storage.saveAll([note("n")]).first)

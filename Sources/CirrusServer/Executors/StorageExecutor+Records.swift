@@ -17,8 +17,9 @@ extension StorageExecutor {
             in: context.database,
             by: context.caller.userRecordName
         )
+        // Consumed: the result's records are mapped in place, not copied.
         let events = Self.modifyEvents(
-            result, context.owners, failuresOnly: request.failuresOnly,
+            consume result, context.owners, failuresOnly: request.failuresOnly,
             sent: request.omitFieldsAsSent ? request.recordsToSave[...] : nil)
         try await context.stream.emit(contentsOf: events)
         return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")

@@ -211,7 +211,7 @@ extension StorageExecutor {
             let result = try await storage.modifyRecords(modification, in: database, by: access.caller)
             // Every item's event, to put them back in request order; `failures_only` is
             // applied below.
-            let events = Self.modifyEvents(result, context.owners, failuresOnly: false)
+            let events = Self.modifyEvents(consume result, context.owners, failuresOnly: false)
             for (position, index) in items.saves.enumerated() { saveEvents[index] = events[position] }
             for (position, index) in items.deletes.enumerated() { deleteEvents[index] = events[items.saves.count + position] }
         }
