@@ -164,12 +164,14 @@ extension CKRecord {
         try FieldValue.checkWireString(recordType, what: "the record type")
         if let parent = state.parent { try FieldValue.checkWireID(parent.recordID) }
         var fields: [Wire.RecordField] = []
-        let changed = Set(state.changedKeys)
+        fields.reserveCapacity(state.fields.count + state.encryptedFields.count)
+        let changed: Set<CKRecord.FieldKey>? = changedKeysOnly ? Set(state.changedKeys) : nil
         var keepsValues = true
-        for (encrypted, values) in [(false, state.fields), (true, state.encryptedFields)] {
+        func add(_ values: [CKRecord.FieldKey: FieldValue], encrypted: Bool) throws(CKError) {
+            if values.isEmpty { return }
             for key in values.keys.sorted() {
                 guard let value = values[key] else { continue }
-                guard !changedKeysOnly || changed.contains(key) else {
+                guard changed?.contains(key) ?? true else {
                     keepsValues = false
                     continue
                 }
@@ -179,6 +181,8 @@ extension CKRecord {
                 fields.append(Wire.RecordField(key: key, value: Wire.FieldValue(kind: kind), isEncrypted: encrypted))
             }
         }
+        try add(state.fields, encrypted: false)
+        try add(state.encryptedFields, encrypted: true)
         if keepsValues, !state.encryptedFields.isEmpty {
             // A key both plain and encrypted decodes as one of the two.
             keepsValues = state.encryptedFields.keys.allSatisfy { state.fields[$0] == nil }

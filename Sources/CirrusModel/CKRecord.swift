@@ -34,8 +34,14 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
         var parent: Reference?
         var share: Reference?
 
+        /// Room made at a record's first field: a record usually has several, and growing its
+        /// storage one field at a time reallocates it at the first, second and fourth.
+        static let initialFieldCapacity = 8
+
         mutating func markChanged(_ key: FieldKey) {
-            if !changedKeys.contains(key) { changedKeys.append(key) }
+            if changedKeys.contains(key) { return }
+            if changedKeys.capacity == 0 { changedKeys.reserveCapacity(Self.initialFieldCapacity) }
+            changedKeys.append(key)
         }
     }
 
@@ -188,6 +194,7 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
                 state.encryptedFields[key] = value
                 state.fields[key] = nil
             } else {
+                if value != nil, state.fields.capacity == 0 { state.fields.reserveCapacity(State.initialFieldCapacity) }
                 state.fields[key] = value
                 state.encryptedFields[key] = nil
             }
