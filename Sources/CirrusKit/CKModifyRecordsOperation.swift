@@ -90,6 +90,14 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// (a saved record the server sends back without them, `fields_as_sent`, has these), with
     /// the values they were encoded from when those decode back as themselves.
     private var recordsByID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = [:]
+    /// The IDs of the records being saved, in request order, and the one the next save event
+    /// should name: the server reports saves in that order, so an event's ID is found without
+    /// a new ID object (see ``savedID(_:)``).
+    private var saveOrder: [CKRecord.ID] = []
+    private var nextSave = 0
+    /// The creator of the last saved record decoded, for the next one (see
+    /// `CKRecord.decoded(wire:fields:sentValues:knownID:knownUserID:…)`).
+    private var lastCreator: CKRecord.ID?
     /// How the records' asset files travel, once uploaded (see ``prepareToStart(_:)``).
     private let assetPlan = NIOLockedValueBox<AssetUploadPlan?>(nil)
     /// The uploads running before the request is sent.
@@ -157,6 +165,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             wireRecords.append(wire)
         }
         self.recordsByID = byID
+        self.saveOrder = records.map(\.recordID)
+        self.nextSave = 0
         return .modifyRecords(
             Wire.ModifyRecordsRequest(
                 recordsToSave: wireRecords,
@@ -186,7 +196,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             else { return }
             self.perRecordProgressBlock?(record, progress.progress)
         case .perRecordSave(let save):
-            guard let wireID = save.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
+            guard let wireID = save.recordID, let id = self.savedID(wireID) else { return }
             let result: Result<CKRecord, any Error>
             switch save.outcome {
             case .record(let record):
@@ -203,8 +213,11 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 }
                 let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in
-                    try CKRecord.decoded(wire: record, fields: fields, sentValues: values, knownID: id, localAssetFiles: files)
+                    try CKRecord.decoded(
+                        wire: record, fields: fields, sentValues: values, knownID: id, knownUserID: self.lastCreator,
+                        localAssetFiles: files)
                 }.mapError { $0 }
+                if case .success(let saved) = result { self.lastCreator = saved.creatorUserRecordID }
             case .error(let error):
                 result = .failure(CKError(wire: error))
             case nil:
@@ -229,6 +242,17 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         case nil:
             break
         }
+    }
+
+    /// The ID object of the record a save event names: the next one in request order when it is
+    /// that one (as a rule), a new one read from the message otherwise (an event of
+    /// `failures_only`, a replay).
+    private func savedID(_ wireID: Wire.RecordID) -> CKRecord.ID? {
+        if self.nextSave < self.saveOrder.count, self.saveOrder[self.nextSave].isNamed(by: wireID) {
+            defer { self.nextSave += 1 }
+            return self.saveOrder[self.nextSave]
+        }
+        return try? CKRecord.ID(wire: wireID)
     }
 
     /// Saved records are decoded with the files they were saved from: nothing is downloaded.

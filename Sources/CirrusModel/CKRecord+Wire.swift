@@ -23,11 +23,11 @@ extension CKRecord {
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package convenience init(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil, knownUserID: ID? = nil,
         assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
         let parts = try Self.decodedParts(
-            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
+            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
             localAssetFiles: localAssetFiles)
         self.init(recordType: parts.recordType, recordID: parts.recordID, state: parts.state)
     }
@@ -41,27 +41,29 @@ extension CKRecord {
     /// are, without a copy of the message to put them in; `sentValues`, when given, are the
     /// values those fields were encoded from, taken as they are instead of decoded again.
     /// `knownID`, when the message names it, is the record's ID (the ID object the caller
-    /// already has for the record it sent), instead of a new one read from the message.
+    /// already has for the record it sent), instead of a new one read from the message;
+    /// `knownUserID` likewise for its creator (the one of the record decoded before it, as a
+    /// rule the same user).
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package static func decoded(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil, knownUserID: ID? = nil,
         assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) -> CKRecord {
         if wire.recordType == SystemType.share {
             return try CKShare(
-                shareRecord: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
+                shareRecord: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
                 localAssetFiles: localAssetFiles)
         }
         return try CKRecord(
-            wire: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
+            wire: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
             localAssetFiles: localAssetFiles)
     }
 
     /// The type, ID and state a wire message carries (see ``init(wire:fields:assetDirectory:localAssetFiles:)``),
     /// with `fields` (when given) in place of `wire.fields`.
     static func decodedParts(
-        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil, knownUserID: ID? = nil,
         assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
     ) throws(CKError) -> (recordType: RecordType, recordID: ID, state: State) {
         guard let wireID = wire.recordID else {
@@ -111,7 +113,10 @@ extension CKRecord {
         state.recordChangeTag = wire.recordChangeTag.isEmpty ? nil : wire.recordChangeTag
         state.creationDate = wire.creationDate.map(Date.init(wireTimestamp:))
         state.modificationDate = wire.modificationDate.map(Date.init(wireTimestamp:))
-        state.creatorUserRecordID = try wire.creatorUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
+        state.creatorUserRecordID = try wire.creatorUserRecordID.map { (id) throws(CKError) in
+            if let knownUserID, knownUserID.isNamed(by: id) { return knownUserID }
+            return try ID(wire: id)
+        }
         if wire.lastModifiedUserRecordID == wire.creatorUserRecordID {
             // Usually one user created and last changed a record: one ID object for both
             // (IDs are immutable).

@@ -13,10 +13,10 @@ extension CKShare {
     ///   `cloudkit.share`, and whatever `CKRecord(wire:)` throws.
     package convenience init(
         shareRecord wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil,
-        knownID: CKRecord.ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+        knownID: CKRecord.ID? = nil, knownUserID: CKRecord.ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
         let parts = try CKRecord.decodedParts(
-            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, assetDirectory: assetDirectory,
+            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
             localAssetFiles: localAssetFiles)
         guard parts.recordType == SystemType.share else {
             throw CKError(
