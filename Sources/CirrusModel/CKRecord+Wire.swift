@@ -23,12 +23,12 @@ extension CKRecord {
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package convenience init(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil, knownUserID: ID? = nil,
-        assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        knownUserID: ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
         let parts = try Self.decodedParts(
-            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
-            localAssetFiles: localAssetFiles)
+            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID,
+            assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
         self.init(recordType: parts.recordType, recordID: parts.recordID, state: parts.state)
     }
 
@@ -47,24 +47,24 @@ extension CKRecord {
     ///
     /// - throws: `CKError` (`.invalidArguments`, `.assetFileModified`, `.internalError`).
     package static func decoded(
-        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil, knownUserID: ID? = nil,
-        assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
+        wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        knownUserID: ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) -> CKRecord {
         if wire.recordType == SystemType.share {
             return try CKShare(
-                shareRecord: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
-                localAssetFiles: localAssetFiles)
+                shareRecord: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID,
+                assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
         }
         return try CKRecord(
-            wire: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
-            localAssetFiles: localAssetFiles)
+            wire: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID,
+            assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
     }
 
     /// The type, ID and state a wire message carries (see ``init(wire:fields:assetDirectory:localAssetFiles:)``),
     /// with `fields` (when given) in place of `wire.fields`.
     static func decodedParts(
-        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil, knownUserID: ID? = nil,
-        assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
+        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
+        knownUserID: ID? = nil, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
     ) throws(CKError) -> (recordType: RecordType, recordID: ID, state: State) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")

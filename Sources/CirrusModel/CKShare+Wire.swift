@@ -16,8 +16,8 @@ extension CKShare {
         knownID: CKRecord.ID? = nil, knownUserID: CKRecord.ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
         let parts = try CKRecord.decodedParts(
-            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID, assetDirectory: assetDirectory,
-            localAssetFiles: localAssetFiles)
+            of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID,
+            assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
         guard parts.recordType == SystemType.share else {
             throw CKError(
                 .invalidArguments,
