@@ -142,6 +142,19 @@ private let valueCases: [ValueCase] = [
         #expect(!CKRecord.ID(recordName: "r1", zoneID: zone).isNamed(by: ownerless))
     }
 
+    @Test func aKnownUserIDIsUsedOnlyWhenTheMessageNamesTheCreator() throws {
+        let wire = serverRecord(fields: [])  // created by _alice, last changed by _bob
+        let alice = CKRecord.ID(recordName: "_alice")
+        let record = try CKRecord.decoded(wire: wire, knownUserID: alice, assetDirectory: makeTemporaryDirectory())
+        #expect(record.creatorUserRecordID === alice)
+        #expect(record.lastModifiedUserRecordID == CKRecord.ID(recordName: "_bob"))
+        // Another user: the creator read from the message.
+        let carol = CKRecord.ID(recordName: "_carol")
+        let other = try CKRecord.decoded(wire: wire, knownUserID: carol, assetDirectory: makeTemporaryDirectory())
+        #expect(other.creatorUserRecordID !== carol)
+        #expect(other.creatorUserRecordID == alice)
+    }
+
     @Test func aSavedRecordTakesTheValuesItWasSentWithOnlyWhenTheyDecodeBackAsThemselves() throws {
         let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "r1", zoneID: zone))
         record["title"] = "hello"
