@@ -46,6 +46,11 @@ let package = Package(
         ),
         // System calls Swift's Glibc module leaves out (declared only with _GNU_SOURCE).
         .systemLibrary(name: "CSystemShims"),
+        // The allocator of the two executables (see Sources/CMimalloc/shim.h).
+        .systemLibrary(
+            name: "CMimalloc",
+            providers: [.apt(["libmimalloc-dev"])]
+        ),
         // A SQLite VFS that writes each write-ahead-log transaction with one call (wal_vfs.c).
         .target(
             name: "CSQLiteWAL",
@@ -156,6 +161,7 @@ let package = Package(
         .executableTarget(
             name: "cirrusd",
             dependencies: [
+                "CMimalloc",
                 "CirrusOperations",
                 "CirrusPostgres",
                 "CirrusServer",
@@ -186,6 +192,7 @@ let package = Package(
         .executableTarget(
             name: "cirrus",
             dependencies: [
+                "CMimalloc",
                 "CirrusBench",
                 "CirrusCLI",
                 "CirrusKit",

@@ -30,6 +30,16 @@ build() {
 build
 build --product cirrusd
 build --product cirrus
+# Both executables allocate with mimalloc (Sources/CMimalloc): glibc's own calls to malloc
+# resolve to it, which holds only if the library comes first in the process's lookup order.
+bin="$(swift build --package-path "$root/Benchmarks" -c release ${flags[@]+"${flags[@]}"} --show-bin-path)"
+for executable in cirrusd cirrus; do
+    bindings="$(LD_DEBUG=bindings "$bin/$executable" --help 2>&1 >/dev/null)"
+    if ! grep -q "libc\.so\.6 .* to .*libmimalloc\.so[.0-9]* .*symbol \`malloc'" <<<"$bindings"; then
+        echo "check-release: $executable does not allocate with mimalloc" >&2
+        exit 1
+    fi
+done
 if grep -E "/(Sources|Benchmarks)/[^:]+\.swift:[0-9]+:[0-9]+: (warning|error):" "$log" | grep -v "/\.build/"; then
     echo "check-release: Swift warnings in Cirrus's code (above)" >&2
     exit 1

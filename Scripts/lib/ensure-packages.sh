@@ -2,7 +2,7 @@
 # arguments (`ensure_packages postgresql` where the tests run: the PostgreSQL engine's tests
 # start a server of their own from its binaries, Tests/CirrusTestSupport/TemporaryPostgres.swift),
 # if any is missing. Needs root or sudo the first time only.
-CIRRUS_DEBIAN_PACKAGES=(libssl-dev openssl libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev pkg-config python3)
+CIRRUS_DEBIAN_PACKAGES=(libssl-dev openssl libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libmimalloc-dev pkg-config python3)
 
 ensure_packages() {
     local missing=()

@@ -101,6 +101,9 @@ public struct BenchResult: Sendable, Codable {
     public var zoneNames: [String]
     /// The tag in the names of every record this run wrote (`<runID>-…`).
     public var runID: String
+    /// What the client process allocates with (`cirrus bench`: "mimalloc 2.0.9"); nil when the
+    /// program running the bench did not say.
+    public var clientAllocator: String? = nil
 
     /// The settings of a run.
     public struct Settings: Sendable, Codable {

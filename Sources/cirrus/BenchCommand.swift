@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMimalloc
 import CirrusBench
 import CirrusCLI
 import CirrusModel
@@ -143,7 +144,7 @@ struct Bench: AsyncParsableCommand {
                     BenchDuration.format(progress.elapsed), "\(progress.operations)", progress.operationsPerSecond,
                     "\(progress.errors)"))
         }
-        let result: BenchResult
+        var result: BenchResult
         do {
             result = try await runner.run()
         } catch {
@@ -155,6 +156,7 @@ struct Bench: AsyncParsableCommand {
             }
         }
         Terminal.endProgress()
+        result.clientAllocator = String(cString: cirrus_allocator_description())
         let memory = sampler?.stop()
         if let json = self.json {
             let encoder = JSONEncoder()

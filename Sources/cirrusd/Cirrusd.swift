@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMimalloc
 import CirrusOperations
 import CirrusServer
 import CirrusStore
@@ -313,6 +314,7 @@ struct Cirrusd: AsyncParsableCommand {
             served = .sqlite(try SQLiteStorage(directory: self.dataDir, queryCursorLifetime: cursorLifetime))
         }
         logger.notice("storage: \(served.description)")
+        logger.notice("allocator: \(String(cString: cirrus_allocator_description()))")
         let storage = served.records
         let metrics = self.metricsAddress.map { _ in CirrusMetrics() }
         if let metrics {

@@ -118,6 +118,9 @@ struct LiveCLITests {
         #expect(pings.latency.count == 200)
         #expect(pings.bytesIn > 0 && pings.bytesOut > 0, "every ping and pong crosses the socket")
         #expect(pings.preloadedRecordsPerZone == 0)
+        #expect(
+            pings.clientAllocator?.hasPrefix("mimalloc ") == true,
+            "cirrus allocates with mimalloc: \(String(describing: pings.clientAllocator))")
 
         let stream = try CLI.run(
             ["bench"] + CLI.connection(server) + ["--op", "stream", "--events", "1000", "--operations", "3", "--json", "-"])
