@@ -1,12 +1,16 @@
-import Foundation
+import Synchronization
 
 /// A value guarded by a lock: the one place CirrusModel's reference types keep mutable state,
 /// shared (`package`) with the package's other modules (the CLI and the load generator).
 ///
+/// The lock is the standard library's `Mutex`, stored inline (a futex word on Linux): unlike an
+/// `NSLock`, no object and no `pthread_mutex_t` of its own to allocate, initialize, destroy and
+/// free with every record, ID and zone.
+///
 /// `@unchecked Sendable` is safe because `value` is only reached through `withLock`,
 /// which holds `lock` for the whole access, so no two threads touch it at once.
 package final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var value: Value
 
     package init(_ value: Value) {
@@ -14,8 +18,6 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
+        try lock.withLock { _ in try body(&value) }
     }
 }
