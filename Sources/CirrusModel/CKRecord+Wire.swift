@@ -26,10 +26,12 @@ extension CKRecord {
         wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
         knownUserID: ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
-        let parts = try Self.decodedParts(
+        // Taken apart at once, so each part moves into the record: reading them off a named tuple
+        // copied the whole tuple, a retain and a release for every field of the state.
+        let (recordType, recordID, state) = try Self.decodedParts(
             of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID,
             assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
-        self.init(recordType: parts.recordType, recordID: parts.recordID, state: parts.state)
+        self.init(recordType: recordType, recordID: recordID, state: state)
     }
 
     /// The record a wire message carries: a ``CKShare`` when it is a share (record type

@@ -15,13 +15,13 @@ extension CKShare {
         shareRecord wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil,
         knownID: CKRecord.ID? = nil, knownUserID: CKRecord.ID? = nil, assetDirectory: URL? = nil, localAssetFiles: [[UInt8]: URL] = [:]
     ) throws(CKError) {
-        let parts = try CKRecord.decodedParts(
+        let (recordType, recordID, state) = try CKRecord.decodedParts(
             of: wire, fields: fields, sentValues: sentValues, knownID: knownID, knownUserID: knownUserID,
             assetDirectory: assetDirectory, localAssetFiles: localAssetFiles)
-        guard parts.recordType == SystemType.share else {
+        guard recordType == SystemType.share else {
             throw CKError(
                 .invalidArguments,
-                message: "record \(parts.recordID.recordName) of type \(parts.recordType) is not a share")
+                message: "record \(recordID.recordName) of type \(recordType) is not a share")
         }
         var shareState = ShareState()
         if let fields = wire.shareFields {
@@ -34,7 +34,7 @@ extension CKShare {
             shareState.publicPermission = permission == .unknown ? .none : permission
             shareState.url = fields.url.isEmpty ? nil : URL(string: fields.url)
         }
-        self.init(recordID: parts.recordID, state: parts.state, shareState: shareState)
+        self.init(recordID: recordID, state: state, shareState: shareState)
     }
 }
 
