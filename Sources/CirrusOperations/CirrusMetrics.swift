@@ -51,7 +51,9 @@ public struct CirrusMetrics: Sendable {
     public func observe(commitsOf register: (@escaping @Sendable (WriteCommit) -> Void) -> Void) {
         let server = self.server
         register { commit in
-            server.recordCommit(jobs: commit.jobs, records: commit.items, nanoseconds: ServerMetrics.nanoseconds(commit.duration))
+            server.recordCommit(
+                jobs: commit.jobs, records: commit.items, nanoseconds: ServerMetrics.nanoseconds(commit.duration),
+                cpuNanoseconds: commit.writerCPU.map(ServerMetrics.nanoseconds))
         }
     }
 }

@@ -88,9 +88,11 @@ final class WriteCoalescer: Sendable {
         writer.asyncWriteWithoutTransaction { db in
             while let (batch, weight) = self.queue.withLock({ $0.nextBatch() }) {
                 let start = ContinuousClock.now
+                let startCPU = ThreadCPUClock.now()
                 let cache = self.transactionCache
                 let outcomes = Self.runTogether(batch, cache, in: db) ?? Self.runApart(batch, cache, in: db)
-                self.afterCommit(WriteCommit(jobs: batch.count, items: weight, duration: .now - start))
+                self.afterCommit(WriteCommit(
+                    jobs: batch.count, items: weight, duration: .now - start, writerCPU: ThreadCPUClock.now() - startCPU))
                 // Every job's commit hook first, then the callers: what the hooks hand on (the
                 // notifications a save wrote, to other connections' watches) does not wait for
                 // the callers' tasks to be scheduled.
@@ -190,8 +192,13 @@ public struct WriteCommit: Sendable, Hashable {
     public var items: Int
     /// From the transaction's first statement to its durable commit.
     public var duration: Duration
+    /// The CPU time the committing thread spent on the transaction, when the engine runs it
+    /// in this process (SQLite's writer; nil for PostgreSQL, whose work is the database
+    /// server's). Against ``duration`` it tells a writer short of CPU from one that waits
+    /// for the disk.
+    public var writerCPU: Duration?
 
-    package init(jobs: Int, items: Int, duration: Duration) {
-        (self.jobs, self.items, self.duration) = (jobs, items, duration)
+    package init(jobs: Int, items: Int, duration: Duration, writerCPU: Duration? = nil) {
+        (self.jobs, self.items, self.duration, self.writerCPU) = (jobs, items, duration, writerCPU)
     }
 }

@@ -20,7 +20,7 @@ struct DashboardTests {
             ServerMetrics.Name.tlsHandshakeFailures, ServerMetrics.Name.streamsOpened, ServerMetrics.Name.eventsSent,
             ServerMetrics.Name.bytesReceived, ServerMetrics.Name.bytesSent, ServerMetrics.Name.errors,
             ServerMetrics.Name.writeCommits, ServerMetrics.Name.writeCommitJobs, ServerMetrics.Name.writeCommitRecords,
-            ServerMetrics.Name.writeCommitSeconds, ServerMetrics.Name.longLivedRunning, ServerMetrics.Name.watchesOpen,
+            ServerMetrics.Name.writeCommitSeconds, ServerMetrics.Name.writeCommitCPUSeconds, ServerMetrics.Name.longLivedRunning, ServerMetrics.Name.watchesOpen,
             ServerMetrics.Name.operationSeconds, ServerMetrics.Name.maintenanceRuns, ServerMetrics.Name.maintenanceSeconds,
             ServerMetrics.Name.notificationDeliverySeconds,
         ]

@@ -72,6 +72,9 @@ struct CirrusdMetricsTests {
         #expect(sample(text, "cirrus_write_commit_jobs_count") == commits)
         #expect((sample(text, "cirrus_write_commit_records_sum") ?? 0) >= 30)
         #expect(sample(text, "cirrus_write_commit_seconds_count") == commits)
+        // The embedded SQLite engine's writer reports the CPU time of each transaction.
+        #expect(sample(text, "cirrus_write_commit_cpu_seconds_count") == commits)
+        #expect((sample(text, "cirrus_write_commit_cpu_seconds_sum") ?? 0) > 0)
         #expect(sample(text, "cirrus_operation_seconds_count", #"kind="modify_records""#) == 3)
         #expect(sample(text, "cirrus_operation_seconds_count", #"kind="fetch_records""#) == 1)
         // The first maintenance pass runs at start.
