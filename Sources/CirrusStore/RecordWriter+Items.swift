@@ -117,10 +117,12 @@ extension RecordWriter {
         } else {
             // A record saved again supersedes its tombstone (schema v5 dropped
             // the trigger that did this: a trigger costs every insert a statement journal).
-            let dropTombstone = try RawStatement(db, sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?")
-            dropTombstone.bind(1, zone.id)
-            dropTombstone.bind(2, name)
-            try dropTombstone.run()
+            if try transaction.mayHoldTombstones(db, zoneID: zone.id) {
+                let dropTombstone = try RawStatement(db, sql: "DELETE FROM tombstones WHERE zone_id = ? AND name = ?")
+                dropTombstone.bind(1, zone.id)
+                dropTombstone.bind(2, name)
+                try dropTombstone.run()
+            }
             let insert = try RawStatement(
                 db,
                 sql: """
@@ -227,6 +229,7 @@ extension RecordWriter {
                 """,
             arguments: [zoneID, name, row.recordType, seq, RecordCodec.seconds(now),
                         sharedBy.isEmpty ? nil : sharedBy.joined(separator: "\n")])
+        transaction.tombstoneWritten(in: zoneID)
         try db.run(sql: "DELETE FROM records WHERE id = ?", arguments: [row.id])
         touch(zoneID)
         if try !subscriptions.isEmpty || isShared(zoneID) {

@@ -32,6 +32,9 @@ final class WriteTransactionCache: Sendable {
         /// What saves index, by zone and record type (``FieldIndexing``). Only index builds
         /// change it, and they do not share the cache.
         var indexed: [IndexedKey: FieldIndexing.Indexed] = [:]
+        /// Zones found to hold no tombstone, and given none since: a record saved there
+        /// supersedes no tombstone, so its save does not look for one.
+        var zonesWithoutTombstones: Set<Int64> = []
 
         struct IndexedKey: Hashable, Sendable {
             var zoneID: Int64
@@ -78,6 +81,22 @@ final class WriteTransactionCache: Sendable {
         let indexed = try FieldIndexing.indexed(db, zoneID: zoneID, recordType: recordType)
         state.withLock { $0.indexed[key] = indexed }
         return indexed
+    }
+
+    /// Whether zone `zoneID` may hold tombstones: a save of a new record there deletes the
+    /// tombstone of its name only then. Looked up once per zone and transaction; a zone that
+    /// had none keeps that answer until ``tombstoneWritten(in:)``. Most zones never had a
+    /// record deleted, and their saves then skip one statement each.
+    func mayHoldTombstones(_ db: Database, zoneID: Int64) throws -> Bool {
+        if state.withLock({ $0.zonesWithoutTombstones.contains(zoneID) }) { return false }
+        let holds = try db.int64(sql: "SELECT 1 FROM tombstones WHERE zone_id = ? LIMIT 1", arguments: [zoneID]) != nil
+        if !holds { state.withLock { _ = $0.zonesWithoutTombstones.insert(zoneID) } }
+        return holds
+    }
+
+    /// Records that a write gave zone `zoneID` a tombstone.
+    func tombstoneWritten(in zoneID: Int64) {
+        state.withLock { _ = $0.zonesWithoutTombstones.remove(zoneID) }
     }
 
     /// The next change sequence of zone `zoneID`.

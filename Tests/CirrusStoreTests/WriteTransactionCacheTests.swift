@@ -100,4 +100,45 @@ struct WriteTransactionCacheTests {
             #expect(changes.headSeq == 20)
         }
     }
+
+    /// A zone's saves skip looking for tombstones while the transaction knows it holds none
+    /// (``WriteTransactionCache/mayHoldTombstones(_:zoneID:)``): a delete later in the same
+    /// transaction must end that, or the name saved again would stay deleted in the feed.
+    @Test func aRecordDeletedAndSavedAgainInOneTransactionLosesItsTombstone() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.createZone("T")
+            try await storage.saveAll([note("back", zone: "T")])
+            let outcomes = try await inOneTransaction(storage, [
+                // The zone has no tombstone yet: this save learns it.
+                { try await storage.saveAll([note("first", zone: "T")]) },
+                { _ = try await storage.modifyRecords(RecordModification(deleting: [recordID("back", zone: "T")]), in: alice, by: "_alice") },
+                { try await storage.saveAll([note("back", zone: "T", [field("title", .stringValue("again"))])]) },
+            ])
+            for outcome in outcomes { try outcome.get() }
+            let tombstones = try await storage.read { db in
+                try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM tombstones WHERE name = 'back'")
+            }
+            #expect(tombstones == 0)
+            let changes = try await storage.recordChanges(in: zoneID("T"), of: alice, since: 0, limit: 10, desiredKeys: nil)
+            #expect(changes.deleted.isEmpty)
+            #expect(changes.changed.map { $0.recordID?.recordName } == ["first", "back"])
+            #expect(try await storage.fetch(recordID("back", zone: "T")).value != nil)
+        }
+    }
+
+    /// A zone that holds tombstones from earlier transactions: a save of a deleted name still
+    /// supersedes its tombstone, and one of a new name does not touch the others.
+    @Test func aSaveInAZoneWithTombstonesSupersedesOnlyItsOwn() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.createZone("U")
+            try await storage.saveAll([note("a", zone: "U"), note("b", zone: "U")])
+            _ = try await storage.modifyRecords(
+                RecordModification(deleting: [recordID("a", zone: "U"), recordID("b", zone: "U")]), in: alice, by: "_alice")
+            try await storage.saveAll([note("a", zone: "U"), note("c", zone: "U")])
+            let remaining = try await storage.read { db in
+                try String.fetchAll(db, sql: "SELECT name FROM tombstones ORDER BY name")
+            }
+            #expect(remaining == ["b"])
+        }
+    }
 }
