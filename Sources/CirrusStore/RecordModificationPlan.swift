@@ -38,8 +38,12 @@ package struct RecordModificationPlan: Sendable {
     /// which is malformed (or names a record a second time) stays in its group
     /// with its error, so an atomic zone fails with it.
     package private(set) var groups: [Group] = []
+    /// By save index: the record's fields encoded ahead (``encodeFieldsAhead()``), or nil.
+    package private(set) var encodedFields: [Wire.EncodedRecordFields?] = []
 
-    package init(_ request: RecordModification, in key: DatabaseKey) {
+    /// - parameter encodingFieldsAhead: also encode the fields the writer will most likely
+    ///   store as sent (``encodeFieldsAhead()``), for an engine that serializes records.
+    package init(_ request: RecordModification, in key: DatabaseKey, encodingFieldsAhead: Bool = false) {
         self.request = request
         saves = request.recordsToSave.map { RecordSaveOutcome(id: $0.recordID, result: .failure(Self.unwritten)) }
         deletes = request.recordIDsToDelete.map { RecordDeletion(id: $0) }
@@ -100,6 +104,27 @@ package struct RecordModificationPlan: Sendable {
         }
         for i in groups.indices {
             groups[i].shareRoots = groups[i].shareRoots.filter { savedShares[i].contains($0.key) }
+        }
+        if encodingFieldsAhead { encodeFieldsAhead() }
+    }
+
+    /// Encodes, here and now, the fields of every save the writer will most likely store as
+    /// they were sent: a new record (no change tag) or any record under `allKeys`, with
+    /// neither a problem nor assets (whose content the writer takes out of the fields). The
+    /// writer encodes only the rest of such a record (``Wire/Record/serializedBytes(reusing:)``);
+    /// where it stores other fields after all (a record that existed, a merge), the
+    /// encoding goes unused and the writer encodes the whole record as before.
+    private mutating func encodeFieldsAhead() {
+        let policy = request.savePolicy
+        encodedFields = Array(repeating: nil, count: request.recordsToSave.count)
+        for group in groups {
+            for entry in group.items where entry.problem == nil {
+                guard case .save(let index, let record) = entry.item, !record.fields.isEmpty,
+                    policy == .allKeys || (policy != .changedKeys && record.recordChangeTag.isEmpty),
+                    record.recordType != ShareRules.shareType, !RecordCodec.hasAssets(record)
+                else { continue }
+                encodedFields[index] = Wire.EncodedRecordFields(record.fields)
+            }
         }
     }
 

@@ -14,18 +14,25 @@ extension RecordWriter {
         var checksums: Set<[UInt8]>
         /// Set when the record is a share: its row and participants.
         var share: SQLitePreparedShare? = nil
+        /// The client's fields, encoded before the writer (``RecordModificationPlan/encodeFieldsAhead()``);
+        /// used only if `record` still has those very fields.
+        var encodedFields: Wire.EncodedRecordFields? = nil
     }
 
     /// Saves one record under `policy`; the record as stored, or its error.
+    ///
+    /// - parameter existing: the stored rows of the zone's records this save may name, read
+    ///   ahead for a whole group (a name missing there has no row); nil to read its own.
     mutating func save(
-        _ client: Wire.Record, in zone: ZoneRow, policy: Wire.SavePolicy
+        _ client: Wire.Record, in zone: ZoneRow, policy: Wire.SavePolicy, encodedFields: Wire.EncodedRecordFields? = nil,
+        existing rows: [String: RecordRow]? = nil
     ) throws -> ItemResult<Wire.Record> {
         guard let name = client.recordID?.recordName else {
             return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
         }
-        let existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        let existing = try rows.map { $0[name] } ?? StoreRows.record(db, zoneID: zone.id, name: name)
         if let refusal = try sharedScopeRefusal(client, existing: existing, in: zone) { return .failure(refusal) }
-        switch try prepareSave(client, existing: existing, in: zone, policy: policy) {
+        switch try prepareSave(client, existing: existing, in: zone, policy: policy, encodedFields: encodedFields) {
         case .failure(let failure): return .failure(failure)
         case .success(let prepared): return .success(try apply(prepared, in: zone))
         }
@@ -34,7 +41,8 @@ extension RecordWriter {
     /// Runs every check of a save (reads only, nothing written); `existing` is
     /// the stored row of the record's name, if any.
     func prepareSave(
-        _ client: Wire.Record, existing: RecordRow?, in zone: ZoneRow, policy: Wire.SavePolicy
+        _ client: Wire.Record, existing: RecordRow?, in zone: ZoneRow, policy: Wire.SavePolicy,
+        encodedFields: Wire.EncodedRecordFields? = nil
     ) throws -> ItemResult<PreparedSave> {
         let checked: RecordRules.CheckedSave
         switch try rules.checkSave(client, existing: existing, zoneName: zone.name, policy: policy, decode: { try $0.record() }) {
@@ -74,7 +82,7 @@ extension RecordWriter {
         }
         return .success(PreparedSave(
             existing: existing, serverRecord: serverRecord, record: record, assets: assets, checksums: checksums,
-            share: preparedShare))
+            share: preparedShare, encodedFields: encodedFields))
     }
 
     /// Writes a prepared save; the record as stored. Throws only when SQLite does.
@@ -90,7 +98,7 @@ extension RecordWriter {
         record.creatorUserRecordID = ZoneResolution.userRecordID(creator)
         record.lastModifiedUserRecordID = ZoneResolution.userRecordID(user)
 
-        let data = record.serializedBytes()
+        let data = record.serializedBytes(reusing: prepared.encodedFields)
         let system = StoreRows.systemColumns(of: record)
         let rowID: Int64
         let indexed = try transaction.indexed(db, zoneID: zone.id, recordType: record.recordType)

@@ -35,6 +35,8 @@ struct RecordWriter {
     private(set) var notified: [String: [StoredNotification]] = [:]
     /// The names the request saves in the zone being written (``RecordModificationPlan/Group/savedNames``).
     private(set) var savedInZone: Set<String> = []
+    /// By save index, the fields the plan encoded ahead (``RecordModificationPlan/encodeFieldsAhead()``).
+    private var encodedFields: [Wire.EncodedRecordFields?] = []
     /// The roots the request saves for shares in the zone being written (``RecordModificationPlan/Group/shareRoots``).
     private(set) var shareRootsInZone: [String: String] = [:]
     /// Database and zone rows, and the change sequences handed out, shared with the
@@ -81,6 +83,7 @@ struct RecordWriter {
     /// Carries out a planned request (see ``RecordModificationPlan``).
     mutating func modify(_ plan: RecordModificationPlan) throws -> RecordModificationResult {
         let request = plan.request
+        encodedFields = plan.encodedFields
         sharedScope = request.sharedScope
         var saves = plan.saves
         var deletes = plan.deletes
@@ -130,13 +133,14 @@ struct RecordWriter {
             } else {
                 // No savepoint: an item fails only in checks that run before
                 // it writes anything (and when SQLite throws, the whole job does).
+                let existing = try existingRows(of: group, in: zone)
                 for entry in group.items {
                     let item = entry.item
                     if let problem = entry.problem {
                         fail(item, problem)
                         continue
                     }
-                    switch try perform(item, in: zone, policy: request.savePolicy) {
+                    switch try perform(item, in: zone, policy: request.savePolicy, existing: existing) {
                     case .failure(let failure): fail(item, failure)
                     case .success(let record): succeed(item, record, &saves)
                     }
@@ -183,7 +187,10 @@ struct RecordWriter {
         for (index, record) in records {
             let row = existing[record.recordID?.recordName ?? ""]
             if try sharedScopeRefusal(record, existing: row, in: zone) != nil { return false }
-            guard case .success(let save) = try prepareSave(record, existing: row, in: zone, policy: policy) else {
+            guard
+                case .success(let save) = try prepareSave(
+                    record, existing: row, in: zone, policy: policy, encodedFields: encodedFields(at: index))
+            else {
                 return false
             }
             prepared.append((index, save))
@@ -192,6 +199,11 @@ struct RecordWriter {
             saves[index].result = .success(try apply(save, in: zone))
         }
         return true
+    }
+
+    /// The fields of save `index` encoded ahead, if the plan encoded them.
+    private func encodedFields(at index: Int) -> Wire.EncodedRecordFields? {
+        index < encodedFields.count ? encodedFields[index] : nil
     }
 
     private func succeed(_ item: Item, _ record: Wire.Record?, _ saves: inout [RecordSaveOutcome]) {
@@ -208,12 +220,28 @@ struct RecordWriter {
     }
 
     /// Saves or deletes one item; `.success(nil)` for a delete.
+    /// The stored rows of every record a group saves, read in one probe, when nothing the group
+    /// does can change them before their save reads them: the group only saves (a delete may
+    /// cascade to a record saved after it), saves no share (whose save writes other records'
+    /// rows), and saves more than one record. nil otherwise: each save reads its own row.
+    /// The group's saves name distinct records (the plan refuses a second mention).
+    private func existingRows(of group: Group, in zone: ZoneRow) throws -> [String: RecordRow]? {
+        guard group.items.count > 1 else { return nil }
+        var names: [String] = []
+        names.reserveCapacity(group.items.count)
+        for entry in group.items {
+            guard case .save(_, let record) = entry.item, record.recordType != ShareRules.shareType else { return nil }
+            if entry.problem == nil, let name = record.recordID?.recordName { names.append(name) }
+        }
+        return try StoreRows.records(db, zoneID: zone.id, names: names)
+    }
+
     private mutating func perform(
-        _ item: Item, in zone: ZoneRow, policy: Wire.SavePolicy
+        _ item: Item, in zone: ZoneRow, policy: Wire.SavePolicy, existing: [String: RecordRow]? = nil
     ) throws -> ItemResult<Wire.Record?> {
         switch item {
-        case .save(_, let record):
-            switch try save(record, in: zone, policy: policy) {
+        case .save(let index, let record):
+            switch try save(record, in: zone, policy: policy, encodedFields: encodedFields(at: index), existing: existing) {
             case .success(let saved): return .success(saved)
             case .failure(let failure): return .failure(failure)
             }

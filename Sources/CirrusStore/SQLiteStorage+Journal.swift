@@ -45,7 +45,7 @@ extension SQLiteStorage: OperationJournal {
         try checkItemCount(modification.itemCount)
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         let now = clock()
-        let plan = RecordModificationPlan(modification, in: key)
+        let plan = RecordModificationPlan(modification, in: key, encodingFieldsAhead: true)
         let cache = subscriptionCache
         let transaction = writer.transactionCache
         let outcome = try await writeNotifying(weight: modification.itemCount * 2, sharesCache: true, in: key.container) { db in

@@ -11,7 +11,8 @@ extension SQLiteStorage {
         guard !user.isEmpty else { throw StoreError(.invalidArguments, "no user record name") }
         if modification.itemCount == 0 { return RecordModificationResult() }
         let now = clock()
-        let plan = RecordModificationPlan(modification, in: key)
+        // Fields encoded here, off the writer: it then encodes only the rest of most records it stores.
+        let plan = RecordModificationPlan(modification, in: key, encodingFieldsAhead: true)
         let cache = subscriptionCache
         let transaction = writer.transactionCache
         return try await writeNotifying(weight: modification.itemCount, sharesCache: true, in: key.container) { db in

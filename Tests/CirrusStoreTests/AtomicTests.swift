@@ -53,6 +53,35 @@ struct AtomicTests {
         }
     }
 
+    /// A non-atomic group of saves only reads every existing row in one probe: each save
+    /// still sees its own record's row (an update, a conflict, a new record, a new record
+    /// sending a tag), and a record a save of the same request created is not there for it.
+    @Test func nonAtomicSavesOfOneZoneEachSeeTheirOwnStoredRow() async throws {
+        try await withSyncStore { storage, _ in
+            try await storage.createZone("C")
+            let stored = try await storage.saveAll([note("kept", zone: "C"), note("stale", zone: "C")])
+            var update = note("kept", zone: "C", [field("title", .stringValue("updated"))])
+            update.recordChangeTag = stored[0].recordChangeTag
+            let result = try await storage.modifyRecords(
+                RecordModification(
+                    saving: [
+                        update, note("stale", zone: "C", tag: "old"), note("fresh", zone: "C"),
+                        note("ghost", zone: "C", tag: "never"),
+                    ],
+                    isAtomic: false),
+                in: alice, by: "_alice")
+            let saved = try #require(result.saved(0))
+            #expect(saved.recordChangeTag != stored[0].recordChangeTag)
+            #expect(saved.creationDate == stored[0].creationDate)
+            #expect(result.saveError(1)?.code == .serverRecordChanged)
+            #expect(result.saveError(1)?.serverRecord == stored[1])
+            #expect(result.saved(2) != nil)
+            #expect(result.saveError(3)?.code == .unknownItem)
+            #expect(try await storage.fetch(recordID("kept", zone: "C")).record?.fields.first?.value?.kind == .stringValue("updated"))
+            #expect(try await storage.fetch(recordID("ghost", zone: "C")).failure?.code == .unknownItem)
+        }
+    }
+
     @Test func atomicAppliesToTheDefaultZoneToo() async throws {
         try await withSyncStore { storage, _ in
             try await storage.saveAll([note("x")])

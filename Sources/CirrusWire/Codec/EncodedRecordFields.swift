@@ -1,0 +1,61 @@
+internal import CProtobufC
+
+extension Wire {
+    /// A record's `fields`, serialized ahead of time: where one thread prepares a record and
+    /// another stores it (the SQLite engine's single writer), the preparing thread encodes the
+    /// fields, the bulk of a record's bytes, and the storing thread encodes only the rest
+    /// (``Wire/Record/serializedBytes(reusing:)``).
+    ///
+    /// It keeps the array it encoded. A record whose `fields` are still that array (the same
+    /// storage: nothing replaced or changed them since) has exactly these fields; any change
+    /// to a field makes the record's array a copy of its own, so it is never taken for this one.
+    ///
+    /// For example:
+    /// ```swift
+    /// let encoded = Wire.EncodedRecordFields(record.fields)   // off the writer
+    /// let bytes = stored.serializedBytes(reusing: encoded)     // on it
+    /// ```
+    public struct EncodedRecordFields: Sendable {
+        /// The fields encoded; held so that their storage is never changed in place.
+        let fields: [Wire.RecordField]
+        /// Each field as a `Record.fields` entry (key and length included), in order.
+        let bytes: [UInt8]
+
+        public init(_ fields: [Wire.RecordField]) {
+            self.fields = fields
+            self.bytes = Wire.Record(fields: fields).serializedBytes()
+        }
+
+        /// Whether `other` is the very array encoded here (same storage, so the same fields).
+        func encodes(_ other: [Wire.RecordField]) -> Bool {
+            guard !fields.isEmpty, other.count == fields.count else { return false }
+            return fields.withUnsafeBufferPointer { mine in
+                other.withUnsafeBufferPointer { theirs in mine.baseAddress == theirs.baseAddress }
+            }
+        }
+    }
+}
+
+extension Wire.Record {
+    /// The record's serialized bytes, its fields taken from `encoded` when they are the ones it
+    /// encoded, else the same as ``serializedBytes()``. The fields come after the record's other
+    /// parts then, which protobuf decoders read alike: a decoded record is the same either way.
+    public func serializedBytes(reusing encoded: Wire.EncodedRecordFields?) -> [UInt8] {
+        guard let encoded, encoded.encodes(self.fields) else { return serializedBytes() }
+        var rest = _storage.fields.pointee
+        rest.fields = []
+        var bytes = WireArena.withScratch { arena in
+            defer { arena.reset() }
+            let c = Self.cAllocate(in: arena)
+            rest.cFill(c, arena: arena)
+            let message = UnsafeRawPointer(c).assumingMemoryBound(to: ProtobufCMessage.self)
+            let size = protobuf_c_message_get_packed_size(message)
+            return [UInt8](unsafeUninitializedCapacity: size + encoded.bytes.count) { buffer, count in
+                guard let base = buffer.baseAddress else { return }
+                count = protobuf_c_message_pack(message, base)
+            }
+        }
+        bytes.append(contentsOf: encoded.bytes)
+        return bytes
+    }
+}

@@ -1,0 +1,67 @@
+import CirrusWire
+import Testing
+
+/// A record's fields encoded ahead of the rest (``Wire/EncodedRecordFields``): the bytes must
+/// decode to the record itself, and encodings of other fields must never be taken for its own.
+@Suite("Record fields encoded ahead")
+struct EncodedRecordFieldsTests {
+    private static func record(_ title: String = "Groceries ✈︎") -> Wire.Record {
+        let zone = Wire.RecordZoneID(zoneName: "Notes", ownerName: "_alice")
+        return Wire.Record(
+            recordID: Wire.RecordID(recordName: "note-0001", zoneID: zone),
+            recordType: "Note",
+            fields: [
+                Wire.RecordField(key: "title", value: Wire.FieldValue(kind: .stringValue(title))),
+                Wire.RecordField(key: "count", value: Wire.FieldValue(kind: .int64Value(12))),
+                Wire.RecordField(key: "blob", value: Wire.FieldValue(kind: .bytesValue(Array(0..<200)))),
+            ],
+            parent: Wire.Reference(recordID: Wire.RecordID(recordName: "list", zoneID: zone)),
+            changedKeys: ["title"]
+        )
+    }
+
+    /// The writer's case: the record as stored gets its system fields after the fields were
+    /// encoded; its bytes are its full encoding in another order.
+    @Test func aRecordWithTheEncodedFieldsSerializesToItself() throws {
+        let client = Self.record()
+        let encoded = Wire.EncodedRecordFields(client.fields)
+        var stored = client
+        stored.recordChangeTag = "2-1"
+        stored.creationDate = Wire.Timestamp(seconds: 1_700_000_000, nanos: 5)
+        stored.modificationDate = Wire.Timestamp(seconds: 1_700_000_001, nanos: 0)
+        stored.creatorUserRecordID = Wire.RecordID(recordName: "_alice")
+        let bytes = stored.serializedBytes(reusing: encoded)
+        #expect(try Wire.Record(serializedBytes: bytes) == stored)
+        #expect(bytes.count == stored.serializedBytes().count)
+        // The fields' own bytes were reused: they end the record.
+        #expect(bytes.suffix(Wire.Record(fields: client.fields).serializedBytes().count)
+            == ArraySlice(Wire.Record(fields: client.fields).serializedBytes()))
+        #expect(bytes != stored.serializedBytes())
+    }
+
+    /// A field changed after the encoding, even in place through the record, makes the
+    /// record's fields a copy of their own: they are encoded anew, never taken from the old.
+    @Test func changedFieldsAreEncodedAnew() throws {
+        var record = Self.record()
+        let encoded = Wire.EncodedRecordFields(record.fields)
+        record.fields[0].value = Wire.FieldValue(kind: .stringValue("changed"))
+        #expect(record.serializedBytes(reusing: encoded) == record.serializedBytes())
+        #expect(try Wire.Record(serializedBytes: record.serializedBytes(reusing: encoded)) == record)
+
+        var fewer = Self.record()
+        let all = Wire.EncodedRecordFields(fewer.fields)
+        fewer.fields.removeLast()
+        #expect(fewer.serializedBytes(reusing: all) == fewer.serializedBytes())
+    }
+
+    /// Equal fields built apart are not the encoded array: the record is encoded whole (the
+    /// same bytes), which is always right.
+    @Test func equalFieldsOfAnotherArrayAreEncodedWhole() throws {
+        let record = Self.record()
+        let other = Wire.EncodedRecordFields(Self.record().fields)
+        #expect(record.serializedBytes(reusing: other) == record.serializedBytes())
+        #expect(record.serializedBytes(reusing: nil) == record.serializedBytes())
+        let empty = Wire.Record(recordType: "Note")
+        #expect(empty.serializedBytes(reusing: Wire.EncodedRecordFields([])) == empty.serializedBytes())
+    }
+}
