@@ -28,10 +28,10 @@ extension CKDatabase {
     ) async throws -> [CKRecord.ID: Result<CKRecord, any Error>] {
         let operation = CKFetchRecordsOperation(recordIDs: ids)
         operation.desiredKeys = desiredKeys
-        let results = NIOLockedValueBox<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
-        operation.perRecordResultBlock = { id, result in results.withLockedValue { $0[id] = result } }
+        let results = Locked<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
+        operation.perRecordResultBlock = { id, result in results.withLock { $0[id] = result } }
         try await self.run(operation, callbacksInPlace: true) { operation.fetchRecordsResultBlock = $0 }
-        return results.withLockedValue { $0 }
+        return results.withLock { $0 }
     }
 
     /// Runs a query and returns the matching records in sort order, and a cursor when more
@@ -116,12 +116,13 @@ extension CKDatabase {
         let operation = CKModifyRecordsOperation(recordsToSave: recordsToSave, recordIDsToDelete: recordIDsToDelete)
         operation.savePolicy = savePolicy
         operation.isAtomic = atomically
-        let saves = NIOLockedValueBox<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
-        let deletes = NIOLockedValueBox<[CKRecord.ID: Result<Void, any Error>]>([:])
-        operation.perRecordSaveBlock = { id, result in saves.withLockedValue { $0[id] = result } }
-        operation.perRecordDeleteBlock = { id, result in deletes.withLockedValue { $0[id] = result } }
+        // Locks without a lock object of their own (``Locked``): two fewer allocations per call.
+        let saves = Locked<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
+        let deletes = Locked<[CKRecord.ID: Result<Void, any Error>]>([:])
+        operation.perRecordSaveBlock = { id, result in saves.withLock { $0[id] = result } }
+        operation.perRecordDeleteBlock = { id, result in deletes.withLock { $0[id] = result } }
         try await self.run(operation, callbacksInPlace: true) { operation.modifyRecordsResultBlock = $0 }
-        return (saves.withLockedValue { $0 }, deletes.withLockedValue { $0 })
+        return (saves.withLock { $0 }, deletes.withLock { $0 })
     }
 
     /// Creates or updates a zone and returns it as the server has it.

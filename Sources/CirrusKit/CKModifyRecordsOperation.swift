@@ -2,6 +2,7 @@ import CirrusModel
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers
+import Synchronization
 
 /// Saves and deletes records (CloudKit's `CKModifyRecordsOperation`).
 ///
@@ -99,9 +100,9 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// `CKRecord.decoded(wire:fields:sentValues:knownID:knownUserID:…)`).
     private var lastCreator: CKRecord.ID?
     /// How the records' asset files travel, once uploaded (see ``prepareToStart(_:)``).
-    private let assetPlan = NIOLockedValueBox<AssetUploadPlan?>(nil)
+    private let assetPlan = Mutex<AssetUploadPlan?>(nil)
     /// The uploads running before the request is sent.
-    private let uploadTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    private let uploadTask = Mutex<Task<Void, Never>?>(nil)
 
     /// Uploads the asset files that do not fit inline in the request, then starts it.
     override func prepareToStart(_ done: @escaping @Sendable ((any Error)?) -> Void) {
@@ -119,17 +120,17 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             do throws(CKError) {
                 let plan = try AssetUploadPlan(records: records, changedKeysOnly: changedKeysOnly)
                 let uploaded = try await self.uploadAssets(plan, records: records, transfer: transfer)
-                self.assetPlan.withLockedValue { $0 = uploaded }
+                self.assetPlan.withLock { $0 = uploaded }
                 done(nil)
             } catch {
                 done(error)
             }
         }
-        self.uploadTask.withLockedValue { $0 = task }
+        self.uploadTask.withLock { $0 = task }
     }
 
     open override func cancel() {
-        self.uploadTask.withLockedValue { $0 }?.cancel()
+        self.uploadTask.withLock { $0 }?.cancel()
         super.cancel()
     }
 
@@ -148,7 +149,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         byID.reserveCapacity(records.count)
         var wireRecords: [Wire.Record] = []
         wireRecords.reserveCapacity(records.count)
-        let plan = self.assetPlan.withLockedValue { $0 }
+        let plan = self.assetPlan.withLock { $0 }
         let resuming = self.resumedOpen != nil
         for record in records {
             guard byID[record.recordID] == nil else {
@@ -211,7 +212,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                     fields = sent.fields
                     values = sent.values
                 }
-                let files = self.assetPlan.withLockedValue { $0?.localFiles } ?? [:]
+                let files = self.assetPlan.withLock { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in
                     try CKRecord.decoded(
                         wire: record, fields: fields, sentValues: values, knownID: id, knownUserID: self.lastCreator,

@@ -1,6 +1,6 @@
 import CirrusWire
 import Foundation
-import NIOConcurrencyHelpers
+import Synchronization
 
 extension CKOperation {
     /// How an operation behaves: container, quality of service, long-lived, timeouts.
@@ -33,17 +33,17 @@ extension CKOperation {
         public static let defaultTimeoutIntervalForRequest: TimeInterval = 60
         public static let defaultTimeoutIntervalForResource: TimeInterval = 7 * 24 * 60 * 60
 
-        private let storage: NIOLockedValueBox<Explicit>
+        private let storage: Mutex<Explicit>
 
         public init() {
-            self.storage = NIOLockedValueBox(Explicit())
+            self.storage = Mutex(Explicit())
         }
 
         init(explicit: Explicit) {
-            self.storage = NIOLockedValueBox(explicit)
+            self.storage = Mutex(explicit)
         }
 
-        var explicit: Explicit { self.storage.withLockedValue { $0 } }
+        var explicit: Explicit { self.storage.withLock { $0 } }
 
         /// A copy with the same explicit values.
         public func copy() -> Configuration { Configuration(explicit: self.explicit) }
@@ -51,38 +51,38 @@ extension CKOperation {
         /// The container the operation runs against; nil = the default container (or the
         /// database's when added to one).
         open var container: CKContainer? {
-            get { self.storage.withLockedValue { $0.container } }
-            set { self.storage.withLockedValue { $0.container = newValue } }
+            get { self.storage.withLock { $0.container } }
+            set { self.storage.withLock { $0.container = newValue } }
         }
 
         /// The priority of the operation's work. Default: `.default`.
         open var qualityOfService: QualityOfService {
-            get { self.storage.withLockedValue { $0.qualityOfService } ?? Self.defaultQualityOfService }
-            set { self.storage.withLockedValue { $0.qualityOfService = newValue } }
+            get { self.storage.withLock { $0.qualityOfService } ?? Self.defaultQualityOfService }
+            set { self.storage.withLock { $0.qualityOfService = newValue } }
         }
 
         /// Whether the operation may use a cellular network. Default: true.
         open var allowsCellularAccess: Bool {
-            get { self.storage.withLockedValue { $0.allowsCellularAccess } ?? true }
-            set { self.storage.withLockedValue { $0.allowsCellularAccess = newValue } }
+            get { self.storage.withLock { $0.allowsCellularAccess } ?? true }
+            set { self.storage.withLock { $0.allowsCellularAccess = newValue } }
         }
 
         /// Whether the operation keeps running on the server when the client goes away. Default: false.
         open var isLongLived: Bool {
-            get { self.storage.withLockedValue { $0.isLongLived } ?? false }
-            set { self.storage.withLockedValue { $0.isLongLived = newValue } }
+            get { self.storage.withLock { $0.isLongLived } ?? false }
+            set { self.storage.withLock { $0.isLongLived = newValue } }
         }
 
         /// The longest wait for more data (connecting, or between events). Default: 60 s.
         open var timeoutIntervalForRequest: TimeInterval {
-            get { self.storage.withLockedValue { $0.timeoutIntervalForRequest } ?? Self.defaultTimeoutIntervalForRequest }
-            set { self.storage.withLockedValue { $0.timeoutIntervalForRequest = newValue } }
+            get { self.storage.withLock { $0.timeoutIntervalForRequest } ?? Self.defaultTimeoutIntervalForRequest }
+            set { self.storage.withLock { $0.timeoutIntervalForRequest = newValue } }
         }
 
         /// The longest the whole operation may take. Default: 7 days.
         open var timeoutIntervalForResource: TimeInterval {
-            get { self.storage.withLockedValue { $0.timeoutIntervalForResource } ?? Self.defaultTimeoutIntervalForResource }
-            set { self.storage.withLockedValue { $0.timeoutIntervalForResource = newValue } }
+            get { self.storage.withLock { $0.timeoutIntervalForResource } ?? Self.defaultTimeoutIntervalForResource }
+            set { self.storage.withLock { $0.timeoutIntervalForResource = newValue } }
         }
 
         public var description: String {

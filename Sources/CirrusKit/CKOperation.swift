@@ -3,6 +3,7 @@ import CirrusWire
 import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
+import Synchronization
 
 /// The base class of every CloudKit operation: an asynchronous `Foundation.Operation` that runs
 /// as one stream on its container's connection.
@@ -47,12 +48,12 @@ open class CKOperation: Operation, @unchecked Sendable {
     }
 
     /// A unique identifier; for long-lived operations the ID the server lists them by.
-    public var operationID: ID { self.identity.withLockedValue { $0.operationID } }
+    public var operationID: ID { self.identity.withLock { $0.operationID } }
     /// The operation's ID and, for an operation rebuilt by `CKContainer.fetchLongLivedOperation`,
     /// the `Open` the server runs it from (set once, before the operation is handed out).
-    private let identity: NIOLockedValueBox<(operationID: ID, resumedOpen: Wire.Open?)>
-    private let configurationBox: NIOLockedValueBox<Configuration>
-    private let run = NIOLockedValueBox(RunState())
+    private let identity: Mutex<(operationID: ID, resumedOpen: Wire.Open?)>
+    private let configurationBox: Mutex<Configuration>
+    private let run = Mutex(RunState())
     /// The serial queue every callback block of this operation runs on.
     let callbackQueue: DispatchQueue
 
@@ -64,18 +65,18 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     public override init() {
         let id = RandomUUID.string()
-        self.identity = NIOLockedValueBox((id, nil))
-        self.configurationBox = NIOLockedValueBox(Configuration())
+        self.identity = Mutex((id, nil))
+        self.configurationBox = Mutex(Configuration())
         self.callbackQueue = DispatchQueue(label: "CKOperation.callbacks.\(id)")
         super.init()
     }
 
     /// The operation's own configuration (explicit values win over the group's). Assigning copies.
     open var configuration: Configuration! {
-        get { self.configurationBox.withLockedValue { $0 } }
+        get { self.configurationBox.withLock { $0 } }
         set {
             let copy = newValue?.copy() ?? Configuration()
-            self.configurationBox.withLockedValue { $0 = copy }
+            self.configurationBox.withLock { $0 = copy }
         }
     }
 
@@ -124,21 +125,21 @@ open class CKOperation: Operation, @unchecked Sendable {
     open override var isAsynchronous: Bool { true }
 
     open override var isExecuting: Bool {
-        self.run.withLockedValue { $0.phase == .executing }
+        self.run.withLock { $0.phase == .executing }
     }
 
     open override var isFinished: Bool {
-        self.run.withLockedValue { $0.phase == .finished }
+        self.run.withLock { $0.phase == .finished }
     }
 
     open override func start() {
-        let started = self.run.withLockedValue { state -> Bool in
+        let started = self.run.withLock { state -> Bool in
             guard state.phase == .ready else { return false }
             return true
         }
         guard started else { return }
         self.willChangeValue(forKey: "isExecuting")
-        self.run.withLockedValue {
+        self.run.withLock {
             $0.phase = .executing
             $0.startedAt = .now()
             $0.lastProgress = .now()
@@ -155,7 +156,7 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     open override func cancel() {
         super.cancel()
-        let stream = self.run.withLockedValue { state -> ClientStream? in
+        let stream = self.run.withLock { state -> ClientStream? in
             guard state.phase == .executing else { return nil }
             return state.stream
         }
@@ -169,11 +170,11 @@ open class CKOperation: Operation, @unchecked Sendable {
     /// Makes this operation the client side of the long-lived operation the server runs from
     /// `open`: it takes the operation's ID, and starting it sends `Resume` instead of `Open`.
     func adoptLongLivedOperation(_ open: Wire.Open) {
-        self.identity.withLockedValue { $0 = (open.operationID, open) }
+        self.identity.withLock { $0 = (open.operationID, open) }
     }
 
     /// The `Open` of the server's long-lived operation this operation resumes, if it was fetched.
-    var resumedOpen: Wire.Open? { self.identity.withLockedValue { $0.resumedOpen } }
+    var resumedOpen: Wire.Open? { self.identity.withLock { $0.resumedOpen } }
 
     /// Resolves where the operation runs: the container and the database scope.
     func target() -> (container: CKContainer, scope: Wire.DatabaseScope) {
@@ -205,7 +206,7 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     /// Marks progress for the request timeout (a long upload or download is progress).
     func noteProgress() {
-        self.run.withLockedValue { $0.lastProgress = .now() }
+        self.run.withLock { $0.lastProgress = .now() }
     }
 
     private func begin() {
@@ -253,7 +254,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         // The stream keeps the operation alive while it runs (as CloudKit does for operations
         // started without a queue); the cycle ends when the stream ends.
         var deliversInPlace: (@Sendable ([StreamDelivery]) -> Bool)?
-        if self.run.withLockedValue({ $0.callbacksInPlace }), !resolved.isLongLived, resumedOpen == nil {
+        if self.run.withLock({ $0.callbacksInPlace }), !resolved.isLongLived, resumedOpen == nil {
             deliversInPlace = { deliveries in self.canDeliverInPlace(deliveries) }
         }
         let stream = ClientStream(
@@ -266,7 +267,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         ) { delivery in
             self.receive(delivery)
         }
-        self.run.withLockedValue { $0.stream = stream }
+        self.run.withLock { $0.stream = stream }
         if self.isCancelled {
             // cancel() ran between start() and here, before it could see the stream.
             stream.cancel(reason: "cancelled by the client")
@@ -278,11 +279,11 @@ open class CKOperation: Operation, @unchecked Sendable {
     }
 
     private func receive(_ delivery: StreamDelivery) {
-        guard !self.run.withLockedValue({ $0.resultDelivered }) else { return }
-        self.run.withLockedValue { $0.lastProgress = .now() }
+        guard !self.run.withLock({ $0.resultDelivered }) else { return }
+        self.run.withLock { $0.lastProgress = .now() }
         switch delivery {
         case .persisted:
-            let first = self.run.withLockedValue { state -> Bool in
+            let first = self.run.withLock { state -> Bool in
                 defer { state.persistedDelivered = true }
                 return !state.persistedDelivered
             }
@@ -294,7 +295,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         case .complete(let complete):
             // A deferred acknowledgement is parked before the result block runs, so the owner
             // finds the stream whenever it acknowledges.
-            let (stream, deferred) = self.run.withLockedValue { state -> (ClientStream?, Bool) in
+            let (stream, deferred) = self.run.withLock { state -> (ClientStream?, Bool) in
                 guard let stream = state.stream, stream.isLongLived, complete.error?.code != .unknownOperation else {
                     return (nil, false)
                 }
@@ -317,7 +318,7 @@ open class CKOperation: Operation, @unchecked Sendable {
     /// own and return at once (an async convenience call's): app code must never run on the
     /// event loop. Set before start.
     func runsCallbacksInPlace() {
-        self.run.withLockedValue { $0.callbacksInPlace = true }
+        self.run.withLock { $0.callbacksInPlace = true }
     }
 
     /// Whether `deliveries` (events and the `Complete` of one read burst) may be handled on
@@ -343,13 +344,13 @@ open class CKOperation: Operation, @unchecked Sendable {
     /// `acknowledgeCompletion()` (the sync engine calls it once the app has persisted the
     /// outcome, so a process killed in between finds the operation again). Set before start.
     func defersCompletionAcknowledgement() {
-        self.run.withLockedValue { $0.defersAcknowledgement = true }
+        self.run.withLock { $0.defersAcknowledgement = true }
     }
 
     /// Lets the server forget a completed long-lived operation whose acknowledgement was
     /// deferred (best effort: if its connection is gone, the server's retention ends it).
     func acknowledgeCompletion() {
-        let stream = self.run.withLockedValue { state -> ClientStream? in
+        let stream = self.run.withLock { state -> ClientStream? in
             defer { state.unacknowledged = nil }
             return state.unacknowledged
         }
@@ -358,7 +359,7 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     /// Delivers the result (once) and finishes. Callback queue only.
     func finishOnQueue(_ error: (any Error)?, complete: Wire.Complete? = nil) {
-        let (first, watched) = self.run.withLockedValue { state -> (Bool, Bool) in
+        let (first, watched) = self.run.withLock { state -> (Bool, Bool) in
             guard !state.resultDelivered else { return (false, false) }
             state.resultDelivered = true
             return (true, state.isWatched)
@@ -374,7 +375,7 @@ open class CKOperation: Operation, @unchecked Sendable {
     private func markFinished() {
         self.willChangeValue(forKey: "isExecuting")
         self.willChangeValue(forKey: "isFinished")
-        self.run.withLockedValue {
+        self.run.withLock {
             $0.phase = .finished
             $0.stream = nil
         }
@@ -389,7 +390,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         let resource = resolved.timeoutIntervalForResource
         let limit = [request, resource].filter { $0 > 0 && $0.isFinite }.min() ?? 0
         guard limit > 0 else { return }
-        let watched = self.run.withLockedValue { state -> Bool in
+        let watched = self.run.withLock { state -> Bool in
             // Not when the result is in already (a refusal can beat this call).
             guard !state.resultDelivered else { return false }
             state.isWatched = true
@@ -399,7 +400,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         let interval = max(0.01, min(1.0, limit / 4))
         OperationTimeouts.shared.register(
             .init(operation: self, request: request, resource: resource, interval: interval))
-        if self.run.withLockedValue({ $0.resultDelivered }) {
+        if self.run.withLock({ $0.resultDelivered }) {
             // The result may have been delivered before the watch existed (a cancel racing
             // the start): it could not end a watch that was not there yet.
             OperationTimeouts.shared.unregister(self)
@@ -409,7 +410,7 @@ open class CKOperation: Operation, @unchecked Sendable {
     /// Whether `request` or `resource` may have run out at `now` (uptime nanoseconds): read
     /// by ``OperationTimeouts`` off the callback queue, confirmed on it by ``checkTimeouts``.
     func mayHaveTimedOut(now: UInt64, request: TimeInterval, resource: TimeInterval) -> Bool {
-        let (lastProgress, startedAt) = self.run.withLockedValue { ($0.lastProgress, $0.startedAt) }
+        let (lastProgress, startedAt) = self.run.withLock { ($0.lastProgress, $0.startedAt) }
         let idle = Double(now - min(now, lastProgress.uptimeNanoseconds)) / 1e9
         let total = Double(now - min(now, startedAt.uptimeNanoseconds)) / 1e9
         return (resource > 0 && total >= resource) || (request > 0 && idle >= request)
@@ -417,7 +418,7 @@ open class CKOperation: Operation, @unchecked Sendable {
 
     /// Ends the operation with a timeout if one ran out. Callback queue only.
     func checkTimeouts(request: TimeInterval, resource: TimeInterval) {
-        let (lastProgress, startedAt, stream) = self.run.withLockedValue { ($0.lastProgress, $0.startedAt, $0.stream) }
+        let (lastProgress, startedAt, stream) = self.run.withLock { ($0.lastProgress, $0.startedAt, $0.stream) }
         let now = DispatchTime.now().uptimeNanoseconds
         let idle = Double(now - min(now, lastProgress.uptimeNanoseconds)) / 1e9
         let total = Double(now - min(now, startedAt.uptimeNanoseconds)) / 1e9
