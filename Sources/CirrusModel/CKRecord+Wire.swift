@@ -103,12 +103,14 @@ extension CKRecord {
                         error.code,
                         message: "invalid field \"\(field.key)\" of record \(recordID.recordName): \(error.message ?? "")")
                 }
+                // A key repeated as the other kind replaces it (removing from an empty
+                // dictionary, the usual case, would still hash the key).
                 if field.isEncrypted {
                     state.encryptedFields[field.key] = value
-                    state.fields[field.key] = nil
+                    if !state.fields.isEmpty { state.fields[field.key] = nil }
                 } else {
                     state.fields[field.key] = value
-                    state.encryptedFields[field.key] = nil
+                    if !state.encryptedFields.isEmpty { state.encryptedFields[field.key] = nil }
                 }
             }
         }

@@ -190,13 +190,15 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
 
     func setStoredValue(_ value: FieldValue?, forKey key: FieldKey, encrypted: Bool) {
         state.withLock { state in
+            // A key is in one of the two at most; most records have no encrypted field, and
+            // removing from an empty dictionary still hashes the key.
             if encrypted {
                 state.encryptedFields[key] = value
-                state.fields[key] = nil
+                if !state.fields.isEmpty { state.fields[key] = nil }
             } else {
                 if value != nil, state.fields.capacity == 0 { state.fields.reserveCapacity(State.initialFieldCapacity) }
                 state.fields[key] = value
-                state.encryptedFields[key] = nil
+                if !state.encryptedFields.isEmpty { state.encryptedFields[key] = nil }
             }
             state.markChanged(key)
         }

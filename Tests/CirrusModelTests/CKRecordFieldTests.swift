@@ -140,6 +140,29 @@ import Testing
         #expect(back["pin"] == nil)
     }
 
+    /// A key holds one value: setting it as the other kind (plain or encrypted) moves it.
+    @Test func aKeySetAsTheOtherKindMovesThere() throws {
+        let record = CKRecord(recordType: "Secret")
+        record["pin"] = "plain"
+        record.encryptedValues["pin"] = "1234"
+        #expect(record["pin"] == nil)
+        #expect(record.encryptedValues["pin"] as? String == "1234")
+        record["other"] = "o"
+        record["pin"] = "visible"
+        #expect(record.encryptedValues["pin"] == nil)
+        #expect(record["pin"] as? String == "visible")
+        #expect(record.allKeys() == ["other", "pin"])
+        #expect(record.encryptedValues.allKeys().isEmpty)
+
+        // A wire record naming a key twice, plain then encrypted, decodes to the last.
+        var wire = try record.wireRecord
+        wire.fields.append(Wire.RecordField(key: "pin", value: Wire.FieldValue(kind: .stringValue("again")), isEncrypted: true))
+        let decoded = try CKRecord(wire: wire)
+        #expect(decoded["pin"] == nil)
+        #expect(decoded.encryptedValues["pin"] as? String == "again")
+        #expect(decoded["other"] as? String == "o")
+    }
+
     @Test func keyValueCodingSpellingsAndIdentityEquality() {
         let record = CKRecord(recordType: "Note")
         record.setValue("x", forKey: "title")
