@@ -2,7 +2,6 @@ import CirrusModel
 import CirrusWire
 import Foundation
 import NIOConcurrencyHelpers
-import Synchronization
 
 /// How the assets of one modify travel: small files inline in the request (within a budget
 /// that keeps the request inside one frame), the rest uploaded first as chunks and named by

@@ -133,10 +133,6 @@ package enum RecordCodec {
         package var content: [UInt8]?
     }
 
-    /// Moves inline asset content out of `record` (leaving checksum and size),
-    /// verifying size and SHA-256. An asset whose upload handle is `RecordModification.fileContentHandle`
-    /// names content the server's asset file store holds (its checksum and size are in the
-    /// asset); any other upload handle is one the server did not resolve, and is refused.
     /// Whether a field of `record` holds an asset or a list of assets.
     package static func hasAssets(_ record: Wire.Record) -> Bool {
         record.fields.contains { field in
@@ -147,6 +143,10 @@ package enum RecordCodec {
         }
     }
 
+    /// Moves inline asset content out of `record` (leaving checksum and size),
+    /// verifying size and SHA-256. An asset whose upload handle is `RecordModification.fileContentHandle`
+    /// names content the server's asset file store holds (its checksum and size are in the
+    /// asset); any other upload handle is one the server did not resolve, and is refused.
     package static func extractAssets(_ record: inout Wire.Record) -> ItemResult<[AssetContent]> {
         var contents: [AssetContent] = []
         for i in record.fields.indices {

@@ -219,7 +219,6 @@ struct RecordWriter {
         if !touchedZones.contains(zoneID) { touchedZones.append(zoneID) }
     }
 
-    /// Saves or deletes one item; `.success(nil)` for a delete.
     /// The stored rows of every record a group saves, read in one probe, when nothing the group
     /// does can change them before their save reads them: the group only saves (a delete may
     /// cascade to a record saved after it), saves no share (whose save writes other records'
@@ -236,6 +235,7 @@ struct RecordWriter {
         return try StoreRows.records(db, zoneID: zone.id, names: names)
     }
 
+    /// Saves or deletes one item; `.success(nil)` for a delete.
     private mutating func perform(
         _ item: Item, in zone: ZoneRow, policy: Wire.SavePolicy, existing: [String: RecordRow]? = nil
     ) throws -> ItemResult<Wire.Record?> {
