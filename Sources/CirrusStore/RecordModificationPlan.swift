@@ -110,7 +110,8 @@ package struct RecordModificationPlan: Sendable {
 
     /// Encodes, here and now, the fields of every save the writer will most likely store as
     /// they were sent: a new record (no change tag) or any record under `allKeys`, with
-    /// neither a problem nor assets (whose content the writer takes out of the fields). The
+    /// neither a problem nor assets (whose content the writer takes out of the fields; the
+    /// writer relies on it, skipping its asset passes over fields it finds encoded here). The
     /// writer encodes only the rest of such a record (``Wire/Record/serializedBytes(reusing:)``);
     /// where it stores other fields after all (a record that existed, a merge), the
     /// encoding goes unused and the writer encodes the whole record as before.

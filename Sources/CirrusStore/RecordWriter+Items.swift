@@ -64,17 +64,23 @@ extension RecordWriter {
             case .success(let share): record.share = share
             }
         }
-        let assets: [RecordCodec.AssetContent]
-        switch RecordCodec.extractAssets(&record) {
-        case .failure(let failure): return .failure(failure)
-        case .success(let contents): assets = contents
+        // Fields the plan encoded are fields it found without assets (``RecordModificationPlan``
+        // encodes no other); still the record's own, they have no content to take out and no
+        // checksum to look up.
+        let withoutAssets = encodedFields?.encodes(record.fields) == true
+        var assets: [RecordCodec.AssetContent] = []
+        if !withoutAssets {
+            switch RecordCodec.extractAssets(&record) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let contents): assets = contents
+            }
         }
         for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) where !savedInZone.contains(target.name) {
             guard try StoreRows.recordExists(db, zoneID: zone.id, name: target.name) else {
                 return .failure(RecordRules.missingDeleteSelfTarget(name, target: target.name))
             }
         }
-        let checksums = RecordCodec.assetChecksums(in: record)
+        let checksums = withoutAssets ? [] : RecordCodec.assetChecksums(in: record)
         for checksum in RecordCodec.checksumsToFind(checksums, arriving: assets) {
             guard try db.int64(sql: "SELECT size FROM assets WHERE sha256 = ?", arguments: [Data(checksum)]) != nil else {
                 return .failure(RecordCodec.unknownAsset(in: name))

@@ -1,5 +1,3 @@
-internal import CProtobufC
-
 extension Wire {
     /// A record's `fields`, serialized ahead of time: where one thread prepares a record and
     /// another stores it (the SQLite engine's single writer), the preparing thread encodes the
@@ -27,7 +25,7 @@ extension Wire {
         }
 
         /// Whether `other` is the very array encoded here (same storage, so the same fields).
-        func encodes(_ other: [Wire.RecordField]) -> Bool {
+        public func encodes(_ other: [Wire.RecordField]) -> Bool {
             guard !fields.isEmpty, other.count == fields.count else { return false }
             return fields.withUnsafeBufferPointer { mine in
                 other.withUnsafeBufferPointer { theirs in mine.baseAddress == theirs.baseAddress }
@@ -40,22 +38,115 @@ extension Wire.Record {
     /// The record's serialized bytes, its fields taken from `encoded` when they are the ones it
     /// encoded, else the same as ``serializedBytes()``. The fields come after the record's other
     /// parts then, which protobuf decoders read alike: a decoded record is the same either way.
+    ///
+    /// The parts a store sets on every record (ID, type, change tag, dates, creator and last
+    /// modifier) are written directly, sizes computed once, instead of through protobuf-c's
+    /// tree of C structs, which computes every nested message's size again at each level;
+    /// the rare others (parent, share, changed keys, share fields) go through protobuf-c.
+    /// The bytes are those protobuf-c writes for the same parts, in the same order.
     public func serializedBytes(reusing encoded: Wire.EncodedRecordFields?) -> [UInt8] {
         guard let encoded, encoded.encodes(self.fields) else { return serializedBytes() }
-        var rest = _storage.fields.pointee
-        rest.fields = []
-        var bytes = WireArena.withScratch { arena in
-            defer { arena.reset() }
-            let c = Self.cAllocate(in: arena)
-            rest.cFill(c, arena: arena)
-            let message = UnsafeRawPointer(c).assumingMemoryBound(to: ProtobufCMessage.self)
-            let size = protobuf_c_message_get_packed_size(message)
-            return [UInt8](unsafeUninitializedCapacity: size + encoded.bytes.count) { buffer, count in
-                guard let base = buffer.baseAddress else { return }
-                count = protobuf_c_message_pack(message, base)
-            }
+        let parts = _storage.fields.pointee
+        var out: [UInt8] = []
+        out.reserveCapacity(SystemPartsWriter.size(of: parts) + encoded.bytes.count + 16)
+        SystemPartsWriter.write(parts, to: &out)
+        if parts.parent != nil || parts.share != nil || !parts.changedKeys.isEmpty || parts.shareFields != nil {
+            var rest = Wire.Record()
+            rest.parent = parts.parent
+            rest.share = parts.share
+            rest.changedKeys = parts.changedKeys
+            rest.shareFields = parts.shareFields
+            out.append(contentsOf: rest.serializedBytes())
         }
-        bytes.append(contentsOf: encoded.bytes)
-        return bytes
+        out.append(contentsOf: encoded.bytes)
+        return out
+    }
+}
+
+/// `Record` fields 1–7 in protobuf wire format, as protobuf-c writes them: proto3 scalars left
+/// out at their default, a present message always written (even empty).
+private enum SystemPartsWriter {
+    static func size(of parts: Wire.Record._Fields) -> Int {
+        var size = 0
+        if let id = parts.recordID { size += message(recordID(id)) }
+        size += string(parts.recordType) + string(parts.recordChangeTag)
+        if let date = parts.creationDate { size += message(timestamp(date)) }
+        if let date = parts.modificationDate { size += message(timestamp(date)) }
+        if let id = parts.creatorUserRecordID { size += message(recordID(id)) }
+        if let id = parts.lastModifiedUserRecordID { size += message(recordID(id)) }
+        return size
+    }
+
+    static func write(_ parts: Wire.Record._Fields, to out: inout [UInt8]) {
+        if let id = parts.recordID { write(id, field: 1, to: &out) }
+        write(parts.recordType, field: 2, to: &out)
+        write(parts.recordChangeTag, field: 3, to: &out)
+        if let date = parts.creationDate { write(date, field: 4, to: &out) }
+        if let date = parts.modificationDate { write(date, field: 5, to: &out) }
+        if let id = parts.creatorUserRecordID { write(id, field: 6, to: &out) }
+        if let id = parts.lastModifiedUserRecordID { write(id, field: 7, to: &out) }
+    }
+
+    // MARK: Sizes (of a message's content; `message` and `string` add key and length)
+
+    private static func message(_ content: Int) -> Int { 1 + ProtobufVarint.size(UInt64(content)) + content }
+
+    private static func string(_ value: String) -> Int {
+        let count = value.utf8.count
+        return count == 0 ? 0 : 1 + ProtobufVarint.size(UInt64(count)) + count
+    }
+
+    private static func varint(_ value: UInt64) -> Int { value == 0 ? 0 : 1 + ProtobufVarint.size(value) }
+
+    private static func zoneID(_ zone: Wire.RecordZoneID) -> Int { string(zone.zoneName) + string(zone.ownerName) }
+
+    private static func recordID(_ id: Wire.RecordID) -> Int {
+        string(id.recordName) + (id.zoneID.map { message(zoneID($0)) } ?? 0)
+    }
+
+    private static func timestamp(_ date: Wire.Timestamp) -> Int {
+        // int64 and int32 alike: a negative value is ten bytes, sign-extended to 64 bits.
+        varint(UInt64(bitPattern: date.seconds)) + varint(UInt64(bitPattern: Int64(date.nanos)))
+    }
+
+    // MARK: Writing
+
+    private static func key(_ field: UInt8, _ wireType: UInt8, to out: inout [UInt8]) {
+        out.append(field << 3 | wireType)
+    }
+
+    private static func write(_ value: String, field: UInt8, to out: inout [UInt8]) {
+        let count = value.utf8.count
+        guard count > 0 else { return }
+        key(field, 2, to: &out)
+        ProtobufVarint.write(UInt64(count), to: &out)
+        out.append(contentsOf: value.utf8)
+    }
+
+    private static func write(_ value: UInt64, field: UInt8, to out: inout [UInt8]) {
+        guard value != 0 else { return }
+        key(field, 0, to: &out)
+        ProtobufVarint.write(value, to: &out)
+    }
+
+    private static func write(_ zone: Wire.RecordZoneID, field: UInt8, to out: inout [UInt8]) {
+        key(field, 2, to: &out)
+        ProtobufVarint.write(UInt64(zoneID(zone)), to: &out)
+        write(zone.zoneName, field: 1, to: &out)
+        write(zone.ownerName, field: 2, to: &out)
+    }
+
+    private static func write(_ id: Wire.RecordID, field: UInt8, to out: inout [UInt8]) {
+        key(field, 2, to: &out)
+        ProtobufVarint.write(UInt64(recordID(id)), to: &out)
+        write(id.recordName, field: 1, to: &out)
+        if let zone = id.zoneID { write(zone, field: 2, to: &out) }
+    }
+
+    private static func write(_ date: Wire.Timestamp, field: UInt8, to out: inout [UInt8]) {
+        key(field, 2, to: &out)
+        ProtobufVarint.write(UInt64(timestamp(date)), to: &out)
+        write(UInt64(bitPattern: date.seconds), field: 1, to: &out)
+        write(UInt64(bitPattern: Int64(date.nanos)), field: 2, to: &out)
     }
 }
