@@ -32,9 +32,9 @@ final class WriteTransactionCache: Sendable {
         /// What saves index, by zone and record type (``FieldIndexing``). Only index builds
         /// change it, and they do not share the cache.
         var indexed: [IndexedKey: FieldIndexing.Indexed] = [:]
-        /// Zones found to hold no tombstone, and given none since: a record saved there
-        /// supersedes no tombstone, so its save does not look for one.
-        var zonesWithoutTombstones: Set<Int64> = []
+        /// By zone looked up: whether it may hold tombstones. A zone without any (and given
+        /// none since) has no tombstone for a saved record to supersede.
+        var mayHoldTombstones: [Int64: Bool] = [:]
 
         struct IndexedKey: Hashable, Sendable {
             var zoneID: Int64
@@ -84,19 +84,19 @@ final class WriteTransactionCache: Sendable {
     }
 
     /// Whether zone `zoneID` may hold tombstones: a save of a new record there deletes the
-    /// tombstone of its name only then. Looked up once per zone and transaction; a zone that
-    /// had none keeps that answer until ``tombstoneWritten(in:)``. Most zones never had a
-    /// record deleted, and their saves then skip one statement each.
+    /// tombstone of its name only then. Looked up once per zone and transaction, either way;
+    /// a zone that had none keeps that answer until ``tombstoneWritten(in:)``. Most zones
+    /// never had a record deleted, and their saves then skip one statement each.
     func mayHoldTombstones(_ db: Database, zoneID: Int64) throws -> Bool {
-        if state.withLock({ $0.zonesWithoutTombstones.contains(zoneID) }) { return false }
+        if let known = state.withLock({ $0.mayHoldTombstones[zoneID] }) { return known }
         let holds = try db.int64(sql: "SELECT 1 FROM tombstones WHERE zone_id = ? LIMIT 1", arguments: [zoneID]) != nil
-        if !holds { state.withLock { _ = $0.zonesWithoutTombstones.insert(zoneID) } }
+        state.withLock { $0.mayHoldTombstones[zoneID] = holds }
         return holds
     }
 
     /// Records that a write gave zone `zoneID` a tombstone.
     func tombstoneWritten(in zoneID: Int64) {
-        state.withLock { _ = $0.zonesWithoutTombstones.remove(zoneID) }
+        state.withLock { $0.mayHoldTombstones[zoneID] = true }
     }
 
     /// The next change sequence of zone `zoneID`.
