@@ -211,6 +211,10 @@ struct StorageExecutorTests {
                     continue
                 }
                 #expect(save.fieldsAsSent == asSent)
+                // A record without fields goes out written directly; either way it reads the same.
+                #expect(save.recordID == record.recordID && saved.recordID == record.recordID)
+                #expect(saved.recordType == "Note" && saved.creationDate != nil && saved.modificationDate != nil)
+                #expect(saved.creatorUserRecordID != nil && saved.lastModifiedUserRecordID == saved.creatorUserRecordID)
                 #expect(!saved.recordChangeTag.isEmpty)
                 #expect(saved.fields.map(\.key).sorted() == (asSent ? [] : ["body", "title"]))
             }

@@ -21,8 +21,20 @@ extension StorageExecutor {
         let events = Self.modifyEvents(
             consume result, context.owners, failuresOnly: request.failuresOnly,
             sent: request.omitFieldsAsSent ? request.recordsToSave[...] : nil)
-        try await context.stream.emit(contentsOf: events)
-        return Self.completion(partialErrors: events.compactMap(LongLivedCheckpoint.itemError), items: "records")
+        let partialErrors = events.compactMap(LongLivedCheckpoint.itemError)
+        try await context.stream.emit(payloads: events.map(Self.outgoing))
+        return Self.completion(partialErrors: partialErrors, items: "records")
+    }
+
+    /// `payload` as it goes out: a saved record's event written directly when it can be (see
+    /// `Wire.ModifyRecordsPerRecordSave.directPayload`), anything else as a message.
+    static func outgoing(_ payload: Wire.Event.Payload) -> OperationStream.Payload {
+        if case .modifyRecords(let event) = payload, case .perRecordSave(let save)? = event.callback,
+            let encoded = save.directPayload
+        {
+            return .encoded(encoded)
+        }
+        return .message(payload)
     }
 
     /// A long-lived modify: any number of items, in chunks of at most ``maximumItems``, each

@@ -11,6 +11,8 @@ extension Wire {
     /// let payload = try stored.recordWasChangedPayload(renamingOwner: "_alice", to: "__defaultOwner__")
     /// ```
     public struct EncodedPayload: Sendable, Hashable {
+        /// `Event.modify_records`.
+        static let modifyRecordsField: UInt64 = 20
         /// `Event.fetch_record_zone_changes`.
         static let fetchRecordZoneChangesField: UInt64 = 25
 

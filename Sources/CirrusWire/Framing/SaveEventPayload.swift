@@ -1,0 +1,42 @@
+extension Wire.ModifyRecordsPerRecordSave {
+    /// This event as `Event.modify_records{per_record_save: self}`, written directly: the bytes
+    /// protobuf-c writes for it, without building its tree of C structs (which computes every
+    /// nested message's size again at each level). Nil for an event it does not cover, which
+    /// goes out as a message.
+    ///
+    /// It covers the event of nearly every save: a saved record whose fields went back as the
+    /// client sent them (`fields_as_sent`, so the record carries none) and that has only the
+    /// parts a store sets on every record (ID, type, change tag, dates, creator and last
+    /// modifier), no parent, share, changed keys or share fields.
+    ///
+    /// For example:
+    /// ```swift
+    /// let payload: OperationStream.Payload = save.directPayload.map { .encoded($0) } ?? .message(event)
+    /// ```
+    public var directPayload: Wire.EncodedPayload? {
+        guard let recordID = self.recordID, case .record(let record)? = self.outcome else { return nil }
+        let parts = record._storage.fields.pointee
+        guard parts.fields.isEmpty, parts.parent == nil, parts.share == nil, parts.changedKeys.isEmpty,
+            parts.shareFields == nil
+        else { return nil }
+        let idSize = SystemPartsWriter.recordID(recordID)
+        let recordSize = SystemPartsWriter.size(of: parts)
+        // ModifyRecordsPerRecordSave: record_id = 1, record = 2 (always written, even empty:
+        // a oneof member), fields_as_sent = 4 (left out when false).
+        let saveSize =
+            SystemPartsWriter.message(idSize) + SystemPartsWriter.message(recordSize) + (self.fieldsAsSent ? 2 : 0)
+        var out: [UInt8] = []
+        out.reserveCapacity(SystemPartsWriter.message(saveSize))
+        out.append(2 << 3 | 2)  // ModifyRecordsEvent.per_record_save
+        ProtobufVarint.write(UInt64(saveSize), to: &out)
+        SystemPartsWriter.write(recordID, field: 1, to: &out)
+        out.append(2 << 3 | 2)  // ModifyRecordsPerRecordSave.record
+        ProtobufVarint.write(UInt64(recordSize), to: &out)
+        SystemPartsWriter.write(parts, to: &out)
+        if self.fieldsAsSent {
+            out.append(4 << 3 | 0)  // ModifyRecordsPerRecordSave.fields_as_sent
+            out.append(1)
+        }
+        return Wire.EncodedPayload(field: Wire.EncodedPayload.modifyRecordsField, bytes: out)
+    }
+}
