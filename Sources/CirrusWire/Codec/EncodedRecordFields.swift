@@ -46,16 +46,17 @@ extension Wire.Record {
     /// The bytes are those protobuf-c writes for the same parts, in the same order.
     public func serializedBytes(reusing encoded: Wire.EncodedRecordFields?) -> [UInt8] {
         guard let encoded, encoded.encodes(self.fields) else { return serializedBytes() }
-        let parts = _storage.fields.pointee
+        // Read in place, while `self` holds its storage.
+        let parts = UnsafePointer(_storage.fields)
         var out: [UInt8] = []
         out.reserveCapacity(SystemPartsWriter.size(of: parts) + encoded.bytes.count + 16)
         SystemPartsWriter.write(parts, to: &out)
-        if parts.parent != nil || parts.share != nil || !parts.changedKeys.isEmpty || parts.shareFields != nil {
+        if self.parent != nil || self.share != nil || !self.changedKeys.isEmpty || self.shareFields != nil {
             var rest = Wire.Record()
-            rest.parent = parts.parent
-            rest.share = parts.share
-            rest.changedKeys = parts.changedKeys
-            rest.shareFields = parts.shareFields
+            rest.parent = self.parent
+            rest.share = self.share
+            rest.changedKeys = self.changedKeys
+            rest.shareFields = self.shareFields
             out.append(contentsOf: rest.serializedBytes())
         }
         out.append(contentsOf: encoded.bytes)

@@ -1,25 +1,28 @@
 /// `Record` fields 1–7 in protobuf wire format, as protobuf-c writes them: proto3 scalars left
 /// out at their default, a present message always written (even empty).
 enum SystemPartsWriter {
-    static func size(of parts: Wire.Record._Fields) -> Int {
+    /// The size of the parts of the record whose fields `parts` points to (read in place: a
+    /// copy of the fields would retain every part). The record must outlive the call.
+    static func size(of parts: UnsafePointer<Wire.Record._Fields>) -> Int {
         var size = 0
-        if let id = parts.recordID { size += message(recordID(id)) }
-        size += string(parts.recordType) + string(parts.recordChangeTag)
-        if let date = parts.creationDate { size += message(timestamp(date)) }
-        if let date = parts.modificationDate { size += message(timestamp(date)) }
-        if let id = parts.creatorUserRecordID { size += message(recordID(id)) }
-        if let id = parts.lastModifiedUserRecordID { size += message(recordID(id)) }
+        if let id = parts.pointee.recordID { size += message(recordID(id)) }
+        size += string(parts.pointee.recordType) + string(parts.pointee.recordChangeTag)
+        if let date = parts.pointee.creationDate { size += message(timestamp(date)) }
+        if let date = parts.pointee.modificationDate { size += message(timestamp(date)) }
+        if let id = parts.pointee.creatorUserRecordID { size += message(recordID(id)) }
+        if let id = parts.pointee.lastModifiedUserRecordID { size += message(recordID(id)) }
         return size
     }
 
-    static func write(_ parts: Wire.Record._Fields, to out: inout [UInt8]) {
-        if let id = parts.recordID { write(id, field: 1, to: &out) }
-        write(parts.recordType, field: 2, to: &out)
-        write(parts.recordChangeTag, field: 3, to: &out)
-        if let date = parts.creationDate { write(date, field: 4, to: &out) }
-        if let date = parts.modificationDate { write(date, field: 5, to: &out) }
-        if let id = parts.creatorUserRecordID { write(id, field: 6, to: &out) }
-        if let id = parts.lastModifiedUserRecordID { write(id, field: 7, to: &out) }
+    /// Appends the parts of the record whose fields `parts` points to, as ``size(of:)`` reads them.
+    static func write(_ parts: UnsafePointer<Wire.Record._Fields>, to out: inout [UInt8]) {
+        if let id = parts.pointee.recordID { write(id, field: 1, to: &out) }
+        write(parts.pointee.recordType, field: 2, to: &out)
+        write(parts.pointee.recordChangeTag, field: 3, to: &out)
+        if let date = parts.pointee.creationDate { write(date, field: 4, to: &out) }
+        if let date = parts.pointee.modificationDate { write(date, field: 5, to: &out) }
+        if let id = parts.pointee.creatorUserRecordID { write(id, field: 6, to: &out) }
+        if let id = parts.pointee.lastModifiedUserRecordID { write(id, field: 7, to: &out) }
     }
 
     // MARK: Sizes (of a message's content; `message` and `string` add key and length)
