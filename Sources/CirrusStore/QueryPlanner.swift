@@ -59,12 +59,16 @@ struct QueryPlanner {
         // statement rather than read a table whole), so a plan never depends
         // on the planner's guesses between indexes that look alike to it.
         var table = "records r INDEXED BY records_by_type"
+        var conditions = SQLFragment(sql: "")
         switch query.sorts.first?.key {
-        case .creationDate?: table = "records r INDEXED BY records_by_created"
-        case .modificationDate?: table = "records r INDEXED BY records_by_modified"
+        case .creationDate?:
+            table = "records r INDEXED BY records_by_created"
+            conditions.sql += " AND \(Self.systemIndexCondition)"
+        case .modificationDate?:
+            table = "records r INDEXED BY records_by_modified"
+            conditions.sql += " AND \(Self.systemIndexCondition)"
         default: break
         }
-        var conditions = SQLFragment(sql: "")
         let driving = try drivingSource(sources)
         if driving?.estimate == 0 { return nil }
         // In an order an index gives, a page stops after its records: reading
@@ -102,6 +106,13 @@ struct QueryPlanner {
         statement.sql += query.sorts.isEmpty ? "r.id" : "r.name"
         return statement
     }
+
+    /// What SQLite needs in a statement to read `records_by_created`, `records_by_modified` or
+    /// `records_by_creator`, partial indexes of the rows that have it (schema v17). A query
+    /// naming the record's dates or creator runs only once ``FieldIndexing`` has given every
+    /// record of its zone and type that value (``FieldIndexing/system``), so the condition
+    /// changes nothing it finds.
+    static let systemIndexCondition = "r.sys_indexed = 1"
 
     /// Whether the table read without a driver lists rows in the query's
     /// order: no sort descriptors (row ID), or a date first.
@@ -143,10 +154,11 @@ struct QueryPlanner {
             case .field(let key): return fieldSource(key, comparison)
             // UNIQUE (zone_id, name) of schema v1 is SQLite's first automatic index of `records`.
             case .recordID: return recordSource("name", comparison, index: "sqlite_autoindex_records_1")
-            case .creator: return recordSource("creator", comparison, index: "records_by_creator")
+            case .creator: return recordSource("creator", comparison, index: "records_by_creator", partial: true)
             case .modifier: return recordSource("modifier", comparison, index: nil)
-            case .creationDate: return recordSource("created_ns", comparison, index: "records_by_created")
-            case .modificationDate: return recordSource("modified_ns", comparison, index: "records_by_modified")
+            case .creationDate: return recordSource("created_ns", comparison, index: "records_by_created", partial: true)
+            case .modificationDate:
+                return recordSource("modified_ns", comparison, index: "records_by_modified", partial: true)
             }
         }
     }
@@ -227,9 +239,17 @@ struct QueryPlanner {
     }
 
     /// A comparison of a `records` column; `index` drives it unless nil (or `!=`).
-    private func recordSource(_ column: String, _ comparison: QueryComparison, index: String?) -> Source {
+    /// A conjunct on a column of `records`; `partial`: its index is one of the record's dates
+    /// and creator, read with ``systemIndexCondition``.
+    private func recordSource(_ column: String, _ comparison: QueryComparison, index: String?, partial: Bool = false)
+        -> Source
+    {
         let condition = valueCondition(column, comparison)
-        let driver = index.flatMap { comparison.op == .notEquals ? nil : (condition.prefixingColumns("r."), $0) }
+        let driver = index.flatMap { index -> (SQLFragment, String)? in
+            guard comparison.op != .notEquals else { return nil }
+            let fragment = condition.prefixingColumns("r.")
+            return (partial ? SQLFragment(sql: "\(Self.systemIndexCondition) AND ") + fragment : fragment, index)
+        }
         return Source(recordCondition: driver, filter: condition.prefixingColumns("+r."))
     }
 

@@ -114,7 +114,8 @@ extension RecordWriter {
             let update = try RawStatement(
                 db,
                 sql: """
-                    UPDATE records SET change_tag = ?, change_seq = ?, data = ?, modified_ns = ?, modifier = ?
+                    UPDATE records SET change_tag = ?, change_seq = ?, data = ?, modified_ns = ?, modifier = ?,
+                        sys_indexed = ?
                     WHERE id = ?
                     """)
             update.bind(1, record.recordChangeTag)
@@ -122,10 +123,11 @@ extension RecordWriter {
             update.bind(3, bytes: data)
             update.bind(4, system.modified)
             update.bind(5, system.modifier)
-            update.bind(6, rowID)
+            update.bind(6, indexed.system ? 1 : 0)
+            update.bind(7, rowID)
             try update.run()
             // A type whose zone indexes nothing has no rows to delete (its type cannot change).
-            if indexed != FieldIndexing.Indexed() { try StoreRows.deleteIndex(db, recordID: rowID) }
+            if indexed.writesRows { try StoreRows.deleteIndex(db, recordID: rowID) }
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
             try db.run(sql: "DELETE FROM asset_references WHERE record_id = ?", arguments: [rowID])
         } else {
@@ -141,8 +143,8 @@ extension RecordWriter {
                 db,
                 sql: """
                     INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data,
-                        created_ns, modified_ns, modifier)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        created_ns, modified_ns, modifier, sys_indexed)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
             insert.bind(1, zone.id)
             insert.bind(2, name)
@@ -154,6 +156,9 @@ extension RecordWriter {
             insert.bind(8, system.created)
             insert.bind(9, system.modified)
             insert.bind(10, system.modifier)
+            // The record's dates and creator go into their indexes only where a query needs them
+            // (``FieldIndexing/system``).
+            insert.bind(11, indexed.system ? 1 : 0)
             try insert.run()
             rowID = db.lastInsertedRowID
         }

@@ -144,6 +144,7 @@ extension SQLiteStorage {
         migrator.registerMigration("v14-long-lived-leases", migrate: migrateToV14)
         migrator.registerMigration("v15-long-lived-cancel", migrate: migrateToV15)
         migrator.registerMigration("v16-indexed-fields", migrate: migrateToV16)
+        migrator.registerMigration("v17-indexed-system-fields", migrate: migrateToV17)
         return migrator
     }
 }

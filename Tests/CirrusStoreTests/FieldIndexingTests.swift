@@ -101,6 +101,59 @@ struct FieldIndexingTests {
         }
     }
 
+    /// Records in the partial indexes of their dates and creator (schema v17).
+    private func systemIndexed(_ storage: SQLiteStorage) async throws -> Int {
+        try await storage.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM records WHERE sys_indexed = 1") ?? 0 }
+    }
+
+    /// The record's dates and creator (``FieldIndexing/system``): saves leave them out of their
+    /// indexes until a query sorts or filters by one of them, which has every record put in, in
+    /// chunks; records saved during the build (reached, not yet reached, new) and after it are in
+    /// them too, and each query finds every record.
+    @Test func theRecordsDatesAndCreatorAreIndexedOnceAQueryNeedsThem() async throws {
+        try await withSQLiteStore { storage, _ in
+            let count = FieldIndexing.chunkRecords * 2 + 300
+            for start in stride(from: 0, to: count, by: 400) {
+                try await storage.saveAll((start..<min(start + 400, count)).map { item("r\($0)", [("n", .int64Value(Int64($0)))]) })
+            }
+            #expect(try await systemIndexed(storage) == 0)
+            // A query on a field needs none of them.
+            #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(7))) == ["r7"])
+            #expect(try await markers(storage) == ["n": true])
+            #expect(try await systemIndexed(storage) == 0)
+
+            // The first chunk of a build, then saves of a record it reached, one it did not, and a new one.
+            let zone = try await storage.read { db in try #require(try StoreRows.liveZone(db, 1, "_defaultZone")).id }
+            let needs = FieldIndexing.Needs(keys: [], text: false, system: true)
+            let first = try await storage.write(weight: 1) { db in
+                try FieldIndexing.build(db, zoneID: zone, recordType: "Note", needs)
+            }
+            #expect(!first)
+            #expect(try await systemIndexed(storage) == FieldIndexing.chunkRecords)
+            #expect(try await markers(storage) == ["n": true, FieldIndexing.system: false])
+            let fetched = try await storage.fetchRecords(
+                [recordID("r10"), recordID("r1500")], desiredKeys: nil, in: alice
+            ).compactMap(\.record)
+            try await storage.saveAll(fetched + [item("new", [("n", .int64Value(-1))])])
+            #expect(try await systemIndexed(storage) == FieldIndexing.chunkRecords + 2)
+
+            // A query sorted by creation date completes the build before it reads.
+            let all = Set((0..<count).map { "r\($0)" } + ["new"])
+            let newest = try await storage.names(nil, sorts: [Q.sort("creationDate", ascending: false)])
+            #expect(newest.count == count + 1 && Set(newest) == all)
+            #expect(try await systemIndexed(storage) == count + 1)
+            #expect(try await markers(storage) == ["n": true, FieldIndexing.system: true])
+
+            // Filters on the creator and the dates read the partial indexes; later saves are in them.
+            try await storage.saveAll([item("later", [("n", .int64Value(-2))])])
+            #expect(try await systemIndexed(storage) == count + 2)
+            let user = Wire.FieldValue.Kind.referenceValue(Wire.Reference(recordID: Wire.RecordID(recordName: "_alice")))
+            #expect(Set(try await storage.names(Q.cmp("creatorUserRecordID", .equals, user))) == all.union(["later"]))
+            #expect(Set(try await storage.names(Q.cmp("modificationDate", .greater, Q.date(0)))) == all.union(["later"]))
+            #expect(try await storage.names(Q.cmp("creationDate", .less, Q.date(0))) == [])
+        }
+    }
+
     /// A later page of a query whose fields lost their index (as a cursor made by a store from
     /// before schema v16 finds them) has them indexed again before it reads.
     @Test func aLaterPageIndexesWhatItsQueryNeeds() async throws {

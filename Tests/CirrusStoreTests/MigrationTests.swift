@@ -145,6 +145,63 @@ struct MigrationTests {
         #expect(rows == 1)
     }
 
+    /// v17 indexes the record's dates and creator only where a query needs them: records
+    /// written before stay in those indexes (now partial), their zone and type is marked so its
+    /// saves go on so, and a type new to the zone leaves them out until a query asks.
+    @Test func v17KeepsTheDatesAndCreatorOfRecordsWrittenBeforeItIndexed() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A store at v16 holding one record, as v16 wrote it (every index of `records` whole).
+        do {
+            let queue = try DatabaseQueue(path: (directory as NSString).appendingPathComponent(SQLiteStorage.fileName))
+            try SQLiteStorage.migrator.migrate(queue, upTo: "v16-indexed-fields")
+            var record = note("kept", [field("title", .stringValue("Old"))])
+            record.recordChangeTag = "1-1"
+            record.creationDate = Wire.Timestamp(seconds: 77, nanos: 0)
+            record.modificationDate = Wire.Timestamp(seconds: 88, nanos: 0)
+            let data = Data(record.serializedBytes())
+            try await queue.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, ?, 1);
+                        INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, '_defaultZone', 1, 1);
+                        INSERT INTO records (id, zone_id, name, record_type, change_tag, change_seq, creator, data,
+                            created_ns, modified_ns, modifier)
+                        VALUES (7, 1, 'kept', 'Note', '1-1', 1, '_alice', ?, 77000000000, 88000000000, '_alice');
+                        """,
+                    arguments: [alice.container, alice.scope.rawValue, alice.owner, data])
+            }
+        }
+        let storage = try SQLiteStorage(directory: directory)
+        defer { try? storage.close() }
+        func state() async throws -> (indexed: [String: Int], markers: [String]) {
+            try await storage.read { db in
+                let rows = try Row.fetchAll(db, sql: "SELECT name, sys_indexed FROM records")
+                let markers = try String.fetchAll(
+                    db, sql: "SELECT record_type || ' ' || key FROM indexed_fields WHERE built_through IS NULL ORDER BY 1")
+                return (Dictionary(uniqueKeysWithValues: rows.map { ($0[0] as String, $0[1] as Int) }), markers)
+            }
+        }
+        #expect(try await state().indexed == ["kept": 1])
+        #expect(try await state().markers == ["Note \(FieldIndexing.system)"])
+
+        // Its queries read the partial indexes at once; its saves go on filling them.
+        #expect(try await storage.names(Q.cmp("creationDate", .equals, Q.date(77))) == ["kept"])
+        let plan = try await storage.queryPlan(
+            for: Q.query(nil, sorts: [Q.sort("modificationDate")]), in: zoneID("_defaultZone"), of: alice)
+        #expect(plan.contains { $0.contains("records_by_modified") }, "\(plan)")
+        try await storage.saveAll([note("new", [field("title", .stringValue("New"))])])
+        // A type the zone never had: out of them until a query asks.
+        var task = note("task", [field("title", .stringValue("Do"))])
+        task.recordType = "Task"
+        try await storage.saveAll([task])
+        #expect(try await state().indexed == ["kept": 1, "new": 1, "task": 0])
+        #expect(try await storage.names(Q.cmp("creationDate", .greater, Q.date(78)), type: "Task") == ["task"])
+        #expect(try await state().indexed["task"] == 1)
+        #expect(try await state().markers == ["Note \(FieldIndexing.system)", "Task \(FieldIndexing.system)"])
+    }
+
     /// v13 keeps the shares generation in the database: a v12 store gets the row and the
     /// triggers, its shares stay as they were, and from then on every change of a share (and
     /// only that) moves the row, whichever connection makes it.
