@@ -163,10 +163,12 @@ enum FieldIndexing {
                 guard let through = row[0] as Int64? else { continue }  // indexed
                 start = through
             } else {
+                // The record's dates and creator are one build per zone and type, whatever a
+                // client names: never refused, and not counted.
                 let marked = try db.int64(
-                    sql: "SELECT count(*) FROM indexed_fields WHERE zone_id = ? AND record_type = ?",
-                    arguments: [zoneID, recordType]) ?? 0
-                guard marked < maximumIndexedFields else {
+                    sql: "SELECT count(*) FROM indexed_fields WHERE zone_id = ? AND record_type = ? AND key != ?",
+                    arguments: [zoneID, recordType, system]) ?? 0
+                guard key == system || marked < maximumIndexedFields else {
                     throw StoreError(
                         .limitExceeded,
                         "queries have indexed \(maximumIndexedFields) fields of \(recordType) records in this zone, the most there may be; "

@@ -187,6 +187,9 @@ struct FieldIndexingTests {
             #expect(await storage.refusal(Q.query(Q.text("words")))?.code == .limitExceeded)
             #expect(try await storage.names(Q.cmp("f0", .equals, .int64Value(1))) == ["r"])
             #expect(try await storage.count("indexed_fields") == FieldIndexing.maximumIndexedFields)
+            // The record's own dates and creator are not a field a client names: never refused.
+            #expect(try await storage.names(nil, sorts: [Q.sort("creationDate")]) == ["r"])
+            #expect(try await storage.count("indexed_fields") == FieldIndexing.maximumIndexedFields + 1)
         }
     }
 
