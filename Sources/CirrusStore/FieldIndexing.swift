@@ -23,23 +23,27 @@ import GRDB
 /// Data directories from before v16 mark every zone and type that had records with the key
 /// ``everything``: their saves go on writing every field's rows and their text.
 ///
-/// The record's own dates and creator (schema v17) are indexed the same way, under the key
-/// ``system``: `records_by_created`, `records_by_modified` and `records_by_creator` are partial
-/// indexes of the rows whose `sys_indexed` is 1, which saves write only for a zone and type a
-/// query sorted or filtered by one of them (three of a record's seven B-tree entries, about a
-/// fifth of the writer's time per record, otherwise). A build sets `sys_indexed` on every
-/// record; once it is complete every row of the zone's records of the type has it, so a query
-/// adds `sys_indexed = 1` (which SQLite needs to read a partial index) without changing what
-/// it finds.
+/// The record's own columns (schema v17) are indexed the same way, under the key ``system``:
+/// `records_by_type` (every query's candidates), `records_by_created`, `records_by_modified`
+/// and `records_by_creator` are partial indexes of the rows whose `sys_indexed` is 1, which
+/// saves write only for a zone and type some query has read: four of a record's seven B-tree
+/// entries, about a third of the writer's time per record, which a zone only synced through
+/// change feeds never needs. Every query needs them, so a zone and type's first query builds
+/// them (before any field of it, whose build reads `records_by_type`): it sets `sys_indexed`
+/// on every record, reading the zone in change order (`records_by_seq`, so a zone's build
+/// never reads another zone). Once complete, every row of the zone's records of the type has
+/// it, so a query adds `sys_indexed = 1` (which SQLite needs to read a partial index) without
+/// changing what it finds.
 enum FieldIndexing {
     /// The `key` of the full-text index (every string of a record, for `self CONTAINS`):
     /// no field is named with the empty string (``RecordCodec/checkFieldKey(_:)``).
     static let text = ""
     /// The `key` that indexes every field and the text (data written before schema v16).
     static let everything = "*"
-    /// The `key` of the record's own dates and creator (``QueryPlanner`` reads them through
-    /// `records_by_created`, `records_by_modified` and `records_by_creator`): no field is
-    /// named with an "@" (``RecordCodec/checkFieldKey(_:)``).
+    /// The `key` of the record's own columns in their indexes (`records_by_type`,
+    /// `records_by_created`, `records_by_modified`, `records_by_creator`): no field is named
+    /// with an "@" (``RecordCodec/checkFieldKey(_:)``). Its `built_through` is a change
+    /// sequence of the zone, not a row ID (``buildSystem(_:zoneID:recordType:after:)``).
     static let system = "@system"
     /// Records one build job indexes.
     static let chunkRecords = 1_000
@@ -54,7 +58,7 @@ enum FieldIndexing {
         var all = false
         var text = false
         var keys: Set<String> = []
-        /// Whether saves set `sys_indexed` (the record's dates and creator in their indexes).
+        /// Whether saves set `sys_indexed` (the record's own columns in their indexes).
         var system = false
 
         /// Whether saves write `record_values` or full-text rows.
@@ -65,22 +69,20 @@ enum FieldIndexing {
     struct Needs: Sendable, Hashable {
         var keys: Set<String> = []
         var text = false
-        /// The record's creation or modification date, or its creator (``FieldIndexing/system``).
+        /// The record's own columns in their indexes (``FieldIndexing/system``).
         var system = false
 
         var isEmpty: Bool { keys.isEmpty && !text && !system }
 
-        /// The fields a query's predicate and sorts name, anywhere in them.
+        /// The fields a query's predicate and sorts name, anywhere in them, and the record's
+        /// own columns, which every query reads.
         init(_ query: CompiledQuery) {
+            self.system = true
             func visit(_ node: QueryNode) {
                 switch node {
                 case .constant: break
                 case .comparison(let comparison):
-                    switch comparison.subject {
-                    case .field(let key): keys.insert(key)
-                    case .creator, .creationDate, .modificationDate: system = true
-                    case .recordID, .modifier: break
-                    }
+                    if case .field(let key) = comparison.subject { keys.insert(key) }
                 case .and(let operands): operands.forEach(visit)
                 case .not(let operand): visit(operand)
                 case .text: text = true
@@ -92,7 +94,7 @@ enum FieldIndexing {
                 switch sort.key {
                 case .field(let key): keys.insert(key)
                 case .distance(let key, _, _): keys.insert(key)
-                case .creationDate, .modificationDate: system = true
+                case .creationDate, .modificationDate: break
                 }
             }
         }
@@ -103,10 +105,10 @@ enum FieldIndexing {
             self.system = system
         }
 
-        /// The `indexed_fields` keys: the fields, ``FieldIndexing/text`` for the text and
-        /// ``FieldIndexing/system`` for the record's dates and creator.
+        /// The `indexed_fields` keys: ``FieldIndexing/system`` for the record's own columns, the
+        /// fields, and ``FieldIndexing/text`` for the text.
         var markers: [String] {
-            keys.sorted() + (text ? [FieldIndexing.text] : []) + (system ? [FieldIndexing.system] : [])
+            (system ? [FieldIndexing.system] : []) + keys.sorted() + (text ? [FieldIndexing.text] : [])
         }
     }
 
@@ -151,7 +153,9 @@ enum FieldIndexing {
             return true
         }
         var done = true
-        for key in needs.markers {
+        // The record's own columns first, whatever `needs` says: a field's build reads the
+        // records of the type through `records_by_type`, which holds only the rows they are in.
+        for key in [system] + needs.markers.filter({ $0 != system }) {
             let row = try db.row(
                 sql: """
                     SELECT built_through FROM indexed_fields WHERE zone_id = ? AND record_type = ? AND key IN (?, ?)
@@ -180,14 +184,15 @@ enum FieldIndexing {
                 start = 0
             }
             if key == system {
-                if !(try buildSystem(db, zoneID: zoneID, recordType: recordType, after: start)) { done = false }
+                // Not complete yet: the fields' builds wait for the next job.
+                guard try buildSystem(db, zoneID: zoneID, recordType: recordType, after: start) else { return false }
                 continue
             }
             let read = try RawStatement(
                 db,
                 sql: """
                     SELECT id, data FROM records INDEXED BY records_by_type
-                    WHERE zone_id = ? AND record_type = ? AND id > ? ORDER BY id LIMIT ?
+                    WHERE zone_id = ? AND record_type = ? AND sys_indexed = 1 AND id > ? ORDER BY id LIMIT ?
                     """)
             read.bind(1, zoneID)
             read.bind(2, recordType)
@@ -217,34 +222,40 @@ enum FieldIndexing {
         return done
     }
 
-    /// Sets `sys_indexed` on up to ``chunkRecords`` more records after row `start` (the
-    /// ``system`` key's share of ``build(_:zoneID:recordType:_:)``); true once every record
-    /// has it.
+    /// Sets `sys_indexed` on the records of the type among up to ``chunkRecords`` more records
+    /// of the zone, in change order after change sequence `start` (the ``system`` key's share of
+    /// ``build(_:zoneID:recordType:_:)``); true once every record of the type has it. Read by
+    /// `records_by_seq`, so the build reads this zone only. A record saved meanwhile is written
+    /// with the flag (the key is marked) whether its new change sequence lies before or after
+    /// where the build is.
     private static func buildSystem(_ db: Database, zoneID: Int64, recordType: String, after start: Int64) throws -> Bool {
         let read = try RawStatement(
             db,
             sql: """
-                SELECT id FROM records INDEXED BY records_by_type
-                WHERE zone_id = ? AND record_type = ? AND id > ? ORDER BY id LIMIT ?
+                SELECT id, change_seq, record_type = ? AND sys_indexed = 0 FROM records INDEXED BY records_by_seq
+                WHERE zone_id = ? AND change_seq > ? ORDER BY change_seq LIMIT ?
                 """)
-        read.bind(1, zoneID)
-        read.bind(2, recordType)
+        read.bind(1, recordType)
+        read.bind(2, zoneID)
         read.bind(3, start)
         read.bind(4, chunkRecords)
+        var rows = 0
+        var last = start
         var ids: [Int64] = []
-        try read.forEachRow { ids.append($0.int64(0)) }
-        if let last = ids.last {
-            try db.run(
-                sql: """
-                    UPDATE records INDEXED BY records_by_type SET sys_indexed = 1
-                    WHERE zone_id = ? AND record_type = ? AND id > ? AND id <= ? AND sys_indexed = 0
-                    """,
-                arguments: [zoneID, recordType, start, last])
+        try read.forEachRow { row in
+            rows += 1
+            last = row.int64(1)
+            if row.int64(2) != 0 { ids.append(row.int64(0)) }
         }
-        let finished = ids.count < chunkRecords
+        let update = try RawStatement(db, sql: "UPDATE records SET sys_indexed = 1 WHERE id = ?")
+        for id in ids {
+            update.bind(1, id)
+            try update.run()
+        }
+        let finished = rows < chunkRecords
         try db.run(
             sql: "UPDATE indexed_fields SET built_through = ? WHERE zone_id = ? AND record_type = ? AND key = ?",
-            arguments: [finished ? nil : ids.last, zoneID, recordType, system])
+            arguments: [finished ? nil : last, zoneID, recordType, system])
         return finished
     }
 }

@@ -59,16 +59,12 @@ struct QueryPlanner {
         // statement rather than read a table whole), so a plan never depends
         // on the planner's guesses between indexes that look alike to it.
         var table = "records r INDEXED BY records_by_type"
-        var conditions = SQLFragment(sql: "")
         switch query.sorts.first?.key {
-        case .creationDate?:
-            table = "records r INDEXED BY records_by_created"
-            conditions.sql += " AND \(Self.systemIndexCondition)"
-        case .modificationDate?:
-            table = "records r INDEXED BY records_by_modified"
-            conditions.sql += " AND \(Self.systemIndexCondition)"
+        case .creationDate?: table = "records r INDEXED BY records_by_created"
+        case .modificationDate?: table = "records r INDEXED BY records_by_modified"
         default: break
         }
+        var conditions = SQLFragment(sql: "")
         let driving = try drivingSource(sources)
         if driving?.estimate == 0 { return nil }
         // In an order an index gives, a page stops after its records: reading
@@ -87,7 +83,7 @@ struct QueryPlanner {
         var statement = SQLFragment(sql: "SELECT r.id, r.name")
         for sort in query.sorts { statement.append(", ", sortExpression(sort.key)) }
         statement.append(SQLFragment(
-            sql: " FROM \(table) WHERE r.zone_id = ? AND r.record_type = ? AND +r.change_seq <= ?",
+            sql: " FROM \(table) WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition) AND +r.change_seq <= ?",
             arguments: [zoneID.databaseValue, query.recordType.databaseValue, seq.databaseValue]))
         statement.append(conditions)
         for source in sources { statement.append(" AND ", source.filter) }
@@ -107,11 +103,10 @@ struct QueryPlanner {
         return statement
     }
 
-    /// What SQLite needs in a statement to read `records_by_created`, `records_by_modified` or
-    /// `records_by_creator`, partial indexes of the rows that have it (schema v17). A query
-    /// naming the record's dates or creator runs only once ``FieldIndexing`` has given every
-    /// record of its zone and type that value (``FieldIndexing/system``), so the condition
-    /// changes nothing it finds.
+    /// What SQLite needs in a statement to read `records_by_type`, `records_by_created`,
+    /// `records_by_modified` or `records_by_creator`, partial indexes of the rows that have it
+    /// (schema v17). A query runs only once ``FieldIndexing`` has given every record of its zone
+    /// and type that value (``FieldIndexing/system``), so the condition changes nothing it finds.
     static let systemIndexCondition = "r.sys_indexed = 1"
 
     /// Whether the table read without a driver lists rows in the query's
@@ -154,11 +149,10 @@ struct QueryPlanner {
             case .field(let key): return fieldSource(key, comparison)
             // UNIQUE (zone_id, name) of schema v1 is SQLite's first automatic index of `records`.
             case .recordID: return recordSource("name", comparison, index: "sqlite_autoindex_records_1")
-            case .creator: return recordSource("creator", comparison, index: "records_by_creator", partial: true)
+            case .creator: return recordSource("creator", comparison, index: "records_by_creator")
             case .modifier: return recordSource("modifier", comparison, index: nil)
-            case .creationDate: return recordSource("created_ns", comparison, index: "records_by_created", partial: true)
-            case .modificationDate:
-                return recordSource("modified_ns", comparison, index: "records_by_modified", partial: true)
+            case .creationDate: return recordSource("created_ns", comparison, index: "records_by_created")
+            case .modificationDate: return recordSource("modified_ns", comparison, index: "records_by_modified")
             }
         }
     }
@@ -239,17 +233,9 @@ struct QueryPlanner {
     }
 
     /// A comparison of a `records` column; `index` drives it unless nil (or `!=`).
-    /// A conjunct on a column of `records`; `partial`: its index is one of the record's dates
-    /// and creator, read with ``systemIndexCondition``.
-    private func recordSource(_ column: String, _ comparison: QueryComparison, index: String?, partial: Bool = false)
-        -> Source
-    {
+    private func recordSource(_ column: String, _ comparison: QueryComparison, index: String?) -> Source {
         let condition = valueCondition(column, comparison)
-        let driver = index.flatMap { index -> (SQLFragment, String)? in
-            guard comparison.op != .notEquals else { return nil }
-            let fragment = condition.prefixingColumns("r.")
-            return (partial ? SQLFragment(sql: "\(Self.systemIndexCondition) AND ") + fragment : fragment, index)
-        }
+        let driver = index.flatMap { comparison.op == .notEquals ? nil : (condition.prefixingColumns("r."), $0) }
         return Source(recordCondition: driver, filter: condition.prefixingColumns("+r."))
     }
 
@@ -305,7 +291,7 @@ struct QueryPlanner {
         let candidates = sources.indices.filter { sources[$0].ids != nil || sources[$0].recordCondition != nil }
         guard let first = candidates.first else { return nil }
         let typeCount = try count(SQLFragment(
-            sql: "SELECT 1 FROM records INDEXED BY records_by_type WHERE zone_id = ? AND record_type = ?",
+            sql: "SELECT 1 FROM records r INDEXED BY records_by_type WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition)",
             arguments: [zoneID.databaseValue, query.recordType.databaseValue]))
         if typeCount == 0 { return (first, 0) }
         var best: (index: Int, estimate: Int)?
@@ -315,7 +301,8 @@ struct QueryPlanner {
                 estimate = try count(ids)
             } else if let condition = sources[i].recordCondition {
                 estimate = try count(SQLFragment(
-                    sql: "SELECT 1 FROM records r INDEXED BY \(condition.index) WHERE r.zone_id = ? AND r.record_type = ? AND ",
+                    sql: "SELECT 1 FROM records r INDEXED BY \(condition.index) "
+                        + "WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition) AND ",
                     arguments: [zoneID.databaseValue, query.recordType.databaseValue]) + condition.fragment)
             } else {
                 continue

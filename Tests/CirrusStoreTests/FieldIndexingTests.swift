@@ -31,10 +31,11 @@ struct FieldIndexingTests {
             #expect(try await storage.count("record_text") == 0)
             #expect(try await markers(storage).isEmpty)
 
-            // The first query on n indexes n for every record, and only n.
+            // The first query on n indexes n for every record, and only n (and the record's own
+            // columns, which every query reads).
             #expect(try await storage.names(Q.cmp("n", .greaterOrEqual, .int64Value(3))) == ["r3", "r4"])
             #expect(try await storage.count("record_values") == 5)
-            #expect(try await markers(storage) == ["n": true])
+            #expect(try await markers(storage) == ["n": true, FieldIndexing.system: true])
 
             // Saves index it from then on; other fields still not.
             try await storage.saveAll([item("r5", [("n", .int64Value(5)), ("other", .int64Value(1))])])
@@ -47,7 +48,7 @@ struct FieldIndexingTests {
             let sorted = try await storage.names(nil, sorts: [Q.sort("other", ascending: false), Q.sort("n", ascending: false)])
             #expect(sorted == ["r5", "r4", "r3", "r2", "r1", "r0"])
             #expect(try await storage.count("record_values") == 12)
-            #expect(try await markers(storage) == ["n": true, FieldIndexing.text: true, "other": true])
+            #expect(try await markers(storage) == ["n": true, FieldIndexing.text: true, "other": true, FieldIndexing.system: true])
         }
     }
 
@@ -62,7 +63,7 @@ struct FieldIndexingTests {
             let names = try await storage.names(Q.cmp("n", .greaterOrEqual, .int64Value(0)), sorts: [Q.sort("n")])
             #expect(names == (0..<count).map { "r\($0)" })
             #expect(try await storage.count("record_values") == count)
-            #expect(try await markers(storage) == ["n": true])
+            #expect(try await markers(storage) == ["n": true, FieldIndexing.system: true])
         }
     }
 
@@ -75,6 +76,8 @@ struct FieldIndexingTests {
                 try await storage.saveAll((start..<start + 400).map { item("r\($0)", [("n", .int64Value(Int64($0)))]) })
             }
             let zone = try await storage.read { db in try #require(try StoreRows.liveZone(db, 1, "_defaultZone")).id }
+            // The record's own columns first (a field's build waits for them).
+            try await storage.buildIndex(FieldIndexing.Needs(keys: [], text: false, system: true), zoneID: zone, recordType: "Note")
             let needs = FieldIndexing.Needs(keys: ["n"], text: false)
             let first = try await storage.write(weight: 1) { db in
                 try FieldIndexing.build(db, zoneID: zone, recordType: "Note", needs)
@@ -101,26 +104,25 @@ struct FieldIndexingTests {
         }
     }
 
-    /// Records in the partial indexes of their dates and creator (schema v17).
+    /// Records in the partial indexes of their own columns (schema v17).
     private func systemIndexed(_ storage: SQLiteStorage) async throws -> Int {
         try await storage.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM records WHERE sys_indexed = 1") ?? 0 }
     }
 
-    /// The record's dates and creator (``FieldIndexing/system``): saves leave them out of their
-    /// indexes until a query sorts or filters by one of them, which has every record put in, in
-    /// chunks; records saved during the build (reached, not yet reached, new) and after it are in
-    /// them too, and each query finds every record.
-    @Test func theRecordsDatesAndCreatorAreIndexedOnceAQueryNeedsThem() async throws {
+    /// The record's own columns (type, dates, creator: ``FieldIndexing/system``): saves leave
+    /// them out of their indexes until a query reads the zone and type, which has every record
+    /// of the type put in, in chunks of the zone in change order; records saved during the
+    /// build (reached, not yet reached, new) and after it are in them too, other types are
+    /// not, and each query finds every record.
+    @Test func theRecordsOwnColumnsAreIndexedOnceAQueryNeedsThem() async throws {
         try await withSQLiteStore { storage, _ in
             let count = FieldIndexing.chunkRecords * 2 + 300
             for start in stride(from: 0, to: count, by: 400) {
                 try await storage.saveAll((start..<min(start + 400, count)).map { item("r\($0)", [("n", .int64Value(Int64($0)))]) })
             }
+            try await storage.saveAll((0..<3).map { item("t\($0)", type: "Task", [("n", .int64Value(1))]) })
             #expect(try await systemIndexed(storage) == 0)
-            // A query on a field needs none of them.
-            #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(7))) == ["r7"])
-            #expect(try await markers(storage) == ["n": true])
-            #expect(try await systemIndexed(storage) == 0)
+            #expect(try await markers(storage).isEmpty)
 
             // The first chunk of a build, then saves of a record it reached, one it did not, and a new one.
             let zone = try await storage.read { db in try #require(try StoreRows.liveZone(db, 1, "_defaultZone")).id }
@@ -130,19 +132,20 @@ struct FieldIndexingTests {
             }
             #expect(!first)
             #expect(try await systemIndexed(storage) == FieldIndexing.chunkRecords)
-            #expect(try await markers(storage) == ["n": true, FieldIndexing.system: false])
+            #expect(try await markers(storage) == [FieldIndexing.system: false])
             let fetched = try await storage.fetchRecords(
                 [recordID("r10"), recordID("r1500")], desiredKeys: nil, in: alice
             ).compactMap(\.record)
             try await storage.saveAll(fetched + [item("new", [("n", .int64Value(-1))])])
             #expect(try await systemIndexed(storage) == FieldIndexing.chunkRecords + 2)
 
-            // A query sorted by creation date completes the build before it reads.
+            // A query sorted by creation date completes the build before it reads; the zone's
+            // other type stays out.
             let all = Set((0..<count).map { "r\($0)" } + ["new"])
             let newest = try await storage.names(nil, sorts: [Q.sort("creationDate", ascending: false)])
             #expect(newest.count == count + 1 && Set(newest) == all)
             #expect(try await systemIndexed(storage) == count + 1)
-            #expect(try await markers(storage) == ["n": true, FieldIndexing.system: true])
+            #expect(try await markers(storage) == [FieldIndexing.system: true])
 
             // Filters on the creator and the dates read the partial indexes; later saves are in them.
             try await storage.saveAll([item("later", [("n", .int64Value(-2))])])
@@ -151,6 +154,10 @@ struct FieldIndexingTests {
             #expect(Set(try await storage.names(Q.cmp("creatorUserRecordID", .equals, user))) == all.union(["later"]))
             #expect(Set(try await storage.names(Q.cmp("modificationDate", .greater, Q.date(0)))) == all.union(["later"]))
             #expect(try await storage.names(Q.cmp("creationDate", .less, Q.date(0))) == [])
+
+            // The other type, once a query reads it.
+            #expect(try await storage.names(nil, type: "Task") == ["t0", "t1", "t2"])
+            #expect(try await systemIndexed(storage) == count + 5)
         }
     }
 
@@ -186,10 +193,9 @@ struct FieldIndexingTests {
             #expect(refusal?.message.contains("field another is not indexed") == true, "\(String(describing: refusal))")
             #expect(await storage.refusal(Q.query(Q.text("words")))?.code == .limitExceeded)
             #expect(try await storage.names(Q.cmp("f0", .equals, .int64Value(1))) == ["r"])
-            #expect(try await storage.count("indexed_fields") == FieldIndexing.maximumIndexedFields)
-            // The record's own dates and creator are not a field a client names: never refused.
-            #expect(try await storage.names(nil, sorts: [Q.sort("creationDate")]) == ["r"])
+            // The record's own columns are not a field a client names: not counted, never refused.
             #expect(try await storage.count("indexed_fields") == FieldIndexing.maximumIndexedFields + 1)
+            #expect(try await storage.names(nil, sorts: [Q.sort("creationDate")]) == ["r"])
         }
     }
 
@@ -198,7 +204,7 @@ struct FieldIndexingTests {
             try await storage.createZone("Z")
             try await storage.saveAll([item("z", zone: "Z", [("n", .int64Value(1))])])
             #expect(try await storage.names(Q.cmp("n", .equals, .int64Value(1)), zone: "Z") == ["z"])
-            #expect(try await markers(storage, zone: "Z") == ["n": true])
+            #expect(try await markers(storage, zone: "Z") == ["n": true, FieldIndexing.system: true])
             _ = try await storage.modifyZones(saving: [], deleting: [zoneID("Z")], in: alice)
             #expect(try await storage.count("indexed_fields") == 0)
             #expect(try await storage.count("record_values") == 0)

@@ -31,8 +31,9 @@ struct WALWriteGatheringTests {
             let (start, end) = try (#require(before.0), #require(after.0))
             let restarted: UInt64 = before.1 == after.1 ? 0 : 1
             let gathered = end.gatheredWrites - start.gatheredWrites
-            // Twenty records with a text and an index value touch tens of pages.
-            #expect(gathered >= 20, "\(gathered) writes gathered")
+            // Twenty records touch several pages (the table, its name and change indexes, the
+            // zone's and the database's rows): several frames, each a header and a page.
+            #expect(gathered >= 6, "\(gathered) writes gathered")
             #expect((gathered - restarted) % 2 == 0, "a frame is a header and a page")
             #expect(end.flushes - start.flushes == 1 + restarted)
         }
