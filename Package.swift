@@ -210,6 +210,7 @@ let package = Package(
         // What several test targets share (not a product: nothing outside the tests uses it).
         .target(
             name: "CirrusTestSupport",
+            dependencies: ["COpenSSL"],
             path: "Tests/CirrusTestSupport"
         ),
         .testTarget(

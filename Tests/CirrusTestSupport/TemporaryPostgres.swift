@@ -1,3 +1,4 @@
+import COpenSSL
 import Foundation
 import Synchronization
 
@@ -58,6 +59,12 @@ public final class TemporaryPostgres: Sendable {
             if let server { return server }
             let started = try TemporaryPostgres()
             server = started
+            // Exit runs its handlers newest first. OpenSSL registers one that frees its state
+            // when first used; were that after this one, it would run first and leave every
+            // thread still running (a connection's timer, a late TLS read) with freed locks for
+            // the whole of the cluster's stop: a test run crashed so, after every test passed.
+            // Initialized now, OpenSSL's handler runs after this one instead.
+            OPENSSL_init_crypto(0, nil)
             atexit { TemporaryPostgres.stopShared() }
             return started
         }
