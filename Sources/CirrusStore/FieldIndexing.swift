@@ -167,8 +167,8 @@ enum FieldIndexing {
                 guard let through = row[0] as Int64? else { continue }  // indexed
                 start = through
             } else {
-                // The record's dates and creator are one build per zone and type, whatever a
-                // client names: never refused, and not counted.
+                // The record's own columns are one build per zone and type, whatever a client
+                // names: never refused, and not counted.
                 let marked = try db.int64(
                     sql: "SELECT count(*) FROM indexed_fields WHERE zone_id = ? AND record_type = ? AND key != ?",
                     arguments: [zoneID, recordType, system]) ?? 0
@@ -253,9 +253,13 @@ enum FieldIndexing {
             try update.run()
         }
         let finished = rows < chunkRecords
+        // The next chunk starts at the last sequence read again, so that records sharing it
+        // (a store's writes give each its own; nothing else promises it) are never skipped;
+        // those already flagged are passed over. A chunk all of one sequence moves past it.
+        let through = last - 1 > start ? last - 1 : last
         try db.run(
             sql: "UPDATE indexed_fields SET built_through = ? WHERE zone_id = ? AND record_type = ? AND key = ?",
-            arguments: [finished ? nil : last, zoneID, recordType, system])
+            arguments: [finished ? nil : through, zoneID, recordType, system])
         return finished
     }
 }
