@@ -291,7 +291,8 @@ struct QueryPlanner {
         let candidates = sources.indices.filter { sources[$0].ids != nil || sources[$0].recordCondition != nil }
         guard let first = candidates.first else { return nil }
         let typeCount = try count(SQLFragment(
-            sql: "SELECT 1 FROM records r INDEXED BY records_by_type WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition)",
+            sql: "SELECT 1 FROM records r INDEXED BY records_by_type "
+                + "WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition)",
             arguments: [zoneID.databaseValue, query.recordType.databaseValue]))
         if typeCount == 0 { return (first, 0) }
         var best: (index: Int, estimate: Int)?
