@@ -228,7 +228,9 @@ enum FieldIndexing {
     /// `records_by_seq`, so the build reads this zone only. A record saved meanwhile is written
     /// with the flag (the key is marked) whether its new change sequence lies before or after
     /// where the build is.
-    private static func buildSystem(_ db: Database, zoneID: Int64, recordType: String, after start: Int64) throws -> Bool {
+    private static func buildSystem(
+        _ db: Database, zoneID: Int64, recordType: String, after start: Int64
+    ) throws -> Bool {
         let read = try RawStatement(
             db,
             sql: """

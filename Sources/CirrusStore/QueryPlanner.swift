@@ -83,7 +83,8 @@ struct QueryPlanner {
         var statement = SQLFragment(sql: "SELECT r.id, r.name")
         for sort in query.sorts { statement.append(", ", sortExpression(sort.key)) }
         statement.append(SQLFragment(
-            sql: " FROM \(table) WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition) AND +r.change_seq <= ?",
+            sql: " FROM \(table) WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition)"
+                + " AND +r.change_seq <= ?",
             arguments: [zoneID.databaseValue, query.recordType.databaseValue, seq.databaseValue]))
         statement.append(conditions)
         for source in sources { statement.append(" AND ", source.filter) }

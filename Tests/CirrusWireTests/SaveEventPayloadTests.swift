@@ -8,7 +8,8 @@ struct SaveEventPayloadTests {
     private static let zone = Wire.RecordZoneID(zoneName: "Notes", ownerName: "__defaultOwner__")
 
     private static func saved(_ name: String = "note-0001") -> Wire.Record {
-        let user = Wire.RecordID(recordName: "_a1b2c3", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__"))
+        let user = Wire.RecordID(
+            recordName: "_a1b2c3", zoneID: Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__"))
         return Wire.Record(
             recordID: Wire.RecordID(recordName: name, zoneID: zone), recordType: "Note", recordChangeTag: "7-3",
             creationDate: Wire.Timestamp(seconds: 1_700_000_000, nanos: 5),
@@ -33,7 +34,9 @@ struct SaveEventPayloadTests {
     /// scripts, absent and extreme dates, with and without `fields_as_sent`.
     @Test func randomSavesAreProtobufCsBytes() throws {
         var generator = SystemRandomNumberGenerator()
-        let names = ["", "a", "note-0001", "Ünïcødé ✈︎ 記録", String(repeating: "x", count: 130), String(repeating: "é", count: 200)]
+        let names = [
+            "", "a", "note-0001", "Ünïcødé ✈︎ 記録", String(repeating: "x", count: 130), String(repeating: "é", count: 200),
+        ]
         let dates: [Wire.Timestamp?] = [
             nil, Wire.Timestamp(), Wire.Timestamp(seconds: -1, nanos: -5), Wire.Timestamp(seconds: .min, nanos: .max),
             Wire.Timestamp(seconds: .max, nanos: .min), Wire.Timestamp(seconds: 1_700_000_000, nanos: 1),
@@ -44,7 +47,8 @@ struct SaveEventPayloadTests {
             case 0: return nil
             case 1: return Wire.RecordID(recordName: name())
             case 2: return Wire.RecordID(recordName: name(), zoneID: Wire.RecordZoneID())
-            default: return Wire.RecordID(recordName: name(), zoneID: Wire.RecordZoneID(zoneName: name(), ownerName: name()))
+            default:
+                return Wire.RecordID(recordName: name(), zoneID: Wire.RecordZoneID(zoneName: name(), ownerName: name()))
             }
         }
         var written = 0
