@@ -156,8 +156,8 @@ extension RecordWriter {
             insert.bind(8, system.created)
             insert.bind(9, system.modified)
             insert.bind(10, system.modifier)
-            // The record's dates and creator go into their indexes only where a query needs them
-            // (``FieldIndexing/system``).
+            // The record's own columns (type, dates, creator) go into their indexes only where a
+            // query has read the zone and type (``FieldIndexing/system``).
             insert.bind(11, indexed.system ? 1 : 0)
             try insert.run()
             rowID = db.lastInsertedRowID
