@@ -24,6 +24,9 @@ struct NotificationWriter {
     /// The notifications written, per subscriber, in feed order: handed to the observers once
     /// the transaction commits, so a watch need not read back what was just written.
     private(set) var notified: [String: [StoredNotification]] = [:]
+    /// Whether a `firesOnce` subscription fired and was deleted (the database's subscriptions
+    /// changed: see ``WriteTransactionCache/subscriptionsChanged(in:)``).
+    private(set) var deletedSubscriptions = false
 
     init(db: Database, key: DatabaseKey, now: Wire.Timestamp) {
         self.db = db
@@ -37,6 +40,7 @@ struct NotificationWriter {
         let firings = try SubscriptionMatcher(key: key, now: now).fire(subscriptions, records: records, zones: zones)
         guard !firings.isEmpty else { return }
         for fired in firings.firedOnce {
+            deletedSubscriptions = true
             try db.run(
                 sql: "DELETE FROM subscriptions WHERE database_id = ? AND owner = ? AND subscription_id = ?",
                 arguments: [databaseID, fired.owner, fired.subscriptionID])

@@ -180,10 +180,11 @@ extension RecordWriter {
         for (user, userChanges) in changesByUser.sorted(by: { $0.key < $1.key }) where !userChanges.isEmpty {
             let sharedKey = DatabaseKey.shared(container: key.container, user: user)
             guard let sharedID = try StoreRows.databaseID(db, sharedKey) else { continue }
-            let subscriptions = try subscriptionCache.subscriptions(db, databaseID: sharedID)
+            let subscriptions = try subscriptionCache.subscriptions(db, databaseID: sharedID, transaction: transaction)
             guard !subscriptions.isEmpty else { continue }
             var notifications = NotificationWriter(db: db, key: sharedKey, now: now)
             try notifications.fire(subscriptions, databaseID: sharedID, records: userChanges, zones: [])
+            if notifications.deletedSubscriptions { transaction.subscriptionsChanged(in: sharedID) }
             notified.merge(notifications.notified) { $0 + $1 }
         }
         return notified
@@ -196,7 +197,7 @@ extension RecordWriter {
         guard let sharedID = try StoreRows.databaseID(db, DatabaseKey.shared(container: key.container, user: user)) else {
             return false
         }
-        return try !subscriptionCache.subscriptions(db, databaseID: sharedID).isEmpty
+        return try !subscriptionCache.subscriptions(db, databaseID: sharedID, transaction: transaction).isEmpty
     }
 }
 

@@ -55,7 +55,7 @@ struct RecordWriter {
         self.now = now
         self.transaction = transaction
         self.databaseID = try transaction.ensureDatabase(db, key)
-        self.subscriptions = try cache.subscriptions(db, databaseID: databaseID)
+        self.subscriptions = try cache.subscriptions(db, databaseID: databaseID, transaction: transaction)
         self.subscriptionCache = cache
     }
 
@@ -158,6 +158,7 @@ struct RecordWriter {
         }
         var notifications = NotificationWriter(db: db, key: key, now: now)
         try notifications.fire(subscriptions, databaseID: databaseID, records: changes, zones: [])
+        if notifications.deletedSubscriptions { transaction.subscriptionsChanged(in: databaseID) }
         notified = notifications.notified
         // Each user's notifications in feed order (a user's private and shared subscriptions
         // write to one feed).

@@ -49,14 +49,22 @@ package final class SubscriptionSetCache<Key: Hashable & Sendable>: Sendable {
 final class SubscriptionCache: Sendable {
     private let sets = SubscriptionSetCache<Int64>()
 
-    /// The subscriptions of database `databaseID`, as the transaction of `db` sees them.
+    /// The subscriptions of database `databaseID`, as the transaction of `db` sees them; its
+    /// generation read once per transaction when the write shares `transaction`.
     ///
     /// - throws: ``StoreError`` `.corruptData` when a stored subscription does not decode.
-    func subscriptions(_ db: Database, databaseID: Int64) throws -> SubscriptionSet {
-        // Read for every write job: bound through the C API (``RawStatement``).
-        let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
-        read.bind(1, databaseID)
-        let generation = try read.int64() ?? 0
+    func subscriptions(
+        _ db: Database, databaseID: Int64, transaction: WriteTransactionCache? = nil
+    ) throws -> SubscriptionSet {
+        let generation: Int64
+        if let transaction {
+            generation = try transaction.subscriptionGeneration(db, databaseID: databaseID)
+        } else {
+            // Bound through the C API (``RawStatement``).
+            let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
+            read.bind(1, databaseID)
+            generation = try read.int64() ?? 0
+        }
         if let subscriptions = sets.subscriptions(of: databaseID, generation: generation) { return subscriptions }
         let subscriptions = try SubscriptionSet.load(db, databaseID: databaseID)
         sets.keep(subscriptions, of: databaseID, generation: generation)

@@ -35,6 +35,8 @@ final class WriteTransactionCache: Sendable {
         /// By zone looked up: whether it may hold tombstones. A zone without any (and given
         /// none since) has no tombstone for a saved record to supersede.
         var mayHoldTombstones: [Int64: Bool] = [:]
+        /// By database: its `subscriptions_generation` as this transaction reads it.
+        var subscriptionGenerations: [Int64: Int64] = [:]
 
         struct IndexedKey: Hashable, Sendable {
             var zoneID: Int64
@@ -92,6 +94,25 @@ final class WriteTransactionCache: Sendable {
         let holds = try db.int64(sql: "SELECT 1 FROM tombstones WHERE zone_id = ? LIMIT 1", arguments: [zoneID]) != nil
         state.withLock { $0.mayHoldTombstones[zoneID] = holds }
         return holds
+    }
+
+    /// The `subscriptions_generation` of database `databaseID` (``SubscriptionCache``), read
+    /// once per transaction instead of once per write. Writes that change subscriptions do not
+    /// share this cache (it is emptied before they run), except a record write's `firesOnce`
+    /// subscription that fired and was deleted: ``subscriptionsChanged(in:)`` forgets it then.
+    func subscriptionGeneration(_ db: Database, databaseID: Int64) throws -> Int64 {
+        if let known = state.withLock({ $0.subscriptionGenerations[databaseID] }) { return known }
+        let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
+        read.bind(1, databaseID)
+        let generation = try read.int64() ?? 0
+        state.withLock { $0.subscriptionGenerations[databaseID] = generation }
+        return generation
+    }
+
+    /// Records that a write changed the subscriptions of database `databaseID` (it deleted a
+    /// `firesOnce` subscription that fired): the next write reads its generation again.
+    func subscriptionsChanged(in databaseID: Int64) {
+        state.withLock { _ = $0.subscriptionGenerations.removeValue(forKey: databaseID) }
     }
 
     /// Records that a write gave zone `zoneID` a tombstone.

@@ -141,4 +141,24 @@ struct WriteTransactionCacheTests {
             #expect(remaining == ["b"])
         }
     }
+
+    /// The subscriptions' generation is read once per transaction: a `firesOnce` subscription
+    /// that one save fires (and deletes) fires for no later save of the transaction, and a
+    /// subscription saved between two saves (a write of its own, not sharing the cache) fires
+    /// for the second.
+    @Test func subscriptionChangesInsideATransactionReachItsLaterSaves() async throws {
+        try await withSQLiteStore { storage, _ in
+            try await storage.subscribe([S.query("once", once: true), S.query("always")])
+            let outcomes = try await inOneTransaction(storage, [
+                { try await storage.saveAll([note("a", [])]) },
+                { try await storage.saveAll([note("b", [])]) },
+                { try await storage.subscribe([S.query("later")]) },
+                { try await storage.saveAll([note("c", [])]) },
+            ])
+            for outcome in outcomes { try outcome.get() }
+            #expect(try await storage.notifications().map(\.summary) == [
+                "once:created:a", "always:created:a", "always:created:b", "always:created:c", "later:created:c",
+            ])
+        }
+    }
 }
