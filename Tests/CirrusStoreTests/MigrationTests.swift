@@ -25,6 +25,19 @@ struct MigrationTests {
         return directory
     }
 
+    /// A fresh data directory (the caller removes it) whose store stops at schema `migration`,
+    /// holding what `fill` wrote there as that schema's code did.
+    private func storeDirectory(
+        at migration: String, _ fill: @escaping @Sendable (Database) throws -> Void
+    ) async throws -> String {
+        let directory = temporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let queue = try DatabaseQueue(path: (directory as NSString).appendingPathComponent(SQLiteStorage.fileName))
+        try SQLiteStorage.migrator.migrate(queue, upTo: migration)
+        try await queue.write(fill)
+        return directory
+    }
+
     @Test func v4DataDirectoryIsMigratedOnFirstOpen() async throws {
         let directory = try copyOfFixture()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -76,24 +89,18 @@ struct MigrationTests {
     }
 
     @Test func v9FindsNotificationsKeptBeforeItByID() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // A store at v8 with one notification in alice's feed, as v8 wrote it (no ID column).
-        do {
-            let queue = try DatabaseQueue(path: (directory as NSString).appendingPathComponent(SQLiteStorage.fileName))
-            try SQLiteStorage.migrator.migrate(queue, upTo: "v8-users")
-            let body = Data(Wire.PushNotification(notificationID: "kept-before-v9").serializedBytes())
-            try await queue.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO notification_feeds (container, owner, head_seq) VALUES ('c', '_alice', 1);
-                        INSERT INTO notifications (container, owner, seq, scope, created_ns, body)
-                        VALUES ('c', '_alice', 1, 1, 0, ?);
-                        """,
-                    arguments: [body])
-            }
+        let body = Data(Wire.PushNotification(notificationID: "kept-before-v9").serializedBytes())
+        let directory = try await storeDirectory(at: "v8-users") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO notification_feeds (container, owner, head_seq) VALUES ('c', '_alice', 1);
+                    INSERT INTO notifications (container, owner, seq, scope, created_ns, body)
+                    VALUES ('c', '_alice', 1, 1, 0, ?);
+                    """,
+                arguments: [body])
         }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let storage = try SQLiteStorage(directory: directory)
         defer { try? storage.close() }
         let feed = NotificationFeedKey(container: "c", user: "_alice")
@@ -106,28 +113,22 @@ struct MigrationTests {
     /// v12 builds the full-text table again without per-row token counts: text written by
     /// v11 is still found, new saves are indexed, a deleted record's text goes with it.
     @Test func v12KeepsFullTextWrittenBeforeIt() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // A store at v11 holding one record and its full-text row, as v11 wrote them.
-        do {
-            let queue = try DatabaseQueue(path: (directory as NSString).appendingPathComponent(SQLiteStorage.fileName))
-            try SQLiteStorage.migrator.migrate(queue, upTo: "v11-shared-tombstones")
-            var record = note("kept", [field("title", .stringValue("Crème brûlée"))])
-            record.recordChangeTag = "1-1"
-            let data = Data(record.serializedBytes())
-            try await queue.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, ?, 1);
-                        INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, '_defaultZone', 1, 1);
-                        INSERT INTO records (id, zone_id, name, record_type, change_tag, change_seq, creator, data)
-                        VALUES (7, 1, 'kept', 'Note', '1-1', 1, '_alice', ?);
-                        INSERT INTO record_text (rowid, body) VALUES (7, 'Crème brûlée');
-                        """,
-                    arguments: [alice.container, alice.scope.rawValue, alice.owner, data])
-            }
+        var record = note("kept", [field("title", .stringValue("Crème brûlée"))])
+        record.recordChangeTag = "1-1"
+        let data = Data(record.serializedBytes())
+        let directory = try await storeDirectory(at: "v11-shared-tombstones") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, ?, 1);
+                    INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, '_defaultZone', 1, 1);
+                    INSERT INTO records (id, zone_id, name, record_type, change_tag, change_seq, creator, data)
+                    VALUES (7, 1, 'kept', 'Note', '1-1', 1, '_alice', ?);
+                    INSERT INTO record_text (rowid, body) VALUES (7, 'Crème brûlée');
+                    """,
+                arguments: [alice.container, alice.scope.rawValue, alice.owner, data])
         }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let storage = try SQLiteStorage(directory: directory)
         defer { try? storage.close() }
         let tables = try await storage.read { db in
@@ -149,30 +150,24 @@ struct MigrationTests {
     /// written before stay in those indexes (now partial), their zone and type is marked so its
     /// saves go on so, and a type new to the zone leaves them out until a query asks.
     @Test func v17KeepsTheDatesAndCreatorOfRecordsWrittenBeforeItIndexed() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // A store at v16 holding one record, as v16 wrote it (every index of `records` whole).
-        do {
-            let queue = try DatabaseQueue(path: (directory as NSString).appendingPathComponent(SQLiteStorage.fileName))
-            try SQLiteStorage.migrator.migrate(queue, upTo: "v16-indexed-fields")
-            var record = note("kept", [field("title", .stringValue("Old"))])
-            record.recordChangeTag = "1-1"
-            record.creationDate = Wire.Timestamp(seconds: 77, nanos: 0)
-            record.modificationDate = Wire.Timestamp(seconds: 88, nanos: 0)
-            let data = Data(record.serializedBytes())
-            try await queue.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, ?, 1);
-                        INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, '_defaultZone', 1, 1);
-                        INSERT INTO records (id, zone_id, name, record_type, change_tag, change_seq, creator, data,
-                            created_ns, modified_ns, modifier)
-                        VALUES (7, 1, 'kept', 'Note', '1-1', 1, '_alice', ?, 77000000000, 88000000000, '_alice');
-                        """,
-                    arguments: [alice.container, alice.scope.rawValue, alice.owner, data])
-            }
+        var record = note("kept", [field("title", .stringValue("Old"))])
+        record.recordChangeTag = "1-1"
+        record.creationDate = Wire.Timestamp(seconds: 77, nanos: 0)
+        record.modificationDate = Wire.Timestamp(seconds: 88, nanos: 0)
+        let data = Data(record.serializedBytes())
+        let directory = try await storeDirectory(at: "v16-indexed-fields") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, ?, 1);
+                    INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, '_defaultZone', 1, 1);
+                    INSERT INTO records (id, zone_id, name, record_type, change_tag, change_seq, creator, data,
+                        created_ns, modified_ns, modifier)
+                    VALUES (7, 1, 'kept', 'Note', '1-1', 1, '_alice', ?, 77000000000, 88000000000, '_alice');
+                    """,
+                arguments: [alice.container, alice.scope.rawValue, alice.owner, data])
         }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let storage = try SQLiteStorage(directory: directory)
         defer { try? storage.close() }
         func state() async throws -> (indexed: [String: Int], markers: [String]) {
@@ -206,27 +201,21 @@ struct MigrationTests {
     /// triggers, its shares stay as they were, and from then on every change of a share (and
     /// only that) moves the row, whichever connection makes it.
     @Test func v13KeepsTheSharesGenerationInTheDatabase() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = (directory as NSString).appendingPathComponent(SQLiteStorage.fileName)
         // A store at v12 with a zone shared whole and one accepted participant, as v12 wrote them.
-        do {
-            let queue = try DatabaseQueue(path: path)
-            try SQLiteStorage.migrator.migrate(queue, upTo: "v12-text-without-sizes")
-            try await queue.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, '_alice', 1);
-                        INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, 'Trip', 1, 1);
-                        INSERT INTO shares (id, zone_id, name, root_name, token, public_permission)
-                            VALUES (1, 1, 'cloudkit.zoneshare', NULL, 't1', 1);
-                        INSERT INTO share_participants (share_id, participant_id, user, role, permission, status)
-                            VALUES (1, 'p1', '_bob', 3, 3, 2);
-                        """,
-                    arguments: [container, Wire.DatabaseScope.private.rawValue])
-            }
+        let directory = try await storeDirectory(at: "v12-text-without-sizes") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO databases (id, container, scope, owner, change_seq) VALUES (1, ?, ?, '_alice', 1);
+                    INSERT INTO zones (id, database_id, name, change_seq, db_seq) VALUES (1, 1, 'Trip', 1, 1);
+                    INSERT INTO shares (id, zone_id, name, root_name, token, public_permission)
+                        VALUES (1, 1, 'cloudkit.zoneshare', NULL, 't1', 1);
+                    INSERT INTO share_participants (share_id, participant_id, user, role, permission, status)
+                        VALUES (1, 'p1', '_bob', 3, 3, 2);
+                    """,
+                arguments: [container, Wire.DatabaseScope.private.rawValue])
         }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = (directory as NSString).appendingPathComponent(SQLiteStorage.fileName)
         let storage = try SQLiteStorage(directory: directory)
         defer { try? storage.close() }
         #expect(storage.sharesGeneration == 0, "the migration starts the generation, moving nothing")
@@ -249,23 +238,16 @@ struct MigrationTests {
     /// v14 adds leases on running long-lived operations: the operations of a v13 store are
     /// unheld (any node may take them over and continue them), their journals as they were.
     @Test func v14LeavesTheRunningOperationsOfAnOlderStoreUnheld() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = (directory as NSString).appendingPathComponent(SQLiteStorage.fileName)
         let open = Wire.Open(operationID: "old", databaseScope: .private, containerIdentifier: container)
-        do {
-            let queue = try DatabaseQueue(path: path)
-            try SQLiteStorage.migrator.migrate(queue, upTo: "v13-share-generation")
-            try await queue.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO long_lived_operations (owner, operation_id, container, open, created_ns, last_seq)
-                        VALUES ('_alice', 'old', ?, ?, 5, 0)
-                        """,
-                    arguments: [container, Data(open.serializedBytes())])
-            }
+        let directory = try await storeDirectory(at: "v13-share-generation") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO long_lived_operations (owner, operation_id, container, open, created_ns, last_seq)
+                    VALUES ('_alice', 'old', ?, ?, 5, 0)
+                    """,
+                arguments: [container, Data(open.serializedBytes())])
         }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let storage = try SQLiteStorage(directory: directory)
         defer { try? storage.close() }
         let key = LongLivedOperationKey(owner: "_alice", operationID: "old")
@@ -281,24 +263,17 @@ struct MigrationTests {
     /// v15 adds the cancellation mark of long-lived operations: the running operations of a v14
     /// store are not cancelled, and may be.
     @Test func v15LeavesTheRunningOperationsOfAnOlderStoreUncancelled() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = (directory as NSString).appendingPathComponent(SQLiteStorage.fileName)
         let open = Wire.Open(operationID: "old", databaseScope: .private, containerIdentifier: container)
-        do {
-            let queue = try DatabaseQueue(path: path)
-            try SQLiteStorage.migrator.migrate(queue, upTo: "v14-long-lived-leases")
-            try await queue.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO long_lived_operations
-                            (owner, operation_id, container, open, created_ns, last_seq, lease_node, lease_expiry_ns)
-                        VALUES ('_alice', 'old', ?, ?, 5, 0, 'a', 10)
-                        """,
-                    arguments: [container, Data(open.serializedBytes())])
-            }
+        let directory = try await storeDirectory(at: "v14-long-lived-leases") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO long_lived_operations
+                        (owner, operation_id, container, open, created_ns, last_seq, lease_node, lease_expiry_ns)
+                    VALUES ('_alice', 'old', ?, ?, 5, 0, 'a', 10)
+                    """,
+                arguments: [container, Data(open.serializedBytes())])
         }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let storage = try SQLiteStorage(directory: directory)
         defer { try? storage.close() }
         let key = LongLivedOperationKey(owner: "_alice", operationID: "old")
