@@ -69,31 +69,13 @@ struct EncodedRecordFieldsTests {
     /// byte for byte what protobuf-c writes for them, over IDs with and without zones, empty
     /// and long (two-byte length) strings, other scripts, and zero, negative and extreme dates.
     @Test func theHandWrittenPartsAreProtobufCsBytes() throws {
-        var generator = SystemRandomNumberGenerator()
-        let names = ["", "a", "note-0001", "Ünïcødé ✈︎ 記録", String(repeating: "x", count: 130), String(repeating: "é", count: 200)]
-        let dates: [Wire.Timestamp?] = [
-            nil, Wire.Timestamp(), Wire.Timestamp(seconds: 1_700_000_000, nanos: 999_999_999),
-            Wire.Timestamp(seconds: -1, nanos: -5), Wire.Timestamp(seconds: .min, nanos: .max),
-            Wire.Timestamp(seconds: .max, nanos: .min), Wire.Timestamp(seconds: 0, nanos: 1),
-        ]
-        func name() -> String { names.randomElement(using: &generator) ?? "" }
-        func id() -> Wire.RecordID? {
-            switch Int.random(in: 0..<4, using: &generator) {
-            case 0: return nil
-            case 1: return Wire.RecordID(recordName: name())
-            case 2: return Wire.RecordID(recordName: name(), zoneID: Wire.RecordZoneID())
-            default: return Wire.RecordID(recordName: name(), zoneID: Wire.RecordZoneID(zoneName: name(), ownerName: name()))
-            }
-        }
+        var random = RandomRecordParts()
         let fields = Self.record().fields
         for round in 0..<500 {
-            var record = Wire.Record(
-                recordID: id(), recordType: name(), recordChangeTag: name(),
-                creationDate: dates.randomElement(using: &generator) ?? nil,
-                modificationDate: dates.randomElement(using: &generator) ?? nil,
-                creatorUserRecordID: id(), lastModifiedUserRecordID: id(), fields: fields)
+            var record = random.record()
+            record.fields = fields
             if round % 5 == 0 {
-                record.parent = Wire.Reference(recordID: id())
+                record.parent = Wire.Reference(recordID: random.id())
                 record.changedKeys = ["title"]
             }
             let encoded = Wire.EncodedRecordFields(record.fields)

@@ -33,33 +33,11 @@ struct SaveEventPayloadTests {
     /// Random events over IDs with and without zones, empty and two-byte-length strings, other
     /// scripts, absent and extreme dates, with and without `fields_as_sent`.
     @Test func randomSavesAreProtobufCsBytes() throws {
-        var generator = SystemRandomNumberGenerator()
-        let names = [
-            "", "a", "note-0001", "Ünïcødé ✈︎ 記録", String(repeating: "x", count: 130), String(repeating: "é", count: 200),
-        ]
-        let dates: [Wire.Timestamp?] = [
-            nil, Wire.Timestamp(), Wire.Timestamp(seconds: -1, nanos: -5), Wire.Timestamp(seconds: .min, nanos: .max),
-            Wire.Timestamp(seconds: .max, nanos: .min), Wire.Timestamp(seconds: 1_700_000_000, nanos: 1),
-        ]
-        func name() -> String { names.randomElement(using: &generator) ?? "" }
-        func id() -> Wire.RecordID? {
-            switch Int.random(in: 0..<4, using: &generator) {
-            case 0: return nil
-            case 1: return Wire.RecordID(recordName: name())
-            case 2: return Wire.RecordID(recordName: name(), zoneID: Wire.RecordZoneID())
-            default:
-                return Wire.RecordID(recordName: name(), zoneID: Wire.RecordZoneID(zoneName: name(), ownerName: name()))
-            }
-        }
+        var random = RandomRecordParts()
         var written = 0
         for round in 0..<500 {
-            let record = Wire.Record(
-                recordID: id(), recordType: name(), recordChangeTag: name(),
-                creationDate: dates.randomElement(using: &generator) ?? nil,
-                modificationDate: dates.randomElement(using: &generator) ?? nil,
-                creatorUserRecordID: id(), lastModifiedUserRecordID: id())
             let save = Wire.ModifyRecordsPerRecordSave(
-                recordID: id(), outcome: .record(record), fieldsAsSent: Bool.random(using: &generator))
+                recordID: random.id(), outcome: .record(random.record()), fieldsAsSent: random.bool())
             guard let payload = save.directPayload else {
                 #expect(save.recordID == nil, "round \(round): only an event without an ID is left out")
                 continue
