@@ -105,11 +105,8 @@ enum FieldIndexing {
             self.system = system
         }
 
-        /// The `indexed_fields` keys: ``FieldIndexing/system`` for the record's own columns, the
-        /// fields, and ``FieldIndexing/text`` for the text.
-        var markers: [String] {
-            (system ? [FieldIndexing.system] : []) + keys.sorted() + (text ? [FieldIndexing.text] : [])
-        }
+        /// The `indexed_fields` keys of the fields, and ``FieldIndexing/text`` for the text.
+        var markers: [String] { keys.sorted() + (text ? [FieldIndexing.text] : []) }
     }
 
     /// What saves to zone `zoneID` of records of `recordType` index (indexes being built included).
@@ -155,7 +152,7 @@ enum FieldIndexing {
         var done = true
         // The record's own columns first, whatever `needs` says: a field's build reads the
         // records of the type through `records_by_type`, which holds only the rows they are in.
-        for key in [system] + needs.markers.filter({ $0 != system }) {
+        for key in [system] + needs.markers {
             let row = try db.row(
                 sql: """
                     SELECT built_through FROM indexed_fields WHERE zone_id = ? AND record_type = ? AND key IN (?, ?)

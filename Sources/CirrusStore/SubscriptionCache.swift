@@ -56,18 +56,20 @@ final class SubscriptionCache: Sendable {
     func subscriptions(
         _ db: Database, databaseID: Int64, transaction: WriteTransactionCache? = nil
     ) throws -> SubscriptionSet {
-        let generation: Int64
-        if let transaction {
-            generation = try transaction.subscriptionGeneration(db, databaseID: databaseID)
-        } else {
-            // Bound through the C API (``RawStatement``).
-            let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
-            read.bind(1, databaseID)
-            generation = try read.int64() ?? 0
-        }
+        let generation =
+            try transaction?.subscriptionGeneration(db, databaseID: databaseID)
+            ?? Self.generation(db, databaseID: databaseID)
         if let subscriptions = sets.subscriptions(of: databaseID, generation: generation) { return subscriptions }
         let subscriptions = try SubscriptionSet.load(db, databaseID: databaseID)
         sets.keep(subscriptions, of: databaseID, generation: generation)
         return subscriptions
+    }
+
+    /// The `subscriptions_generation` of database `databaseID` in the transaction of `db`
+    /// (bound through the C API, ``RawStatement``: a write reads it).
+    static func generation(_ db: Database, databaseID: Int64) throws -> Int64 {
+        let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
+        read.bind(1, databaseID)
+        return try read.int64() ?? 0
     }
 }

@@ -102,9 +102,7 @@ final class WriteTransactionCache: Sendable {
     /// subscription that fired and was deleted: ``subscriptionsChanged(in:)`` forgets it then.
     func subscriptionGeneration(_ db: Database, databaseID: Int64) throws -> Int64 {
         if let known = state.withLock({ $0.subscriptionGenerations[databaseID] }) { return known }
-        let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
-        read.bind(1, databaseID)
-        let generation = try read.int64() ?? 0
+        let generation = try SubscriptionCache.generation(db, databaseID: databaseID)
         state.withLock { $0.subscriptionGenerations[databaseID] = generation }
         return generation
     }
