@@ -144,7 +144,10 @@ struct SavePolicyTests {
         try await withSyncStore { storage, _ in
             let longest = "a" + String(repeating: "b", count: 254)
             let valid = ["a", "Z", "a1", "a_", "aB9_c", longest]
-            let invalid = ["", "1a", "_a", "a b", "a-b", "é", "aé", "a\u{0}", longest + "c"]
+            // The index markers of the record's own columns and of every field are no field name.
+            let invalid = [
+                "", "1a", "_a", "a b", "a-b", "é", "aé", "a\u{0}", longest + "c", FieldIndexing.system, FieldIndexing.everything,
+            ]
             var records = valid.enumerated().map { note("ok\($0.offset)", [field($0.element, .int64Value(1))]) }
             records += invalid.enumerated().map { note("bad\($0.offset)", [field($0.element, .int64Value(1))]) }
             var changed = note("changed")
