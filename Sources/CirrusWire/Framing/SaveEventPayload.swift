@@ -21,25 +21,27 @@ extension Wire.ModifyRecordsPerRecordSave {
         return withExtendedLifetime(record) {
             // Read in place, while `record` holds its storage.
             let parts = UnsafePointer(record._storage.fields)
-            let idSize = SystemPartsWriter.recordID(recordID)
-            let recordSize = SystemPartsWriter.size(of: parts)
-            // ModifyRecordsPerRecordSave: record_id = 1, record = 2 (always written, even empty:
-            // a oneof member), fields_as_sent = 4 (left out when false).
-            let saveSize =
-                SystemPartsWriter.message(idSize) + SystemPartsWriter.message(recordSize) + (self.fieldsAsSent ? 2 : 0)
-            var out: [UInt8] = []
-            out.reserveCapacity(SystemPartsWriter.message(saveSize))
-            out.append(2 << 3 | 2)  // ModifyRecordsEvent.per_record_save
-            ProtobufVarint.write(UInt64(saveSize), to: &out)
-            SystemPartsWriter.write(recordID, field: 1, to: &out)
-            out.append(2 << 3 | 2)  // ModifyRecordsPerRecordSave.record
-            ProtobufVarint.write(UInt64(recordSize), to: &out)
-            SystemPartsWriter.write(parts, to: &out)
-            if self.fieldsAsSent {
-                out.append(4 << 3 | 0)  // ModifyRecordsPerRecordSave.fields_as_sent
-                out.append(1)
+            return withUnsafePointer(to: recordID) { id in
+                let idSize = SystemPartsWriter.recordID(id)
+                let recordSize = SystemPartsWriter.size(of: parts)
+                // ModifyRecordsPerRecordSave: record_id = 1, record = 2 (always written, even
+                // empty: a oneof member), fields_as_sent = 4 (left out when false).
+                let saveSize =
+                    SystemPartsWriter.message(idSize) + SystemPartsWriter.message(recordSize) + (self.fieldsAsSent ? 2 : 0)
+                var out: [UInt8] = []
+                out.reserveCapacity(SystemPartsWriter.message(saveSize))
+                out.append(2 << 3 | 2)  // ModifyRecordsEvent.per_record_save
+                ProtobufVarint.write(UInt64(saveSize), to: &out)
+                SystemPartsWriter.write(id, field: 1, to: &out)
+                out.append(2 << 3 | 2)  // ModifyRecordsPerRecordSave.record
+                ProtobufVarint.write(UInt64(recordSize), to: &out)
+                SystemPartsWriter.write(parts, to: &out)
+                if self.fieldsAsSent {
+                    out.append(4 << 3 | 0)  // ModifyRecordsPerRecordSave.fields_as_sent
+                    out.append(1)
+                }
+                return Wire.EncodedPayload(field: Wire.EncodedPayload.modifyRecordsField, bytes: out)
             }
-            return Wire.EncodedPayload(field: Wire.EncodedPayload.modifyRecordsField, bytes: out)
         }
     }
 }
