@@ -61,7 +61,9 @@ extension RecordWriter {
         } else {
             switch try shareReference(for: client, server: serverRecord, in: zone) {
             case .failure(let failure): return .failure(failure)
-            case .success(let share): record.share = share
+            // Set only when it changes: setting a record's part copies a record whose storage
+            // is shared (the client's record, which the plan holds), and `apply` copies it.
+            case .success(let share): if record.share != share { record.share = share }
             }
         }
         // Fields the plan encoded are fields it found without assets (``RecordModificationPlan``
@@ -92,9 +94,13 @@ extension RecordWriter {
     }
 
     /// Writes a prepared save; the record as stored. Throws only when SQLite does.
-    mutating func apply(_ prepared: PreparedSave, in zone: ZoneRow) throws -> Wire.Record {
+    ///
+    /// The record is moved out of `prepared`: the one ``prepareSave`` made (``RecordRules``
+    /// builds a new one) is then held once, and setting its system fields does not copy it.
+    mutating func apply(_ prepared: consuming PreparedSave, in zone: ZoneRow) throws -> Wire.Record {
         let existing = prepared.existing
-        var record = prepared.record
+        var record = Self.movedOut
+        swap(&record, &prepared.record)
         let name = record.recordID?.recordName ?? ""
         let seq = try nextSeq(zone.id)
         record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
@@ -191,6 +197,10 @@ extension RecordWriter {
         }
         return record
     }
+
+    /// What ``apply(_:in:)`` leaves in a save it took the record out of: one value shared by
+    /// all, so taking a record out allocates nothing.
+    private static let movedOut = Wire.Record()
 
     /// Deletes one record and, transitively, every record holding a deleteSelf
     /// reference to a deleted one. Deleting a record that does not exist succeeds.

@@ -196,7 +196,7 @@ struct RecordWriter {
             }
             prepared.append((index, save))
         }
-        for (index, save) in prepared {
+        for (index, save) in consume prepared {
             saves[index].result = .success(try apply(save, in: zone))
         }
         return true
