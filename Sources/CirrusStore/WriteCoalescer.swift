@@ -77,8 +77,8 @@ final class WriteCoalescer: Sendable {
             let job = Job(sharesCache: sharesCache, body: { db in try body(db) }, committed: told, continuation: continuation)
             if queue.withLock({ $0.append(job, weight: weight) }) { flush() }
         }
-        guard let result = value as? T else {
-            throw StoreError(.storageFailure, "a write returned \(type(of: value)), not \(T.self)")
+        guard let result = (consume value) as? T else {
+            throw StoreError(.storageFailure, "a write returned a value of another type than \(T.self)")
         }
         return result
     }
@@ -90,7 +90,7 @@ final class WriteCoalescer: Sendable {
                 let start = ContinuousClock.now
                 let startCPU = ThreadCPUClock.now()
                 let cache = self.transactionCache
-                let outcomes = Self.runTogether(batch, cache, in: db) ?? Self.runApart(batch, cache, in: db)
+                var outcomes = Self.runTogether(batch, cache, in: db) ?? Self.runApart(batch, cache, in: db)
                 self.afterCommit(WriteCommit(
                     jobs: batch.count, items: weight, duration: .now - start, writerCPU: ThreadCPUClock.now() - startCPU))
                 // Every job's commit hook first, then the callers: what the hooks hand on (the
@@ -99,13 +99,22 @@ final class WriteCoalescer: Sendable {
                 for (job, outcome) in zip(batch, outcomes) {
                     if let committed = job.committed, case .success(let value) = outcome { committed(value) }
                 }
-                for (job, outcome) in zip(batch, outcomes) {
-                    job.continuation.resume(with: outcome)
+                // Each outcome handed over, none kept here: the caller, resumed on another
+                // thread while this loop goes on, then holds the only reference to its value,
+                // and changes it in place (a saved record mapped for the client) instead of
+                // copying it.
+                for index in batch.indices {
+                    let outcome = outcomes[index]
+                    outcomes[index] = Self.handedOver
+                    batch[index].continuation.resume(with: consume outcome)
                 }
                 self.betweenTransactions(db)
             }
         }
     }
+
+    /// What stays in a batch's outcomes once an outcome was handed to its caller.
+    private static let handedOver: Result<any Sendable, any Error> = .success(())
 
     /// Runs the batch in one transaction without savepoints; nil when a job
     /// threw and the batch must run again apart (the transaction rolled back).
