@@ -32,8 +32,13 @@ enum SystemPartsWriter {
 
     // MARK: Reading in place
 
-    /// The value `optional` points to, in place; nil when there is none. (An optional keeps its
-    /// value at its own address: its tag, when it needs one, comes after the value.)
+    /// The value `optional` points to, in place; nil when there is none.
+    ///
+    /// An optional is a single-payload enum, which Swift lays out with its payload at offset 0
+    /// (its tag, when it needs one, after the payload: `docs/ABI/TypeLayout.rst`), so an
+    /// optional holding a value starts with that value; the compiler reads a payload in place
+    /// the same way. The random records of `SaveEventPayloadTests` and `EncodedRecordFieldsTests`
+    /// take every part through here, present and absent.
     static func some<Value>(_ optional: UnsafePointer<Value?>?) -> UnsafePointer<Value>? {
         guard let optional, optional.pointee != nil else { return nil }
         return UnsafeRawPointer(optional).assumingMemoryBound(to: Value.self)
