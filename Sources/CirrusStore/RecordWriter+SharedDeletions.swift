@@ -19,7 +19,7 @@ extension RecordWriter {
     /// After a share of `zoneID` was saved or deleted: its shares are read again when next asked.
     mutating func forgetSharesRead(of zoneID: Int64) {
         zoneShares[zoneID] = nil
-        sharedZones[zoneID] = nil
+        transaction.sharesChanged(in: zoneID)
     }
 
     /// The shares the record `row` (named `name`) is in as it is deleted, for its tombstone

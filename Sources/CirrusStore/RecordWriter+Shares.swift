@@ -126,14 +126,10 @@ extension RecordWriter {
 }
 
 extension RecordWriter {
-    /// Whether the zone `zoneID` has a share (asked once per zone and write).
-    mutating func isShared(_ zoneID: Int64) throws -> Bool {
-        if let known = sharedZones[zoneID] { return known }
-        let read = try RawStatement(db, sql: "SELECT 1 FROM shares WHERE zone_id = ? LIMIT 1")
-        read.bind(1, zoneID)
-        let shared = try read.int64() != nil
-        sharedZones[zoneID] = shared
-        return shared
+    /// Whether the zone `zoneID` has a share (asked once per zone and transaction:
+    /// ``WriteTransactionCache/isShared(_:zoneID:)``).
+    func isShared(_ zoneID: Int64) throws -> Bool {
+        try transaction.isShared(db, zoneID: zoneID)
     }
 
     /// Fires the subscriptions of the shared databases of the accepted participants of every

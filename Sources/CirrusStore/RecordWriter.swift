@@ -19,8 +19,6 @@ struct RecordWriter {
     let subscriptions: SubscriptionSet
     /// Every database's subscriptions, for the shared databases of a shared zone's participants.
     let subscriptionCache: SubscriptionCache
-    /// Whether each zone written so far has a share (its participants' subscriptions may fire).
-    var sharedZones: [Int64: Bool] = [:]
     /// The shares of each shared zone written so far, read once per zone and write.
     var zoneShares: [Int64: ZoneShares] = [:]
     /// The shares each record this write deleted was in, by zone and name (a record deleted
@@ -72,6 +70,8 @@ struct RecordWriter {
     private var mark: Mark { Mark(touchedZones: touchedZones, cascaded: cascaded.count, changes: changes.count) }
 
     private mutating func rollBack(to mark: Mark) {
+        // A share saved or deleted in the savepoint is undone too.
+        transaction.sharesChanged(in: nil)
         touchedZones = mark.touchedZones
         cascaded.removeSubrange(mark.cascaded...)
         changes.removeSubrange(mark.changes...)

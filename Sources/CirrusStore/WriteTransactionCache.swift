@@ -37,6 +37,9 @@ final class WriteTransactionCache: Sendable {
         var mayHoldTombstones: [Int64: Bool] = [:]
         /// By database: its `subscriptions_generation` as this transaction reads it.
         var subscriptionGenerations: [Int64: Int64] = [:]
+        /// By zone looked up: whether it has a share (a write there may fire the subscriptions
+        /// of its participants' shared databases).
+        var sharedZones: [Int64: Bool] = [:]
 
         struct IndexedKey: Hashable, Sendable {
             var zoneID: Int64
@@ -111,6 +114,25 @@ final class WriteTransactionCache: Sendable {
     /// `firesOnce` subscription that fired): the next write reads its generation again.
     func subscriptionsChanged(in databaseID: Int64) {
         state.withLock { _ = $0.subscriptionGenerations.removeValue(forKey: databaseID) }
+    }
+
+    /// Whether zone `zoneID` has a share: read once per zone and transaction, instead of once
+    /// per write, until ``sharesChanged(in:)`` (a write saved or deleted one of its shares).
+    func isShared(_ db: Database, zoneID: Int64) throws -> Bool {
+        if let known = state.withLock({ $0.sharedZones[zoneID] }) { return known }
+        let read = try RawStatement(db, sql: "SELECT 1 FROM shares WHERE zone_id = ? LIMIT 1")
+        read.bind(1, zoneID)
+        let shared = try read.int64() != nil
+        state.withLock { $0.sharedZones[zoneID] = shared }
+        return shared
+    }
+
+    /// Records that a write saved or deleted a share of zone `zoneID` (nil: of any zone, as
+    /// when a savepoint that may have done so rolled back): the next write reads it again.
+    func sharesChanged(in zoneID: Int64?) {
+        state.withLock { state in
+            if let zoneID { state.sharedZones[zoneID] = nil } else { state.sharedZones.removeAll() }
+        }
     }
 
     /// Records that a write gave zone `zoneID` a tombstone.

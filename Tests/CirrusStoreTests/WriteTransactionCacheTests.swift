@@ -161,4 +161,91 @@ struct WriteTransactionCacheTests {
             ])
         }
     }
+
+    /// Alice's zone Trip shared whole with bob, who accepted and subscribed to his shared
+    /// database; then `steps`: save "a" in Trip, delete the share, save "b" in Trip. Bob's
+    /// notification feed head afterwards.
+    private func bobsFeedAfterTheShareGoes(
+        _ run: (SQLiteStorage, [@Sendable () async throws -> Void]) async throws -> Void
+    ) async throws -> Int64 {
+        var head: Int64 = -1
+        try await withSQLiteStore { storage, _ in
+            for user in ["_alice", "_bob"] { _ = try await storage.createUser(user, at: Wire.Timestamp(seconds: 1)) }
+            try await storage.createZone("Trip")
+            let bob = Wire.ShareParticipant(
+                userIdentity: Wire.UserIdentity(userRecordID: Wire.RecordID(recordName: "_bob")), role: .privateUser,
+                permission: .readWrite)
+            let share = Wire.Record(
+                recordID: recordID(ShareRules.zoneShareName, zone: "Trip"), recordType: ShareRules.shareType,
+                shareFields: Wire.ShareFields(participants: [bob]))
+            let saved = try await storage.saveAll([share])
+            let token = try #require(ShareURL.token(in: "https://h" + (saved.first?.shareFields?.url ?? "")))
+            #expect(try await storage.acceptShare(withToken: token, in: container, by: "_bob") != nil)
+            _ = try await storage.modifySubscriptions(
+                saving: [Wire.Subscription(subscriptionID: "db", kind: .database(Wire.DatabaseSubscription()))],
+                deleting: [], in: DatabaseKey.shared(container: container, user: "_bob"), by: "_bob")
+            try await run(storage, [
+                { try await storage.saveAll([note("a", zone: "Trip")]) },
+                {
+                    _ = try await storage.modifyRecords(
+                        RecordModification(deleting: [recordID(ShareRules.zoneShareName, zone: "Trip")]), in: alice,
+                        by: "_alice")
+                },
+                { try await storage.saveAll([note("b", zone: "Trip")]) },
+            ])
+            head = try await storage.notificationFeedHead(NotificationFeedKey(container: container, user: "_bob"))
+        }
+        return head
+    }
+
+    @Test func aShareDeletedInsideATransactionNoLongerReachesItsLaterSaves() async throws {
+        // One by one, each write its own transaction: what the writes of one transaction must do.
+        let apart = try await bobsFeedAfterTheShareGoes { _, steps in
+            for step in steps { try await step() }
+        }
+        let together = try await bobsFeedAfterTheShareGoes { storage, steps in
+            for outcome in try await inOneTransaction(storage, steps) { try outcome.get() }
+        }
+        // "a" reached bob while Trip was shared; "b", saved after the share went, must not,
+        // though the transaction read Trip as shared before.
+        #expect(apart > 0)
+        #expect(together == apart)
+    }
+
+    /// Alice's zone Trip, not shared; then: save "photo", share Trip whole, delete "photo".
+    /// The shares the deleted record was in, as its tombstone keeps them.
+    private func sharesHoldingAPhotoDeletedAfterTheZoneWasShared(
+        _ run: (SQLiteStorage, [@Sendable () async throws -> Void]) async throws -> Void
+    ) async throws -> [String: Set<String>] {
+        var holding: [String: Set<String>] = [:]
+        try await withSQLiteStore { storage, _ in
+            try await storage.createZone("Trip")
+            let share = Wire.Record(
+                recordID: recordID(ShareRules.zoneShareName, zone: "Trip"), recordType: ShareRules.shareType,
+                shareFields: Wire.ShareFields())
+            try await run(storage, [
+                { try await storage.saveAll([note("photo", zone: "Trip")]) },
+                { try await storage.saveAll([share]) },
+                {
+                    _ = try await storage.modifyRecords(
+                        RecordModification(deleting: [recordID("photo", zone: "Trip")]), in: alice, by: "_alice")
+                },
+            ])
+            holding = try await storage.sharesOfDeletedRecords(["photo"], inZone: "Trip", of: "_alice", in: container)
+        }
+        return holding
+    }
+
+    @Test func aShareSavedInsideATransactionHoldsItsLaterDeletions() async throws {
+        let apart = try await sharesHoldingAPhotoDeletedAfterTheZoneWasShared { _, steps in
+            for step in steps { try await step() }
+        }
+        let together = try await sharesHoldingAPhotoDeletedAfterTheZoneWasShared { storage, steps in
+            for outcome in try await inOneTransaction(storage, steps) { try outcome.get() }
+        }
+        // The transaction read Trip as not shared at the first save; the deletion comes after
+        // the share and must find the record in it.
+        #expect(apart == ["photo": [ShareRules.zoneShareName]])
+        #expect(together == apart)
+    }
 }
