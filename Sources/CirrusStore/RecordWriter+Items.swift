@@ -61,9 +61,10 @@ extension RecordWriter {
         } else {
             switch try shareReference(for: client, server: serverRecord, in: zone) {
             case .failure(let failure): return .failure(failure)
-            // Set only when it changes: setting a record's part copies a record whose storage
-            // is shared (the client's record, which the plan holds), and `apply` copies it.
-            case .success(let share): if record.share != share { record.share = share }
+            // Set only when it changes: setting a part of a record held twice (`checked` holds
+            // it too) copies the record, and most records have no share to set.
+            case .success(let share):
+                if record.share != share { record.share = share }
             }
         }
         // Fields the plan encoded are fields it found without assets (``RecordModificationPlan``
