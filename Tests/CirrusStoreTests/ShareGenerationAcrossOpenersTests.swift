@@ -11,17 +11,7 @@ import Testing
 struct ShareGenerationAcrossOpenersTests {
     @Test func aSecondStoreOnTheSameFileMovesTheFirstOnesGeneration() async throws {
         try await withSQLiteStore { storage, directory in
-            for user in ["_alice", "_bob"] { _ = try await storage.createUser(user, at: Wire.Timestamp(seconds: 1)) }
-            try await storage.createZone("Trip")
-            let invite = Wire.ShareParticipant(
-                userIdentity: Wire.UserIdentity(userRecordID: Wire.RecordID(recordName: "_bob")), role: .privateUser,
-                permission: .readWrite)
-            let saved = try await storage.saveAll([
-                Wire.Record(
-                    recordID: recordID(ShareRules.zoneShareName, zone: "Trip"), recordType: "cloudkit.share",
-                    shareFields: Wire.ShareFields(participants: [invite]))
-            ])
-            let token = try #require(ShareURL.token(in: "https://h" + (saved.first?.shareFields?.url ?? "")))
+            let token = try await storage.zoneShared(with: ["_bob"])
 
             let second = try SQLiteStorage(directory: directory)
             defer { try? second.close() }

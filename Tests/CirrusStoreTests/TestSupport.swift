@@ -486,6 +486,26 @@ extension RecordSyncStorage {
     }
 }
 
+extension SQLiteStorage {
+    /// Alice's zone `zone`, created and shared whole with `users` (each created with alice and
+    /// invited read-write); the token of the share's URL, for them to accept it.
+    func zoneShared(_ zone: String = "Trip", with users: [String]) async throws -> String {
+        for user in ["_alice"] + users { _ = try await createUser(user, at: Wire.Timestamp(seconds: 1)) }
+        try await createZone(zone)
+        let participants = users.map { user in
+            Wire.ShareParticipant(
+                userIdentity: Wire.UserIdentity(userRecordID: Wire.RecordID(recordName: user)), role: .privateUser,
+                permission: .readWrite)
+        }
+        let saved = try await saveAll([
+            Wire.Record(
+                recordID: recordID(ShareRules.zoneShareName, zone: zone), recordType: ShareRules.shareType,
+                shareFields: Wire.ShareFields(participants: participants))
+        ])
+        return try #require(ShareURL.token(in: "https://h" + (saved.first?.shareFields?.url ?? "")))
+    }
+}
+
 /// A clock that advances one second per call, starting at `start`.
 final class SteppingClock: Sendable {
     private let next: Mutex<Int64>

@@ -170,16 +170,7 @@ struct WriteTransactionCacheTests {
     ) async throws -> Int64 {
         var head: Int64 = -1
         try await withSQLiteStore { storage, _ in
-            for user in ["_alice", "_bob"] { _ = try await storage.createUser(user, at: Wire.Timestamp(seconds: 1)) }
-            try await storage.createZone("Trip")
-            let bob = Wire.ShareParticipant(
-                userIdentity: Wire.UserIdentity(userRecordID: Wire.RecordID(recordName: "_bob")), role: .privateUser,
-                permission: .readWrite)
-            let share = Wire.Record(
-                recordID: recordID(ShareRules.zoneShareName, zone: "Trip"), recordType: ShareRules.shareType,
-                shareFields: Wire.ShareFields(participants: [bob]))
-            let saved = try await storage.saveAll([share])
-            let token = try #require(ShareURL.token(in: "https://h" + (saved.first?.shareFields?.url ?? "")))
+            let token = try await storage.zoneShared(with: ["_bob"])
             #expect(try await storage.acceptShare(withToken: token, in: container, by: "_bob") != nil)
             _ = try await storage.modifySubscriptions(
                 saving: [Wire.Subscription(subscriptionID: "db", kind: .database(Wire.DatabaseSubscription()))],
@@ -198,14 +189,22 @@ struct WriteTransactionCacheTests {
         return head
     }
 
-    @Test func aShareDeletedInsideATransactionNoLongerReachesItsLaterSaves() async throws {
-        // One by one, each write its own transaction: what the writes of one transaction must do.
-        let apart = try await bobsFeedAfterTheShareGoes { _, steps in
+    /// What `scenario` leaves when its steps run one by one, each write its own transaction
+    /// (what the writes of one transaction must do), and when they run in one transaction.
+    private func apartAndTogether<Outcome>(
+        _ scenario: ((SQLiteStorage, [@Sendable () async throws -> Void]) async throws -> Void) async throws -> Outcome
+    ) async throws -> (apart: Outcome, together: Outcome) {
+        let apart = try await scenario { _, steps in
             for step in steps { try await step() }
         }
-        let together = try await bobsFeedAfterTheShareGoes { storage, steps in
+        let together = try await scenario { storage, steps in
             for outcome in try await inOneTransaction(storage, steps) { try outcome.get() }
         }
+        return (apart, together)
+    }
+
+    @Test func aShareDeletedInsideATransactionNoLongerReachesItsLaterSaves() async throws {
+        let (apart, together) = try await apartAndTogether(bobsFeedAfterTheShareGoes)
         // "a" reached bob while Trip was shared; "b", saved after the share went, must not,
         // though the transaction read Trip as shared before.
         #expect(apart > 0)
@@ -237,12 +236,7 @@ struct WriteTransactionCacheTests {
     }
 
     @Test func aShareSavedInsideATransactionHoldsItsLaterDeletions() async throws {
-        let apart = try await sharesHoldingAPhotoDeletedAfterTheZoneWasShared { _, steps in
-            for step in steps { try await step() }
-        }
-        let together = try await sharesHoldingAPhotoDeletedAfterTheZoneWasShared { storage, steps in
-            for outcome in try await inOneTransaction(storage, steps) { try outcome.get() }
-        }
+        let (apart, together) = try await apartAndTogether(sharesHoldingAPhotoDeletedAfterTheZoneWasShared)
         // The transaction read Trip as not shared at the first save; the deletion comes after
         // the share and must find the record in it.
         #expect(apart == ["photo": [ShareRules.zoneShareName]])
