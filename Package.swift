@@ -181,6 +181,9 @@ let package = Package(
                 "CirrusKit",
                 "CirrusModel",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The rest of the `cirrus` CLI as a library: import (CSV, JSON Lines, resume state),
@@ -310,6 +313,9 @@ let package = Package(
                 "CirrusKit",
                 "CirrusModel",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
     ],

@@ -57,6 +57,9 @@ public struct BenchConfiguration: Sendable {
     /// at server `i` (modulo their count), the others following as its fail-over order. When
     /// false every connection starts at the first server.
     public var spreadOverServers = false
+    /// The server's `/metrics` (`cirrusd --metrics-address`): read before and after the measured
+    /// phase for the server's CPU per operation (``BenchCPU``); nil = the client's CPU only.
+    public var serverMetrics: BenchMetricsEndpoint?
 
     public init(client: CirrusClientConfiguration) {
         self.client = client

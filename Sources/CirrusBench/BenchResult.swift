@@ -104,6 +104,9 @@ public struct BenchResult: Sendable, Codable {
     /// What the client process allocates with (`cirrus bench`: "mimalloc 2.0.9"); nil when the
     /// program running the bench did not say.
     public var clientAllocator: String? = nil
+    /// The CPU time the measured phase cost the client process and, with
+    /// ``BenchConfiguration/serverMetrics``, the server; nil in results written before it was measured.
+    public var cpu: BenchCPU? = nil
 
     /// The settings of a run.
     public struct Settings: Sendable, Codable {
@@ -126,4 +129,71 @@ public struct BenchResult: Sendable, Codable {
 
     /// Total errors (failed operations plus failed items).
     public var errorCount: UInt64 { self.errorsByCode.values.reduce(0, +) }
+}
+
+/// The CPU time (user and system, every thread) spent during the measured phase, per operation:
+/// what a workload costs each side, a steadier figure than a rate on a shared or noisy machine,
+/// and the way to see that the load generator itself is the bound (both sides share the cores
+/// when they run on one machine).
+///
+/// Operations that began during warm-up and ended in the measured phase count in the CPU but
+/// not in the operations (as with the bytes): use a warm-up long enough that their share is small.
+public struct BenchCPU: Sendable, Hashable, Codable {
+    /// The process that ran the bench.
+    public var clientSeconds: Double
+    public var clientMicrosecondsPerOperation: Double
+    /// The server process (`cirrus_process_cpu_seconds_total` of its `/metrics`); nil without
+    /// ``BenchConfiguration/serverMetrics`` or when a scrape failed (``serverMetricsError``).
+    public var serverSeconds: Double? = nil
+    public var serverMicrosecondsPerOperation: Double? = nil
+    /// The storage writer's CPU in its transactions (`cirrus_write_commit_cpu_seconds_sum`; the
+    /// embedded SQLite engine reports it), per item written (`cirrus_write_commit_records_sum`),
+    /// and the items per transaction (group commit); nil when the server wrote nothing or does
+    /// not report it.
+    public var writerSeconds: Double? = nil
+    public var writerMicrosecondsPerItem: Double? = nil
+    public var itemsPerCommit: Double? = nil
+    /// Why the server's figures are missing although its metrics were asked for.
+    public var serverMetricsError: String? = nil
+
+    public init(clientSeconds: Double, operations: UInt64) {
+        self.clientSeconds = clientSeconds
+        self.clientMicrosecondsPerOperation = operations > 0 ? clientSeconds / Double(operations) * 1e6 : 0
+    }
+
+    /// Adds the server's figures from its metrics at the start and the end of the phase.
+    mutating func addServer(from start: PrometheusSamples, to end: PrometheusSamples, operations: UInt64) {
+        func delta(_ name: String) -> Double? {
+            guard let before = start.value(of: name), let after = end.value(of: name), after >= before else { return nil }
+            return after - before
+        }
+        guard let server = delta(ServerMetricNames.processCPU) else {
+            self.serverMetricsError = "the server's metrics have no \(ServerMetricNames.processCPU)"
+            return
+        }
+        self.serverSeconds = server
+        self.serverMicrosecondsPerOperation = operations > 0 ? server / Double(operations) * 1e6 : 0
+        if let writer = delta(ServerMetricNames.writerCPU), let items = delta(ServerMetricNames.itemsWritten), items > 0 {
+            self.writerSeconds = writer
+            self.writerMicrosecondsPerItem = writer / items * 1e6
+            if let commits = delta(ServerMetricNames.commits), commits > 0 {
+                self.itemsPerCommit = items / commits
+            }
+        }
+    }
+}
+
+/// The series of `cirrusd`'s `/metrics` the bench reads (`ServerMetrics.Name` in CirrusServer).
+enum ServerMetricNames {
+    static let processCPU = "cirrus_process_cpu_seconds_total"
+    static let writerCPU = "cirrus_write_commit_cpu_seconds_sum"
+    static let itemsWritten = "cirrus_write_commit_records_sum"
+    static let commits = "cirrus_write_commits_total"
+}
+
+/// User and system CPU time of every thread of this process so far, in seconds.
+func processCPUSeconds() -> Double {
+    var time = timespec()
+    guard clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time) == 0 else { return 0 }
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
 }

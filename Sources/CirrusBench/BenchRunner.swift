@@ -53,10 +53,27 @@ public final class BenchRunner: Sendable {
     /// measured.
     ///
     /// - throws: `BenchError`: `.invalidConfiguration` for bad settings, `.setupFailed` (with
-    ///   the `CKError`) when the server cannot be reached or the setup failed.
+    ///   the `CKError`) when the server cannot be reached or the setup failed, or when
+    ///   ``BenchConfiguration/serverMetrics`` cannot be read or is not a `cirrusd`'s.
     public func run() async throws(BenchError) -> BenchResult {
         let configuration = self.configuration
         try configuration.validate()
+        if let endpoint = configuration.serverMetrics {
+            // Read once first: a wrong address ends the run before the setup writes anything.
+            let samples: PrometheusSamples
+            do {
+                samples = try await endpoint.scrape()
+            } catch {
+                throw BenchError(kind: .setupFailed, message: "--server-metrics: \(error.message)", underlying: nil)
+            }
+            guard samples.value(of: ServerMetricNames.processCPU) != nil else {
+                throw BenchError(
+                    kind: .setupFailed,
+                    message: "--server-metrics: \(endpoint) has no \(ServerMetricNames.processCPU): is it a cirrusd's --metrics-address?",
+                    underlying: nil)
+            }
+        }
+
         let runID = "r" + UUID().uuidString.prefix(8).lowercased()
         let containers = configuration.handshakes
             ? []
@@ -86,15 +103,17 @@ public final class BenchRunner: Sendable {
         }
 
         let recorder = BenchRecorder()
-        let measuredStart = Locked<(instant: ContinuousClock.Instant, bytes: CKContainer.TransportStatistics)?>(nil)
+        let measuredStart = Locked<MeasuredStart?>(nil)
         let loadStart = self.clock.now
-        let startMeasuring: @Sendable () -> Void = {
-            let bytes = Self.bytes(of: containers)
-            measuredStart.withLock { $0 = (ContinuousClock.now, bytes) }
+        let startMeasuring: @Sendable () async -> Void = {
+            let server = await Self.scrape(configuration.serverMetrics)
+            let start = MeasuredStart(
+                instant: ContinuousClock.now, bytes: Self.bytes(of: containers), clientCPU: processCPUSeconds(), server: server)
+            measuredStart.withLock { $0 = start }
             recorder.set(.measured)
         }
         if configuration.warmup == 0 {
-            startMeasuring()
+            await startMeasuring()
         }
         let limit: UInt64? = if case .operations(let count) = configuration.stop { UInt64(count) } else { nil }
 
@@ -103,7 +122,7 @@ public final class BenchRunner: Sendable {
             group.addTask {
                 if configuration.warmup > 0 {
                     try? await Task.sleep(for: .seconds(configuration.warmup))
-                    startMeasuring()
+                    await startMeasuring()
                 }
                 if case .duration(let seconds) = configuration.stop {
                     try? await Task.sleep(for: .seconds(seconds))
@@ -134,10 +153,42 @@ public final class BenchRunner: Sendable {
         }
         let end = self.clock.now
         let endBytes = Self.bytes(of: containers)
+        let endCPU = processCPUSeconds()
+        let endServer = await Self.scrape(configuration.serverMetrics)
         await workload.tearDown()
-        let start = measuredStart.withLock { $0 } ?? (instant: end, bytes: endBytes)
-        return self.result(
+        let start =
+            measuredStart.withLock { $0 } ?? MeasuredStart(instant: end, bytes: endBytes, clientCPU: endCPU, server: endServer)
+        var result = self.result(
             recorder: recorder, elapsed: (end - start.instant).seconds, bytes: (start.bytes, endBytes), workload: workload)
+        var cpu = BenchCPU(clientSeconds: max(0, endCPU - start.clientCPU), operations: result.counts.operations)
+        switch (start.server, endServer) {
+        case (.success(let before), .success(let after)):
+            cpu.addServer(from: before, to: after, operations: result.counts.operations)
+        case (.failure(let error), _), (_, .failure(let error)):
+            cpu.serverMetricsError = error.message
+        default:
+            break
+        }
+        result.cpu = cpu
+        return result
+    }
+
+    /// When the measured phase began, and the counters then.
+    private struct MeasuredStart: Sendable {
+        var instant: ContinuousClock.Instant
+        var bytes: CKContainer.TransportStatistics
+        var clientCPU: Double
+        var server: Result<PrometheusSamples, BenchMetricsError>?
+    }
+
+    /// The server's metrics now, when they were asked for.
+    private static func scrape(_ endpoint: BenchMetricsEndpoint?) async -> Result<PrometheusSamples, BenchMetricsError>? {
+        guard let endpoint else { return nil }
+        do {
+            return .success(try await endpoint.scrape())
+        } catch {
+            return .failure(error)
+        }
     }
 
     // MARK: - Loops
@@ -200,7 +251,7 @@ public final class BenchRunner: Sendable {
 
     private func currentProgress(
         recorder: BenchRecorder,
-        measuredStart: Locked<(instant: ContinuousClock.Instant, bytes: CKContainer.TransportStatistics)?>,
+        measuredStart: Locked<MeasuredStart?>,
         loadStart: ContinuousClock.Instant
     ) -> BenchProgress {
         let now = self.clock.now

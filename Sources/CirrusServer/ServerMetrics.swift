@@ -14,8 +14,8 @@ import Darwin
 ///
 /// Counting costs an atomic add per counter touched; bytes and events are added per read
 /// burst or flush, not per frame. The gauges (connections open, long-lived operations
-/// running, watches open) are not kept on the hot path at all: ``sample(connectionsOpen:longLivedRunning:watchesOpen:)``
-/// sets them when the metrics are read.
+/// running, watches open) and the process's CPU time are not kept on the hot path at all:
+/// ``sample(connectionsOpen:longLivedRunning:watchesOpen:)`` sets them when the metrics are read.
 ///
 /// For example:
 /// ```swift
@@ -45,6 +45,7 @@ public final class ServerMetrics: Sendable {
         public static let maintenanceRuns = "cirrus_maintenance_runs_total"
         public static let maintenanceSeconds = "cirrus_maintenance_seconds"
         public static let notificationDeliverySeconds = "cirrus_notification_delivery_seconds"
+        public static let processCPUSeconds = "cirrus_process_cpu_seconds_total"
     }
 
     private let factory: any MetricsFactory
@@ -70,6 +71,12 @@ public final class ServerMetrics: Sendable {
     private let maintenanceFailed: Counter
     private let maintenanceLatency: CoreMetrics.Timer
     private let notificationDelivery: CoreMetrics.Timer
+    /// The process's CPU time (user and system, every thread), brought up to date when the
+    /// metrics are read: a load generator reads it before and after a run for the server's CPU
+    /// per operation (`cirrus bench --server-metrics`).
+    private let processCPU: FloatingPointCounter
+    /// The process CPU seconds already added to ``processCPU``.
+    private let processCPUCounted = Mutex<Double>(0)
 
     private struct LabelledKey: Hashable {
         var name: String
@@ -98,6 +105,7 @@ public final class ServerMetrics: Sendable {
         self.maintenanceFailed = Counter(label: Name.maintenanceRuns, dimensions: [("result", "failed")], factory: factory)
         self.maintenanceLatency = CoreMetrics.Timer(label: Name.maintenanceSeconds, factory: factory)
         self.notificationDelivery = CoreMetrics.Timer(label: Name.notificationDeliverySeconds, factory: factory)
+        self.processCPU = FloatingPointCounter(label: Name.processCPUSeconds, factory: factory)
     }
 
     /// Records the lag of one push: from the notification's creation, in the transaction of the
@@ -140,6 +148,25 @@ public final class ServerMetrics: Sendable {
         self.connectionsOpen.record(connectionsOpen)
         self.longLivedRunning.record(longLivedRunning)
         self.watchesOpen.record(watchesOpen)
+        self.sampleProcessCPU()
+    }
+
+    /// Adds the CPU time the process spent since the last reading to ``Name/processCPUSeconds``.
+    func sampleProcessCPU() {
+        let now = Self.processCPUSeconds()
+        self.processCPUCounted.withLock { counted in
+            // Two scrapes at once: the later reading may be taken first; never count backwards.
+            guard now > counted else { return }
+            self.processCPU.increment(by: now - counted)
+            counted = now
+        }
+    }
+
+    /// User and system CPU time of every thread of this process so far, in seconds.
+    public static func processCPUSeconds() -> Double {
+        var time = timespec()
+        guard clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time) == 0 else { return 0 }
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     /// Counts one storage transaction: how many requests (`jobs`) shared it, how many items

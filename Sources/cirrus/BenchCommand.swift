@@ -21,8 +21,9 @@ struct Bench: AsyncParsableCommand {
             afterwards).
 
             Prints ops/s, records/s, bytes/s in and out (TLS included), latency p50/p90/p99/p99.9/max \
-            (HdrHistogram) and errors by CKError code; --json writes the same. Exit 1 when any error \
-            was counted.
+            (HdrHistogram), the CPU time per operation of this process (and of the server with \
+            --server-metrics) and errors by CKError code; --json writes the same. Exit 1 when any \
+            error was counted.
             """
     )
 
@@ -46,6 +47,10 @@ struct Bench: AsyncParsableCommand {
         name: .customLong("server-pid"),
         help: "Sample this local server process's resident memory during the run and report its growth (Linux).")
     var serverPID: Int32?
+    @Option(
+        name: .customLong("server-metrics"),
+        help: "The server's --metrics-address (HOST:PORT): read its /metrics before and after the measured phase and report the server's CPU per operation.")
+    var serverMetrics: String?
     @Option(help: "Seed of every random choice.") var seed: UInt64 = 1
     @Option(help: "Open-loop target rate in operations per second (closed loop when absent).") var rate: Double?
     @Flag(help: "Measure new connections (TCP + TLS 1.3 + Hello) per second instead of operations.") var handshakes = false
@@ -112,6 +117,13 @@ struct Bench: AsyncParsableCommand {
         configuration.rate = self.rate
         configuration.handshakes = self.handshakes
         configuration.spreadOverServers = self.spread
+        if let serverMetrics = self.serverMetrics {
+            guard let endpoint = BenchMetricsEndpoint(parsing: serverMetrics) else {
+                throw CLIError.usage("--server-metrics '\(serverMetrics)': expected HOST:PORT, e.g. 127.0.0.1:9464")
+            }
+            guard !self.handshakes else { throw CLIError.usage("--server-metrics goes with operations, not --handshakes") }
+            configuration.serverMetrics = endpoint
+        }
         configuration.client.resumesTLSSessions = !self.noResume
         do {
             try configuration.validate()

@@ -84,6 +84,54 @@ struct LiveCLITests {
         // What the bench's sockets moved, the server's moved too (the bench also made its zone).
         #expect((sample("cirrus_bytes_received_total") ?? 0) >= Double(result.bytesOut))
         #expect((sample("cirrus_bytes_sent_total") ?? 0) >= Double(result.bytesIn))
+        // Without --server-metrics: the client's CPU only.
+        let cpu = try #require(result.cpu)
+        #expect(cpu.clientSeconds > 0)
+        #expect(cpu.serverSeconds == nil && cpu.serverMetricsError == nil)
+        // The server's CPU so far counts every thread: more than the writer's share of it.
+        let serverCPU = try #require(sample("cirrus_process_cpu_seconds_total"), "\(scrape)")
+        #expect(serverCPU > 0)
+        #expect(serverCPU >= (sample("cirrus_write_commit_cpu_seconds_sum") ?? 0))
+    }
+
+    @Test func benchReportsTheServersCPUFromItsMetrics() throws {
+        let server = try CirrusdProcess(extraArguments: ["--metrics-address", "127.0.0.1:0"])
+        let metricsURL = try #require(server.metricsURL)
+        let address = try #require(metricsURL.host).appending(":\(try #require(metricsURL.port))")
+        let run = try CLI.run(
+            ["bench"] + CLI.connection(server) + [
+                "--operations", "200", "--concurrency", "4", "--records-per-op", "5", "--server-metrics", address,
+                "--json", "-",
+            ])
+        #expect(run.status == 0, "\(run.stderr)")
+        let result = try JSONDecoder().decode(BenchResult.self, from: Data(run.stdout.utf8))
+        let cpu = try #require(result.cpu)
+        #expect(cpu.serverMetricsError == nil)
+        let serverSeconds = try #require(cpu.serverSeconds)
+        #expect(serverSeconds > 0)
+        #expect(cpu.serverMicrosecondsPerOperation == serverSeconds / 200 * 1e6)
+        #expect(cpu.clientMicrosecondsPerOperation == cpu.clientSeconds / 200 * 1e6)
+        // 1,000 records written in the phase, by one writer that spent part of the server's CPU.
+        let writerSeconds = try #require(cpu.writerSeconds)
+        #expect(writerSeconds > 0 && writerSeconds <= serverSeconds)
+        #expect(cpu.writerMicrosecondsPerItem.map { abs($0 - writerSeconds / 1_000 * 1e6) < 1e-6 } == true)
+        #expect((cpu.itemsPerCommit ?? 0) >= 5)
+        let table = try CLI.run(
+            ["bench"] + CLI.connection(server) + ["--operations", "20", "--server-metrics", address])
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(table.stdout.contains("cpu per operation: client "), "\(table.stdout)")
+        #expect(table.stdout.contains(", server "), "\(table.stdout)")
+        #expect(table.stdout.contains("items per commit)"), "\(table.stdout)")
+
+        // Not a metrics endpoint (the server's TLS port), and nobody listening: the run does not
+        // start, with one line saying why.
+        for wrong in ["127.0.0.1:\(server.port)", "127.0.0.1:1"] {
+            let refused = try CLI.run(["bench"] + CLI.connection(server) + ["--operations", "5", "--server-metrics", wrong])
+            #expect(refused.status == 1, "\(wrong): \(refused.stderr)")
+            #expect(refused.stderr.hasPrefix("cirrus: error: --server-metrics: "), "\(wrong): \(refused.stderr)")
+            #expect(refused.stderr.split(separator: "\n").count == 1, "\(wrong): \(refused.stderr)")
+            #expect(!refused.stdout.contains("ops/s"))
+        }
     }
 
     @Test func benchReadsOpenLoopAndHandshakesReportTheirCounts() throws {
@@ -320,6 +368,9 @@ struct LiveCLITests {
             (["bench", "--records-per-op", "401"], 2, "between 1 and 400"),
             (["bench", "--events", "10"], 2, "--events goes with --op stream"),
             (["bench", "--op", "stream", "--events", "0"], 2, "--events must be between 1 and 1,000,000"),
+            (["bench", "--server-metrics", "9464"], 2, "--server-metrics '9464': expected HOST:PORT"),
+            (["bench", "--server-metrics", "127.0.0.1:70000"], 2, "--server-metrics '127.0.0.1:70000': expected HOST:PORT"),
+            (["bench", "--handshakes", "--server-metrics", "127.0.0.1:1"], 2, "--server-metrics goes with operations"),
             (["import", "/nonexistent.jsonl", "--record-type", "T"], 2, "/nonexistent.jsonl: no such file"),
             (["import", Paths.root + "/README.md"], 2, "cannot tell the format"),
             (["import", Paths.root + "/Package.swift", "--format", "csv", "--field", "x:money"], 2, "unknown type 'money'"),

@@ -55,6 +55,19 @@ struct OperationsEndpointTests {
         #expect(page.body.contains("cirrus_long_lived_operations_running 2.0"))
         #expect(page.body.contains("cirrus_notification_watches_open 3.0"))
         #expect(scrapes.count == 1)
+        // The process's CPU time, brought up to date at each scrape: it never goes back.
+        func processCPU(_ body: String) -> Double? {
+            body.split(separator: "\n").first { $0.hasPrefix("cirrus_process_cpu_seconds_total ") }
+                .flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        let firstCPU = try #require(processCPU(page.body), "\(page.body)")
+        #expect(firstCPU > 0)
+        var spin = 0.0
+        for index in 0..<2_000_000 { spin += Double(index).squareRoot() }
+        #expect(spin > 0)
+        let secondCPU = try #require(processCPU(try await request(base.appendingPathComponent("metrics")).body))
+        #expect(secondCPU > firstCPU)
+        #expect(secondCPU <= ServerMetrics.processCPUSeconds())
         #expect(try await request(base.appendingPathComponent("metrics"), method: "POST").status == 405)
         let head = try await request(base.appendingPathComponent("healthz"), method: "HEAD")
         #expect(head.status == 200)
