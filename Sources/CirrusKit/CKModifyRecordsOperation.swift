@@ -87,14 +87,15 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         self.recordIDsToDelete = recordIDsToDelete
     }
 
-    /// Records being saved, by ID: for the progress block, and the fields each was sent with
-    /// (a saved record the server sends back without them, `fields_as_sent`, has these), with
-    /// the values they were encoded from when those decode back as themselves.
-    private var recordsByID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = [:]
-    /// The IDs of the records being saved, in request order, and the one the next save event
-    /// should name: the server reports saves in that order, so an event's ID is found without
-    /// a new ID object (see ``savedID(_:)``).
-    private var saveOrder: [CKRecord.ID] = []
+    /// Records being saved, in request order: for the progress block, and the fields each was
+    /// sent with (a saved record the server sends back without them, `fields_as_sent`, has
+    /// these), with the values they were encoded from when those decode back as themselves.
+    private var sent: [(record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = []
+    /// The index in ``sent`` of each record by ID.
+    private var sentIndex: [CKRecord.ID: Int] = [:]
+    /// The index in ``sent`` of the record the next save event should name: the server reports
+    /// saves in request order, so an event's record is found without a new ID object or a
+    /// lookup by ID (see ``savedIndex(_:)``).
     private var nextSave = 0
     /// The creator of the last saved record decoded, for the next one (see
     /// `CKRecord.decoded(wire:fields:sentValues:knownID:knownUserID:…)`).
@@ -145,14 +146,16 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 message: "\(records.count + deletions.count) items in one operation; at most \(maximumItems) are allowed"
             )
         }
-        var byID: [CKRecord.ID: (record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = [:]
-        byID.reserveCapacity(records.count)
+        var sent: [(record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = []
+        sent.reserveCapacity(records.count)
+        var sentIndex: [CKRecord.ID: Int] = [:]
+        sentIndex.reserveCapacity(records.count)
         var wireRecords: [Wire.Record] = []
         wireRecords.reserveCapacity(records.count)
         let plan = self.assetPlan.withLock { $0 }
         let resuming = self.resumedOpen != nil
         for record in records {
-            guard byID[record.recordID] == nil else {
+            guard sentIndex.updateValue(sent.count, forKey: record.recordID) == nil else {
                 throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
             }
             let (wire, values) = try record.wireRecordForSave(changedKeysOnly: self.savePolicy == .changedKeys) {
@@ -162,11 +165,11 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 if let plan { return try plan.wireAsset(asset) }
                 return try asset.wireAsset(inlineContent: true)
             }
-            byID[record.recordID] = (record, wire.fields, values)
+            sent.append((record, wire.fields, values))
             wireRecords.append(wire)
         }
-        self.recordsByID = byID
-        self.saveOrder = records.map(\.recordID)
+        self.sent = sent
+        self.sentIndex = sentIndex
         self.nextSave = 0
         return .modifyRecords(
             Wire.ModifyRecordsRequest(
@@ -193,11 +196,11 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         switch payload.callback {
         case .perRecordProgress(let progress):
             guard let wireID = progress.recordID, let id = try? CKRecord.ID(wire: wireID),
-                let record = self.recordsByID[id]?.record
+                let record = self.sentIndex[id].map({ self.sent[$0].record })
             else { return }
             self.perRecordProgressBlock?(record, progress.progress)
         case .perRecordSave(let save):
-            guard let wireID = save.recordID, let id = self.savedID(wireID) else { return }
+            guard let wireID = save.recordID, let (id, index) = self.savedIndex(wireID) else { return }
             let result: Result<CKRecord, any Error>
             switch save.outcome {
             case .record(let record):
@@ -205,12 +208,12 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 var values: SentFieldValues?
                 if save.fieldsAsSent {
                     // The server left out the fields this operation sent: they are what it saved.
-                    guard let sent = self.recordsByID[id] else {
+                    guard let index else {
                         result = .failure(CKError(.internalError, message: "the server sent record \(id) back without its fields, but it was not sent"))
                         break
                     }
-                    fields = sent.fields
-                    values = sent.values
+                    fields = self.sent[index].fields
+                    values = self.sent[index].values
                 }
                 let files = self.assetPlan.withLock { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in
@@ -230,7 +233,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 self.savedRecords.append(record)
                 self.perRecordCompletionBlock?(record, nil)
             case .failure(let error):
-                if let record = self.recordsByID[id]?.record {
+                if let index {
+                    let record = self.sent[index].record
                     self.perRecordCompletionBlock?(record, error)
                 }
             }
@@ -245,15 +249,17 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         }
     }
 
-    /// The ID object of the record a save event names: the next one in request order when it is
-    /// that one (as a rule), a new one read from the message otherwise (an event of
-    /// `failures_only`, a replay).
-    private func savedID(_ wireID: Wire.RecordID) -> CKRecord.ID? {
-        if self.nextSave < self.saveOrder.count, self.saveOrder[self.nextSave].isNamed(by: wireID) {
+    /// The ID object of the record a save event names, and its index in ``sent``: the next one
+    /// in request order when it is that one (as a rule), a new one read from the message
+    /// otherwise (an event of `failures_only`, a replay), found by ID (nil for a record this
+    /// operation did not send).
+    private func savedIndex(_ wireID: Wire.RecordID) -> (CKRecord.ID, Int?)? {
+        if self.nextSave < self.sent.count, self.sent[self.nextSave].record.recordID.isNamed(by: wireID) {
             defer { self.nextSave += 1 }
-            return self.saveOrder[self.nextSave]
+            return (self.sent[self.nextSave].record.recordID, self.nextSave)
         }
-        return try? CKRecord.ID(wire: wireID)
+        guard let id = try? CKRecord.ID(wire: wireID) else { return nil }
+        return (id, self.sentIndex[id])
     }
 
     /// Saved records are decoded with the files they were saved from: nothing is downloaded.

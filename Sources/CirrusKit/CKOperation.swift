@@ -279,8 +279,11 @@ open class CKOperation: Operation, @unchecked Sendable {
     }
 
     private func receive(_ delivery: StreamDelivery) {
-        guard !self.run.withLock({ $0.resultDelivered }) else { return }
-        self.run.withLock { $0.lastProgress = .now() }
+        let delivered = self.run.withLock { state -> Bool in
+            if !state.resultDelivered { state.lastProgress = .now() }
+            return state.resultDelivered
+        }
+        guard !delivered else { return }
         switch delivery {
         case .persisted:
             let first = self.run.withLock { state -> Bool in

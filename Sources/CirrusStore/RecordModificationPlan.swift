@@ -47,11 +47,17 @@ package struct RecordModificationPlan: Sendable {
         self.request = request
         saves = request.recordsToSave.map { RecordSaveOutcome(id: $0.recordID, result: .failure(Self.unwritten)) }
         deletes = request.recordIDsToDelete.map { RecordDeletion(id: $0) }
+        // Most requests name one zone, and many one item: nothing below allocates for what such a
+        // request cannot have (a second zone, a second mention, a share).
+        // The group of each zone once there are several; the last group placed is tried first.
         var groupIndex: [String: Int] = [:]
-        // The record names each group names so far (saves and deletes), to catch a second mention.
+        var lastGroup = -1
+        // The record names each group names so far (saves and deletes), to catch a second
+        // mention; none for a request of one item.
+        let catchesRepeats = request.itemCount > 1
         var seen: [Set<String>] = []
-        // The shares each group saves: a root names one of them, or its share is not new.
-        var savedShares: [Set<String>] = []
+        // The shares each group saves, by group: a root names one of them, or its share is not new.
+        var savedShares: [Int: Set<String>] = [:]
         // Saves, then deletes, each placed in its zone's group; no intermediate list of items.
         func place(_ item: Item, _ recordID: Wire.RecordID?) {
             guard let recordID else { fail(item, RecordCodec.error(.invalidArguments, "missing record ID")); return }
@@ -61,35 +67,38 @@ package struct RecordModificationPlan: Sendable {
             case .success(let name): zoneName = name
             }
             let i: Int
-            if let existing = groupIndex[zoneName] {
+            if lastGroup >= 0, groups[lastGroup].zoneName == zoneName {
+                i = lastGroup
+            } else if let existing = groupIndex[zoneName] {
                 i = existing
             } else {
                 i = groups.count
-                groupIndex[zoneName] = i
+                if i == 1 { groupIndex[groups[0].zoneName] = 0 }
+                if i >= 1 { groupIndex[zoneName] = i }
                 var group = Group(zoneName: zoneName)
                 var names = Set<String>()
-                // Most requests name one zone: its sets never grow item by item.
+                // The first zone is most often the only one: its sets never grow item by item.
                 if i == 0 {
                     group.savedNames.reserveCapacity(request.recordsToSave.count)
-                    names.reserveCapacity(request.itemCount)
+                    if catchesRepeats { names.reserveCapacity(request.itemCount) }
                 }
                 groups.append(group)
-                seen.append(names)
-                savedShares.append([])
+                if catchesRepeats { seen.append(names) }
             }
+            lastGroup = i
             var problem = RecordCodec.checkName(recordID.recordName, of: "record")
             if problem == nil, case .save(let index, let record) = item {
                 problem = (request.refusals.isEmpty ? nil : request.refusals[index]) ?? RecordCodec.checkRecordToSave(record)
                     ?? RecordCodec.checkLinksStayInZone(record, zoneName: zoneName, in: key)
                     ?? ShareRules.checkPlacement(of: record, zoneName: zoneName, in: key)
             }
-            if problem == nil && !seen[i].insert(recordID.recordName).inserted {
+            if problem == nil, catchesRepeats, !seen[i].insert(recordID.recordName).inserted {
                 problem = RecordCodec.error(.invalidArguments, "record \(recordID.recordName) appears twice in one request")
             }
             if problem == nil, case .save(_, let record) = item {
                 groups[i].savedNames.insert(recordID.recordName)
                 if record.recordType == ShareRules.shareType {
-                    savedShares[i].insert(recordID.recordName)
+                    savedShares[i, default: []].insert(recordID.recordName)
                 } else if let shareName = record.share?.recordID?.recordName {
                     groups[i].shareRoots[shareName] = recordID.recordName
                 }
@@ -102,8 +111,9 @@ package struct RecordModificationPlan: Sendable {
         for (index, id) in request.recordIDsToDelete.enumerated() {
             place(.delete(index, id), id)
         }
-        for i in groups.indices {
-            groups[i].shareRoots = groups[i].shareRoots.filter { savedShares[i].contains($0.key) }
+        for i in groups.indices where !groups[i].shareRoots.isEmpty {
+            let shares = savedShares[i] ?? []
+            groups[i].shareRoots = groups[i].shareRoots.filter { shares.contains($0.key) }
         }
         if encodingFieldsAhead { encodeFieldsAhead() }
     }

@@ -150,6 +150,25 @@ struct OperationLifecycleTests {
         #expect(peer.opens.isEmpty)
     }
 
+    @Test("The same record twice in one modify: invalidArguments without a round trip")
+    func sameRecordTwice() async throws {
+        let peer = try await FakePeer.start()
+        defer { Task { await peer.stop() } }
+        let container = CKContainer(identifier: "iCloud.test", configuration: TestCertificates.client(port: peer.port))
+        // Two record objects with equal IDs, the second one last: found however the IDs are kept.
+        let records = (0..<3).map { CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "n\($0)")) }
+            + [CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "n1"))]
+        let operation = CKModifyRecordsOperation(recordsToSave: records, recordIDsToDelete: nil)
+        let result = Recorder<Result<Void, any Error>>()
+        operation.modifyRecordsResultBlock = { result.append($0) }
+        await runToCompletion(operation, on: container.privateCloudDatabase)
+        #expect(result.values.first?.failureCode == .invalidArguments)
+        if case .failure(let error as CKError)? = result.values.first {
+            #expect(error.message?.contains("is saved twice in one operation") == true, "\(error)")
+        }
+        #expect(peer.opens.isEmpty)
+    }
+
     @Test("No progress within timeoutIntervalForRequest: networkFailure, and the server is told")
     func requestTimeout() async throws {
         let peer = try await FakePeer.start { _, _ in FakeReply(hang: true) }
