@@ -22,7 +22,7 @@ struct DashboardTests {
             ServerMetrics.Name.writeCommits, ServerMetrics.Name.writeCommitJobs, ServerMetrics.Name.writeCommitRecords,
             ServerMetrics.Name.writeCommitSeconds, ServerMetrics.Name.writeCommitCPUSeconds, ServerMetrics.Name.longLivedRunning, ServerMetrics.Name.watchesOpen,
             ServerMetrics.Name.operationSeconds, ServerMetrics.Name.maintenanceRuns, ServerMetrics.Name.maintenanceSeconds,
-            ServerMetrics.Name.notificationDeliverySeconds,
+            ServerMetrics.Name.notificationDeliverySeconds, ServerMetrics.Name.processCPUSeconds,
         ]
         let pattern = try NSRegularExpression(pattern: "cirrus_[a-z_]+")
         var used: Set<String> = []
