@@ -117,8 +117,9 @@ extension CKDatabase {
         operation.savePolicy = savePolicy
         operation.isAtomic = atomically
         // Locks without a lock object of their own (``Locked``): two fewer allocations per call.
-        let saves = Locked<[CKRecord.ID: Result<CKRecord, any Error>]>([:])
-        let deletes = Locked<[CKRecord.ID: Result<Void, any Error>]>([:])
+        // Sized for every item up front: no growing (and rehashing) as results arrive.
+        let saves = Locked([CKRecord.ID: Result<CKRecord, any Error>](minimumCapacity: recordsToSave.count))
+        let deletes = Locked([CKRecord.ID: Result<Void, any Error>](minimumCapacity: recordIDsToDelete.count))
         operation.perRecordSaveBlock = { id, result in saves.withLock { $0[id] = result } }
         operation.perRecordDeleteBlock = { id, result in deletes.withLock { $0[id] = result } }
         try await self.run(operation, callbacksInPlace: true) { operation.modifyRecordsResultBlock = $0 }

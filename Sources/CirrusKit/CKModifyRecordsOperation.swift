@@ -74,6 +74,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// Deprecated in CloudKit (use `modifyRecordsResultBlock`): the saved records, the deleted
     /// IDs and the operation's error.
     open var modifyRecordsCompletionBlock: (([CKRecord]?, [CKRecord.ID]?, (any Error)?) -> Void)?
+    /// What `modifyRecordsCompletionBlock` gets; kept only for an operation that has one.
     private var savedRecords: [CKRecord] = []
     private var deletedRecordIDs: [CKRecord.ID] = []
 
@@ -230,7 +231,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             self.perRecordSaveBlock?(id, result)
             switch result {
             case .success(let record):
-                self.savedRecords.append(record)
+                if self.modifyRecordsCompletionBlock != nil { self.savedRecords.append(record) }
                 self.perRecordCompletionBlock?(record, nil)
             case .failure(let error):
                 if let index {
@@ -241,7 +242,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         case .perRecordDelete(let delete):
             guard let wireID = delete.recordID, let id = try? CKRecord.ID(wire: wireID) else { return }
             self.perRecordDeleteBlock?(id, delete.error.map { .failure(CKError(wire: $0)) } ?? .success(()))
-            if delete.error == nil {
+            if delete.error == nil, self.modifyRecordsCompletionBlock != nil {
                 self.deletedRecordIDs.append(id)
             }
         case nil:
