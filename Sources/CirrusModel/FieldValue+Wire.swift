@@ -42,9 +42,20 @@ extension FieldValue {
     /// Refuses strings the wire layer would cut short: protobuf-c carries strings as
     /// C strings, so everything after a U+0000 would be lost silently.
     static func checkWireString(_ string: String, what: @autoclosure () -> String = "a string value") throws(CKError) {
-        if string.utf8.contains(0) {
+        if containsNUL(string) {
             throw CKError(.invalidArguments, message: "\(what()) contains U+0000, which the wire cannot carry")
         }
+    }
+
+    /// Whether `string` has a U+0000 (a zero byte in UTF-8): `memchr` over its bytes where they
+    /// are contiguous (every native string), a byte at a time otherwise. Every string of every
+    /// record saved is checked, so this runs once per field and ID part of each.
+    static func containsNUL(_ string: String) -> Bool {
+        let found = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard let base = bytes.baseAddress else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
+        return found ?? string.utf8.contains(0)
     }
 
     static func checkWireID(_ id: CKRecord.ID) throws(CKError) {

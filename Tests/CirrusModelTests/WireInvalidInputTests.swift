@@ -31,6 +31,43 @@ private enum Proto {
 }
 
 @Suite struct WireInvalidInputTests {
+    @Test func aZeroByteIsFoundWhereverItIs() {
+        let long = String(repeating: "abcdefgh", count: 8)
+        for string in ["", "a", "short", long, "ä😀 mixed", long + "é"] {
+            #expect(!FieldValue.containsNUL(string), "\(string)")
+            for cut in [0, string.utf8.count / 2, string.utf8.count] {
+                var bytes = Array(string.utf8)
+                bytes.insert(0, at: cut)
+                let withZero = String(decoding: bytes, as: UTF8.self)
+                #expect(FieldValue.containsNUL(withZero), "\(bytes)")
+                // The same string through a substring, and bridged through NSString.
+                #expect(FieldValue.containsNUL(String(withZero[...])))
+                #expect(FieldValue.containsNUL(NSString(string: withZero) as String))
+            }
+        }
+    }
+
+    @Test func aRecordWithAZeroByteInAStringOrItsNameIsRefusedBeforeItIsSent() {
+        func refusal(_ record: CKRecord) -> CKError? {
+            do {
+                _ = try record.wireRecordForSave(changedKeysOnly: false) { _ throws(CKError) in Wire.Asset() }
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let plain = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "n1"))
+        plain["title"] = "no zero here, and long enough not to be a small string"
+        #expect(refusal(plain) == nil)
+        for value in ["a\u{0}b", "a long string with a zero byte at its very end\u{0}"] {
+            let record = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "n2"))
+            record["title"] = value
+            #expect(refusal(record)?.code == .invalidArguments, "\(value)")
+        }
+        let named = CKRecord(recordType: "Note", recordID: CKRecord.ID(recordName: "a name with a \u{0} inside it"))
+        #expect(refusal(named)?.message?.contains("a record name contains U+0000") == true)
+    }
+
     @Test func anUnknownFieldKindIsSkipped() throws {
         let bytes = Proto.record(key: "future", fieldValue: Proto.field(30, varint: 5))
         let wire = try Wire.Record(serializedBytes: bytes)
