@@ -34,7 +34,8 @@ public struct BenchMetricsEndpoint: Sendable, Hashable, CustomStringConvertible 
             host = text[..<colon]
             port = text[text.index(after: colon)...]
         }
-        guard !host.isEmpty, let number = Int(port), (1...65_535).contains(number), port.allSatisfy(\.isASCII) else {
+        guard !host.isEmpty, port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65_535).contains(number)
+        else {
             return nil
         }
         self.init(host: String(host), port: number)

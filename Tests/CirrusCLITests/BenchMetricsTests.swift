@@ -9,7 +9,7 @@ struct BenchMetricsTests {
         #expect(BenchMetricsEndpoint(parsing: "[::1]:9464") == BenchMetricsEndpoint(host: "::1", port: 9464))
         #expect(BenchMetricsEndpoint(parsing: "[::1]:9464")?.description == "http://[::1]:9464/metrics")
         #expect(BenchMetricsEndpoint(parsing: "metrics.internal:80")?.description == "http://metrics.internal:80/metrics")
-        for bad in ["", "9464", ":9464", "host:", "host:0", "host:65536", "host:-1", "host:x", "[::1:80", "[::1]9464", "::1:9464", "host:٣"] {
+        for bad in ["", "9464", ":9464", "host:", "host:0", "host:65536", "host:-1", "host:x", "[::1:80", "[::1]9464", "::1:9464", "host:٣", "host:+80", "host: 80"] {
             #expect(BenchMetricsEndpoint(parsing: bad) == nil, "\(bad)")
         }
     }

@@ -111,10 +111,12 @@ struct LiveCLITests {
         #expect(serverSeconds > 0)
         #expect(cpu.serverMicrosecondsPerOperation == serverSeconds / 200 * 1e6)
         #expect(cpu.clientMicrosecondsPerOperation == cpu.clientSeconds / 200 * 1e6)
-        // 1,000 records written in the phase, by one writer that spent part of the server's CPU.
+        // 1,000 records written in the phase (more items only if the server wrote something of
+        // its own meanwhile), by one writer that spent part of the server's CPU.
         let writerSeconds = try #require(cpu.writerSeconds)
         #expect(writerSeconds > 0 && writerSeconds <= serverSeconds)
-        #expect(cpu.writerMicrosecondsPerItem.map { abs($0 - writerSeconds / 1_000 * 1e6) < 1e-6 } == true)
+        let perItem = try #require(cpu.writerMicrosecondsPerItem)
+        #expect(perItem > 0 && perItem <= writerSeconds / 1_000 * 1e6 * (1 + 1e-9))
         #expect((cpu.itemsPerCommit ?? 0) >= 5)
         let table = try CLI.run(
             ["bench"] + CLI.connection(server) + ["--operations", "20", "--server-metrics", address])
