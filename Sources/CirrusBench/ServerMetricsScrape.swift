@@ -1,3 +1,4 @@
+import CirrusKit
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -23,28 +24,18 @@ public struct BenchMetricsEndpoint: Sendable, Hashable, CustomStringConvertible 
     /// `HOST:PORT` or `[IPv6]:PORT`, as `cirrusd --metrics-address` takes it; nil when it is
     /// neither.
     public init?(parsing text: String) {
-        let host: Substring
-        let port: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
-            host = text[text.index(after: text.startIndex)..<close]
-            port = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") else { return nil }
-            host = text[..<colon]
-            port = text[text.index(after: colon)...]
-        }
-        guard !host.isEmpty, port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65_535).contains(number)
+        // Split as `CIRRUS_SERVER` is; here a port is required, 1–65535, in digits only.
+        guard let (host, port) = CirrusClientConfiguration.parse(server: text), let port, !host.isEmpty,
+            (1...65_535).contains(port), text.reversed().prefix(while: { $0 != ":" }).allSatisfy({ $0.isASCII && $0.isNumber })
         else {
             return nil
         }
-        self.init(host: String(host), port: number)
+        self.init(host: host, port: port)
     }
 
     /// `http://HOST:PORT/metrics`.
     public var description: String {
-        let shown = self.host.contains(":") ? "[\(self.host)]" : self.host
-        return "http://\(shown):\(self.port)/metrics"
+        "http://\(CirrusClientConfiguration.Server(host: self.host, port: self.port))/metrics"
     }
 
     /// The samples of one `GET /metrics`.
@@ -162,7 +153,7 @@ private struct MetricsPage: Sendable {
             channel.close(promise: nil)
         }
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/metrics")
-        head.headers.add(name: "Host", value: endpoint.host.contains(":") ? "[\(endpoint.host)]:\(endpoint.port)" : "\(endpoint.host):\(endpoint.port)")
+        head.headers.add(name: "Host", value: CirrusClientConfiguration.Server(host: endpoint.host, port: endpoint.port).description)
         head.headers.add(name: "Connection", value: "close")
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)

@@ -170,7 +170,7 @@ public struct CirrusClientConfiguration: Sendable, Hashable {
     }
 
     /// Splits `host:port`, `host`, `[v6]:port` or `[v6]`; nil when the port is not a number.
-    static func parse(server: String) -> (host: String, port: Int?)? {
+    package static func parse(server: String) -> (host: String, port: Int?)? {
         if server.hasPrefix("[") {
             guard let close = server.firstIndex(of: "]") else { return nil }
             let host = String(server[server.index(after: server.startIndex)..<close])
