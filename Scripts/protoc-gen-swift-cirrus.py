@@ -458,7 +458,8 @@ def mark_cycles(messages):
             if field.type != T_MESSAGE or field.repeated:
                 continue
             same = component[message.full_name] == component[field.type_name]
-            if same and (sizes[component[message.full_name]] > 1 or field.type_name == message.full_name):
+            # A copy-on-write message is one pointer to its storage: it closes any cycle itself.
+            if same and field.type_name not in COPY_ON_WRITE and (sizes[component[message.full_name]] > 1 or field.type_name == message.full_name):
                 oneof = message.oneofs[field.oneof_index] if field.oneof_index is not None else None
                 if oneof is None or oneof.is_presence:
                     field.boxed = True
@@ -498,6 +499,9 @@ ALL_CASES_OUT_OF_LINE = {
 COPY_ON_WRITE = {
     "cirrus.v1.Record": "records are copied from request to plan to event;\n"
     "a copy retains one storage, not each of a record's twenty-odd parts",
+    "cirrus.v1.Event": "an event is copied each time it is matched out of a frame,\n"
+    "queued, and handed to its operation; a copy retains one storage, not each part of\n"
+    "its payload (a saved record's ID, its record, its error)",
 }
 
 
@@ -510,7 +514,8 @@ def mark_all_out_of_line(messages):
             if reason is None:
                 continue
             for field in member.fields:
-                if field.type == T_MESSAGE and not field.indirect:
+                # A copy-on-write message is out of line already (one pointer to its storage).
+                if field.type == T_MESSAGE and not field.indirect and field.type_name not in COPY_ON_WRITE:
                     field.indirect = True
                     field.out_of_line = reason
 
@@ -533,7 +538,8 @@ def mark_large(messages):
             return POINTER
         if field.type != T_MESSAGE:
             return SCALAR_LAYOUT[field.type]
-        if field.boxed or field.indirect:
+        # A copy-on-write message is one pointer to its storage, whatever its fields.
+        if field.boxed or field.indirect or field.type_name in COPY_ON_WRITE:
             return POINTER
         return layout_of(by_name[field.type_name])
 
@@ -759,14 +765,18 @@ class Generator:
                 whole = ALL_CASES_OUT_OF_LINE.get((message.full_name, member.name))
                 if whole is not None:
                     w(f"// Stored out of line: {whole}.")
-                enum_prefix = "indirect " if whole is not None else ""
+                # Case by case, not `indirect enum`: a copy-on-write case is out of line already.
+                every = whole is not None and all(field.indirect for field in member.fields)
+                enum_prefix = "indirect " if every else ""
                 w(f"public {enum_prefix}enum {member.swift_type.rsplit('.', 1)[1]}: Sendable, Hashable {{")
                 w.indent()
                 for field in member.fields:
                     if field.indirect and whole is None:
                         w(f"// Stored out of line: {field.out_of_line}.")
+                    elif whole is not None and not every and field.type_name in COPY_ON_WRITE:
+                        w("// Copy on write: one pointer to its storage already.")
                     w.doc(field.doc)
-                    prefix = "indirect " if field.indirect and whole is None else ""
+                    prefix = "indirect " if field.indirect and not every else ""
                     w(f"{prefix}case {escape(field.swift_name)}({self.element_type(field)})")
                 w.dedent()
                 w("}")

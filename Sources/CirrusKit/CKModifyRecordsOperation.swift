@@ -91,7 +91,10 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// Records being saved, in request order: for the progress block, and the fields each was
     /// sent with (a saved record the server sends back without them, `fields_as_sent`, has
     /// these), with the values they were encoded from when those decode back as themselves.
-    private var sent: [(record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = []
+    /// Three arrays, not one of tuples: reading one part of a tuple element copied all three.
+    private var sent: [CKRecord] = []
+    private var sentFields: [[Wire.RecordField]] = []
+    private var sentValues: [SentFieldValues?] = []
     /// The index in ``sent`` of each record by ID.
     private var sentIndex: [CKRecord.ID: Int] = [:]
     /// The index in ``sent`` of the record the next save event should name: the server reports
@@ -147,8 +150,10 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 message: "\(records.count + deletions.count) items in one operation; at most \(maximumItems) are allowed"
             )
         }
-        var sent: [(record: CKRecord, fields: [Wire.RecordField], values: SentFieldValues?)] = []
-        sent.reserveCapacity(records.count)
+        var sentFields: [[Wire.RecordField]] = []
+        sentFields.reserveCapacity(records.count)
+        var sentValues: [SentFieldValues?] = []
+        sentValues.reserveCapacity(records.count)
         var sentIndex: [CKRecord.ID: Int] = [:]
         sentIndex.reserveCapacity(records.count)
         var wireRecords: [Wire.Record] = []
@@ -156,7 +161,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         let plan = self.assetPlan.withLock { $0 }
         let resuming = self.resumedOpen != nil
         for record in records {
-            guard sentIndex.updateValue(sent.count, forKey: record.recordID) == nil else {
+            guard sentIndex.updateValue(wireRecords.count, forKey: record.recordID) == nil else {
                 throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
             }
             let (wire, values) = try record.wireRecordForSave(changedKeysOnly: self.savePolicy == .changedKeys) {
@@ -166,10 +171,13 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 if let plan { return try plan.wireAsset(asset) }
                 return try asset.wireAsset(inlineContent: true)
             }
-            sent.append((record, wire.fields, values))
+            sentFields.append(wire.fields)
+            sentValues.append(values)
             wireRecords.append(wire)
         }
-        self.sent = sent
+        self.sent = records
+        self.sentFields = sentFields
+        self.sentValues = sentValues
         self.sentIndex = sentIndex
         self.nextSave = 0
         return .modifyRecords(
@@ -197,7 +205,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         switch payload.callback {
         case .perRecordProgress(let progress):
             guard let wireID = progress.recordID, let id = try? CKRecord.ID(wire: wireID),
-                let record = self.sentIndex[id].map({ self.sent[$0].record })
+                let record = self.sentIndex[id].map({ self.sent[$0] })
             else { return }
             self.perRecordProgressBlock?(record, progress.progress)
         case .perRecordSave(let save):
@@ -213,8 +221,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                         result = .failure(CKError(.internalError, message: "the server sent record \(id) back without its fields, but it was not sent"))
                         break
                     }
-                    fields = self.sent[index].fields
-                    values = self.sent[index].values
+                    fields = self.sentFields[index]
+                    values = self.sentValues[index]
                 }
                 let files = self.assetPlan.withLock { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in
@@ -235,7 +243,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 self.perRecordCompletionBlock?(record, nil)
             case .failure(let error):
                 if let index {
-                    let record = self.sent[index].record
+                    let record = self.sent[index]
                     self.perRecordCompletionBlock?(record, error)
                 }
             }
@@ -255,9 +263,12 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     /// otherwise (an event of `failures_only`, a replay), found by ID (nil for a record this
     /// operation did not send).
     private func savedIndex(_ wireID: Wire.RecordID) -> (CKRecord.ID, Int?)? {
-        if self.nextSave < self.sent.count, self.sent[self.nextSave].record.recordID.isNamed(by: wireID) {
-            defer { self.nextSave += 1 }
-            return (self.sent[self.nextSave].record.recordID, self.nextSave)
+        if self.nextSave < self.sent.count {
+            let id = self.sent[self.nextSave].recordID
+            if id.isNamed(by: wireID) {
+                defer { self.nextSave += 1 }
+                return (id, self.nextSave)
+            }
         }
         guard let id = try? CKRecord.ID(wire: wireID) else { return nil }
         return (id, self.sentIndex[id])

@@ -20,6 +20,30 @@ struct CodecValueTests {
         #expect(copy.kind == .ping(Wire.Ping(nonce: 1)))
     }
 
+    @Test func anEventIsOnePointerAndItsCopiesChangeApart() throws {
+        // `Event` is copy on write too: a copy (out of a frame, into a queue, to an operation)
+        // retains one storage. (A copy-on-write message is one pointer already, so a frame's event
+        // case and a save's record case hold it directly, without a box of their own.)
+        #expect(MemoryLayout<Wire.Event>.size == MemoryLayout<Int>.size)
+        let record = Wire.Record(recordID: .init(recordName: "r"), recordType: "Note")
+        let save = Wire.ModifyRecordsPerRecordSave(recordID: .init(recordName: "r"), outcome: .record(record))
+        let original = Wire.Event(seq: 7, payload: .modifyRecords(.init(callback: .perRecordSave(save))))
+        var copy = original
+        #expect(copy == original && copy.hashValue == original.hashValue)
+        copy.seq = 8
+        if case .modifyRecords(var event)? = copy.payload, case .perRecordSave(var changed)? = event.callback {
+            changed.fieldsAsSent = true
+            event.callback = .perRecordSave(changed)
+            copy.payload = .modifyRecords(event)
+        }
+        #expect(original.seq == 7 && copy.seq == 8)
+        #expect(original.payload == .modifyRecords(.init(callback: .perRecordSave(save))))
+        #expect(copy != original)
+        let frame = Wire.Frame(streamID: 3, kind: .event(original))
+        #expect(try Wire.Frame(serializedBytes: frame.serializedBytes()) == frame)
+        #expect(try Wire.Event(serializedBytes: copy.serializedBytes()) == copy)
+    }
+
     @Test func outOfLineFieldsKeepValueSemantics() {
         let original = Wire.NotPredicate(operand: .init(format: "a"))
         var copy = original

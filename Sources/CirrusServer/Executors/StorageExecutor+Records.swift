@@ -18,23 +18,30 @@ extension StorageExecutor {
             by: context.caller.userRecordName
         )
         // Consumed: the result's records are mapped in place, not copied.
-        let events = Self.modifyEvents(
+        var payloads: [OperationStream.Payload] = []
+        payloads.reserveCapacity(request.failuresOnly ? 0 : result.saves.count + result.deletes.count)
+        var partialErrors: [Wire.ItemError] = []
+        Self.modifyItems(
             consume result, context.owners, failuresOnly: request.failuresOnly,
-            sent: request.omitFieldsAsSent ? request.recordsToSave[...] : nil)
-        let partialErrors = events.compactMap(LongLivedCheckpoint.itemError)
-        try await context.stream.emit(payloads: events.map(Self.outgoing))
+            sent: request.omitFieldsAsSent ? request.recordsToSave[...] : nil,
+            save: { save in
+                // Each event goes straight to what is sent: no event is copied to be looked at.
+                if case .error(let error)? = save.outcome {
+                    partialErrors.append(Wire.ItemError(item: save.recordID.map { .recordID($0) }, error: error))
+                } else if let encoded = save.directPayload {
+                    payloads.append(.encoded(encoded))
+                    return
+                }
+                payloads.append(.message(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save)))))
+            },
+            delete: { delete in
+                if let error = delete.error {
+                    partialErrors.append(Wire.ItemError(item: delete.recordID.map { .recordID($0) }, error: error))
+                }
+                payloads.append(.message(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(delete)))))
+            })
+        try await context.stream.emit(payloads: payloads)
         return Self.completion(partialErrors: partialErrors, items: "records")
-    }
-
-    /// `payload` as it goes out: a saved record's event written directly when it can be (see
-    /// `Wire.ModifyRecordsPerRecordSave.directPayload`), anything else as a message.
-    static func outgoing(_ payload: Wire.Event.Payload) -> OperationStream.Payload {
-        if case .modifyRecords(let event) = payload, case .perRecordSave(let save)? = event.callback,
-            let encoded = save.directPayload
-        {
-            return .encoded(encoded)
-        }
-        return .message(payload)
     }
 
     /// A long-lived modify: any number of items, in chunks of at most ``maximumItems``, each
@@ -102,9 +109,27 @@ extension StorageExecutor {
     ) -> [Wire.Event.Payload] {
         var events: [Wire.Event.Payload] = []
         events.reserveCapacity(failuresOnly ? 0 : result.saves.count + result.deletes.count)
+        Self.modifyItems(
+            consume result, owners, failuresOnly: failuresOnly, sent: sent,
+            save: { events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave($0)))) },
+            delete: { events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete($0)))) })
+        return events
+    }
+
+    /// The per-item events of ``modifyEvents(_:_:failuresOnly:sent:)``, each handed to `save` or
+    /// `delete` in that order as it is made (for a caller that turns them into something else at
+    /// once).
+    static func modifyItems(
+        _ result: consuming RecordModificationResult, _ owners: ZoneOwnerMapping, failuresOnly: Bool,
+        sent: ArraySlice<Wire.Record>?,
+        save: (consuming Wire.ModifyRecordsPerRecordSave) -> Void,
+        delete: (consuming Wire.ModifyRecordsPerRecordDelete) -> Void
+    ) {
         for index in result.saves.indices {
             if failuresOnly, case .success = result.saves[index].result { continue }
-            var event = Wire.ModifyRecordsPerRecordSave(recordID: result.saves[index].id.map(owners.outbound))
+            // A closure, not `owners.outbound` itself: a method reference captures a copy of
+            // `owners` (a retain of each of its strings) per call.
+            var event = Wire.ModifyRecordsPerRecordSave(recordID: result.saves[index].id.map { owners.outbound($0) })
             // Moved out, leaving a shared empty record: the saved record's storage is then held
             // once, and mapping it writes in place.
             var taken: Result<Wire.Record, ItemFailure> = .success(Self.movedOut)
@@ -122,14 +147,13 @@ extension StorageExecutor {
             case .failure(let failure):
                 event.outcome = .error(owners.outbound(failure))
             }
-            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(event))))
+            save(event)
         }
-        for delete in result.deletes where !failuresOnly || delete.failure != nil {
-            let event = Wire.ModifyRecordsPerRecordDelete(
-                recordID: owners.outbound(delete.id), error: delete.failure.map(owners.outbound))
-            events.append(.modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordDelete(event))))
+        for item in result.deletes where !failuresOnly || item.failure != nil {
+            delete(
+                Wire.ModifyRecordsPerRecordDelete(
+                    recordID: owners.outbound(item.id), error: item.failure.map { owners.outbound($0) }))
         }
-        return events
     }
 
     /// What ``modifyEvents(_:_:failuresOnly:sent:)`` leaves in a result in place of a record it

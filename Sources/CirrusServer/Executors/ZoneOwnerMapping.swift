@@ -88,14 +88,15 @@ struct ZoneOwnerMapping: Sendable {
     /// (one moved out of a result) is not copied.
     func mapOutbound(_ record: inout Wire.Record) {
         self.map(&record, .outbound)
-        if var share = record.shareFields {
+        // Compared, not bound: binding copies the (absent, as a rule) share fields.
+        if record.shareFields != nil, var share = record.shareFields {
             if share.url.hasPrefix("/") { share.url = self.shareURLBase + share.url }
             share.currentUserParticipant = share.participants.first { participant in
                 !self.caller.isEmpty && participant.userIdentity?.userRecordID?.recordName == self.caller
             }
             record.shareFields = share
         }
-        if let downloads { record = downloads.addingHandles(to: record) }
+        if let downloads, record.hasField(where: \.isAsset) { record = downloads.addingHandles(to: record) }
     }
 
     /// How records kept serialized are mapped outbound (make it once per batch): their IDs as
@@ -172,7 +173,9 @@ struct ZoneOwnerMapping: Sendable {
         if self.needsMapping(record.share?.recordID, direction) {
             self.map(&record.share, direction)
         }
-        // Only the references: a record without any keeps its fields' storage.
+        // Only the references: a record without any keeps its fields' storage (and is not
+        // walked field by field, each field copied to be looked at).
+        guard record.hasField(where: \.isReference) else { return }
         for index in record.fields.indices {
             switch record.fields[index].value?.kind {
             case .referenceValue(var reference):
@@ -188,6 +191,38 @@ struct ZoneOwnerMapping: Sendable {
             default:
                 break
             }
+        }
+    }
+}
+
+extension Wire.Record {
+    /// Whether a field's value is of a kind `test` accepts, each field read in place: walking
+    /// `fields` by index or by element copies each field (a retain of its key and of its value)
+    /// only to look at it.
+    func hasField(where test: (Wire.FieldValue.Kind) -> Bool) -> Bool {
+        self.fields.withUnsafeBufferPointer { fields in
+            for index in fields.indices where fields[index].value?.kind.map({ test($0) }) ?? false {
+                return true
+            }
+            return false
+        }
+    }
+}
+
+extension Wire.FieldValue.Kind {
+    /// A reference or a list of them: what names a record, and so a zone owner.
+    var isReference: Bool {
+        switch self {
+        case .referenceValue, .referenceList: true
+        default: false
+        }
+    }
+
+    /// An asset or a list of them.
+    var isAsset: Bool {
+        switch self {
+        case .assetValue, .assetList: true
+        default: false
         }
     }
 }

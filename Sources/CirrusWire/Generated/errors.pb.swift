@@ -246,24 +246,9 @@ extension Wire {
         /// serverRecordChanged: the record as it is now on the server
         /// (CKRecordChangedErrorServerRecordKey), and, when known, the record the
         /// client tried to save and the ancestor it was based on.
-        public var serverRecord: Wire.Record? {
-            get { _serverRecord?.value }
-            set { _serverRecord = newValue.map(WireBox.init) }
-        }
-        // Stored out of line: 464 bytes inline.
-        private var _serverRecord: WireBox<Wire.Record>? = nil
-        public var clientRecord: Wire.Record? {
-            get { _clientRecord?.value }
-            set { _clientRecord = newValue.map(WireBox.init) }
-        }
-        // Stored out of line: 464 bytes inline.
-        private var _clientRecord: WireBox<Wire.Record>? = nil
-        public var ancestorRecord: Wire.Record? {
-            get { _ancestorRecord?.value }
-            set { _ancestorRecord = newValue.map(WireBox.init) }
-        }
-        // Stored out of line: 464 bytes inline.
-        private var _ancestorRecord: WireBox<Wire.Record>? = nil
+        public var serverRecord: Wire.Record? = nil
+        public var clientRecord: Wire.Record? = nil
+        public var ancestorRecord: Wire.Record? = nil
         /// partialFailure: one entry per failed item (CKPartialErrorsByItemIDKey).
         /// Nested errors never carry partial_errors themselves (depth 1).
         public var partialErrors: [Wire.ItemError] = []

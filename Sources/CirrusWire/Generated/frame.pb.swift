@@ -44,20 +44,21 @@ extension Wire {
         public var kind: Wire.Frame.Kind? = nil
 
         // Stored out of line: every case, so that a Frame is two words (NIOAny keeps three inline).
-        public indirect enum Kind: Sendable, Hashable {
-            case hello(Wire.Hello)
-            case helloAck(Wire.HelloAck)
-            case `open`(Wire.Open)
+        public enum Kind: Sendable, Hashable {
+            indirect case hello(Wire.Hello)
+            indirect case helloAck(Wire.HelloAck)
+            indirect case `open`(Wire.Open)
+            // Copy on write: one pointer to its storage already.
             case event(Wire.Event)
-            case persisted(Wire.Persisted)
-            case complete(Wire.Complete)
-            case cancel(Wire.Cancel)
-            case resume(Wire.Resume)
-            case window(Wire.Window)
-            case ping(Wire.Ping)
-            case pong(Wire.Pong)
-            case goAway(Wire.GoAway)
-            case error(Wire.ConnectionError)
+            indirect case persisted(Wire.Persisted)
+            indirect case complete(Wire.Complete)
+            indirect case cancel(Wire.Cancel)
+            indirect case resume(Wire.Resume)
+            indirect case window(Wire.Window)
+            indirect case ping(Wire.Ping)
+            indirect case pong(Wire.Pong)
+            indirect case goAway(Wire.GoAway)
+            indirect case error(Wire.ConnectionError)
         }
 
         /// A value with every field at its default.
@@ -256,12 +257,40 @@ extension Wire {
 
     /// Server → client: one callback of the operation on this stream.
     public struct Event: WireMessage {
+        // Stored out of line, copy on write: an event is copied each time it is matched out of a frame,
+        // queued, and handed to its operation; a copy retains one storage, not each part of
+        // its payload (a saved record's ID, its record, its error).
+        @usableFromInline var _storage: WireStorage<_Fields>
+
         /// 1, 2, 3 … per operation (not per stream): a resumed operation continues
         /// its numbering. Never 0, never repeated, never skipped.
-        public var seq: UInt64 = 0
+        @inlinable public var seq: UInt64 {
+            _read { yield _storage.fields.pointee.seq }
+            _modify { yield &_storage.uniqueFields.pointee.seq }
+        }
+
         /// One event family per operation kind, same field number as the kind's
         /// Open.request case.
-        public var payload: Wire.Event.Payload? = nil
+        @inlinable public var payload: Wire.Event.Payload? {
+            _read { yield _storage.fields.pointee.payload }
+            _modify { yield &_storage.uniqueFields.pointee.payload }
+        }
+
+        public static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs._storage.isShared(with: rhs._storage) || lhs._storage.fields.pointee == rhs._storage.fields.pointee
+        }
+
+        public func hash(into hasher: inout Hasher) { hasher.combine(_storage.fields.pointee) }
+
+        /// The stored fields, shared by copies until one of them changes.
+        @usableFromInline struct _Fields: Hashable, Sendable {
+            /// 1, 2, 3 … per operation (not per stream): a resumed operation continues
+            /// its numbering. Never 0, never repeated, never skipped.
+            @usableFromInline var seq: UInt64 = 0
+            /// One event family per operation kind, same field number as the kind's
+            /// Open.request case.
+            @usableFromInline var payload: Wire.Event.Payload? = nil
+        }
 
         /// One event family per operation kind, same field number as the kind's
         /// Open.request case.
@@ -286,15 +315,17 @@ extension Wire {
         }
 
         /// A value with every field at its default.
-        public init() {}
+        public init() { _storage = WireStorage(_Fields()) }
 
         /// A value with the given fields; omitted fields keep their defaults.
         public init(
             seq: UInt64 = 0,
             payload: Wire.Event.Payload? = nil
         ) {
-            self.seq = seq
-            self.payload = payload
+            _storage = WireStorage(_Fields())
+            let __stored = _storage.fields
+            __stored.pointee.seq = seq
+            __stored.pointee.payload = payload
         }
     }
 
@@ -1076,6 +1107,55 @@ extension Wire.Event: CBackedMessage {
     }
 
     func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Event>, arena: WireArena) {
+        _storage.fields.pointee.cFill(c, arena: arena)
+    }
+
+    init(cStruct c: UnsafePointer<Cirrus__V1__Event>) {
+        self.init()
+        let __stored = _storage.fields
+        __stored.pointee.seq = c.pointee.seq
+        switch c.pointee.payload_case.rawValue {
+        case 20:
+            if let value = c.pointee.modify_records { __stored.pointee.payload = .modifyRecords(Wire.ModifyRecordsEvent(cStruct: value)) }
+        case 21:
+            if let value = c.pointee.fetch_records { __stored.pointee.payload = .fetchRecords(Wire.FetchRecordsEvent(cStruct: value)) }
+        case 22:
+            if let value = c.pointee.query { __stored.pointee.payload = .query(Wire.QueryEvent(cStruct: value)) }
+        case 23:
+            if let value = c.pointee.modify_record_zones { __stored.pointee.payload = .modifyRecordZones(Wire.ModifyRecordZonesEvent(cStruct: value)) }
+        case 24:
+            if let value = c.pointee.fetch_record_zones { __stored.pointee.payload = .fetchRecordZones(Wire.FetchRecordZonesEvent(cStruct: value)) }
+        case 25:
+            if let value = c.pointee.fetch_record_zone_changes { __stored.pointee.payload = .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(cStruct: value)) }
+        case 26:
+            if let value = c.pointee.fetch_database_changes { __stored.pointee.payload = .fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(cStruct: value)) }
+        case 27:
+            if let value = c.pointee.modify_subscriptions { __stored.pointee.payload = .modifySubscriptions(Wire.ModifySubscriptionsEvent(cStruct: value)) }
+        case 28:
+            if let value = c.pointee.fetch_subscriptions { __stored.pointee.payload = .fetchSubscriptions(Wire.FetchSubscriptionsEvent(cStruct: value)) }
+        case 29:
+            if let value = c.pointee.fetch_notification_changes { __stored.pointee.payload = .fetchNotificationChanges(Wire.FetchNotificationChangesEvent(cStruct: value)) }
+        case 32:
+            if let value = c.pointee.fetch_share_metadata { __stored.pointee.payload = .fetchShareMetadata(Wire.FetchShareMetadataEvent(cStruct: value)) }
+        case 33:
+            if let value = c.pointee.fetch_share_participants { __stored.pointee.payload = .fetchShareParticipants(Wire.FetchShareParticipantsEvent(cStruct: value)) }
+        case 34:
+            if let value = c.pointee.accept_shares { __stored.pointee.payload = .acceptShares(Wire.AcceptSharesEvent(cStruct: value)) }
+        case 35:
+            if let value = c.pointee.discover_user_identities { __stored.pointee.payload = .discoverUserIdentities(Wire.DiscoverUserIdentitiesEvent(cStruct: value)) }
+        case 36:
+            if let value = c.pointee.discover_all_user_identities { __stored.pointee.payload = .discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesEvent(cStruct: value)) }
+        case 50:
+            if let value = c.pointee.watch_notifications { __stored.pointee.payload = .watchNotifications(Wire.WatchNotificationsEvent(cStruct: value)) }
+        case 52:
+            if let value = c.pointee.download_asset { __stored.pointee.payload = .downloadAsset(Wire.DownloadAssetEvent(cStruct: value)) }
+        default: break  // not set, or a case this version does not know: absent
+        }
+    }
+}
+
+extension Wire.Event._Fields {
+    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Event>, arena: WireArena) {
         c.pointee.seq = self.seq
         switch self.payload {
         case nil: break
@@ -1130,48 +1210,6 @@ extension Wire.Event: CBackedMessage {
         case .downloadAsset(let value)?:
             c.pointee.payload_case = .init(rawValue: 52)
             c.pointee.download_asset = value.cMake(in: arena)
-        }
-    }
-
-    init(cStruct c: UnsafePointer<Cirrus__V1__Event>) {
-        self.init()
-        self.seq = c.pointee.seq
-        switch c.pointee.payload_case.rawValue {
-        case 20:
-            if let value = c.pointee.modify_records { self.payload = .modifyRecords(Wire.ModifyRecordsEvent(cStruct: value)) }
-        case 21:
-            if let value = c.pointee.fetch_records { self.payload = .fetchRecords(Wire.FetchRecordsEvent(cStruct: value)) }
-        case 22:
-            if let value = c.pointee.query { self.payload = .query(Wire.QueryEvent(cStruct: value)) }
-        case 23:
-            if let value = c.pointee.modify_record_zones { self.payload = .modifyRecordZones(Wire.ModifyRecordZonesEvent(cStruct: value)) }
-        case 24:
-            if let value = c.pointee.fetch_record_zones { self.payload = .fetchRecordZones(Wire.FetchRecordZonesEvent(cStruct: value)) }
-        case 25:
-            if let value = c.pointee.fetch_record_zone_changes { self.payload = .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesEvent(cStruct: value)) }
-        case 26:
-            if let value = c.pointee.fetch_database_changes { self.payload = .fetchDatabaseChanges(Wire.FetchDatabaseChangesEvent(cStruct: value)) }
-        case 27:
-            if let value = c.pointee.modify_subscriptions { self.payload = .modifySubscriptions(Wire.ModifySubscriptionsEvent(cStruct: value)) }
-        case 28:
-            if let value = c.pointee.fetch_subscriptions { self.payload = .fetchSubscriptions(Wire.FetchSubscriptionsEvent(cStruct: value)) }
-        case 29:
-            if let value = c.pointee.fetch_notification_changes { self.payload = .fetchNotificationChanges(Wire.FetchNotificationChangesEvent(cStruct: value)) }
-        case 32:
-            if let value = c.pointee.fetch_share_metadata { self.payload = .fetchShareMetadata(Wire.FetchShareMetadataEvent(cStruct: value)) }
-        case 33:
-            if let value = c.pointee.fetch_share_participants { self.payload = .fetchShareParticipants(Wire.FetchShareParticipantsEvent(cStruct: value)) }
-        case 34:
-            if let value = c.pointee.accept_shares { self.payload = .acceptShares(Wire.AcceptSharesEvent(cStruct: value)) }
-        case 35:
-            if let value = c.pointee.discover_user_identities { self.payload = .discoverUserIdentities(Wire.DiscoverUserIdentitiesEvent(cStruct: value)) }
-        case 36:
-            if let value = c.pointee.discover_all_user_identities { self.payload = .discoverAllUserIdentities(Wire.DiscoverAllUserIdentitiesEvent(cStruct: value)) }
-        case 50:
-            if let value = c.pointee.watch_notifications { self.payload = .watchNotifications(Wire.WatchNotificationsEvent(cStruct: value)) }
-        case 52:
-            if let value = c.pointee.download_asset { self.payload = .downloadAsset(Wire.DownloadAssetEvent(cStruct: value)) }
-        default: break  // not set, or a case this version does not know: absent
         }
     }
 }

@@ -102,8 +102,7 @@ extension Wire {
         public var fieldsAsSent: Bool = false
 
         public enum Outcome: Sendable, Hashable {
-            // Stored out of line: 464 bytes inline.
-            indirect case record(Wire.Record)
+            case record(Wire.Record)
             case error(Wire.OperationError)
         }
 

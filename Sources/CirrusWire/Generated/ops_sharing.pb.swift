@@ -151,9 +151,8 @@ extension Wire {
         public var outcome: Wire.ShareOutcome.Outcome? = nil
 
         public enum Outcome: Sendable, Hashable {
-            // Stored out of line: 464 bytes inline.
             /// the CKShare record after acceptance
-            indirect case share(Wire.Record)
+            case share(Wire.Record)
             case error(Wire.OperationError)
         }
 

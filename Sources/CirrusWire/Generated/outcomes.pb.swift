@@ -31,8 +31,7 @@ extension Wire {
         public var outcome: Wire.RecordOutcome.Outcome? = nil
 
         public enum Outcome: Sendable, Hashable {
-            // Stored out of line: 464 bytes inline.
-            indirect case record(Wire.Record)
+            case record(Wire.Record)
             case error(Wire.OperationError)
         }
 

@@ -10,23 +10,13 @@ extension Wire {
     public struct ShareMetadata: WireMessage {
         public var containerIdentifier: String = ""
         /// the CKShare record (record_type "cloudkit.share", share_fields set)
-        public var share: Wire.Record? {
-            get { _share?.value }
-            set { _share = newValue.map(WireBox.init) }
-        }
-        // Stored out of line: 464 bytes inline.
-        private var _share: WireBox<Wire.Record>? = nil
+        public var share: Wire.Record? = nil
         /// Root of the shared hierarchy (hierarchicalRootRecordID); absent for a
         /// zone-wide share.
         public var hierarchicalRootRecordID: Wire.RecordID? = nil
         /// The root record itself, when the request asked for it
         /// (should_fetch_root_record); absent otherwise or for zone-wide shares.
-        public var rootRecord: Wire.Record? {
-            get { _rootRecord?.value }
-            set { _rootRecord = newValue.map(WireBox.init) }
-        }
-        // Stored out of line: 464 bytes inline.
-        private var _rootRecord: WireBox<Wire.Record>? = nil
+        public var rootRecord: Wire.Record? = nil
         /// the caller's role
         public var participantRole: Wire.ShareParticipantRole = .unspecified
         /// the caller's status
