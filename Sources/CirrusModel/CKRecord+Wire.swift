@@ -65,8 +65,8 @@ extension CKRecord {
     /// The type, ID and state a wire message carries (see ``init(wire:fields:assetDirectory:localAssetFiles:)``),
     /// with `fields` (when given) in place of `wire.fields`.
     static func decodedParts(
-        of wire: Wire.Record, fields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil, knownID: ID? = nil,
-        knownUserID: ID? = nil, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
+        of wire: Wire.Record, fields wireFields: [Wire.RecordField]? = nil, sentValues: SentFieldValues? = nil,
+        knownID: ID? = nil, knownUserID: ID? = nil, assetDirectory: URL?, localAssetFiles: [[UInt8]: URL]
     ) throws(CKError) -> (recordType: RecordType, recordID: ID, state: State) {
         guard let wireID = wire.recordID else {
             throw CKError(.invalidArguments, message: "invalid record from the wire: no record ID")
@@ -80,19 +80,20 @@ extension CKRecord {
         guard !wire.recordType.isEmpty else {
             throw CKError(.invalidArguments, message: "invalid record \(recordID.recordName) from the wire: empty record type")
         }
-        var state = State()
+        var fields: [FieldKey: FieldValue] = [:]
+        var encryptedFields: [FieldKey: FieldValue] = [:]
         if let sentValues {
             // The values `fields` were encoded from, which decode back as themselves. (Kept as
             // they are: reserving capacity would copy the dictionaries the sent record shares.)
-            state.fields = sentValues.fields
-            state.encryptedFields = sentValues.encryptedFields
+            fields = sentValues.fields
+            encryptedFields = sentValues.encryptedFields
         } else {
-            let fields = fields ?? wire.fields
-            state.fields.reserveCapacity(fields.count)
-            for field in fields where !field.key.isEmpty {
+            let wireFields = wireFields ?? wire.fields
+            fields.reserveCapacity(wireFields.count)
+            for field in wireFields where !field.key.isEmpty {
                 guard let kind = field.value?.kind else {
-                    state.fields[field.key] = nil
-                    state.encryptedFields[field.key] = nil
+                    fields[field.key] = nil
+                    encryptedFields[field.key] = nil
                     continue
                 }
                 let value: FieldValue
@@ -106,32 +107,35 @@ extension CKRecord {
                 // A key repeated as the other kind replaces it (removing from an empty
                 // dictionary, the usual case, would still hash the key).
                 if field.isEncrypted {
-                    state.encryptedFields[field.key] = value
-                    if !state.fields.isEmpty { state.fields[field.key] = nil }
+                    encryptedFields[field.key] = value
+                    if !fields.isEmpty { fields[field.key] = nil }
                 } else {
-                    state.fields[field.key] = value
-                    if !state.encryptedFields.isEmpty { state.encryptedFields[field.key] = nil }
+                    fields[field.key] = value
+                    if !encryptedFields.isEmpty { encryptedFields[field.key] = nil }
                 }
             }
         }
-        state.recordChangeTag = wire.recordChangeTag.isEmpty ? nil : wire.recordChangeTag
-        state.creationDate = wire.creationDate.map(Date.init(wireTimestamp:))
-        state.modificationDate = wire.modificationDate.map(Date.init(wireTimestamp:))
-        state.creatorUserRecordID = try wire.creatorUserRecordID.map { (id) throws(CKError) in
+        let creator = try wire.creatorUserRecordID.map { (id) throws(CKError) in
             if let knownUserID, knownUserID.isNamed(by: id) { return knownUserID }
             return try ID(wire: id)
         }
-        if wire.lastModifiedUserRecordID == wire.creatorUserRecordID {
-            // Usually one user created and last changed a record: one ID object for both
-            // (IDs are immutable).
-            state.lastModifiedUserRecordID = state.creatorUserRecordID
-        } else {
-            state.lastModifiedUserRecordID = try wire.lastModifiedUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
-        }
-        state.parent = try wire.parent.map { (parent) throws(CKError) in
+        // Usually one user created and last changed a record: one ID object for both (IDs are
+        // immutable).
+        let lastModifier =
+            wire.lastModifiedUserRecordID == wire.creatorUserRecordID
+            ? creator : try wire.lastModifiedUserRecordID.map { (id) throws(CKError) in try ID(wire: id) }
+        let parent = try wire.parent.map { (parent) throws(CKError) in
             Reference(recordID: try Reference(wire: parent).recordID, action: .none)
         }
-        state.share = try wire.share.map { (share) throws(CKError) in try Reference(wire: share) }
+        let share = try wire.share.map { (share) throws(CKError) in try Reference(wire: share) }
+        // Made where it is returned, so it moves out: a state built in a variable was copied
+        // (a retain and a release of each of its parts).
+        let state = State(
+            fields: fields, encryptedFields: encryptedFields,
+            recordChangeTag: wire.recordChangeTag.isEmpty ? nil : wire.recordChangeTag,
+            creationDate: wire.creationDate.map(Date.init(wireTimestamp:)),
+            modificationDate: wire.modificationDate.map(Date.init(wireTimestamp:)),
+            creatorUserRecordID: creator, lastModifiedUserRecordID: lastModifier, parent: parent, share: share)
         return (wire.recordType, recordID, state)
     }
 
@@ -168,7 +172,26 @@ extension CKRecord {
         changedKeysOnly: Bool,
         encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
     ) throws(CKError) -> (record: Wire.Record, sent: SentFieldValues?) {
-        let state = self.state.withLock { $0 }
+        // Made under the record's lock, from its state in place: a copy of the state retains and
+        // releases each of its parts. Until an asset comes up: assets are encoded (perhaps read
+        // from their files) outside the lock, from a copy, by a second pass.
+        var hasAsset = false
+        do throws(CKError) {
+            return try self.state.withLock { (state) throws(CKError) in
+                try self.wireRecordForSave(state, changedKeysOnly: changedKeysOnly) { (_) throws(CKError) in
+                    hasAsset = true
+                    throw CKError(.internalError, message: "an asset is encoded outside the record's lock")
+                }
+            }
+        } catch where hasAsset {
+            let state = self.state.withLock { $0 }
+            return try self.wireRecordForSave(state, changedKeysOnly: changedKeysOnly, encodeAsset: encodeAsset)
+        }
+    }
+
+    private func wireRecordForSave(
+        _ state: borrowing State, changedKeysOnly: Bool, encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
+    ) throws(CKError) -> (record: Wire.Record, sent: SentFieldValues?) {
         try FieldValue.checkWireID(recordID)
         try FieldValue.checkWireString(recordType, what: "the record type")
         if let parent = state.parent { try FieldValue.checkWireID(parent.recordID) }

@@ -69,10 +69,10 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
         self.init(recordType: recordType, recordID: ID(zoneID: .default))
     }
 
-    init(recordType: RecordType, recordID: ID, state: State) {
+    init(recordType: RecordType, recordID: ID, state: consuming State) {
         self.recordType = recordType
         self.recordID = recordID
-        self.state = Locked(state)
+        self.state = Locked(consume state)
         super.init()
     }
 

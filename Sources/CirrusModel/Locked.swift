@@ -13,11 +13,12 @@ package final class Locked<Value>: @unchecked Sendable {
     private let lock = Mutex(())
     private var value: Value
 
-    package init(_ value: Value) {
-        self.value = value
+    /// `value` is moved in: a state of many reference-counted parts is not copied part by part.
+    package init(_ value: consuming Value) {
+        self.value = consume value
     }
 
-    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try lock.withLock { _ in try body(&value) }
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+        try lock.withLock { (_) throws(Failure) in try body(&value) }
     }
 }

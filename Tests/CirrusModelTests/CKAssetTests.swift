@@ -97,6 +97,42 @@ private func hex(_ bytes: [UInt8]) -> String {
         }
     }
 
+    @Test func aRecordWithAssetsIsEncodedWithThemAndErrorsComeInKeyOrder() throws {
+        // A record is encoded under its lock until an asset comes up; then again, outside it,
+        // with the assets read. Either way the fields and the first error (in key order) are
+        // those of one pass.
+        let directory = try makeTemporaryDirectory()
+        let file = directory.appendingPathComponent("a.bin")
+        try Data([1, 2, 3]).write(to: file)
+        let record = CKRecord(recordType: "Photo")
+        record["title"] = "t"
+        record["image"] = CKAsset(fileURL: file)
+        record["count"] = 2
+        let wire = try record.wireRecord
+        #expect(wire.fields.map(\.key) == ["count", "image", "title"])
+        if case .assetValue(let asset)? = wire.fields[1].value?.kind, case .inlineData(let bytes)? = asset.content {
+            #expect(bytes == [1, 2, 3])
+        } else {
+            Issue.record("the asset went without its content: \(wire.fields[1])")
+        }
+
+        let missing = CKAsset(fileURL: URL(fileURLWithPath: "/nonexistent/\(UUID().uuidString)"))
+        let assetFirst = CKRecord(recordType: "Photo")
+        assetFirst["a"] = missing
+        assetFirst["b\u{0}"] = "nul"
+        let keyFirst = CKRecord(recordType: "Photo")
+        keyFirst["a\u{0}"] = "nul"
+        keyFirst["b"] = missing
+        for (record, code) in [(assetFirst, CKError.Code.assetFileNotFound), (keyFirst, .invalidArguments)] {
+            do {
+                _ = try record.wireRecord
+                Issue.record("\(record) was encoded")
+            } catch {
+                #expect(error.code == code)
+            }
+        }
+    }
+
     @Test func contentThatDoesNotMatchItsChecksumOrSizeIsRefused() throws {
         let directory = try makeTemporaryDirectory()
         let badDigest = Wire.Asset(sha256: [UInt8](repeating: 0, count: 32), size: 3, content: .inlineData([1, 2, 3]))

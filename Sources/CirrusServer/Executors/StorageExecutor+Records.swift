@@ -129,11 +129,13 @@ extension StorageExecutor {
             if failuresOnly, case .success = result.saves[index].result { continue }
             // A closure, not `owners.outbound` itself: a method reference captures a copy of
             // `owners` (a retain of each of its strings) per call.
-            var event = Wire.ModifyRecordsPerRecordSave(recordID: result.saves[index].id.map { owners.outbound($0) })
+            let recordID = result.saves[index].id.map { owners.outbound($0) }
             // Moved out, leaving a shared empty record: the saved record's storage is then held
             // once, and mapping it writes in place.
             var taken: Result<Wire.Record, ItemFailure> = .success(Self.movedOut)
             swap(&taken, &result.saves[index].result)
+            let outcome: Wire.ModifyRecordsPerRecordSave.Outcome
+            var fieldsAsSent = false
             switch taken {
             case .success(var outbound):
                 // Drops `taken`'s hold on the record: `outbound` is now its only holder.
@@ -141,13 +143,14 @@ extension StorageExecutor {
                 owners.mapOutbound(&outbound)
                 if let sent, index < sent.count, Self.hasFieldsAsSent(outbound, sent[sent.startIndex + index]) {
                     outbound.fields = []
-                    event.fieldsAsSent = true
+                    fieldsAsSent = true
                 }
-                event.outcome = .record(outbound)
+                outcome = .record(outbound)
             case .failure(let failure):
-                event.outcome = .error(owners.outbound(failure))
+                outcome = .error(owners.outbound(failure))
             }
-            save(event)
+            // Made in the call, so it moves into `save`: an event built in a variable was copied.
+            save(Wire.ModifyRecordsPerRecordSave(recordID: recordID, outcome: outcome, fieldsAsSent: fieldsAsSent))
         }
         for item in result.deletes where !failuresOnly || item.failure != nil {
             delete(
