@@ -102,7 +102,7 @@ extension RecordWriter {
         let existing = prepared.existing
         var record = Self.movedOut
         swap(&record, &prepared.record)
-        let name = record.recordID?.recordName ?? ""
+        let name = record.recordName
         let seq = try nextSeq(zone.id)
         record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
         record.creationDate = prepared.serverRecord?.creationDate ?? now

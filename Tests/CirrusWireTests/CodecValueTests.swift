@@ -44,6 +44,15 @@ struct CodecValueTests {
         #expect(try Wire.Event(serializedBytes: copy.serializedBytes()) == copy)
     }
 
+    @Test func aRecordsNameAndLinksReadInPlace() {
+        let plain = Wire.Record(recordID: .init(recordName: "r", zoneID: .init(zoneName: "z")), recordType: "Note")
+        #expect(plain.recordName == "r" && !plain.hasParentOrShare)
+        #expect(Wire.Record().recordName == "" && !Wire.Record().hasParentOrShare)
+        let parented = Wire.Record(recordType: "Note", parent: .init(recordID: .init(recordName: "p")))
+        let root = Wire.Record(recordType: "Note", share: .init(recordID: .init(recordName: "s")))
+        #expect(parented.hasParentOrShare && root.hasParentOrShare && parented.recordName == "")
+    }
+
     @Test func outOfLineFieldsKeepValueSemantics() {
         let original = Wire.NotPredicate(operand: .init(format: "a"))
         var copy = original

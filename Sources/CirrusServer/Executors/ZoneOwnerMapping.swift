@@ -167,11 +167,14 @@ struct ZoneOwnerMapping: Sendable {
         if self.needsMapping(record.recordID, direction) {
             self.map(&record.recordID, direction)
         }
-        if self.needsMapping(record.parent?.recordID, direction) {
-            self.map(&record.parent, direction)
-        }
-        if self.needsMapping(record.share?.recordID, direction) {
-            self.map(&record.share, direction)
+        // Most records have neither: not read at all then (see `Wire.Record.hasParentOrShare`).
+        if record.hasParentOrShare {
+            if self.needsMapping(record.parent?.recordID, direction) {
+                self.map(&record.parent, direction)
+            }
+            if self.needsMapping(record.share?.recordID, direction) {
+                self.map(&record.share, direction)
+            }
         }
         // Only the references: a record without any keeps its fields' storage (and is not
         // walked field by field, each field copied to be looked at).
