@@ -65,7 +65,7 @@ struct OperationRouter: Sendable {
         guard case .modifyRecords(let request) = open.request,
             request.recordsToSave.count + request.recordIDsToDelete.count <= Self.connectionLoopItemLimit
         else { return false }
-        return !request.recordsToSave.contains(where: StorageExecutor.hasAssets)
+        return !request.recordsToSave.contains { $0.hasAssets }
     }
 
     /// Attaches `stream` to the long-lived operation named in `resume` (of `registry`, this

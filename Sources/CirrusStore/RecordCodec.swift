@@ -133,16 +133,6 @@ package enum RecordCodec {
         package var content: [UInt8]?
     }
 
-    /// Whether a field of `record` holds an asset or a list of assets.
-    package static func hasAssets(_ record: Wire.Record) -> Bool {
-        record.fields.contains { field in
-            switch field.value?.kind {
-            case .assetValue?, .assetList?: return true
-            default: return false
-            }
-        }
-    }
-
     /// Moves inline asset content out of `record` (leaving checksum and size),
     /// verifying size and SHA-256. An asset whose upload handle is `RecordModification.fileContentHandle`
     /// names content the server's asset file store holds (its checksum and size are in the

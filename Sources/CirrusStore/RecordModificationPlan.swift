@@ -132,7 +132,7 @@ package struct RecordModificationPlan: Sendable {
             for entry in group.items where entry.problem == nil {
                 guard case .save(let index, let record) = entry.item, !record.fields.isEmpty,
                     policy == .allKeys || (policy != .changedKeys && record.recordChangeTag.isEmpty),
-                    record.recordType != ShareRules.shareType, !RecordCodec.hasAssets(record)
+                    record.recordType != ShareRules.shareType, !record.hasAssets
                 else { continue }
                 encodedFields[index] = Wire.EncodedRecordFields(record.fields)
             }

@@ -51,6 +51,19 @@ struct CodecValueTests {
         let parented = Wire.Record(recordType: "Note", parent: .init(recordID: .init(recordName: "p")))
         let root = Wire.Record(recordType: "Note", share: .init(recordID: .init(recordName: "s")))
         #expect(parented.hasParentOrShare && root.hasParentOrShare && parented.recordName == "")
+
+        func record(_ kinds: [Wire.FieldValue.Kind?]) -> Wire.Record {
+            Wire.Record(fields: kinds.enumerated().map { .init(key: "f\($0.offset)", value: $0.element.map { .init(kind: $0) }) })
+        }
+        let reference = Wire.Reference(recordID: .init(recordName: "t"))
+        let asset = Wire.Asset(sha256: [UInt8](repeating: 1, count: 32), size: 1)
+        let plainFields = record([.stringValue("a"), nil, .int64Value(1)])
+        #expect(!plainFields.hasAssets && !plainFields.hasReferences && !Wire.Record().hasAssets)
+        #expect(record([.stringValue("a"), .referenceValue(reference)]).hasReferences)
+        #expect(record([.referenceList(.init(values: [reference]))]).hasReferences)
+        #expect(!record([.referenceValue(reference)]).hasAssets)
+        #expect(record([nil, .assetValue(asset)]).hasAssets)
+        #expect(record([.assetList(.init(values: [asset]))]).hasAssets && !record([.assetValue(asset)]).hasReferences)
     }
 
     @Test func outOfLineFieldsKeepValueSemantics() {

@@ -71,7 +71,7 @@ extension StorageExecutor {
         // Where each inline content sits (record, field, list element or -1), stored in one batch.
         var inline: [(record: Int, field: Int, element: Int, bytes: [UInt8])] = []
         for index in result.recordsToSave.indices
-        where result.refusals[index] == nil && Self.hasAssets(result.recordsToSave[index]) {
+        where result.refusals[index] == nil && result.recordsToSave[index].hasAssets {
             var record = result.recordsToSave[index]
             var found: [(record: Int, field: Int, element: Int, bytes: [UInt8])] = []
             do {
@@ -174,14 +174,5 @@ extension StorageExecutor {
             return nil
         }
         return nil
-    }
-
-    static func hasAssets(_ record: Wire.Record) -> Bool {
-        record.fields.contains { field in
-            switch field.value?.kind {
-            case .assetValue, .assetList: true
-            default: false
-            }
-        }
     }
 }

@@ -96,7 +96,7 @@ struct ZoneOwnerMapping: Sendable {
             }
             record.shareFields = share
         }
-        if let downloads, record.hasField(where: \.isAsset) { record = downloads.addingHandles(to: record) }
+        if let downloads, record.hasAssets { record = downloads.addingHandles(to: record) }
     }
 
     /// How records kept serialized are mapped outbound (make it once per batch): their IDs as
@@ -178,7 +178,7 @@ struct ZoneOwnerMapping: Sendable {
         }
         // Only the references: a record without any keeps its fields' storage (and is not
         // walked field by field, each field copied to be looked at).
-        guard record.hasField(where: \.isReference) else { return }
+        guard record.hasReferences else { return }
         for index in record.fields.indices {
             switch record.fields[index].value?.kind {
             case .referenceValue(var reference):
@@ -194,38 +194,6 @@ struct ZoneOwnerMapping: Sendable {
             default:
                 break
             }
-        }
-    }
-}
-
-extension Wire.Record {
-    /// Whether a field's value is of a kind `test` accepts, each field read in place: walking
-    /// `fields` by index or by element copies each field (a retain of its key and of its value)
-    /// only to look at it.
-    func hasField(where test: (Wire.FieldValue.Kind) -> Bool) -> Bool {
-        self.fields.withUnsafeBufferPointer { fields in
-            for index in fields.indices where fields[index].value?.kind.map({ test($0) }) ?? false {
-                return true
-            }
-            return false
-        }
-    }
-}
-
-extension Wire.FieldValue.Kind {
-    /// A reference or a list of them: what names a record, and so a zone owner.
-    var isReference: Bool {
-        switch self {
-        case .referenceValue, .referenceList: true
-        default: false
-        }
-    }
-
-    /// An asset or a list of them.
-    var isAsset: Bool {
-        switch self {
-        case .assetValue, .assetList: true
-        default: false
         }
     }
 }
