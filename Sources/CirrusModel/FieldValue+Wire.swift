@@ -13,7 +13,7 @@ extension FieldValue {
             return .stringValue(v)
         case .int64(let v): return .int64Value(v)
         case .double(let v): return .doubleValue(v)
-        case .bytes(let v): return .bytesValue([UInt8](v))
+        case .bytes(let v): return .bytesValue(v.withUnsafeBytes { [UInt8]($0) })
         case .date(let v): return .dateValue(v.wireTimestamp)
         case .reference(let v):
             try Self.checkWireID(v.recordID)
@@ -25,7 +25,7 @@ extension FieldValue {
             return .stringList(Wire.StringList(values: v))
         case .int64List(let v): return .int64List(Wire.Int64List(values: v))
         case .doubleList(let v): return .doubleList(Wire.DoubleList(values: v))
-        case .bytesList(let v): return .bytesList(Wire.BytesList(values: v.map { [UInt8]($0) }))
+        case .bytesList(let v): return .bytesList(Wire.BytesList(values: v.map { $0.withUnsafeBytes { [UInt8]($0) } }))
         case .dateList(let v): return .dateList(Wire.TimestampList(values: v.map(\.wireTimestamp)))
         case .referenceList(let v):
             for reference in v { try Self.checkWireID(reference.recordID) }

@@ -28,8 +28,9 @@ public final class WireArena {
     /// Regular chunks kept across resets; more are freed by `reset()`.
     public let retainedChunkLimit: Int
     /// The most memory one decode may take from the arena. A message whose
-    /// unpacked form needs more is rejected as malformed.
-    public var decodeByteLimit: Int
+    /// unpacked form needs more is rejected as malformed. Unchecked like the state below:
+    /// protobuf-c's allocator callback reads it once per sub-message, string and array.
+    @exclusivity(unchecked) public var decodeByteLimit: Int
     /// The largest allocation too big for a chunk that `reset()` keeps for the next one (an
     /// asset chunk's bytes, encoded or decoded again and again on one thread); 0 = none kept.
     /// Without it each such frame costs a fresh `malloc` of megabytes, which glibc serves

@@ -53,6 +53,28 @@ extension ProtobufVarint {
     static func size(_ value: UInt64) -> Int {
         max(1, (64 - value.leadingZeroBitCount + 6) / 7)
     }
+
+    /// Writes `value` as a varint at `offset` of `bytes` and moves `offset` past it; the caller
+    /// made room for it (``size(_:)``).
+    @inline(__always)
+    static func put(_ value: UInt64, into bytes: UnsafeMutableRawBufferPointer, at offset: inout Int) {
+        var value = value
+        while value >= 0x80 {
+            bytes[offset] = UInt8(truncatingIfNeeded: value) | 0x80
+            offset += 1
+            value >>= 7
+        }
+        bytes[offset] = UInt8(value)
+        offset += 1
+    }
+
+    /// Writes `value` as four big-endian bytes (a frame's length prefix) at `offset` and moves
+    /// `offset` past them.
+    @inline(__always)
+    static func putBigEndian(_ value: UInt32, into bytes: UnsafeMutableRawBufferPointer, at offset: inout Int) {
+        bytes.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self)
+        offset += 4
+    }
 }
 
 extension FrameEncoder {
@@ -98,20 +120,30 @@ extension FrameEncoder {
                 message: "frame of \(sizes.frame) bytes exceeds the maximum of \(maximumFrameBytes) bytes"
             )
         }
-        buffer.reserveCapacity(minimumWritableBytes: FrameDecoder.lengthPrefixBytes + sizes.frame)
-        buffer.writeInteger(UInt32(sizes.frame))
-        if streamID != 0 {
-            buffer.writeInteger(UInt8(1 << 3))  // Frame.stream_id
-            ProtobufVarint.write(streamID, to: &buffer)
+        // One write of the whole frame: a `writeInteger` per header byte costs each its own
+        // capacity check and exclusive access to the buffer's storage, per saved record.
+        let total = FrameDecoder.lengthPrefixBytes + sizes.frame
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+            var at = 0
+            ProtobufVarint.putBigEndian(UInt32(sizes.frame), into: out, at: &at)
+            if streamID != 0 {
+                ProtobufVarint.put(1 << 3, into: out, at: &at)  // Frame.stream_id
+                ProtobufVarint.put(streamID, into: out, at: &at)
+            }
+            ProtobufVarint.put(5 << 3 | 2, into: out, at: &at)  // Frame.event
+            ProtobufVarint.put(UInt64(sizes.event), into: out, at: &at)
+            if seq != 0 {
+                ProtobufVarint.put(1 << 3, into: out, at: &at)  // Event.seq
+                ProtobufVarint.put(seq, into: out, at: &at)
+            }
+            ProtobufVarint.put(payload.field << 3 | 2, into: out, at: &at)
+            ProtobufVarint.put(UInt64(payload.bytes.count), into: out, at: &at)
+            payload.bytes.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress, let target = out.baseAddress {
+                    (target + at).copyMemory(from: base, byteCount: bytes.count)
+                }
+            }
+            return at + payload.bytes.count
         }
-        buffer.writeInteger(UInt8(5 << 3 | 2))  // Frame.event
-        ProtobufVarint.write(UInt64(sizes.event), to: &buffer)
-        if seq != 0 {
-            buffer.writeInteger(UInt8(1 << 3))  // Event.seq
-            ProtobufVarint.write(seq, to: &buffer)
-        }
-        ProtobufVarint.write(payload.field << 3 | 2, to: &buffer)
-        ProtobufVarint.write(UInt64(payload.bytes.count), to: &buffer)
-        buffer.writeBytes(payload.bytes)
     }
 }
