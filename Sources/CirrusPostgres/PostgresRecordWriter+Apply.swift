@@ -44,7 +44,7 @@ extension PostgresRecordWriter {
         var collecting = !subscriptions.isEmpty
         if !collecting { collecting = try await !shares.zoneShares(zone.id, connection, key, logger).isEmpty }
         shares.touched[zone.id] = zone.name
-        let modifier = ZoneResolution.userRecordID(user)
+        let modifier = ZoneResolution.storedUserRecordID(user)
         for write in writes {
             switch write {
             case .save(let prepared):
@@ -54,7 +54,7 @@ extension PostgresRecordWriter {
                 record.creationDate = prepared.serverRecord?.creationDate ?? now
                 record.modificationDate = now
                 let creator = prepared.existing?.creator ?? user
-                record.creatorUserRecordID = ZoneResolution.userRecordID(creator)
+                record.creatorUserRecordID = ZoneResolution.storedUserRecordID(creator)
                 record.lastModifiedUserRecordID = modifier
                 saved.names.append(record.recordID?.recordName ?? "")
                 saved.types.append(record.recordType)

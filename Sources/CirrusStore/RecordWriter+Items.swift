@@ -108,8 +108,8 @@ extension RecordWriter {
         record.creationDate = prepared.serverRecord?.creationDate ?? now
         record.modificationDate = now
         let creator = existing?.creator ?? user
-        record.creatorUserRecordID = ZoneResolution.userRecordID(creator)
-        record.lastModifiedUserRecordID = ZoneResolution.userRecordID(user)
+        record.creatorUserRecordID = ZoneResolution.storedUserRecordID(creator)
+        record.lastModifiedUserRecordID = ZoneResolution.storedUserRecordID(user)
 
         let data = record.serializedBytes(reusing: prepared.encodedFields)
         let system = StoreRows.systemColumns(of: record)

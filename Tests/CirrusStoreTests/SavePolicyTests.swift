@@ -11,8 +11,9 @@ struct SavePolicyTests {
             #expect(!first.recordChangeTag.isEmpty)
             #expect(first.creationDate == Wire.Timestamp(seconds: 1_700_000_000))
             #expect(first.modificationDate == first.creationDate)
-            #expect(first.creatorUserRecordID?.recordName == "_alice")
-            #expect(first.lastModifiedUserRecordID?.recordName == "_alice")
+            // Stored and returned without a zone: `zone_id` absent is the default zone.
+            #expect(first.creatorUserRecordID == Wire.RecordID(recordName: "_alice"))
+            #expect(first.lastModifiedUserRecordID == Wire.RecordID(recordName: "_alice"))
             #expect(first.recordID == recordID("n"))
 
             var edit = first

@@ -341,13 +341,13 @@ extension Wire {
             _modify { yield &_storage.uniqueFields.pointee.modificationDate }
         }
 
-        /// server-filled
+        /// server-filled; zone_id absent (the default zone)
         @inlinable public var creatorUserRecordID: Wire.RecordID? {
             _read { yield _storage.fields.pointee.creatorUserRecordID }
             _modify { yield &_storage.uniqueFields.pointee.creatorUserRecordID }
         }
 
-        /// server-filled
+        /// server-filled; zone_id absent (the default zone)
         @inlinable public var lastModifiedUserRecordID: Wire.RecordID? {
             _read { yield _storage.fields.pointee.lastModifiedUserRecordID }
             _modify { yield &_storage.uniqueFields.pointee.lastModifiedUserRecordID }
@@ -404,9 +404,9 @@ extension Wire {
             @usableFromInline var creationDate: Wire.Timestamp? = nil
             /// server-filled
             @usableFromInline var modificationDate: Wire.Timestamp? = nil
-            /// server-filled
+            /// server-filled; zone_id absent (the default zone)
             @usableFromInline var creatorUserRecordID: Wire.RecordID? = nil
-            /// server-filled
+            /// server-filled; zone_id absent (the default zone)
             @usableFromInline var lastModifiedUserRecordID: Wire.RecordID? = nil
             /// The record's keys, in no particular order, each key at most once.
             /// Fetches restricted by desired keys carry only those keys.

@@ -18,9 +18,15 @@ struct RecordsEndToEndTests {
             let saved = try await database.save(note)
             #expect(saved.recordChangeTag != nil)
             #expect(saved.creationDate != nil)
+            // The user record ID, in the default zone of the current user, as CloudKit names it.
+            let alice = CKRecord.ID(
+                recordName: "_alice", zoneID: CKRecordZone.ID(zoneName: "_defaultZone", ownerName: CKCurrentUserDefaultName))
+            #expect(saved.creatorUserRecordID == alice)
+            #expect(saved.lastModifiedUserRecordID == alice)
 
             let fetched = try await database.record(for: note.recordID)
             #expect(fetched["title"] as? String == "Groceries")
+            #expect(fetched.creatorUserRecordID == alice)
             #expect(fetched["count"] as? Int == 12)
             #expect(fetched["due"] as? Date == Date(timeIntervalSince1970: 1_800_000_000))
 

@@ -330,11 +330,11 @@ struct  Cirrus__V1__Record
    */
   Cirrus__V1__Timestamp *modification_date;
   /*
-   * server-filled
+   * server-filled; zone_id absent (the default zone)
    */
   Cirrus__V1__RecordID *creator_user_record_id;
   /*
-   * server-filled
+   * server-filled; zone_id absent (the default zone)
    */
   Cirrus__V1__RecordID *last_modified_user_record_id;
   /*
