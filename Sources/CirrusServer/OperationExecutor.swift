@@ -16,7 +16,13 @@ public protocol OperationExecutor: Sendable {
     /// Runs `open` to its end. Events go out through `stream` (which waits for the client's
     /// flow-control credit); the returned completion becomes the stream's `Complete`. When the
     /// client cancels or disconnects, the task running this is cancelled and `emit` throws.
-    func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion
+    ///
+    /// `nonisolated(nonsending)`: it runs where its caller runs, the operation's own task (on
+    /// the connection's event loop for a small save, on the pool otherwise), without a hop to
+    /// the generic executor on entry and after each await, each a `swift_task_switch` that
+    /// looks up the task's executor preference under its status lock. A conformer's plain
+    /// `async` method still satisfies it.
+    nonisolated(nonsending) func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion
 
     /// Whether this executor runs `request`'s kind. A kind it does not run is refused on its
     /// stream by ``run(_:caller:stream:)`` and never registered as a long-lived operation.

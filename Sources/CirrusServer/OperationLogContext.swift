@@ -23,8 +23,8 @@ public enum OperationLogContext {
 
     /// Runs `body` (an operation) with `fields`, and only those, on its log lines: a task it
     /// starts that outlives the stream (a long-lived run) sets its own.
-    static func withFields<T: Sendable>(
-        _ fields: OperationLogFields, _ body: () async -> T
+    nonisolated(nonsending) static func withFields<T: Sendable>(
+        _ fields: OperationLogFields, _ body: nonisolated(nonsending) () async -> T
     ) async -> T {
         await Self.$current.withValue(fields, operation: body)
     }

@@ -28,7 +28,9 @@ struct OperationRouter: Sendable {
         _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream, fields: OperationLogFields,
         loop: @autoclosure () -> EventLoopTaskExecutor
     ) -> Task<Void, Never> {
-        let operation: @Sendable () async -> Void = {
+        // Nonsending, like the functions it calls down to the storage: the task's code stays on
+        // its executor without a `swift_task_switch` at each call and return (18 → 11 per save).
+        let operation: nonisolated(nonsending) @Sendable () async -> Void = {
             await OperationLogContext.withFields(fields) {
                 await self.run(open, caller: caller, stream: stream)
             }
@@ -100,7 +102,7 @@ struct OperationRouter: Sendable {
         Task { await registry.acknowledge(key) }
     }
 
-    private func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async {
+    nonisolated(nonsending) private func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async {
         if let registry = self.longLivedOperations, LongLivedOperations.answers(open) {
             stream.complete(await registry.answer(open, caller: caller))
         } else if let registry = self.longLivedOperations, open.configuration?.isLongLived == true,

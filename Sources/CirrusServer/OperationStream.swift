@@ -182,7 +182,7 @@ public final class OperationStream: Sendable {
     ///
     /// - throws: as ``emit(contentsOf:)``; a payload in wire format that does not decode, for a
     ///   detached long-lived operation: ``WireError``.
-    public func emit(payloads: [Payload]) async throws {
+    nonisolated(nonsending) public func emit(payloads: [Payload]) async throws {
         guard self.connection != nil else {
             try await self.emit(contentsOf: payloads.map { payload throws(WireError) in try payload.decoded() })
             return
@@ -208,7 +208,7 @@ public final class OperationStream: Sendable {
         try await self.queue(events.map(QueuedEvent.encoded))
     }
 
-    private func queue(_ payloads: [QueuedEvent]) async throws {
+    nonisolated(nonsending) private func queue(_ payloads: [QueuedEvent]) async throws {
         guard let connection = self.connection else { throw CancellationError() }
         var next = payloads.startIndex
         while next < payloads.endIndex {

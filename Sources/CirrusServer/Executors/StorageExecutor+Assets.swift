@@ -66,7 +66,7 @@ extension StorageExecutor {
     /// to a file. A record whose asset cannot be stored is refused (``RecordModification/refusals``)
     /// with its error. Without an asset store inline content stays inline and upload handles
     /// are refused. A record refused already (``RecordModification/refusals``) is left as it is.
-    func storingAssets(_ modification: RecordModification, caller: ClientIdentity) async -> RecordModification {
+    nonisolated(nonsending) func storingAssets(_ modification: RecordModification, caller: ClientIdentity) async -> RecordModification {
         var result = modification
         // Where each inline content sits (record, field, list element or -1), stored in one batch.
         var inline: [(record: Int, field: Int, element: Int, bytes: [UInt8])] = []

@@ -59,7 +59,7 @@ public struct StorageExecutor: OperationExecutor {
         self.users = users ?? UserDirectory(storage: storage, logger: logger)
     }
 
-    public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+    nonisolated(nonsending) public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
         guard let request = open.request else {
             return .failure(.invalidArguments, "Open carries no request")
         }
@@ -170,8 +170,8 @@ public struct StorageExecutor: OperationExecutor {
     }
 
     /// What `body` returned, or the completion its error calls for.
-    private func completion(
-        of open: Wire.Open, _ body: () async throws -> OperationCompletion
+    nonisolated(nonsending) private func completion(
+        of open: Wire.Open, _ body: nonisolated(nonsending) () async throws -> OperationCompletion
     ) async -> OperationCompletion {
         do {
             return try await body()
