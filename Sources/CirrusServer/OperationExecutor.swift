@@ -22,7 +22,9 @@ public protocol OperationExecutor: Sendable {
     /// the generic executor on entry and after each await, each a `swift_task_switch` that
     /// looks up the task's executor preference under its status lock. A conformer's plain
     /// `async` method still satisfies it.
-    nonisolated(nonsending) func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion
+    nonisolated(nonsending) func run(
+        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream
+    ) async -> OperationCompletion
 
     /// Whether this executor runs `request`'s kind. A kind it does not run is refused on its
     /// stream by ``run(_:caller:stream:)`` and never registered as a long-lived operation.

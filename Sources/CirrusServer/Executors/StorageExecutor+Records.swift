@@ -2,7 +2,9 @@ import CirrusStore
 import CirrusWire
 
 extension StorageExecutor {
-    nonisolated(nonsending) func modifyRecords(_ request: Wire.ModifyRecordsRequest, _ context: Context) async throws -> OperationCompletion {
+    nonisolated(nonsending) func modifyRecords(
+        _ request: Wire.ModifyRecordsRequest, _ context: Context
+    ) async throws -> OperationCompletion {
         if let run = context.run {
             return try await self.modifyRecords(request, context, journaledBy: run)
         }

@@ -59,7 +59,9 @@ public struct StorageExecutor: OperationExecutor {
         self.users = users ?? UserDirectory(storage: storage, logger: logger)
     }
 
-    nonisolated(nonsending) public func run(_ open: Wire.Open, caller: ClientIdentity, stream: OperationStream) async -> OperationCompletion {
+    nonisolated(nonsending) public func run(
+        _ open: Wire.Open, caller: ClientIdentity, stream: OperationStream
+    ) async -> OperationCompletion {
         guard let request = open.request else {
             return .failure(.invalidArguments, "Open carries no request")
         }
