@@ -143,6 +143,7 @@ extension FrameEncoder {
                     (target + at).copyMemory(from: base, byteCount: bytes.count)
                 }
             }
+            assert(at + payload.bytes.count == total, "frame header written differs from its computed size")
             return at + payload.bytes.count
         }
     }
