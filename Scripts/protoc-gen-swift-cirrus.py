@@ -889,14 +889,18 @@ class Generator:
             w()
             w(f"extension {message.swift_name}._Fields {{")
             w.indent()
-            self.emit_fill_c(w, message)
+            # Mutating, though it writes nothing: called on the storage's `pointee`, a
+            # non-mutating method got a copy of the whole fields (a retain of every part per
+            # record encoded); a mutating one gets their address.
+            self.emit_fill_c(w, message, mutating=True)
             w.dedent()
             w("}")
 
-    def emit_fill_c(self, w, message):
+    def emit_fill_c(self, w, message, mutating=False):
         c_type = message.c_type
         members = message.members()
-        w(f"func cFill(_ c: UnsafeMutablePointer<{c_type}>, arena: WireArena) {{")
+        prefix = "mutating " if mutating else ""
+        w(f"{prefix}func cFill(_ c: UnsafeMutablePointer<{c_type}>, arena: WireArena) {{")
         w.indent()
         if not members:
             w("_ = (c, arena)")

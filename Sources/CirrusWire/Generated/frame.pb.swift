@@ -1155,7 +1155,7 @@ extension Wire.Event: CBackedMessage {
 }
 
 extension Wire.Event._Fields {
-    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Event>, arena: WireArena) {
+    mutating func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Event>, arena: WireArena) {
         c.pointee.seq = self.seq
         switch self.payload {
         case nil: break

@@ -1228,7 +1228,7 @@ extension Wire.Record: CBackedMessage {
 }
 
 extension Wire.Record._Fields {
-    func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Record>, arena: WireArena) {
+    mutating func cFill(_ c: UnsafeMutablePointer<Cirrus__V1__Record>, arena: WireArena) {
         if let value = self.recordID { c.pointee.record_id = value.cMake(in: arena) }
         if !self.recordType.isEmpty { c.pointee.record_type = arena.cString(self.recordType) }
         if !self.recordChangeTag.isEmpty { c.pointee.record_change_tag = arena.cString(self.recordChangeTag) }
