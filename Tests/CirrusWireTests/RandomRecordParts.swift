@@ -7,7 +7,7 @@ struct RandomRecordParts {
     private var generator = SystemRandomNumberGenerator()
 
     private static let names = [
-        "", "a", "note-0001", "Ünïcødé ✈︎ 記録", String(repeating: "x", count: 130), String(repeating: "é", count: 200),
+        "", "a", "note-0001", "__defaultOwner__", "Ünïcødé ✈︎ 記録", String(repeating: "x", count: 130), String(repeating: "é", count: 200),
     ]
     private static let dates: [Wire.Timestamp?] = [
         nil, Wire.Timestamp(), Wire.Timestamp(seconds: 1_700_000_000, nanos: 999_999_999),

@@ -19,12 +19,21 @@ public func fuzzFrame(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     var decoder = FrameDecoder()
     var machine = ConnectionStateMachine(role: .server, configuration: .init(), now: .now())
     for _ in 0..<maximumFrames {
+        // The body the decoder is about to read: it reads a saved record's event directly, and
+        // must read it as the generic decoder does.
+        let body = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self).flatMap { length in
+            buffer.getBytes(at: buffer.readerIndex + FrameDecoder.lengthPrefixBytes, length: Int(length))
+        }
         let frame: Wire.Frame
         do {
             guard let decoded = try decoder.decode(buffer: &buffer) else { return 0 }
             frame = decoded
         } catch {
             return 0  // The server answers with a ConnectionError and closes.
+        }
+        // (Compared as bytes: a NaN in a location is never equal to itself.)
+        if let body, (try? Wire.Frame(serializedBytes: body))?.serializedBytes() != frame.serializedBytes() {
+            fatalError("the frame decoder and the generic decoder disagree: \(frame)")
         }
         // Whatever decodes must encode again, and that encoding must decode and encode to the
         // same bytes. (Bytes, not values: a NaN in a location is never equal to itself.)
@@ -91,5 +100,17 @@ private func frameSeeds() -> [[UInt8]] {
         request: .query(Wire.QueryRequest(start: .query(nan))))))]))
     seeds.append(prefixed([hello, Wire.Frame(streamID: 0, kind: .error(Wire.ConnectionError(code: .protocolViolation, message: "bye")))]))
     seeds.append([0x00, 0x40, 0x00, 0x01])  // a length just over the 4 MiB bound
+    // A saved record's event (what a client receives per record saved; `FrameDecoder` reads it
+    // directly).
+    let user = Wire.RecordID(recordName: "_alice")
+    let note = Wire.RecordID(recordName: "note-1", zoneID: Wire.RecordZoneID(zoneName: "Notes", ownerName: "__defaultOwner__"))
+    let saved = Wire.Record(
+        recordID: note, recordType: "Note", recordChangeTag: "2-1", creationDate: Wire.Timestamp(seconds: 1_700_000_000, nanos: 5),
+        modificationDate: Wire.Timestamp(seconds: 1_700_000_000, nanos: 5), creatorUserRecordID: user, lastModifiedUserRecordID: user)
+    let save = Wire.ModifyRecordsPerRecordSave(recordID: note, outcome: .record(saved), fieldsAsSent: true)
+    seeds.append(prefixed([
+        hello, Wire.Frame(streamID: 1, kind: .open(SampleRequests.opens[0])),
+        Wire.Frame(streamID: 1, kind: .event(Wire.Event(seq: 1, payload: .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save)))))),
+    ]))
     return seeds
 }

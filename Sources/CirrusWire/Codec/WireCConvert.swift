@@ -15,16 +15,21 @@ enum WireCConvert {
     /// repaired with U+FFFD. protobuf-c strings end at their first NUL.
     static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
         guard let pointer else { return "" }
-        let count = strlen(pointer)
+        return string(UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)))
+    }
+
+    /// The string of `bytes` (invalid UTF-8 repaired with U+FFFD): the one the form above gives
+    /// for the same bytes NUL-terminated.
+    static func string(_ bytes: UnsafeRawBufferPointer) -> String {
         // CloudKit's name of the current user's zones, in nearly every record ID a client sends
         // or receives: one byte too long to be stored inline (15), it would be a heap string
         // each time; the literal is never allocated or freed.
-        if count == Self.currentUserZoneOwner.utf8CodeUnitCount,
-            memcmp(pointer, Self.currentUserZoneOwner.utf8Start, count) == 0
+        if bytes.count == Self.currentUserZoneOwner.utf8CodeUnitCount, let base = bytes.baseAddress,
+            memcmp(base, Self.currentUserZoneOwner.utf8Start, bytes.count) == 0
         {
             return Self.currentUserZoneOwnerString
         }
-        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static let currentUserZoneOwner: StaticString = "__defaultOwner__"

@@ -6,6 +6,8 @@ import NIOCore
 /// The length is checked against `maximumFrameBytes` as soon as its four bytes arrive, before
 /// any of the body is buffered, so a peer cannot make the decoder hold more than one maximal
 /// frame. A body that is not a valid `Frame` is refused with ``WireError/Code/malformedMessage``.
+/// A saved record's event (the frame a client receives for each record it saves) is read
+/// directly from its bytes; every other frame goes through protobuf-c.
 ///
 /// For example:
 /// ```swift
@@ -45,6 +47,8 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         }
         let frame = try buffer.withUnsafeReadableBytes { bytes throws(WireError) -> Wire.Frame in
             let body = UnsafeRawBufferPointer(rebasing: bytes[Self.lengthPrefixBytes..<total])
+            // A saved record's event, one per record of a save, is read straight into Swift.
+            if let frame = SaveEventReader.frame(body) { return frame }
             return try WireArena.withScratch { arena throws(WireError) in try Wire.Frame.decode(body, arena: arena) }
         }
         buffer.moveReaderIndex(forwardBy: total)

@@ -1,0 +1,149 @@
+import NIOCore
+import Testing
+
+@testable import CirrusWire
+
+/// A saved record's event read straight from its bytes (`SaveEventReader`): the frame protobuf-c
+/// decodes from the same bytes, or nil, for which `FrameDecoder` decodes the generic way.
+@Suite("Save events read directly")
+struct SaveEventReaderTests {
+    /// The frame `body` decodes to the generic way (nesting check, protobuf-c, conversion), or
+    /// nil when that refuses it.
+    private static func generic(_ body: [UInt8]) -> Wire.Frame? {
+        body.withUnsafeBytes { bytes in
+            try? WireArena.withScratch { (arena) throws(WireError) in try WireCodec.decode(Wire.Frame.self, from: bytes, arena: arena) }
+        }
+    }
+
+    private static func direct(_ body: [UInt8]) -> Wire.Frame? {
+        body.withUnsafeBytes { SaveEventReader.frame($0) }
+    }
+
+    private static func frame(streamID: UInt64, seq: UInt64, _ save: Wire.ModifyRecordsPerRecordSave) -> Wire.Frame {
+        Wire.Frame(
+            streamID: streamID,
+            kind: .event(Wire.Event(seq: seq, payload: .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save))))))
+    }
+
+    private static func randomSave(_ random: inout RandomRecordParts) -> Wire.ModifyRecordsPerRecordSave {
+        Wire.ModifyRecordsPerRecordSave(recordID: random.id(), outcome: .record(random.record()), fieldsAsSent: random.bool())
+    }
+
+    /// Random saves, as protobuf-c writes their frames and as the server's direct writer does:
+    /// each is read, and read as protobuf-c reads it.
+    @Test func randomSaveEventsReadAsProtobufCReadsThem() throws {
+        var random = RandomRecordParts()
+        for round in 0..<500 {
+            let save = Self.randomSave(&random)
+            let streamID: UInt64 = [0, 1, 3, 1 << 40].randomElement() ?? 1
+            let seq: UInt64 = [0, 1, 127, 128, UInt64.max].randomElement() ?? 1
+            let frame = Self.frame(streamID: streamID, seq: seq, save)
+            let body = frame.serializedBytes()
+            let read = try #require(Self.direct(body), "round \(round): \(frame)")
+            #expect(read == frame, "round \(round)")
+            #expect(read == Self.generic(body), "round \(round)")
+            if let payload = save.directPayload {
+                var buffer = ByteBuffer()
+                try FrameEncoder.encode(streamID: streamID, seq: seq, payload: payload, into: &buffer)
+                let written = Array(buffer.readableBytesView.dropFirst(FrameDecoder.lengthPrefixBytes))
+                #expect(Self.direct(written) == frame, "round \(round): the server's own bytes")
+            }
+        }
+    }
+
+    /// Bytes cut short, changed, inserted or repeated: whatever the direct reader returns is what
+    /// protobuf-c decodes, and where that refuses the bytes, the direct reader returns nil.
+    @Test func alteredBytesReadAsProtobufCReadsThemOrNotAtAll() throws {
+        var random = RandomRecordParts()
+        var generator = SystemRandomNumberGenerator()
+        var readDirectly = 0
+        var refused = 0
+        for round in 0..<3_000 {
+            var body = Self.frame(streamID: 5, seq: 9, Self.randomSave(&random)).serializedBytes()
+            guard !body.isEmpty else { continue }
+            let at = Int.random(in: 0..<body.count, using: &generator)
+            switch round % 4 {
+            case 0: body.removeLast(Int.random(in: 1...body.count, using: &generator))
+            case 1: body[at] = UInt8.random(in: 0...255, using: &generator)
+            case 2: body.insert(UInt8.random(in: 0...255, using: &generator), at: at)
+            default: body += body[at...]
+            }
+            let generic = Self.generic(body)
+            if generic == nil { refused += 1 }
+            if let read = Self.direct(body) {
+                readDirectly += 1
+                #expect(read == generic, "round \(round): \(body)")
+            }
+        }
+        #expect(readDirectly > 100)
+        #expect(refused > 100)
+    }
+
+    @Test func otherFramesAreLeftToProtobufC() throws {
+        let id = Wire.RecordID(recordName: "note-1", zoneID: Wire.RecordZoneID(zoneName: "Notes", ownerName: "__defaultOwner__"))
+        var withFields = Wire.Record(recordID: id, recordType: "Note")
+        withFields.fields = [Wire.RecordField(key: "title", value: Wire.FieldValue(kind: .stringValue("Groceries")))]
+        var withParent = Wire.Record(recordID: id, recordType: "Note")
+        withParent.parent = Wire.Reference(recordID: id)
+        let failed = Wire.ModifyRecordsPerRecordSave(
+            recordID: id, outcome: .error(Wire.OperationError(code: .serverRecordChanged, message: "changed")))
+        let frames: [Wire.Frame] = [
+            Self.frame(streamID: 1, seq: 1, Wire.ModifyRecordsPerRecordSave(recordID: id, outcome: .record(withFields))),
+            Self.frame(streamID: 1, seq: 1, Wire.ModifyRecordsPerRecordSave(recordID: id, outcome: .record(withParent))),
+            Self.frame(streamID: 1, seq: 2, failed),
+            Wire.Frame(
+                streamID: 1,
+                kind: .event(Wire.Event(seq: 3, payload: .modifyRecords(Wire.ModifyRecordsEvent(
+                    callback: .perRecordDelete(Wire.ModifyRecordsPerRecordDelete(recordID: id))))))),
+            Wire.Frame(streamID: 1, kind: .event(Wire.Event(seq: 4))),
+            Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 8))),
+            Wire.Frame(streamID: 1, kind: .complete(Wire.Complete())),
+            Wire.Frame(streamID: 7),
+            Wire.Frame(),
+        ]
+        for frame in frames {
+            let body = frame.serializedBytes()
+            #expect(Self.direct(body) == nil, "\(frame)")
+            #expect(Self.generic(body) == frame)
+        }
+    }
+
+    /// A string holding a NUL (which protobuf-c would cut short) is left to the generic path,
+    /// which refuses it: the frame decoder's answer is the same as for any other frame.
+    @Test func aStringHoldingNULIsRefusedAsTheGenericPathRefusesIt() throws {
+        let id = Wire.RecordID(recordName: "note\u{0}-1", zoneID: Wire.RecordZoneID(zoneName: "Notes", ownerName: "__defaultOwner__"))
+        let save = Wire.ModifyRecordsPerRecordSave(recordID: id, outcome: .record(Wire.Record(recordID: id, recordType: "Note")))
+        // Written by the server's direct writer, which writes every byte of a string.
+        var buffer = ByteBuffer()
+        try FrameEncoder.encode(streamID: 1, seq: 1, payload: try #require(save.directPayload), into: &buffer)
+        let body = Array(buffer.readableBytesView.dropFirst(FrameDecoder.lengthPrefixBytes))
+        #expect(body.contains(0))
+        #expect(Self.direct(body) == nil)
+        #expect(Self.generic(body) == nil)
+        var decoder = FrameDecoder()
+        #expect(throws: WireError.self) { try decoder.decode(buffer: &buffer) }
+    }
+
+    /// Invalid UTF-8 is repaired as the generic path repairs it, and CloudKit's owner name reads
+    /// as the same string.
+    @Test func invalidUTF8AndTheDefaultOwnerReadAsTheyDoThroughProtobufC() throws {
+        var body = Self.frame(
+            streamID: 1, seq: 1,
+            Wire.ModifyRecordsPerRecordSave(
+                recordID: Wire.RecordID(recordName: "ab", zoneID: Wire.RecordZoneID(zoneName: "Z", ownerName: "__defaultOwner__")),
+                outcome: .record(Wire.Record(recordType: "Note")))
+        ).serializedBytes()
+        let name = try #require(body.firstIndex(of: UInt8(ascii: "a")))
+        body[name] = 0xC3  // the first byte of a two-byte sequence, cut off by "b"
+        let read = try #require(Self.direct(body))
+        #expect(read == Self.generic(body))
+        guard case .event(let event) = read.kind, case .modifyRecords(let payload) = event.payload,
+            case .perRecordSave(let save) = payload.callback
+        else {
+            Issue.record("not a save event: \(read)")
+            return
+        }
+        #expect(save.recordID?.recordName == "\u{FFFD}b")
+        #expect(save.recordID?.zoneID?.ownerName == "__defaultOwner__")
+    }
+}
