@@ -90,7 +90,9 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
 
     /// Records being saved, in request order: for the progress block, and the fields each was
     /// sent with (a saved record the server sends back without them, `fields_as_sent`, has
-    /// these), with the values they were encoded from when those decode back as themselves.
+    /// these): the values they were encoded from when those decode back as themselves, else
+    /// the wire fields (empty where the values are kept: the reply never reads them then, and
+    /// reaching for each record's array again, long after it was made, cost a cache miss).
     /// Three arrays, not one of tuples: reading one part of a tuple element copied all three.
     private var sent: [CKRecord] = []
     private var sentFields: [[Wire.RecordField]] = []
@@ -171,7 +173,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                 if let plan { return try plan.wireAsset(asset) }
                 return try asset.wireAsset(inlineContent: true)
             }
-            sentFields.append(wire.fields)
+            sentFields.append(values == nil ? wire.fields : [])
             sentValues.append(values)
             wireRecords.append(wire)
         }
@@ -221,8 +223,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
                         result = .failure(CKError(.internalError, message: "the server sent record \(id) back without its fields, but it was not sent"))
                         break
                     }
-                    fields = self.sentFields[index]
                     values = self.sentValues[index]
+                    if values == nil { fields = self.sentFields[index] }
                 }
                 let files = self.assetPlan.withLock { $0?.localFiles } ?? [:]
                 result = Result { () throws(CKError) in

@@ -19,160 +19,165 @@ import Darwin
 /// error: ``FrameDecoder`` then decodes the frame the generic way, which gives every frame it
 /// does not cover, valid or not, its usual result.
 enum SaveEventReader {
+    /// Bytes this reader leaves to the generic path.
+    struct NotCovered: Error {}
+
     /// The frame `body` holds, when it is a saved record's event of the shape above.
     static func frame(_ body: UnsafeRawBufferPointer) -> Wire.Frame? {
         var reader = Reader(body)
-        var streamID: UInt64 = 0
-        var event: Wire.Event?
-        var seen: UInt8 = 0
-        while !reader.isAtEnd {
-            guard let (field, wireType) = reader.key() else { return nil }
-            switch (field, wireType) {
-            case (1, 0):  // Frame.stream_id
-                guard reader.once(1, &seen), let value = reader.varint() else { return nil }
-                streamID = value
-            case (5, 2):  // Frame.event
-                guard reader.once(2, &seen), var inner = reader.message(), let value = Self.event(&inner) else { return nil }
-                event = value
-            default:
-                return nil
-            }
-        }
-        guard let event else { return nil }
-        return Wire.Frame(streamID: streamID, kind: .event(event))
+        return try? Self.frame(&reader)
     }
 
-    private static func event(_ reader: inout Reader) -> Wire.Event? {
-        var seq: UInt64 = 0
-        var save: Wire.ModifyRecordsPerRecordSave?
+    // Each part is read by a throwing function and assigned from its result in place (as the
+    // generated conversion from C does): bound to a local first (`guard let`), every string and
+    // ID was retained once more to be stored.
+
+    private static func frame(_ reader: inout Reader) throws(NotCovered) -> Wire.Frame {
+        var frame = Wire.Frame()
         var seen: UInt8 = 0
         while !reader.isAtEnd {
-            guard let (field, wireType) = reader.key() else { return nil }
+            let (field, wireType) = try reader.key()
             switch (field, wireType) {
-            case (1, 0):  // Event.seq
-                guard reader.once(1, &seen), let value = reader.varint() else { return nil }
-                seq = value
-            case (20, 2):  // Event.modify_records
-                guard reader.once(2, &seen), var payload = reader.message(), let value = Self.perRecordSave(in: &payload)
-                else { return nil }
-                save = value
+            case (1, 0):  // Frame.stream_id
+                try reader.once(1, &seen)
+                frame.streamID = try reader.varint()
+            case (5, 2):  // Frame.event
+                try reader.once(2, &seen)
+                var inner = try reader.message()
+                frame.kind = .event(try Self.event(&inner))
             default:
-                return nil
+                throw NotCovered()
             }
         }
-        guard let save else { return nil }
-        return Wire.Event(seq: seq, payload: .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(save))))
+        guard frame.kind != nil else { throw NotCovered() }
+        return frame
+    }
+
+    private static func event(_ reader: inout Reader) throws(NotCovered) -> Wire.Event {
+        var event = Wire.Event()
+        var seen: UInt8 = 0
+        while !reader.isAtEnd {
+            let (field, wireType) = try reader.key()
+            switch (field, wireType) {
+            case (1, 0):  // Event.seq
+                try reader.once(1, &seen)
+                event.seq = try reader.varint()
+            case (20, 2):  // Event.modify_records
+                try reader.once(2, &seen)
+                var payload = try reader.message()
+                event.payload = .modifyRecords(Wire.ModifyRecordsEvent(callback: .perRecordSave(try Self.perRecordSave(in: &payload))))
+            default:
+                throw NotCovered()
+            }
+        }
+        guard event.payload != nil else { throw NotCovered() }
+        return event
     }
 
     /// `ModifyRecordsEvent{per_record_save}`.
-    private static func perRecordSave(in reader: inout Reader) -> Wire.ModifyRecordsPerRecordSave? {
-        guard let (field, wireType) = reader.key(), field == 2, wireType == 2, var inner = reader.message(),
-            reader.isAtEnd
-        else { return nil }
+    private static func perRecordSave(in reader: inout Reader) throws(NotCovered) -> Wire.ModifyRecordsPerRecordSave {
+        let (field, wireType) = try reader.key()
+        guard field == 2, wireType == 2 else { throw NotCovered() }
+        var inner = try reader.message()
+        guard reader.isAtEnd else { throw NotCovered() }
         var save = Wire.ModifyRecordsPerRecordSave()
         var seen: UInt8 = 0
         while !inner.isAtEnd {
-            guard let (field, wireType) = inner.key() else { return nil }
+            let (field, wireType) = try inner.key()
             switch (field, wireType) {
             case (1, 2):  // ModifyRecordsPerRecordSave.record_id
-                guard inner.once(1, &seen), var id = inner.message(), let value = Self.recordID(&id) else { return nil }
-                save.recordID = value
+                try inner.once(1, &seen)
+                var id = try inner.message()
+                save.recordID = try Self.recordID(&id)
             case (2, 2):  // ModifyRecordsPerRecordSave.record (outcome)
-                guard inner.once(2, &seen), var record = inner.message(), let value = Self.record(&record) else {
-                    return nil
-                }
-                save.outcome = .record(value)
+                try inner.once(2, &seen)
+                var record = try inner.message()
+                save.outcome = .record(try Self.record(&record))
             case (4, 0):  // ModifyRecordsPerRecordSave.fields_as_sent
-                guard inner.once(4, &seen), let value = inner.varint() else { return nil }
-                save.fieldsAsSent = value != 0
+                try inner.once(4, &seen)
+                save.fieldsAsSent = try inner.varint() != 0
             default:
-                return nil
+                throw NotCovered()
             }
         }
         return save
     }
 
     /// `Record` with its parts 1–7 only.
-    private static func record(_ reader: inout Reader) -> Wire.Record? {
-        var record = Wire.Record()
+    private static func record(_ reader: inout Reader) throws(NotCovered) -> Wire.Record {
+        let record = Wire.Record()
+        let parts = record._storage.fields  // new, so held once: written in place
         var seen: UInt8 = 0
         while !reader.isAtEnd {
-            guard let (field, wireType) = reader.key(), wireType == 2, (1...7).contains(field),
-                reader.once(UInt8(field), &seen), var inner = reader.message()
-            else { return nil }
+            let (field, wireType) = try reader.key()
+            guard wireType == 2, (1...7).contains(field) else { throw NotCovered() }
+            try reader.once(UInt8(field), &seen)
+            var inner = try reader.message()
             switch field {
-            case 1:
-                guard let value = Self.recordID(&inner) else { return nil }
-                record.recordID = value
-            case 2:
-                guard let value = inner.string() else { return nil }
-                record.recordType = value
-            case 3:
-                guard let value = inner.string() else { return nil }
-                record.recordChangeTag = value
-            case 4:
-                guard let value = Self.timestamp(&inner) else { return nil }
-                record.creationDate = value
-            case 5:
-                guard let value = Self.timestamp(&inner) else { return nil }
-                record.modificationDate = value
-            case 6:
-                guard let value = Self.recordID(&inner) else { return nil }
-                record.creatorUserRecordID = value
-            default:
-                guard let value = Self.recordID(&inner) else { return nil }
-                record.lastModifiedUserRecordID = value
+            case 1: parts.pointee.recordID = try Self.recordID(&inner)
+            case 2: parts.pointee.recordType = try inner.string()
+            case 3: parts.pointee.recordChangeTag = try inner.string()
+            case 4: parts.pointee.creationDate = try Self.timestamp(&inner)
+            case 5: parts.pointee.modificationDate = try Self.timestamp(&inner)
+            case 6: parts.pointee.creatorUserRecordID = try Self.recordID(&inner)
+            default: parts.pointee.lastModifiedUserRecordID = try Self.recordID(&inner)
             }
         }
         return record
     }
 
-    private static func recordID(_ reader: inout Reader) -> Wire.RecordID? {
+    private static func recordID(_ reader: inout Reader) throws(NotCovered) -> Wire.RecordID {
         var id = Wire.RecordID()
         var seen: UInt8 = 0
         while !reader.isAtEnd {
-            guard let (field, wireType) = reader.key(), wireType == 2, reader.once(UInt8(truncatingIfNeeded: field), &seen),
-                var inner = reader.message()
-            else { return nil }
-            switch field {
-            case 1:
-                guard let value = inner.string() else { return nil }
-                id.recordName = value
-            case 2:
-                var zone = Wire.RecordZoneID()
-                var zoneSeen: UInt8 = 0
-                while !inner.isAtEnd {
-                    guard let (field, wireType) = inner.key(), wireType == 2, field == 1 || field == 2,
-                        inner.once(UInt8(field), &zoneSeen), var part = inner.message(), let value = part.string()
-                    else { return nil }
-                    if field == 1 { zone.zoneName = value } else { zone.ownerName = value }
-                }
-                id.zoneID = zone
-            default:
-                return nil
+            let (field, wireType) = try reader.key()
+            guard wireType == 2, field == 1 || field == 2 else { throw NotCovered() }
+            try reader.once(UInt8(field), &seen)
+            var inner = try reader.message()
+            if field == 1 {
+                id.recordName = try inner.string()
+            } else {
+                id.zoneID = try Self.zoneID(&inner)
             }
         }
         return id
     }
 
-    private static func timestamp(_ reader: inout Reader) -> Wire.Timestamp? {
+    private static func zoneID(_ reader: inout Reader) throws(NotCovered) -> Wire.RecordZoneID {
+        var zone = Wire.RecordZoneID()
+        var seen: UInt8 = 0
+        while !reader.isAtEnd {
+            let (field, wireType) = try reader.key()
+            guard wireType == 2, field == 1 || field == 2 else { throw NotCovered() }
+            try reader.once(UInt8(field), &seen)
+            var inner = try reader.message()
+            if field == 1 {
+                zone.zoneName = try inner.string()
+            } else {
+                zone.ownerName = try inner.string()
+            }
+        }
+        return zone
+    }
+
+    private static func timestamp(_ reader: inout Reader) throws(NotCovered) -> Wire.Timestamp {
         var timestamp = Wire.Timestamp()
         var seen: UInt8 = 0
         while !reader.isAtEnd {
-            guard let (field, wireType) = reader.key(), wireType == 0, field == 1 || field == 2,
-                reader.once(UInt8(field), &seen), let value = reader.varint()
-            else { return nil }
+            let (field, wireType) = try reader.key()
+            guard wireType == 0, field == 1 || field == 2 else { throw NotCovered() }
+            try reader.once(UInt8(field), &seen)
             // int64 and int32: protobuf-c keeps the low 64 and 32 bits of the varint.
             if field == 1 {
-                timestamp.seconds = Int64(bitPattern: value)
+                timestamp.seconds = Int64(bitPattern: try reader.varint())
             } else {
-                timestamp.nanos = Int32(truncatingIfNeeded: value)
+                timestamp.nanos = Int32(truncatingIfNeeded: try reader.varint())
             }
         }
         return timestamp
     }
 
-    /// A cursor over protobuf bytes; every read is bounds-checked and nil when cut short.
+    /// A cursor over protobuf bytes; every read is bounds-checked and throws when cut short.
     private struct Reader {
         private let bytes: UnsafeRawBufferPointer
         private var at = 0
@@ -182,7 +187,7 @@ enum SaveEventReader {
         var isAtEnd: Bool { self.at >= self.bytes.count }
 
         /// A varint of at most ten bytes, as protobuf-c reads one.
-        mutating func varint() -> UInt64? {
+        mutating func varint() throws(NotCovered) -> UInt64 {
             var value: UInt64 = 0
             var shift: UInt64 = 0
             while self.at < self.bytes.count, shift < 70 {
@@ -192,41 +197,41 @@ enum SaveEventReader {
                 if byte & 0x80 == 0 { return value }
                 shift += 7
             }
-            return nil
+            throw NotCovered()
         }
 
         /// A key: field number and wire type.
-        mutating func key() -> (field: UInt64, wireType: UInt8)? {
-            guard let key = self.varint() else { return nil }
+        mutating func key() throws(NotCovered) -> (field: UInt64, wireType: UInt8) {
+            let key = try self.varint()
             return (key >> 3, UInt8(key & 7))
         }
 
         /// The next length-delimited field's content, as a reader of its own; this one moves past it.
-        mutating func message() -> Reader? {
-            guard let length = self.varint(), length <= UInt64(self.bytes.count - self.at) else { return nil }
+        mutating func message() throws(NotCovered) -> Reader {
+            let length = try self.varint()
+            guard length <= UInt64(self.bytes.count - self.at) else { throw NotCovered() }
             let start = self.at
             self.at += Int(length)
             return Reader(UnsafeRawBufferPointer(rebasing: self.bytes[start..<self.at]))
         }
 
         /// All of this reader's bytes as a string, the one `WireCConvert` makes of protobuf-c's
-        /// copy of them (invalid UTF-8 repaired); nil when they hold a NUL (protobuf-c hands
+        /// copy of them (invalid UTF-8 repaired); throws when they hold a NUL (protobuf-c hands
         /// strings over NUL-terminated, and the generic path refuses such a string).
-        mutating func string() -> String? {
+        mutating func string() throws(NotCovered) -> String {
             let rest = UnsafeRawBufferPointer(rebasing: self.bytes[self.at...])
             self.at = self.bytes.count
             guard let base = rest.baseAddress, rest.count > 0 else { return "" }
-            guard memchr(base, 0, rest.count) == nil else { return nil }
+            guard memchr(base, 0, rest.count) == nil else { throw NotCovered() }
             return WireCConvert.string(rest)
         }
 
-        /// Marks `field` (1…8) seen; false when it was already, or is out of that range.
-        func once(_ field: UInt8, _ seen: inout UInt8) -> Bool {
-            guard field >= 1, field <= 8 else { return false }
+        /// Marks `field` (1…8) seen; throws when it was already, or is out of that range.
+        func once(_ field: UInt8, _ seen: inout UInt8) throws(NotCovered) {
+            guard field >= 1, field <= 8 else { throw NotCovered() }
             let bit: UInt8 = 1 << (field - 1)
-            guard seen & bit == 0 else { return false }
+            guard seen & bit == 0 else { throw NotCovered() }
             seen |= bit
-            return true
         }
     }
 }
