@@ -93,8 +93,12 @@ struct SaveEventReaderTests {
             Self.frame(streamID: 1, seq: 2, failed),
             Wire.Frame(
                 streamID: 1,
-                kind: .event(Wire.Event(seq: 3, payload: .modifyRecords(Wire.ModifyRecordsEvent(
-                    callback: .perRecordDelete(Wire.ModifyRecordsPerRecordDelete(recordID: id))))))),
+                kind: .event(
+                    Wire.Event(
+                        seq: 3,
+                        payload: .modifyRecords(
+                            Wire.ModifyRecordsEvent(
+                                callback: .perRecordDelete(Wire.ModifyRecordsPerRecordDelete(recordID: id))))))),
             Wire.Frame(streamID: 1, kind: .event(Wire.Event(seq: 4))),
             Wire.Frame(streamID: 1, kind: .window(Wire.Window(credit: 8))),
             Wire.Frame(streamID: 1, kind: .complete(Wire.Complete())),
@@ -106,6 +110,55 @@ struct SaveEventReaderTests {
             #expect(Self.direct(body) == nil, "\(frame)")
             #expect(Self.generic(body) == frame)
         }
+    }
+
+    /// Varints written longer than they need be: keys and lengths of five bytes are read, of six
+    /// they are left to the generic path (protobuf-c refuses them); a bool of ten bytes is true
+    /// when any byte holds a bit, even one a 64-bit value drops.
+    @Test func paddedVarintsReadAsProtobufCReadsThem() throws {
+        /// `value` as a varint of exactly `bytes` bytes (0x80-padded).
+        func varint(_ value: UInt64, bytes: Int) -> [UInt8] {
+            var out: [UInt8] = []
+            var value = value
+            for index in 0..<bytes {
+                let last = index == bytes - 1
+                out.append(UInt8(truncatingIfNeeded: value & 0x7F) | (last ? 0 : 0x80))
+                value >>= 7
+            }
+            return out
+        }
+        func field(_ number: UInt64, _ content: [UInt8], keyBytes: Int = 1, lengthBytes: Int = 1) -> [UInt8] {
+            varint(number << 3 | 2, bytes: max(keyBytes, number >= 16 ? 2 : 1)) + varint(UInt64(content.count), bytes: lengthBytes)
+                + content
+        }
+        func frame(streamIDKeyBytes: Int = 1, eventLengthBytes: Int = 1, asSent: [UInt8] = [1]) -> [UInt8] {
+            let save = field(1, field(1, Array("note-1".utf8))) + field(2, field(2, Array("Note".utf8))) + [4 << 3] + asSent
+            let event = [1 << 3, 9] + field(20, field(2, save))
+            return varint(1 << 3, bytes: streamIDKeyBytes) + [3] + field(5, event, lengthBytes: eventLengthBytes)
+        }
+        let cases: [(name: String, body: [UInt8], read: Bool)] = [
+            ("canonical", frame(), true),
+            ("a five-byte key", frame(streamIDKeyBytes: 5), true),
+            ("a six-byte key", frame(streamIDKeyBytes: 6), false),
+            ("a five-byte length", frame(eventLengthBytes: 5), true),
+            ("a six-byte length", frame(eventLengthBytes: 6), false),
+            ("a ten-byte true", frame(asSent: [UInt8](repeating: 0x80, count: 9) + [0x02]), true),
+            ("a ten-byte false", frame(asSent: varint(0, bytes: 10)), true),
+            ("an eleven-byte bool", frame(asSent: varint(1, bytes: 11)), false),
+        ]
+        for (name, body, read) in cases {
+            let direct = Self.direct(body)
+            #expect((direct != nil) == read, "\(name)")
+            #expect(direct == nil || direct == Self.generic(body), "\(name)")
+            if !read { #expect(Self.generic(body) == nil, "\(name): protobuf-c refuses it too") }
+        }
+        guard case .event(let event)? = Self.direct(frame(asSent: [UInt8](repeating: 0x80, count: 9) + [0x02]))?.kind,
+            case .modifyRecords(let payload) = event.payload, case .perRecordSave(let save) = payload.callback
+        else {
+            Issue.record("a ten-byte true is not read")
+            return
+        }
+        #expect(save.fieldsAsSent)
     }
 
     /// A string holding a NUL (which protobuf-c would cut short) is left to the generic path,

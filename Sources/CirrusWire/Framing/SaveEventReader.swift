@@ -15,7 +15,8 @@ import Darwin
 /// C structs (an allocation per message and per string in the arena) and converts that tree to
 /// Swift; this reads each part once into the Swift value. It returns the frame that path
 /// returns, or nil for anything else: any other field, kind, payload or outcome, a field of
-/// another wire type or seen twice, a string holding a NUL, bytes cut short. Nil is never an
+/// another wire type or seen twice, a key or length longer than protobuf-c reads (five bytes), a
+/// string holding a NUL, bytes cut short. Nil is never an
 /// error: ``FrameDecoder`` then decodes the frame the generic way, which gives every frame it
 /// does not cover, valid or not, its usual result.
 enum SaveEventReader {
@@ -95,7 +96,7 @@ enum SaveEventReader {
                 save.outcome = .record(try Self.record(&record))
             case (4, 0):  // ModifyRecordsPerRecordSave.fields_as_sent
                 try inner.once(4, &seen)
-                save.fieldsAsSent = try inner.varint() != 0
+                save.fieldsAsSent = try inner.boolean()
             default:
                 throw NotCovered()
             }
@@ -186,11 +187,13 @@ enum SaveEventReader {
 
         var isAtEnd: Bool { self.at >= self.bytes.count }
 
-        /// A varint of at most ten bytes, as protobuf-c reads one.
-        mutating func varint() throws(NotCovered) -> UInt64 {
+        /// A varint of at most `maximumBytes` bytes: ten for a value, five for a key or a
+        /// length, as protobuf-c reads them (its value keeps the low 64 bits).
+        mutating func varint(maximumBytes: Int = 10) throws(NotCovered) -> UInt64 {
             var value: UInt64 = 0
             var shift: UInt64 = 0
-            while self.at < self.bytes.count, shift < 70 {
+            let end = min(self.bytes.count, self.at + maximumBytes)
+            while self.at < end {
                 let byte = self.bytes[self.at]
                 self.at += 1
                 value |= UInt64(byte & 0x7F) << shift
@@ -200,15 +203,23 @@ enum SaveEventReader {
             throw NotCovered()
         }
 
+        /// A bool varint: true when any of its bytes holds a bit, as protobuf-c reads one (the
+        /// tenth byte's high bits, which a 64-bit value drops, count too).
+        mutating func boolean() throws(NotCovered) -> Bool {
+            let start = self.at
+            _ = try self.varint()
+            return self.bytes[start..<self.at].contains { $0 & 0x7F != 0 }
+        }
+
         /// A key: field number and wire type.
         mutating func key() throws(NotCovered) -> (field: UInt64, wireType: UInt8) {
-            let key = try self.varint()
+            let key = try self.varint(maximumBytes: 5)
             return (key >> 3, UInt8(key & 7))
         }
 
         /// The next length-delimited field's content, as a reader of its own; this one moves past it.
         mutating func message() throws(NotCovered) -> Reader {
-            let length = try self.varint()
+            let length = try self.varint(maximumBytes: 5)
             guard length <= UInt64(self.bytes.count - self.at) else { throw NotCovered() }
             let start = self.at
             self.at += Int(length)
