@@ -108,12 +108,7 @@ enum SaveEventReader {
     private static func record(_ reader: inout Reader) throws(NotCovered) -> Wire.Record {
         let record = Wire.Record()
         let parts = record._storage.fields  // new, so held once: written in place
-        var seen: UInt8 = 0
-        while !reader.isAtEnd {
-            let (field, wireType) = try reader.key()
-            guard wireType == 2, (1...7).contains(field) else { throw NotCovered() }
-            try reader.once(UInt8(field), &seen)
-            var inner = try reader.message()
+        try reader.fields(of: 2, upTo: 7) { (field, inner) throws(NotCovered) in
             switch field {
             case 1: parts.pointee.recordID = try Self.recordID(&inner)
             case 2: parts.pointee.recordType = try inner.string()
@@ -129,50 +124,28 @@ enum SaveEventReader {
 
     private static func recordID(_ reader: inout Reader) throws(NotCovered) -> Wire.RecordID {
         var id = Wire.RecordID()
-        var seen: UInt8 = 0
-        while !reader.isAtEnd {
-            let (field, wireType) = try reader.key()
-            guard wireType == 2, field == 1 || field == 2 else { throw NotCovered() }
-            try reader.once(UInt8(field), &seen)
-            var inner = try reader.message()
-            if field == 1 {
-                id.recordName = try inner.string()
-            } else {
-                id.zoneID = try Self.zoneID(&inner)
-            }
+        try reader.fields(of: 2, upTo: 2) { (field, inner) throws(NotCovered) in
+            if field == 1 { id.recordName = try inner.string() } else { id.zoneID = try Self.zoneID(&inner) }
         }
         return id
     }
 
     private static func zoneID(_ reader: inout Reader) throws(NotCovered) -> Wire.RecordZoneID {
         var zone = Wire.RecordZoneID()
-        var seen: UInt8 = 0
-        while !reader.isAtEnd {
-            let (field, wireType) = try reader.key()
-            guard wireType == 2, field == 1 || field == 2 else { throw NotCovered() }
-            try reader.once(UInt8(field), &seen)
-            var inner = try reader.message()
-            if field == 1 {
-                zone.zoneName = try inner.string()
-            } else {
-                zone.ownerName = try inner.string()
-            }
+        try reader.fields(of: 2, upTo: 2) { (field, inner) throws(NotCovered) in
+            if field == 1 { zone.zoneName = try inner.string() } else { zone.ownerName = try inner.string() }
         }
         return zone
     }
 
     private static func timestamp(_ reader: inout Reader) throws(NotCovered) -> Wire.Timestamp {
         var timestamp = Wire.Timestamp()
-        var seen: UInt8 = 0
-        while !reader.isAtEnd {
-            let (field, wireType) = try reader.key()
-            guard wireType == 0, field == 1 || field == 2 else { throw NotCovered() }
-            try reader.once(UInt8(field), &seen)
+        try reader.fields(of: 0, upTo: 2) { (field, value) throws(NotCovered) in
             // int64 and int32: protobuf-c keeps the low 64 and 32 bits of the varint.
             if field == 1 {
-                timestamp.seconds = Int64(bitPattern: try reader.varint())
+                timestamp.seconds = Int64(bitPattern: try value.varint())
             } else {
-                timestamp.nanos = Int32(truncatingIfNeeded: try reader.varint())
+                timestamp.nanos = Int32(truncatingIfNeeded: try value.varint())
             }
         }
         return timestamp
@@ -235,6 +208,27 @@ enum SaveEventReader {
             guard let base = rest.baseAddress, rest.count > 0 else { return "" }
             guard memchr(base, 0, rest.count) == nil else { throw NotCovered() }
             return WireCConvert.string(rest)
+        }
+
+        /// Reads each field of this message through `read`: every one must be of `wireType`,
+        /// numbered 1…`last` (8 at most) and seen once. A length-delimited field's content comes
+        /// as a reader of its own, a varint as this reader at its value.
+        mutating func fields(
+            of wireType: UInt8, upTo last: UInt64,
+            _ read: (_ field: UInt64, _ value: inout Reader) throws(NotCovered) -> Void
+        ) throws(NotCovered) {
+            var seen: UInt8 = 0
+            while !self.isAtEnd {
+                let (field, type) = try self.key()
+                guard type == wireType, field >= 1, field <= last else { throw NotCovered() }
+                try self.once(UInt8(field), &seen)
+                if wireType == 2 {
+                    var inner = try self.message()
+                    try read(field, &inner)
+                } else {
+                    try read(field, &self)
+                }
+            }
         }
 
         /// Marks `field` (1…8) seen; throws when it was already, or is out of that range.
