@@ -142,6 +142,22 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     }
 
     override func makeRequest(maximumItems: Int) throws -> Wire.Open.Request {
+        var unused = Wire.EncodedRecords()
+        return try self.makeRequest(maximumItems: maximumItems, writing: false, into: &unused)
+    }
+
+    /// The request with its records written straight from the records where they can be (see
+    /// `CKRecord.writeForSave(changedKeysOnly:to:)`), the others packed as before, all in order.
+    override func makeRequestToSend(maximumItems: Int) throws -> (request: Wire.Open.Request, recordsToSave: Wire.EncodedRecords?) {
+        var written = Wire.EncodedRecords()
+        let request = try self.makeRequest(maximumItems: maximumItems, writing: true, into: &written)
+        return (request, written)
+    }
+
+    /// The request; `writing`, its records to save go to `written` (in order) instead of into it.
+    private func makeRequest(
+        maximumItems: Int, writing: Bool, into written: inout Wire.EncodedRecords
+    ) throws -> Wire.Open.Request {
         let records = self.recordsToSave ?? []
         let deletions = self.recordIDsToDelete ?? []
         // A long-lived modify may carry any number of items: the server runs it in chunks of
@@ -159,14 +175,25 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         var sentIndex: [CKRecord.ID: Int] = [:]
         sentIndex.reserveCapacity(records.count)
         var wireRecords: [Wire.Record] = []
-        wireRecords.reserveCapacity(records.count)
+        if writing {
+            // Most records of a save are a few hundred bytes at most: room for that many.
+            written.reserveCapacity(records.count * 256)
+        } else {
+            wireRecords.reserveCapacity(records.count)
+        }
         let plan = self.assetPlan.withLock { $0 }
         let resuming = self.resumedOpen != nil
+        let changedKeysOnly = self.savePolicy == .changedKeys
         for record in records {
-            guard sentIndex.updateValue(wireRecords.count, forKey: record.recordID) == nil else {
+            guard sentIndex.updateValue(sentValues.count, forKey: record.recordID) == nil else {
                 throw CKError(.invalidArguments, message: "record \(record.recordID) is saved twice in one operation")
             }
-            let (wire, values) = try record.wireRecordForSave(changedKeysOnly: self.savePolicy == .changedKeys) {
+            if writing, let values = record.writeForSave(changedKeysOnly: changedKeysOnly, to: &written) {
+                sentFields.append([])
+                sentValues.append(values)
+                continue
+            }
+            let (wire, values) = try record.wireRecordForSave(changedKeysOnly: changedKeysOnly) {
                 (asset) throws(CKError) in
                 // A fetched long-lived operation resumes the server's request: nothing is read.
                 if resuming { return Wire.Asset() }
@@ -175,7 +202,11 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
             }
             sentFields.append(values == nil ? wire.fields : [])
             sentValues.append(values)
-            wireRecords.append(wire)
+            if writing {
+                written.append(wire)
+            } else {
+                wireRecords.append(wire)
+            }
         }
         self.sent = records
         self.sentFields = sentFields

@@ -187,6 +187,14 @@ open class CKOperation: Operation, @unchecked Sendable {
         throw CKError(.internalError, message: "\(type(of: self)) has no request")
     }
 
+    /// The request as the stream sends it: ``makeRequest(maximumItems:)``'s, or a modify-records
+    /// request whose records to save are already written (`recordsToSave`, which go before the
+    /// request's own: see `FrameEncoder.encode(_:appendingRecordsToSave:into:maximumFrameBytes:)`).
+    /// Subclasses that write records override.
+    func makeRequestToSend(maximumItems: Int) throws -> (request: Wire.Open.Request, recordsToSave: Wire.EncodedRecords?) {
+        (try self.makeRequest(maximumItems: maximumItems), nil)
+    }
+
     /// One event of the operation, on the callback queue. Subclasses override.
     func handle(event: Wire.Event) {}
 
@@ -227,6 +235,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         let (container, scope) = self.target()
         let resumedOpen = self.resumedOpen
         let open: Wire.Open
+        var recordsToSave: Wire.EncodedRecords?
         if let resumedOpen {
             // A fetched operation resumes the request already running on the server; building
             // the request again only prepares what the callbacks use (records by ID …).
@@ -235,7 +244,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         } else {
             let request: Wire.Open.Request
             do {
-                request = try self.makeRequest(maximumItems: Self.maximumItemsPerOperation)
+                (request, recordsToSave) = try self.makeRequestToSend(maximumItems: Self.maximumItemsPerOperation)
             } catch {
                 self.callbackQueue.async { self.finishOnQueue(error) }
                 return
@@ -259,6 +268,7 @@ open class CKOperation: Operation, @unchecked Sendable {
         }
         let stream = ClientStream(
             open: open,
+            recordsToSave: recordsToSave,
             window: manager.configuration.streamWindow,
             queue: self.callbackQueue,
             isLongLived: resolved.isLongLived,

@@ -67,7 +67,7 @@ struct ClientConnectionHandlerTests {
         /// together (`Open`, `Window`, `Cancel`) are flushed at the end of the loop's tick.
         func written() async throws -> Wire.Frame? {
             await self.channel.testingEventLoop.run()
-            return try await self.channel.readOutbound(as: Wire.Frame.self)
+            return try await self.channel.readOutbound(as: ClientOutboundFrame.self)?.frame
         }
 
         func receive(_ kind: Wire.Frame.Kind, stream: UInt64 = 0) async throws {
@@ -152,7 +152,7 @@ struct ClientConnectionHandlerTests {
         // Granting credit hops back onto the event loop.
         try await eventually {
             await harness.channel.testingEventLoop.run()
-            return (try? await harness.channel.readOutbound(as: Wire.Frame.self)).map { frame in
+            return (try? await harness.channel.readOutbound(as: ClientOutboundFrame.self)?.frame).map { frame in
                 frame?.streamID == 1 && frame?.kind == .window(Wire.Window(credit: 2))
             } ?? false
         }
@@ -171,10 +171,10 @@ struct ClientConnectionHandlerTests {
         }
         for stream in streams { #expect(try await harness.open(stream, on: connection)) }
         // Written, not flushed: nothing has reached the channel yet.
-        #expect(try await harness.channel.readOutbound(as: Wire.Frame.self) == nil)
+        #expect(try await harness.channel.readOutbound(as: ClientOutboundFrame.self) == nil)
         await harness.channel.testingEventLoop.run()
         var opened: [String] = []
-        while let frame = try await harness.channel.readOutbound(as: Wire.Frame.self) {
+        while let frame = try await harness.channel.readOutbound(as: ClientOutboundFrame.self)?.frame {
             if case .open(let open)? = frame.kind { opened.append(open.operationID) }
         }
         #expect(opened == ["op1", "op2", "op3"])
@@ -209,7 +209,7 @@ struct ClientConnectionHandlerTests {
         var windows: [Wire.Frame] = []
         try await eventually {
             await harness.channel.testingEventLoop.run()
-            while let frame = try? await harness.channel.readOutbound(as: Wire.Frame.self) {
+            while let frame = try? await harness.channel.readOutbound(as: ClientOutboundFrame.self)?.frame {
                 windows.append(frame)
             }
             return !windows.isEmpty
@@ -266,8 +266,8 @@ struct ClientConnectionHandlerTests {
     func encoderLimit() throws {
         let channel = EmbeddedChannel(handler: ClientFrameEncoder(maximumFrameBytes: 64))
         let big = Wire.Frame(streamID: 1, kind: .open(Wire.Open(operationID: String(repeating: "x", count: 100))))
-        #expect(throws: WireError.self) { try channel.writeOutbound(big) }
-        try channel.writeOutbound(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 7))))
+        #expect(throws: WireError.self) { try channel.writeOutbound(ClientOutboundFrame.frame(big)) }
+        try channel.writeOutbound(ClientOutboundFrame.frame(Wire.Frame(streamID: 0, kind: .ping(Wire.Ping(nonce: 7)))))
         var buffer = try #require(try channel.readOutbound(as: ByteBuffer.self))
         var decoder = FrameDecoder()
         let frame = try #require(try decoder.decode(buffer: &buffer))

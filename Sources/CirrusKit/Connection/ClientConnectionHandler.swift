@@ -7,7 +7,7 @@ import NIOCore
 /// through `ConnectionStateMachine(role: .client)`. Protocol work only; event loop only.
 final class ClientConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = Wire.Frame
-    typealias OutboundOut = Wire.Frame
+    typealias OutboundOut = ClientOutboundFrame
 
     /// What the handler tells the connection's owner. Called on the event loop.
     struct Callbacks: Sendable {
@@ -261,7 +261,13 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 let written = context.eventLoop.makePromise(of: Void.self)
                 // Opens of the same read burst or event-loop tick (operations started together)
                 // share one flush and TLS record, like `Window`s.
-                context.write(self.wrapOutboundOut(frame), promise: written)
+                let outbound: ClientOutboundFrame
+                if case .open = frame.kind, let records = stream.recordsToSave {
+                    outbound = .open(frame, recordsToSave: records)
+                } else {
+                    outbound = .frame(frame)
+                }
+                context.write(self.wrapOutboundOut(outbound), promise: written)
                 self.flushSoon()
                 written.futureResult.whenFailure { [server = self.server] error in
                     // Never sent (e.g. larger than a frame may be): end the stream here; the
@@ -430,14 +436,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     private func write(_ frame: Wire.Frame) {
         guard let context = self.context, !self.isClosed else { return }
-        context.write(self.wrapOutboundOut(frame), promise: nil)
+        context.write(self.wrapOutboundOut(.frame(frame)), promise: nil)
     }
 
     private func writeErrorAndClose(code: Wire.ErrorCode, message: String) {
         guard let context = self.context else { return }
         let frame = Wire.Frame(streamID: 0, kind: .error(Wire.ConnectionError(code: code, message: message)))
         let channel = context.channel
-        context.writeAndFlush(self.wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(self.wrapOutboundOut(.frame(frame))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     private func connectionEnded() {

@@ -82,6 +82,10 @@ final class ClientStream: Sendable {
     }
 
     let open: Wire.Open
+    /// The records a modify-records `Open` saves, written ahead (see
+    /// `FrameEncoder.encode(_:appendingRecordsToSave:into:maximumFrameBytes:)`); nil when
+    /// `open` holds its whole request.
+    let recordsToSave: Wire.EncodedRecords?
     let window: UInt32
     /// Resumed after a lost connection instead of failing.
     let isLongLived: Bool
@@ -108,6 +112,7 @@ final class ClientStream: Sendable {
     /// - parameter receiver: runs on `queue` for each delivery.
     init(
         open: Wire.Open,
+        recordsToSave: Wire.EncodedRecords? = nil,
         window: UInt32,
         queue: DispatchQueue,
         isLongLived: Bool = false,
@@ -119,6 +124,7 @@ final class ClientStream: Sendable {
         var open = open
         open.initialWindow = max(window, 1)
         self.open = open
+        self.recordsToSave = recordsToSave
         self.window = max(window, 1)
         self.isLongLived = isLongLived || resuming
         self.creditsOnDelivery = creditsOnDelivery

@@ -1,0 +1,144 @@
+import CirrusWire
+import Foundation
+
+extension CKRecord {
+    /// Appends the record to `records` as a save sends it, written straight from its values:
+    /// the bytes protobuf-c packs for ``wireRecordForSave(changedKeysOnly:encodeAsset:)``'s
+    /// message, without that message, its C mirror or the copies of every string and value
+    /// they take. Returns the values the record's fields were written from (see
+    /// ``SentFieldValues``).
+    ///
+    /// Only a record whose fields all come back from the wire as themselves is written this way:
+    /// every field is sent (`changedKeysOnly` leaves none out) and of a kind ``SentFieldValues``
+    /// takes, no key is empty or both plain and encrypted, it is no share, and no string holds
+    /// U+0000. For any other, nothing is appended and nil returned: the caller builds the message
+    /// (``wireRecordForSave(changedKeysOnly:encodeAsset:)``), which gives such a record its
+    /// usual answer.
+    package func writeForSave(changedKeysOnly: Bool, to records: inout Wire.EncodedRecords) -> SentFieldValues? {
+        guard self.wireShareFields() == nil else { return nil }
+        return self.state.withLock { state in
+            records.append { (out) throws(ProtobufWriter.Unwritable) -> SentFieldValues in
+                try self.write(state, changedKeysOnly: changedKeysOnly, to: &out)
+            }
+        }
+    }
+
+    /// `Record`'s parts in number order, as protobuf-c writes them.
+    private func write(
+        _ state: borrowing State, changedKeysOnly: Bool, to out: inout ProtobufWriter
+    ) throws(ProtobufWriter.Unwritable) -> SentFieldValues {
+        try out.message(1) { (id) throws(ProtobufWriter.Unwritable) in try Self.write(self.recordID, to: &id) }
+        try out.string(2, self.recordType)
+        try out.string(3, state.recordChangeTag ?? "")
+        if let date = state.creationDate { Self.write(date, field: 4, to: &out) }
+        if let date = state.modificationDate { Self.write(date, field: 5, to: &out) }
+        if let id = state.creatorUserRecordID {
+            try out.message(6) { (out) throws(ProtobufWriter.Unwritable) in try Self.write(id, to: &out) }
+        }
+        if let id = state.lastModifiedUserRecordID {
+            try out.message(7) { (out) throws(ProtobufWriter.Unwritable) in try Self.write(id, to: &out) }
+        }
+        let changed: Set<FieldKey>? = changedKeysOnly ? Set(state.changedKeys) : nil
+        try Self.write(state.fields, encrypted: false, changed: changed, to: &out)
+        try Self.write(state.encryptedFields, encrypted: true, changed: changed, to: &out)
+        if !state.encryptedFields.isEmpty, !state.fields.isEmpty {
+            // A key both plain and encrypted decodes as one of the two.
+            for key in state.encryptedFields.keys where state.fields[key] != nil { throw ProtobufWriter.Unwritable() }
+        }
+        if let parent = state.parent { try Self.write(parent, field: 9, to: &out) }
+        if let share = state.share { try Self.write(share, field: 10, to: &out) }
+        for key in state.changedKeys { try out.stringAlways(11, key) }
+        return SentFieldValues(fields: state.fields, encryptedFields: state.encryptedFields)
+    }
+
+    /// `Record.fields` entries (`RecordField{key, value, is_encrypted}`), in key order.
+    private static func write(
+        _ values: [FieldKey: FieldValue], encrypted: Bool, changed: Set<FieldKey>?, to out: inout ProtobufWriter
+    ) throws(ProtobufWriter.Unwritable) {
+        if values.isEmpty { return }
+        for key in values.keys.sorted() {
+            guard let value = values[key], !key.isEmpty, changed?.contains(key) ?? true else {
+                throw ProtobufWriter.Unwritable()
+            }
+            try out.message(8) { (field) throws(ProtobufWriter.Unwritable) in
+                try field.stringAlways(1, key)
+                try field.message(2) { (kind) throws(ProtobufWriter.Unwritable) in try Self.write(value, to: &kind) }
+                field.bool(3, encrypted)
+            }
+        }
+    }
+
+    /// `FieldValue`'s `kind` member, for the kinds ``SentFieldValues`` takes.
+    private static func write(_ value: FieldValue, to out: inout ProtobufWriter) throws(ProtobufWriter.Unwritable) {
+        switch value {
+        case .string(let v): try out.stringAlways(1, v)
+        case .int64(let v): out.int64Always(2, v)
+        case .double(let v): out.doubleAlways(3, v)
+        case .bytes(let v): out.bytesAlways(4, v)
+        case .date(let v):
+            guard Date(wireTimestamp: v.wireTimestamp) == v else { throw ProtobufWriter.Unwritable() }
+            write(v, field: 5, to: &out)
+        case .stringList(let v):
+            try out.message(11) { (list) throws(ProtobufWriter.Unwritable) in
+                for string in v { try list.stringAlways(1, string) }
+            }
+        case .int64List(let v):
+            out.message(12) { list in
+                guard !v.isEmpty else { return }
+                var size = 0
+                for n in v { size += ProtobufWriter.varintSize(UInt64(bitPattern: n)) }
+                list.key(1, 2)
+                list.varint(UInt64(size))
+                for n in v { list.varint(UInt64(bitPattern: n)) }
+            }
+        case .doubleList(let v):
+            out.message(13) { list in
+                guard !v.isEmpty else { return }
+                list.key(1, 2)
+                list.varint(UInt64(v.count * 8))
+                for n in v { list.fixed64(n.bitPattern) }
+            }
+        case .bytesList(let v):
+            out.message(14) { list in
+                for bytes in v { list.bytesAlways(1, bytes) }
+            }
+        case .dateList(let v):
+            try out.message(15) { (list) throws(ProtobufWriter.Unwritable) in
+                for date in v {
+                    guard Date(wireTimestamp: date.wireTimestamp) == date else { throw ProtobufWriter.Unwritable() }
+                    write(date, field: 1, to: &list)
+                }
+            }
+        case .reference, .location, .asset, .referenceList, .locationList, .assetList:
+            throw ProtobufWriter.Unwritable()
+        }
+    }
+
+    /// A `Timestamp` message field.
+    private static func write(_ date: Date, field: UInt64, to out: inout ProtobufWriter) {
+        let timestamp = date.wireTimestamp
+        out.message(field) { out in
+            out.int64(1, timestamp.seconds)
+            out.int32(2, timestamp.nanos)
+        }
+    }
+
+    /// A `RecordID`'s content (its zone always given).
+    private static func write(_ id: ID, to out: inout ProtobufWriter) throws(ProtobufWriter.Unwritable) {
+        try out.string(1, id.recordName)
+        try out.message(2) { (zone) throws(ProtobufWriter.Unwritable) in
+            try zone.string(1, id.zoneID.zoneName)
+            try zone.string(2, id.zoneID.ownerName)
+        }
+    }
+
+    /// A `Reference` message field.
+    private static func write(_ reference: Reference, field: UInt64, to out: inout ProtobufWriter) throws(ProtobufWriter.Unwritable) {
+        try out.message(field) { (out) throws(ProtobufWriter.Unwritable) in
+            try out.message(1) { (id) throws(ProtobufWriter.Unwritable) in try write(reference.recordID, to: &id) }
+            // `wireReference`: REFERENCE_ACTION_DELETE_SELF = 2, REFERENCE_ACTION_NONE = 1.
+            out.key(2, 0)
+            out.varint(reference.action == .deleteSelf ? 2 : 1)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+public import NIOCore
+
+extension Wire {
+    /// The `records_to_save` of a `ModifyRecordsRequest` in protobuf wire format: each record a
+    /// field entry (key, length, the `Record` message), in order. A client that writes its
+    /// records straight from its own values (CirrusKit's `CKRecord`, through ``ProtobufWriter``)
+    /// sends them without building a `Wire.Record` for each and packing its C mirror;
+    /// ``FrameEncoder/encode(_:appendingRecordsToSave:into:maximumFrameBytes:)`` puts them in
+    /// the request.
+    public struct EncodedRecords: Sendable, Hashable {
+        /// The entries, in order.
+        public private(set) var bytes: [UInt8] = []
+        /// How many records the entries hold.
+        public private(set) var count = 0
+
+        public init() {}
+
+        public mutating func reserveCapacity(_ byteCount: Int) {
+            self.bytes.reserveCapacity(byteCount)
+        }
+
+        /// Appends `record` as protobuf-c packs it.
+        public mutating func append(_ record: Wire.Record) {
+            let message = record.serializedBytes()
+            ProtobufVarint.write(1 << 3 | 2, to: &self.bytes)
+            ProtobufVarint.write(UInt64(message.count), to: &self.bytes)
+            self.bytes.append(contentsOf: message)
+            self.count += 1
+        }
+
+        /// Appends the record whose content `write` writes and returns what `write` returns; when
+        /// `write` throws ``ProtobufWriter/Unwritable``, appends nothing and returns nil.
+        package mutating func append<Result>(
+            writing write: (inout ProtobufWriter) throws(ProtobufWriter.Unwritable) -> Result
+        ) -> Result? {
+            var writer = ProtobufWriter()
+            swap(&writer.bytes, &self.bytes)
+            let start = writer.bytes.count
+            defer { swap(&writer.bytes, &self.bytes) }
+            do {
+                var result: Result?
+                try writer.message(1) { (record) throws(ProtobufWriter.Unwritable) in result = try write(&record) }
+                self.count += 1
+                return result
+            } catch {
+                writer.bytes.removeSubrange(start...)
+                return nil
+            }
+        }
+
+        /// The records, decoded (tests; a caller that needs the messages after all).
+        ///
+        /// - throws: ``WireError`` `.malformedMessage`.
+        public func decoded() throws(WireError) -> [Wire.Record] {
+            try Wire.ModifyRecordsRequest(serializedBytes: self.bytes).recordsToSave
+        }
+    }
+}
+
+extension FrameEncoder {
+    /// Appends one length-prefixed `Frame{stream_id, open}` whose `ModifyRecordsRequest` saves
+    /// `records` (before its own `records_to_save`, which must be empty): the bytes
+    /// ``encode(_:into:maximumFrameBytes:)`` writes for the frame with the records decoded into
+    /// the request. The rest of the frame goes through protobuf-c; the records are copied in.
+    ///
+    /// - throws: ``WireError/Code/messageTooLarge`` (and writes nothing) when the frame body
+    ///   would exceed `maximumFrameBytes`; `.malformedMessage` when `frame` is no `Open` of a
+    ///   modify-records request without records of its own.
+    public static func encode(
+        _ frame: Wire.Frame,
+        appendingRecordsToSave records: Wire.EncodedRecords,
+        into buffer: inout ByteBuffer,
+        maximumFrameBytes: Int = FrameDecoder.defaultMaximumFrameBytes
+    ) throws(WireError) {
+        guard case .open(var open) = frame.kind, case .modifyRecords(let request) = open.request,
+            request.recordsToSave.isEmpty
+        else {
+            throw WireError(
+                code: .malformedMessage,
+                message: "records to save go only into the Open of a modify-records request without records of its own")
+        }
+        // protobuf-c writes fields in number order: the records (`records_to_save = 1`) come
+        // before the rest of the request, and the request (`Open.modify_records = 20`) after the
+        // rest of the `Open` (fields 1 to 6).
+        open.request = nil
+        let rest = open.serializedBytes()
+        let requestRest = request.serializedBytes()
+        let requestSize = records.bytes.count + requestRest.count
+        let requestKey: UInt64 = 20 << 3 | 2
+        let openSize =
+            rest.count + ProtobufVarint.size(requestKey) + ProtobufVarint.size(UInt64(requestSize)) + requestSize
+        let frameSize =
+            (frame.streamID == 0 ? 0 : 1 + ProtobufVarint.size(frame.streamID))
+            + 1 + ProtobufVarint.size(UInt64(openSize)) + openSize
+        guard frameSize <= maximumFrameBytes else {
+            throw WireError(
+                code: .messageTooLarge,
+                message: "frame of \(frameSize) bytes exceeds the maximum of \(maximumFrameBytes) bytes"
+            )
+        }
+        let total = FrameDecoder.lengthPrefixBytes + frameSize
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+            var at = 0
+            ProtobufVarint.putBigEndian(UInt32(frameSize), into: out, at: &at)
+            if frame.streamID != 0 {
+                ProtobufVarint.put(1 << 3, into: out, at: &at)  // Frame.stream_id
+                ProtobufVarint.put(frame.streamID, into: out, at: &at)
+            }
+            ProtobufVarint.put(4 << 3 | 2, into: out, at: &at)  // Frame.open
+            ProtobufVarint.put(UInt64(openSize), into: out, at: &at)
+            func copy(_ bytes: [UInt8]) {
+                bytes.withUnsafeBytes { bytes in
+                    if let base = bytes.baseAddress, let target = out.baseAddress {
+                        (target + at).copyMemory(from: base, byteCount: bytes.count)
+                    }
+                }
+                at += bytes.count
+            }
+            copy(rest)
+            ProtobufVarint.put(requestKey, into: out, at: &at)
+            ProtobufVarint.put(UInt64(requestSize), into: out, at: &at)
+            copy(records.bytes)
+            copy(requestRest)
+            assert(at == total, "frame written differs from its computed size")
+            return at
+        }
+    }
+}
