@@ -117,7 +117,7 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
         let changedKeysOnly = self.savePolicy == .changedKeys
         // Without assets there is nothing to read or upload: the request goes out now, not after
         // a task's hop to another thread (most saves).
-        if records.allSatisfy({ $0.assetsToSend(changedKeysOnly: changedKeysOnly).isEmpty }) {
+        if !records.contains(where: { $0.hasAssetsToSend(changedKeysOnly: changedKeysOnly) }) {
             done(nil)
             return
         }

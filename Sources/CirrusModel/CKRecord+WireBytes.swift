@@ -16,28 +16,27 @@ extension CKRecord {
     /// usual answer.
     package func writeForSave(changedKeysOnly: Bool, to records: inout Wire.EncodedRecords) -> SentFieldValues? {
         guard self.wireShareFields() == nil else { return nil }
-        return self.state.withLock { state in
-            records.append { (out) throws(ProtobufWriter.Unwritable) -> SentFieldValues in
-                try self.write(state, changedKeysOnly: changedKeysOnly, to: &out)
-            }
+        // Written under the record's lock from its state in place, without closures around the
+        // parts (a closure's captures cost a retain each here, per record).
+        var record = records.beginRecord()
+        let sent = self.state.withLock { (state) -> SentFieldValues? in
+            try? self.write(state, changedKeysOnly: changedKeysOnly, to: &record.writer)
         }
+        records.endRecord(record, keeping: sent != nil)
+        return sent
     }
 
     /// `Record`'s parts in number order, as protobuf-c writes them.
     private func write(
         _ state: borrowing State, changedKeysOnly: Bool, to out: inout ProtobufWriter
     ) throws(ProtobufWriter.Unwritable) -> SentFieldValues {
-        try out.message(1) { (id) throws(ProtobufWriter.Unwritable) in try Self.write(self.recordID, to: &id) }
+        try Self.write(self.recordID, field: 1, to: &out)
         try out.string(2, self.recordType)
-        try out.string(3, state.recordChangeTag ?? "")
+        if let tag = state.recordChangeTag { try out.string(3, tag) }
         if let date = state.creationDate { Self.write(date, field: 4, to: &out) }
         if let date = state.modificationDate { Self.write(date, field: 5, to: &out) }
-        if let id = state.creatorUserRecordID {
-            try out.message(6) { (out) throws(ProtobufWriter.Unwritable) in try Self.write(id, to: &out) }
-        }
-        if let id = state.lastModifiedUserRecordID {
-            try out.message(7) { (out) throws(ProtobufWriter.Unwritable) in try Self.write(id, to: &out) }
-        }
+        if let id = state.creatorUserRecordID { try Self.write(id, field: 6, to: &out) }
+        if let id = state.lastModifiedUserRecordID { try Self.write(id, field: 7, to: &out) }
         let changed: Set<FieldKey>? = changedKeysOnly ? Set(state.changedKeys) : nil
         try Self.write(state.fields, encrypted: false, changed: changed, to: &out)
         try Self.write(state.encryptedFields, encrypted: true, changed: changed, to: &out)
@@ -60,11 +59,13 @@ extension CKRecord {
             guard let value = values[key], !key.isEmpty, changed?.contains(key) ?? true else {
                 throw ProtobufWriter.Unwritable()
             }
-            try out.message(8) { (field) throws(ProtobufWriter.Unwritable) in
-                try field.stringAlways(1, key)
-                try field.message(2) { (kind) throws(ProtobufWriter.Unwritable) in try Self.write(value, to: &kind) }
-                field.bool(3, encrypted)
-            }
+            let field = out.beginMessage(8)
+            try out.stringAlways(1, key)
+            let kind = out.beginMessage(2)
+            try Self.write(value, to: &out)
+            out.endMessage(kind)
+            out.bool(3, encrypted)
+            out.endMessage(field)
         }
     }
 
@@ -79,36 +80,38 @@ extension CKRecord {
             guard Date(wireTimestamp: v.wireTimestamp) == v else { throw ProtobufWriter.Unwritable() }
             write(v, field: 5, to: &out)
         case .stringList(let v):
-            try out.message(11) { (list) throws(ProtobufWriter.Unwritable) in
-                for string in v { try list.stringAlways(1, string) }
-            }
+            let list = out.beginMessage(11)
+            for string in v { try out.stringAlways(1, string) }
+            out.endMessage(list)
         case .int64List(let v):
-            out.message(12) { list in
-                guard !v.isEmpty else { return }
+            let list = out.beginMessage(12)
+            if !v.isEmpty {
                 var size = 0
                 for n in v { size += ProtobufWriter.varintSize(UInt64(bitPattern: n)) }
-                list.key(1, 2)
-                list.varint(UInt64(size))
-                for n in v { list.varint(UInt64(bitPattern: n)) }
+                out.key(1, 2)
+                out.varint(UInt64(size))
+                for n in v { out.varint(UInt64(bitPattern: n)) }
             }
+            out.endMessage(list)
         case .doubleList(let v):
-            out.message(13) { list in
-                guard !v.isEmpty else { return }
-                list.key(1, 2)
-                list.varint(UInt64(v.count * 8))
-                for n in v { list.fixed64(n.bitPattern) }
+            let list = out.beginMessage(13)
+            if !v.isEmpty {
+                out.key(1, 2)
+                out.varint(UInt64(v.count * 8))
+                for n in v { out.fixed64(n.bitPattern) }
             }
+            out.endMessage(list)
         case .bytesList(let v):
-            out.message(14) { list in
-                for bytes in v { list.bytesAlways(1, bytes) }
-            }
+            let list = out.beginMessage(14)
+            for bytes in v { out.bytesAlways(1, bytes) }
+            out.endMessage(list)
         case .dateList(let v):
-            try out.message(15) { (list) throws(ProtobufWriter.Unwritable) in
-                for date in v {
-                    guard Date(wireTimestamp: date.wireTimestamp) == date else { throw ProtobufWriter.Unwritable() }
-                    write(date, field: 1, to: &list)
-                }
+            let list = out.beginMessage(15)
+            for date in v {
+                guard Date(wireTimestamp: date.wireTimestamp) == date else { throw ProtobufWriter.Unwritable() }
+                write(date, field: 1, to: &out)
             }
+            out.endMessage(list)
         case .reference, .location, .asset, .referenceList, .locationList, .assetList:
             throw ProtobufWriter.Unwritable()
         }
@@ -117,28 +120,30 @@ extension CKRecord {
     /// A `Timestamp` message field.
     private static func write(_ date: Date, field: UInt64, to out: inout ProtobufWriter) {
         let timestamp = date.wireTimestamp
-        out.message(field) { out in
-            out.int64(1, timestamp.seconds)
-            out.int32(2, timestamp.nanos)
-        }
+        let message = out.beginMessage(field)
+        out.int64(1, timestamp.seconds)
+        out.int32(2, timestamp.nanos)
+        out.endMessage(message)
     }
 
-    /// A `RecordID`'s content (its zone always given).
-    private static func write(_ id: ID, to out: inout ProtobufWriter) throws(ProtobufWriter.Unwritable) {
+    /// A `RecordID` message field (its zone always given).
+    private static func write(_ id: ID, field: UInt64, to out: inout ProtobufWriter) throws(ProtobufWriter.Unwritable) {
+        let message = out.beginMessage(field)
         try out.string(1, id.recordName)
-        try out.message(2) { (zone) throws(ProtobufWriter.Unwritable) in
-            try zone.string(1, id.zoneID.zoneName)
-            try zone.string(2, id.zoneID.ownerName)
-        }
+        let zone = out.beginMessage(2)
+        try out.string(1, id.zoneID.zoneName)
+        try out.string(2, id.zoneID.ownerName)
+        out.endMessage(zone)
+        out.endMessage(message)
     }
 
     /// A `Reference` message field.
     private static func write(_ reference: Reference, field: UInt64, to out: inout ProtobufWriter) throws(ProtobufWriter.Unwritable) {
-        try out.message(field) { (out) throws(ProtobufWriter.Unwritable) in
-            try out.message(1) { (id) throws(ProtobufWriter.Unwritable) in try write(reference.recordID, to: &id) }
-            // `wireReference`: REFERENCE_ACTION_DELETE_SELF = 2, REFERENCE_ACTION_NONE = 1.
-            out.key(2, 0)
-            out.varint(reference.action == .deleteSelf ? 2 : 1)
-        }
+        let message = out.beginMessage(field)
+        try write(reference.recordID, field: 1, to: &out)
+        // `wireReference`: REFERENCE_ACTION_DELETE_SELF = 2, REFERENCE_ACTION_NONE = 1.
+        out.key(2, 0)
+        out.varint(reference.action == .deleteSelf ? 2 : 1)
+        out.endMessage(message)
     }
 }

@@ -162,6 +162,23 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
         state.withLock { $0.changedKeys }
     }
 
+    /// Whether ``assetsToSend(changedKeysOnly:)`` has any: a field of the save holds an asset
+    /// or an asset list. Checked for every record saved, without building the list.
+    package func hasAssetsToSend(changedKeysOnly: Bool) -> Bool {
+        state.withLock { state in
+            func isAsset(_ value: FieldValue) -> Bool {
+                switch value {
+                case .asset, .assetList: true
+                default: false
+                }
+            }
+            if changedKeysOnly {
+                return state.changedKeys.contains { key in state.fields[key].map(isAsset) ?? false }
+            }
+            return state.fields.values.contains(where: isAsset)
+        }
+    }
+
     /// The assets of the plain fields a save sends, by key: the changed keys in the order they were
     /// first set, or every key sorted. What `self[key]` gives for each key, read under one lock
     /// without making a value of every field (a number is an `NSNumber` there) and casting it.

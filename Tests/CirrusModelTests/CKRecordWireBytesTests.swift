@@ -154,6 +154,17 @@ struct CKRecordWireBytesTests {
         try Data([1, 2, 3]).write(to: file)
         let asset = CKRecord(recordType: "T")
         asset["file"] = CKAsset(fileURL: file)
+        let emptyList = CKRecord(recordType: "T")
+        emptyList["files"] = [CKAsset]()
+        for changedKeysOnly in [false, true] {
+            for record in [asset, emptyList, nulValue, removed] {
+                #expect(
+                    record.hasAssetsToSend(changedKeysOnly: changedKeysOnly)
+                        == !record.assetsToSend(changedKeysOnly: changedKeysOnly).isEmpty)
+            }
+            #expect(asset.hasAssetsToSend(changedKeysOnly: changedKeysOnly))
+            #expect(!nulValue.hasAssetsToSend(changedKeysOnly: changedKeysOnly))
+        }
         let share = CKShare(rootRecord: CKRecord(recordType: "Note"))
         for record in [asset, share as CKRecord] {
             var written = Wire.EncodedRecords()

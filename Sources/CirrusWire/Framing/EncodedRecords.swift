@@ -33,19 +33,41 @@ extension Wire {
         package mutating func append<Result>(
             writing write: (inout ProtobufWriter) throws(ProtobufWriter.Unwritable) -> Result
         ) -> Result? {
+            var record = self.beginRecord()
+            let result = try? write(&record.writer)
+            self.endRecord(record, keeping: result != nil)
+            return result
+        }
+
+        /// A record being written in place (``beginRecord()``): the entries so far and the new
+        /// one's key, with room for its length.
+        package struct RecordWriter: ~Copyable {
+            /// Writes the record's content.
+            package var writer: ProtobufWriter
+            fileprivate let start: Int
+            fileprivate let lengthAt: Int
+        }
+
+        /// Starts a record written in place: the caller writes its content with the returned
+        /// writer, then ``endRecord(_:keeping:)`` ends it. The entries move into the writer
+        /// meanwhile (no copy); this value holds none until then.
+        package mutating func beginRecord() -> RecordWriter {
             var writer = ProtobufWriter()
             swap(&writer.bytes, &self.bytes)
             let start = writer.bytes.count
-            defer { swap(&writer.bytes, &self.bytes) }
-            do {
-                var result: Result?
-                try writer.message(1) { (record) throws(ProtobufWriter.Unwritable) in result = try write(&record) }
+            let lengthAt = writer.beginMessage(1)
+            return RecordWriter(writer: writer, start: start, lengthAt: lengthAt)
+        }
+
+        /// Ends the record ``beginRecord()`` started: kept (its length set) or taken out again.
+        package mutating func endRecord(_ record: consuming RecordWriter, keeping: Bool) {
+            if keeping {
+                record.writer.endMessage(record.lengthAt)
                 self.count += 1
-                return result
-            } catch {
-                writer.bytes.removeSubrange(start...)
-                return nil
+            } else {
+                record.writer.bytes.removeSubrange(record.start...)
             }
+            swap(&record.writer.bytes, &self.bytes)
         }
 
         /// The records, decoded (tests; a caller that needs the messages after all).

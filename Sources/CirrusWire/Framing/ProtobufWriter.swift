@@ -55,20 +55,14 @@ package struct ProtobufWriter {
         self.key(field, 2)
         let count = value.utf8.count
         self.varint(UInt64(count))
-        let appended = value.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
-            guard let base = utf8.baseAddress else { return true }
-            guard memchr(base, 0, utf8.count) == nil else { return false }
-            self.bytes.append(contentsOf: utf8)
+        // Through its C string, which holds the string's bytes where they lie (no hold on its
+        // storage, as a view of its UTF-8 would take) and ends at the first U+0000.
+        let whole = value.withCString { string in
+            guard strlen(string) == count else { return false }
+            self.bytes.append(contentsOf: UnsafeRawBufferPointer(start: string, count: count))
             return true
         }
-        switch appended {
-        case true?: return
-        case false?: throw Unwritable()
-        case nil:
-            let utf8 = Array(value.utf8)
-            guard !utf8.contains(0) else { throw Unwritable() }
-            self.bytes.append(contentsOf: utf8)
-        }
+        if !whole { throw Unwritable() }
     }
 
     /// A bytes field, written even when empty (a oneof member, a repeated element).
@@ -117,13 +111,24 @@ package struct ProtobufWriter {
     }
 
     /// A message field whose content `body` writes, written even when empty (protobuf-c writes a
-    /// present message whatever it holds). The length goes in front of the content once it is
-    /// known: one byte is kept for it, and the content moves when the length needs more.
+    /// present message whatever it holds).
     package mutating func message<E: Error>(_ field: UInt64, _ body: (inout ProtobufWriter) throws(E) -> Void) throws(E) {
-        self.key(field, 2)
-        let lengthAt = self.bytes.count
-        self.bytes.append(0)
+        let lengthAt = self.beginMessage(field)
         try body(&self)
+        self.endMessage(lengthAt)
+    }
+
+    /// Starts a message field (see ``message(_:_:)``): its key, and one byte kept for its length.
+    /// Returns where the length goes, for ``endMessage(_:)`` once the content is written.
+    package mutating func beginMessage(_ field: UInt64) -> Int {
+        self.key(field, 2)
+        self.bytes.append(0)
+        return self.bytes.count - 1
+    }
+
+    /// Ends the message field ``beginMessage(_:)`` started: its length goes in front of the
+    /// content, which moves when the length needs more than the one byte kept.
+    package mutating func endMessage(_ lengthAt: Int) {
         let length = self.bytes.count - lengthAt - 1
         if length < 0x80 {
             self.bytes[lengthAt] = UInt8(length)
