@@ -151,7 +151,8 @@ open class CKModifyRecordsOperation: CKDatabaseOperation, @unchecked Sendable {
     override func makeRequestToSend(maximumItems: Int) throws -> (request: Wire.Open.Request, recordsToSave: Wire.EncodedRecords?) {
         var written = Wire.EncodedRecords()
         let request = try self.makeRequest(maximumItems: maximumItems, writing: true, into: &written)
-        return (request, written)
+        // A request that saves nothing is sent as it is.
+        return (request, written.count == 0 ? nil : written)
     }
 
     /// The request; `writing`, its records to save go to `written` (in order) instead of into it.

@@ -50,4 +50,12 @@ struct RecordsWrittenAheadTests {
         try FrameEncoder.encode(Wire.Frame(streamID: 3, kind: .open(wholeOpen)), into: &packed)
         #expect(ahead == packed)
     }
+
+    @Test("A save of nothing sends its request as it is")
+    func deletionsOnly() throws {
+        let operation = CKModifyRecordsOperation(recordsToSave: [], recordIDsToDelete: [CKRecord.ID(recordName: "gone")])
+        let (request, written) = try operation.makeRequestToSend(maximumItems: 400)
+        #expect(written == nil)
+        #expect(request == (try operation.makeRequest(maximumItems: 400)))
+    }
 }
