@@ -14,6 +14,24 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+// MARK: Process-wide set-up.
+
+/// Initializes OpenSSL without the exit handler it otherwise registers at its first use. That
+/// handler frees OpenSSL's global state, its locks among it, while the process's other threads
+/// still run: an event loop's timer, a late TLS read or a digest on another thread then takes a
+/// freed lock and the process crashes on its way out (a test run did, after every test had
+/// passed; a `cirrusd` stopping could too). Only a process's first initialization decides, so
+/// every Cirrus entry into OpenSSL (TLS contexts, digests, HMACs, random bytes) calls this
+/// before anything else. After the first call in a module it costs one atomic load.
+static inline void cirrus_openssl_prepare(void) {
+    static int prepared = 0;
+    if (__atomic_load_n(&prepared, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+    __atomic_store_n(&prepared, 1, __ATOMIC_RELEASE);
+}
+
 // MARK: SSL_CTX settings (macros over SSL_CTX_ctrl).
 
 static inline int cirrus_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {

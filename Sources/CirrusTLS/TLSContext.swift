@@ -40,6 +40,7 @@ public final class TLSContext: @unchecked Sendable {
     ///   the file and carrying OpenSSL's error queue when a certificate, key or
     ///   CA file is missing, unreadable or does not match, or a setting is invalid.
     public init(configuration: TLSConfiguration, sessionCache: TLSSessionCache? = nil) throws {
+        cirrus_openssl_prepare()
         OpenSSLErrorQueue.clear()
         self.configuration = configuration
         self.sessionCache = configuration.role == .client ? sessionCache ?? TLSSessionCache() : nil

@@ -77,6 +77,7 @@ package enum RandomUUID {
     /// Bytes 0–7 and 8–15 of a new UUID, big-endian: the version (4) is the high nibble of
     /// byte 6, the variant (binary 10) the two high bits of byte 8.
     private static func words() -> (UInt64, UInt64) {
+        cirrus_openssl_prepare()
         let (first, second) = Self.pool.withLock { $0.next() }
         let high = ((first & ~0xF000) | 0x4000).bigEndian
         let low = ((second & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000).bigEndian

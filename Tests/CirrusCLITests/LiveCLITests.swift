@@ -2,6 +2,7 @@ import CirrusBench
 import CirrusCLI
 import CirrusKit
 import CirrusModel
+import CirrusTestSupport
 import Foundation
 import Testing
 
@@ -66,7 +67,7 @@ struct LiveCLITests {
         #expect(result.counts.operations == 120)
         #expect(result.counts.failedOperations == 0)
 
-        let (data, response) = try await URLSession.shared.data(from: metricsURL)
+        let (data, response) = try await loopbackURLSession.data(from: metricsURL)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         let scrape = String(decoding: data, as: UTF8.self)
         func sample(_ name: String, _ labels: String? = nil) -> Double? {

@@ -2,6 +2,7 @@ import CirrusServer
 import CirrusStore
 import CirrusWire
 import Dispatch
+import CirrusTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -17,7 +18,7 @@ private func request(_ url: URL, method: String = "GET") async throws -> (status
     var request = URLRequest(url: url)
     request.httpMethod = method
     request.timeoutInterval = 60
-    let (data, response) = try await URLSession.shared.data(for: request)
+    let (data, response) = try await loopbackURLSession.data(for: request)
     return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
 }
 

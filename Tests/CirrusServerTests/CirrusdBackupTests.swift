@@ -1,4 +1,5 @@
 import CirrusWire
+import CirrusTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -73,7 +74,7 @@ struct CirrusdBackupTests {
             var request = URLRequest(url: try #require(backupURL))
             request.httpMethod = "POST"
             request.timeoutInterval = 120
-            let (data, response) = try await URLSession.shared.data(for: request)
+            let (data, response) = try await loopbackURLSession.data(for: request)
             status = (response as? HTTPURLResponse)?.statusCode == 200 ? 0 : 1
             output = String(decoding: data, as: UTF8.self)
             let answer = try JSONSerialization.jsonObject(with: data) as? [String: Any]

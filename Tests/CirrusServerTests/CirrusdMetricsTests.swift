@@ -1,4 +1,5 @@
 import CirrusWire
+import CirrusTestSupport
 import Foundation
 import Testing
 
@@ -10,7 +11,7 @@ import FoundationNetworking
 func httpGet(_ url: URL) async throws -> (status: Int, body: String) {
     var request = URLRequest(url: url)
     request.timeoutInterval = 60
-    let (data, response) = try await URLSession.shared.data(for: request)
+    let (data, response) = try await loopbackURLSession.data(for: request)
     return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
 }
 

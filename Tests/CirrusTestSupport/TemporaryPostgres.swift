@@ -59,12 +59,12 @@ public final class TemporaryPostgres: Sendable {
             if let server { return server }
             let started = try TemporaryPostgres()
             server = started
-            // Exit runs its handlers newest first. OpenSSL registers one that frees its state
-            // when first used; were that after this one, it would run first and leave every
-            // thread still running (a connection's timer, a late TLS read) with freed locks for
-            // the whole of the cluster's stop: a test run crashed so, after every test passed.
-            // Initialized now, OpenSSL's handler runs after this one instead.
-            OPENSSL_init_crypto(0, nil)
+            // OpenSSL, by default, registers an exit handler at its first use that frees its
+            // state while other threads still run (a connection's timer, a late TLS read): a
+            // test run crashed so at exit, after every test had passed, once while this
+            // cluster stopped and once after. Initialized without it, as every Cirrus entry
+            // into OpenSSL does first (`cirrus_openssl_prepare`).
+            cirrus_openssl_prepare()
             atexit { TemporaryPostgres.stopShared() }
             return started
         }

@@ -6,6 +6,7 @@ extension Wire.SHA256 {
     ///
     /// For example: `Wire.SHA256.hmac(key: secret, message: Array("position".utf8))`.
     public static func hmac(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        cirrus_openssl_prepare()
         // A one-byte stand-in when the key is empty: HMAC needs a pointer; length 0 is what counts.
         let keyBytes = key.isEmpty ? [0] : key
         return keyBytes.withUnsafeBytes { keyBuffer in

@@ -23,7 +23,8 @@ public struct SHA256: Sendable {
 
     /// The digest of the bytes in `buffer`, in one call.
     public static func hash(buffer: UnsafeRawBufferPointer) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
+        cirrus_openssl_prepare()
+        return [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
             var length: UInt32 = 0
             let done = EVP_Digest(buffer.baseAddress, buffer.count, digest.baseAddress, &length, EVP_sha256(), nil)
             count = done == 1 ? Int(length) : 0
@@ -84,6 +85,7 @@ final class DigestContext: @unchecked Sendable {
     /// A new `EVP_MD_CTX`. Only an allocation can fail here, never input, so running out of
     /// memory stops the process as any other failed allocation in Swift does.
     private static func allocate() -> OpaquePointer {
+        cirrus_openssl_prepare()
         guard let pointer = EVP_MD_CTX_new() else {
             fatalError("OpenSSL could not allocate a digest context (out of memory)")
         }
