@@ -114,14 +114,21 @@ struct EncodedRecordsTests {
         let first = Wire.Record(recordID: Wire.RecordID(recordName: "a"), recordType: "T")
         written.append(first)
         let before = written
-        let result: Int? = written.append { (out) throws(ProtobufWriter.Unwritable) in
+        // As `CKRecord.writeForSave` writes: begin, write, end kept or not.
+        func write(_ body: (inout ProtobufWriter) throws(ProtobufWriter.Unwritable) -> Int) -> Int? {
+            var record = written.beginRecord()
+            let result = try? body(&record.writer)
+            written.endRecord(record, keeping: result != nil)
+            return result
+        }
+        let result = write { (out) throws(ProtobufWriter.Unwritable) in
             try out.string(2, String(repeating: "x", count: 300))
             try out.string(3, "with\u{0}NUL")
             return 1
         }
         #expect(result == nil)
         #expect(written == before)
-        let second: Int? = written.append { (out) throws(ProtobufWriter.Unwritable) in
+        let second = write { (out) throws(ProtobufWriter.Unwritable) in
             try out.string(2, "Note")
             return 2
         }

@@ -28,17 +28,6 @@ extension Wire {
             self.count += 1
         }
 
-        /// Appends the record whose content `write` writes and returns what `write` returns; when
-        /// `write` throws ``ProtobufWriter/Unwritable``, appends nothing and returns nil.
-        package mutating func append<Result>(
-            writing write: (inout ProtobufWriter) throws(ProtobufWriter.Unwritable) -> Result
-        ) -> Result? {
-            var record = self.beginRecord()
-            let result = try? write(&record.writer)
-            self.endRecord(record, keeping: result != nil)
-            return result
-        }
-
         /// A record being written in place (``beginRecord()``): the entries so far and the new
         /// one's key, with room for its length.
         package struct RecordWriter: ~Copyable {
