@@ -51,7 +51,8 @@ let package = Package(
             name: "CMimalloc",
             providers: [.apt(["libmimalloc-dev"])]
         ),
-        // A SQLite VFS that writes each write-ahead-log transaction with one call (wal_vfs.c).
+        // A SQLite VFS that writes each write-ahead-log transaction with one call (wal_vfs.c), and a
+        // page cache that keeps the locking page's number out of SQLite's own (page_cache.c).
         .target(
             name: "CSQLiteWAL",
             linkerSettings: [.linkedLibrary("sqlite3")]

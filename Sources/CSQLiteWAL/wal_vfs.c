@@ -19,6 +19,7 @@
 // buffer first.
 
 #include "cirrus_wal_vfs.h"
+#include "cirrus_page_cache.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -323,6 +324,8 @@ static void install(void) {
     //   queues); a connection opened with SQLITE_OPEN_FULLMUTEX still gets its mutex.
     settingsTaken = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK
         && sqlite3_config(SQLITE_CONFIG_MULTITHREAD) == SQLITE_OK;
+    // - the page cache that keeps the locking page's number out of pcache1 (page_cache.c).
+    (void)cirrus_page_cache_configure();
     int rc = sqlite3_initialize();
     if (rc != SQLITE_OK) {
         installResult = rc;

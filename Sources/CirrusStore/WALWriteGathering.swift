@@ -33,3 +33,21 @@ enum WALWriteGathering {
         return (UInt64(counters.gatheredWrites), UInt64(counters.flushes))
     }
 }
+
+/// SQLite's page cache as ``WALWriteGathering/install()`` makes it, before SQLite initializes: its
+/// default cache (pcache1), wrapped so that the locking page's number, under which B-tree
+/// rebalancing parks a page for a moment, is held under 0 (`Sources/CSQLiteWAL/page_cache.c`).
+/// pcache1 otherwise takes that number (262,145 with 4 KiB pages) for its largest page and
+/// walks its whole hash table and every page it holds at the end of each write transaction that
+/// followed a page split.
+enum SQLitePageCache {
+    /// Whether the wrapper is the process's page cache (false when SQLite was initialized before
+    /// ``WALWriteGathering/install()`` ran; SQLite then keeps pcache1 as it is).
+    static var isWrapped: Bool {
+        WALWriteGathering.install()
+        return cirrus_page_cache_configured() != 0
+    }
+
+    /// Pages parked under the locking page's number since the process started, in every cache.
+    static var parkedMoves: UInt64 { UInt64(cirrus_page_cache_parked_moves()) }
+}
