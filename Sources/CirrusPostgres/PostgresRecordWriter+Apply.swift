@@ -50,7 +50,7 @@ extension PostgresRecordWriter {
             case .save(let prepared):
                 seq += 1
                 var record = prepared.record
-                record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
+                record.recordChangeTag = RecordChangeTag.make(zoneID: zone.id, seq: seq)
                 record.creationDate = prepared.serverRecord?.creationDate ?? now
                 record.modificationDate = now
                 let creator = prepared.existing?.creator ?? user

@@ -104,7 +104,7 @@ extension RecordWriter {
         swap(&record, &prepared.record)
         let name = record.recordName
         let seq = try nextSeq(zone.id)
-        record.recordChangeTag = String(zone.id, radix: 36) + "-" + String(seq, radix: 36)
+        record.recordChangeTag = RecordChangeTag.make(zoneID: zone.id, seq: seq)
         record.creationDate = prepared.serverRecord?.creationDate ?? now
         record.modificationDate = now
         let creator = existing?.creator ?? user
