@@ -9,8 +9,9 @@
 /// Every other file, and every other call, goes straight to the wrapped VFS. The wrapper
 /// becomes the default VFS, so connections opened afterwards use it.
 ///
-/// Before it initializes SQLite it turns SQLite's memory statistics off and makes multi-thread
-/// mode the default (connections without a mutex of their own): see `install` in wal_vfs.c.
+/// Before it initializes SQLite it turns SQLite's memory statistics off, makes multi-thread
+/// mode the default (connections without a mutex of their own) and wraps the page cache
+/// (`cirrus_page_cache_configure`): see `install` in wal_vfs.c.
 ///
 /// Returns SQLITE_OK, or the error of `sqlite3_initialize`/`sqlite3_vfs_register` (the wrapper
 /// is then not installed and SQLite goes on with its own VFS).
