@@ -19,9 +19,11 @@ extension Wire {
         /// Each field as a `Record.fields` entry (key and length included), in order.
         let bytes: [UInt8]
 
+        /// Written straight from the fields (``RecordFieldsWriter``) when they are of the kinds
+        /// it writes, else packed through protobuf-c: the same bytes either way.
         public init(_ fields: [Wire.RecordField]) {
             self.fields = fields
-            self.bytes = Wire.Record(fields: fields).serializedBytes()
+            self.bytes = RecordFieldsWriter.bytes(of: fields) ?? Wire.Record(fields: fields).serializedBytes()
         }
 
         /// Whether `other` is the very array encoded here (same storage, so the same fields).
