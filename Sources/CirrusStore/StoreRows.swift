@@ -158,7 +158,12 @@ enum StoreRows {
     }
 
     /// The stored rows of `names` in a zone, by name, read in one probe per
-    /// 500 names instead of one per record.
+    /// ``probeSizes``' largest (512) names instead of one per record.
+    ///
+    /// Each probe is an IN list of one of a few sizes, the names bound and the places left over
+    /// NULL (which matches no name): the connection's statement cache then holds at most one
+    /// statement per size, not one per count of names a request ever saved, and the rows are
+    /// read through ``RawStatement`` (no `StatementArguments` of every name, no GRDB `Row`).
     static func records(_ db: Database, zoneID: Int64, names: [String]) throws -> [String: RecordRow] {
         // One name (a single-record save, the common case): the plain lookup, without
         // building an IN list and its arguments.
@@ -168,19 +173,27 @@ enum StoreRows {
         var result: [String: RecordRow] = [:]
         var start = 0
         while start < names.count {
-            let chunk = names[start..<min(start + 500, names.count)]
-            start = chunk.endIndex
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
-            var arguments: StatementArguments = [zoneID]
-            arguments += StatementArguments(Array(chunk))
-            for row in try db.rows(
-                sql: "SELECT \(RecordRow.columns), name FROM records WHERE zone_id = ? AND name IN (\(marks))",
-                arguments: arguments)
-            {
-                result[row[RecordRow.columnCount]] = RecordRow(row: row)
+            let count = min(names.count - start, probeSizes[probeSizes.count - 1])
+            let size = probeSizes.firstIndex { $0 >= count } ?? probeSizes.count - 1
+            // Bindings come cleared (NULL) from the statement cache.
+            let probe = try RawStatement(db, sql: probeSQL[size])
+            probe.bind(1, zoneID)
+            for offset in 0..<count { probe.bind(Int32(offset + 2), names[start + offset]) }
+            try probe.forEachRow { row in
+                result[row.string(Int32(RecordRow.columnCount))] = RecordRow(raw: row)
             }
+            start += count
         }
         return result
+    }
+
+    /// The sizes of the IN lists of ``records(_:zoneID:names:)``.
+    static let probeSizes = [2, 4, 8, 16, 32, 64, 128, 256, 512]
+
+    /// A probe's SQL per ``probeSizes`` entry.
+    private static let probeSQL = probeSizes.map { size in
+        let marks = Array(repeating: "?", count: size).joined(separator: ", ")
+        return "SELECT \(RecordRow.columns), name FROM records WHERE zone_id = ? AND name IN (\(marks))"
     }
 
     /// Asset contents by checksum for the assets of `record` that lack content.
