@@ -168,8 +168,11 @@ final class WriteTransactionCache: Sendable {
             // A touched zone always handed out a sequence (``nextSeq(_:_:)``).
             guard let changeSeq = pending.zoneSeqs[zoneID] else { continue }
             let seq = try StoreRows.bumpDatabaseSeq(db, databaseID)
-            try db.run(
-                sql: "UPDATE zones SET db_seq = ?, change_seq = ? WHERE id = ?", arguments: [seq, changeSeq, zoneID])
+            let update = try RawStatement(db, sql: "UPDATE zones SET db_seq = ?, change_seq = ? WHERE id = ?")
+            update.bind(1, seq)
+            update.bind(2, changeSeq)
+            update.bind(3, zoneID)
+            try update.run()
         }
     }
 }
