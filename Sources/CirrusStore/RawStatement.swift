@@ -112,6 +112,24 @@ struct RawStatement {
         sqlite3_reset(handle)
     }
 
+    /// Steps an INSERT to its end, then resets it: false, with nothing written, when it would
+    /// break a UNIQUE constraint (SQLite undoes the failed statement; the transaction goes on).
+    ///
+    /// - throws: `DatabaseError` when the step fails otherwise.
+    func runUnlessUniqueViolated() throws -> Bool {
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE || code == SQLITE_ROW else {
+            // SQLITE_CONSTRAINT_UNIQUE, a macro Swift does not import: (SQLITE_CONSTRAINT | (8<<8)).
+            let unique = sqlite3_extended_errcode(db.sqliteConnection) == SQLITE_CONSTRAINT | (8 << 8)
+            let error = self.failure(code)
+            sqlite3_reset(handle)
+            if unique { return false }
+            throw error
+        }
+        sqlite3_reset(handle)
+        return true
+    }
+
     /// Steps through every row of a query, calling `body` with each (valid only during the
     /// call), then resets the statement. For hot reads (a journal page) that GRDB's `Row`
     /// would copy into a dictionary-like value per row.

@@ -17,6 +17,24 @@ extension RecordWriter {
         /// The client's fields, encoded before the writer (``RecordModificationPlan/encodeFieldsAhead()``);
         /// used only if `record` still has those very fields.
         var encodedFields: Wire.EncodedRecordFields? = nil
+        /// `existing` is nil because the record was taken to be new, not because no row was
+        /// found (``mayAssumeNew(_:)``): the insert proves it, or ``apply(_:in:)`` throws
+        /// ``NameTaken`` having written nothing of the record.
+        var assumedNew = false
+    }
+
+    /// What ``apply(_:in:)`` throws when a save taken to be new finds its name taken: nothing
+    /// of the record was written, and the save runs again with the stored row.
+    struct NameTaken: Error {}
+
+    /// Whether a save may skip reading its stored row, taken to be new: the client sends no
+    /// change tag (it holds no saved version: a record it created), the record is no share
+    /// (whose save writes other rows), and the write is the owner's own (a participant's
+    /// checks read the row). Checked against the row only if the insert finds the name taken,
+    /// or a check fails: the save then runs again as if read first, so the outcome is always
+    /// the one reading first gives.
+    func mayAssumeNew(_ client: Wire.Record) -> Bool {
+        sharedScope == nil && client.recordChangeTag.isEmpty && client.recordType != ShareRules.shareType
     }
 
     /// Saves one record under `policy`; the record as stored, or its error.
@@ -30,7 +48,22 @@ extension RecordWriter {
         guard let name = client.recordID?.recordName else {
             return .failure(RecordCodec.error(.invalidArguments, "record without a record ID"))
         }
-        let existing = try rows.map { $0[name] } ?? StoreRows.record(db, zoneID: zone.id, name: name)
+        let existing: RecordRow?
+        if mayAssumeNew(client) {
+            // Taken to be new, without reading its row (most saves of a record without a change
+            // tag create it): kept only when every check passes and the insert succeeds.
+            if case .success(var prepared) = try prepareSave(
+                client, existing: nil, in: zone, policy: policy, encodedFields: encodedFields)
+            {
+                prepared.assumedNew = true
+                do {
+                    return .success(try apply(prepared, in: zone))
+                } catch is NameTaken {}
+            }
+            existing = try StoreRows.record(db, zoneID: zone.id, name: name)
+        } else {
+            existing = try rows.map { $0[name] } ?? StoreRows.record(db, zoneID: zone.id, name: name)
+        }
         if let refusal = try sharedScopeRefusal(client, existing: existing, in: zone) { return .failure(refusal) }
         switch try prepareSave(client, existing: existing, in: zone, policy: policy, encodedFields: encodedFields) {
         case .failure(let failure): return .failure(failure)
@@ -166,7 +199,13 @@ extension RecordWriter {
             // The record's own columns (type, dates, creator) go into their indexes only where a
             // query has read the zone and type (``FieldIndexing/system``).
             insert.bind(11, indexed.system ? 1 : 0)
-            try insert.run()
+            if prepared.assumedNew {
+                // Nothing of the record written yet (its tombstone, if any, went with the name:
+                // a live record has none), and a failed insert writes nothing.
+                guard try insert.runUnlessUniqueViolated() else { throw NameTaken() }
+            } else {
+                try insert.run()
+            }
             rowID = db.lastInsertedRowID
         }
         try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record, indexed: indexed)

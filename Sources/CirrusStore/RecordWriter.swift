@@ -225,15 +225,17 @@ struct RecordWriter {
     /// cascade to a record saved after it), saves no share (whose save writes other records'
     /// rows), and saves more than one record. nil otherwise: each save reads its own row.
     /// The group's saves name distinct records (the plan refuses a second mention).
+    ///
+    /// Records a save takes to be new (``mayAssumeNew(_:)``) are not probed: their saves read
+    /// their rows only if their names turn out to be taken.
     private func existingRows(of group: Group, in zone: ZoneRow) throws -> [String: RecordRow]? {
         guard group.items.count > 1 else { return nil }
         var names: [String] = []
-        names.reserveCapacity(group.items.count)
         for entry in group.items {
             guard case .save(_, let record) = entry.item, record.recordType != ShareRules.shareType else { return nil }
-            if entry.problem == nil, let name = record.recordID?.recordName { names.append(name) }
+            if entry.problem == nil, !mayAssumeNew(record), let name = record.recordID?.recordName { names.append(name) }
         }
-        return try StoreRows.records(db, zoneID: zone.id, names: names)
+        return names.isEmpty ? [:] : try StoreRows.records(db, zoneID: zone.id, names: names)
     }
 
     /// Saves or deletes one item; `.success(nil)` for a delete.

@@ -82,6 +82,81 @@ struct AtomicTests {
         }
     }
 
+    /// Saves without a change tag are taken to be new (the SQLite engine inserts them without
+    /// reading their rows first): a name that is taken gets exactly what reading first gives,
+    /// under each policy, alone and in a group, and nothing of the taken record is written.
+    @Test func savesWithoutATagOfTakenNamesGetWhatReadingFirstGives() async throws {
+        try await withSyncStore { storage, _ in
+            try await storage.createZone("D")
+            let stored = try await storage.saveAll([
+                note("taken1", zone: "D", [field("v", .int64Value(1))]),
+                note("taken2", zone: "D", [field("v", .int64Value(2))]),
+                note("gone", zone: "D"),
+            ])
+            // A deleted record's name is free again (its tombstone goes).
+            _ = try await storage.modifyRecords(
+                RecordModification(deleting: [recordID("gone", zone: "D")]), in: alice, by: "_alice")
+            let before = try await storage.recordChanges(in: zoneID("D"), of: alice, since: 0, limit: 100, desiredKeys: nil)
+
+            // The default policy: a taken name conflicts, with the stored record, in a group
+            // (new names around it) and alone.
+            let group = try await storage.modifyRecords(
+                RecordModification(
+                    saving: [
+                        note("new1", zone: "D"), note("taken1", zone: "D", [field("v", .int64Value(10))]),
+                        note("gone", zone: "D", [field("v", .int64Value(3))]), note("new2", zone: "D"),
+                    ],
+                    isAtomic: false),
+                in: alice, by: "_alice")
+            #expect(result(group, 0) == "saved")
+            #expect(group.saveError(1)?.code == .serverRecordChanged)
+            #expect(group.saveError(1)?.serverRecord == stored[0])
+            #expect(result(group, 2) == "saved")
+            #expect(result(group, 3) == "saved")
+            for atomic in [false, true] {
+                let alone = try await storage.modifyRecords(
+                    RecordModification(saving: [note("taken2", zone: "D", [field("v", .int64Value(20))])], isAtomic: atomic),
+                    in: alice, by: "_alice")
+                #expect(alone.saveError(0)?.code == .serverRecordChanged, "atomic: \(atomic)")
+                #expect(alone.saveError(0)?.serverRecord == stored[1], "atomic: \(atomic)")
+            }
+            #expect(try await storage.fetch(recordID("taken1", zone: "D")).record == stored[0])
+            #expect(try await storage.fetch(recordID("taken2", zone: "D")).record == stored[1])
+
+            // All keys: a taken name is overwritten, its creation kept; a group and alone.
+            let overwrite = try await storage.modifyRecords(
+                RecordModification(
+                    saving: [note("taken1", zone: "D", [field("v", .int64Value(11))]), note("new3", zone: "D")],
+                    savePolicy: .allKeys, isAtomic: false),
+                in: alice, by: "_alice")
+            let overwritten = try #require(overwrite.saved(0))
+            #expect(overwritten.creationDate == stored[0].creationDate)
+            #expect(overwritten.recordChangeTag != stored[0].recordChangeTag)
+            #expect(overwritten.value("v") == .int64Value(11))
+            #expect(overwrite.saved(1) != nil)
+            let single = try await storage.modifyRecords(
+                RecordModification(
+                    saving: [note("taken2", zone: "D", [field("v", .int64Value(21))])], savePolicy: .allKeys, isAtomic: false),
+                in: alice, by: "_alice")
+            #expect(single.saved(0)?.creationDate == stored[1].creationDate)
+            #expect(try await storage.fetch(recordID("taken2", zone: "D")).record?.value("v") == .int64Value(21))
+
+            // One row per name; the feed has each name once, "gone" saved again, nothing deleted.
+            let changes = try await storage.recordChanges(
+                in: zoneID("D"), of: alice, since: before.lastSeq, limit: 100, desiredKeys: nil)
+            #expect(Set(changes.changed.compactMap { $0.recordID?.recordName }) == ["new1", "gone", "new2", "taken1", "new3", "taken2"])
+            #expect(changes.changed.count == 6)
+            #expect(changes.deleted.isEmpty)
+            let all = try await storage.recordChanges(in: zoneID("D"), of: alice, since: 0, limit: 100, desiredKeys: nil)
+            #expect(all.changed.count == 6)
+            #expect(all.deleted.isEmpty)
+        }
+    }
+
+    private func result(_ result: RecordModificationResult, _ index: Int) -> String {
+        result.saved(index) != nil ? "saved" : "\(String(describing: result.saveError(index)))"
+    }
+
     @Test func atomicAppliesToTheDefaultZoneToo() async throws {
         try await withSyncStore { storage, _ in
             try await storage.saveAll([note("x")])
