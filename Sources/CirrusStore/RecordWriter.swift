@@ -182,6 +182,15 @@ struct RecordWriter {
             guard entry.problem == nil, case .save(let index, let record) = entry.item else { return false }
             records.append((index, record))
         }
+        if records.count == 1, let (index, record) = records.first, mayAssumeNew(record) {
+            // A group of one record taken to be new: nothing else of the group to undo if its
+            // name is taken, so it is saved as a single save is (``save(_:in:policy:encodedFields:existing:)``).
+            // A failure wrote nothing: the group then runs in a savepoint, which reports it.
+            guard case .success(let saved) = try save(record, in: zone, policy: policy, encodedFields: encodedFields(at: index))
+            else { return false }
+            saves[index].result = .success(saved)
+            return true
+        }
         let existing = try StoreRows.records(db, zoneID: zone.id, names: records.map { $0.record.recordID?.recordName ?? "" })
         var prepared: [(index: Int, save: PreparedSave)] = []
         prepared.reserveCapacity(records.count)

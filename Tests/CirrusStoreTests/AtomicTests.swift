@@ -134,12 +134,15 @@ struct AtomicTests {
             #expect(overwritten.recordChangeTag != stored[0].recordChangeTag)
             #expect(overwritten.value("v") == .int64Value(11))
             #expect(overwrite.saved(1) != nil)
-            let single = try await storage.modifyRecords(
-                RecordModification(
-                    saving: [note("taken2", zone: "D", [field("v", .int64Value(21))])], savePolicy: .allKeys, isAtomic: false),
-                in: alice, by: "_alice")
-            #expect(single.saved(0)?.creationDate == stored[1].creationDate)
-            #expect(try await storage.fetch(recordID("taken2", zone: "D")).record?.value("v") == .int64Value(21))
+            for (atomic, value) in [(false, Int64(21)), (true, 22)] {
+                let single = try await storage.modifyRecords(
+                    RecordModification(
+                        saving: [note("taken2", zone: "D", [field("v", .int64Value(value))])], savePolicy: .allKeys,
+                        isAtomic: atomic),
+                    in: alice, by: "_alice")
+                #expect(single.saved(0)?.creationDate == stored[1].creationDate, "atomic: \(atomic)")
+                #expect(try await storage.fetch(recordID("taken2", zone: "D")).record?.value("v") == .int64Value(value))
+            }
 
             // One row per name; the feed has each name once, "gone" saved again, nothing deleted.
             let changes = try await storage.recordChanges(
