@@ -85,21 +85,11 @@ extension CKRecord {
             out.endMessage(list)
         case .int64List(let v):
             let list = out.beginMessage(12)
-            if !v.isEmpty {
-                var size = 0
-                for n in v { size += ProtobufWriter.varintSize(UInt64(bitPattern: n)) }
-                out.key(1, 2)
-                out.varint(UInt64(size))
-                for n in v { out.varint(UInt64(bitPattern: n)) }
-            }
+            out.packedInt64s(1, v)
             out.endMessage(list)
         case .doubleList(let v):
             let list = out.beginMessage(13)
-            if !v.isEmpty {
-                out.key(1, 2)
-                out.varint(UInt64(v.count * 8))
-                for n in v { out.fixed64(n.bitPattern) }
-            }
+            out.packedDoubles(1, v)
             out.endMessage(list)
         case .bytesList(let v):
             let list = out.beginMessage(14)

@@ -45,23 +45,12 @@ enum RecordFieldsWriter {
             for string in list.values { try out.stringAlways(1, string) }
             out.endMessage(message)
         case .int64List(let list):
-            // proto3 repeated numbers are packed: one length-delimited run, none when empty.
             let message = out.beginMessage(12)
-            if !list.values.isEmpty {
-                var size = 0
-                for n in list.values { size += ProtobufWriter.varintSize(UInt64(bitPattern: n)) }
-                out.key(1, 2)
-                out.varint(UInt64(size))
-                for n in list.values { out.varint(UInt64(bitPattern: n)) }
-            }
+            out.packedInt64s(1, list.values)
             out.endMessage(message)
         case .doubleList(let list):
             let message = out.beginMessage(13)
-            if !list.values.isEmpty {
-                out.key(1, 2)
-                out.varint(UInt64(list.values.count * 8))
-                for n in list.values { out.fixed64(n.bitPattern) }
-            }
+            out.packedDoubles(1, list.values)
             out.endMessage(message)
         case .bytesList(let list):
             let message = out.beginMessage(14)

@@ -104,6 +104,26 @@ package struct ProtobufWriter {
         self.fixed64(value.bitPattern)
     }
 
+    /// A repeated `int64` field, packed (proto3's default for repeated numbers): one
+    /// length-delimited run of varints; nothing when empty.
+    package mutating func packedInt64s(_ field: UInt64, _ values: [Int64]) {
+        guard !values.isEmpty else { return }
+        var size = 0
+        for n in values { size += Self.varintSize(UInt64(bitPattern: n)) }
+        self.key(field, 2)
+        self.varint(UInt64(size))
+        for n in values { self.varint(UInt64(bitPattern: n)) }
+    }
+
+    /// A repeated `double` field, packed: one length-delimited run of eight-byte values;
+    /// nothing when empty.
+    package mutating func packedDoubles(_ field: UInt64, _ values: [Double]) {
+        guard !values.isEmpty else { return }
+        self.key(field, 2)
+        self.varint(UInt64(values.count * 8))
+        for n in values { self.fixed64(n.bitPattern) }
+    }
+
     /// Eight little-endian bytes.
     @inline(__always)
     package mutating func fixed64(_ value: UInt64) {
