@@ -19,8 +19,8 @@ public func fuzzFrame(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     var decoder = FrameDecoder()
     var machine = ConnectionStateMachine(role: .server, configuration: .init(), now: .now())
     for _ in 0..<maximumFrames {
-        // The body the decoder is about to read: it reads a saved record's event directly, and
-        // must read it as the generic decoder does.
+        // The body the decoder is about to read: it reads a saved record's event and a save
+        // request directly, and must read them as the generic decoder does.
         let body = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self).flatMap { length in
             buffer.getBytes(at: buffer.readerIndex + FrameDecoder.lengthPrefixBytes, length: Int(length))
         }

@@ -59,9 +59,13 @@ public final class WireArena {
     /// Bytes of the oversized block kept for reuse; 0 when none is.
     public var spareCapacity: Int { spare?.capacity ?? 0 }
 
+    /// ``decodeByteLimit`` unless given: 64 MiB (every thread's scratch arena has it).
+    public static let defaultDecodeByteLimit = 64 << 20
+
     /// Creates an empty arena; memory is allocated on first use.
     public init(
-        chunkSize: Int = 16 * 1024, retainedChunkLimit: Int = 4, decodeByteLimit: Int = 64 << 20, spareOversizedLimit: Int = 0
+        chunkSize: Int = 16 * 1024, retainedChunkLimit: Int = 4, decodeByteLimit: Int = WireArena.defaultDecodeByteLimit,
+        spareOversizedLimit: Int = 0
     ) {
         self.chunkSize = max(chunkSize, 256)
         self.retainedChunkLimit = max(retainedChunkLimit, 1)

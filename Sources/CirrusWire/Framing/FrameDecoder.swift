@@ -6,8 +6,9 @@ import NIOCore
 /// The length is checked against `maximumFrameBytes` as soon as its four bytes arrive, before
 /// any of the body is buffered, so a peer cannot make the decoder hold more than one maximal
 /// frame. A body that is not a valid `Frame` is refused with ``WireError/Code/malformedMessage``.
-/// A saved record's event (the frame a client receives for each record it saves) is read
-/// directly from its bytes; every other frame goes through protobuf-c.
+/// A saved record's event (the frame a client receives for each record it saves) and the frame
+/// opening a save of records (the server's largest) are read directly from their bytes
+/// (``SaveEventReader``, ``SaveRequestReader``); every other frame goes through protobuf-c.
 ///
 /// For example:
 /// ```swift
@@ -47,8 +48,9 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         }
         let frame = try buffer.withUnsafeReadableBytes { bytes throws(WireError) -> Wire.Frame in
             let body = UnsafeRawBufferPointer(rebasing: bytes[Self.lengthPrefixBytes..<total])
-            // A saved record's event, one per record of a save, is read straight into Swift.
-            if let frame = SaveEventReader.frame(body) { return frame }
+            // A saved record's event, one per record of a save, and the frame opening a save are
+            // read straight into Swift.
+            if let frame = SaveEventReader.frame(body) ?? SaveRequestReader.frame(body) { return frame }
             return try WireArena.withScratch { arena throws(WireError) in try Wire.Frame.decode(body, arena: arena) }
         }
         buffer.moveReaderIndex(forwardBy: total)
