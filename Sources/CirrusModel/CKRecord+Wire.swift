@@ -162,35 +162,43 @@ extension CKRecord {
         changedKeysOnly: Bool,
         encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
     ) throws(CKError) -> Wire.Record {
-        try self.wireRecordForSave(changedKeysOnly: changedKeysOnly, encodeAsset: encodeAsset).record
+        try self.wireRecordForSave(changedKeysOnly: changedKeysOnly, withChangedKeys: true, encodeAsset: encodeAsset).record
     }
 
-    /// The record as a wire message (see ``wireRecord(changedKeysOnly:encodeAsset:)``) and,
+    /// The record as a save sends it (see ``wireRecord(changedKeysOnly:encodeAsset:)``) and,
     /// when the message carries every field of the record and each one decodes back to the
     /// very same value, those values (see ``SentFieldValues``).
+    ///
+    /// A save sends the record's changed keys only with `changedKeysOnly` (the `changedKeys`
+    /// save policy, the only one that reads them); `withChangedKeys` sends them anyway.
     package func wireRecordForSave(
         changedKeysOnly: Bool,
+        withChangedKeys: Bool = false,
         encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
     ) throws(CKError) -> (record: Wire.Record, sent: SentFieldValues?) {
+        let withChangedKeys = withChangedKeys || changedKeysOnly
         // Made under the record's lock, from its state in place: a copy of the state retains and
         // releases each of its parts. Until an asset comes up: assets are encoded (perhaps read
         // from their files) outside the lock, from a copy, by a second pass.
         var hasAsset = false
         do throws(CKError) {
             return try self.state.withLock { (state) throws(CKError) in
-                try self.wireRecordForSave(state, changedKeysOnly: changedKeysOnly) { (_) throws(CKError) in
+                try self.wireRecordForSave(state, changedKeysOnly: changedKeysOnly, withChangedKeys: withChangedKeys) {
+                    (_) throws(CKError) in
                     hasAsset = true
                     throw CKError(.internalError, message: "an asset is encoded outside the record's lock")
                 }
             }
         } catch where hasAsset {
             let state = self.state.withLock { $0 }
-            return try self.wireRecordForSave(state, changedKeysOnly: changedKeysOnly, encodeAsset: encodeAsset)
+            return try self.wireRecordForSave(
+                state, changedKeysOnly: changedKeysOnly, withChangedKeys: withChangedKeys, encodeAsset: encodeAsset)
         }
     }
 
     private func wireRecordForSave(
-        _ state: borrowing State, changedKeysOnly: Bool, encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
+        _ state: borrowing State, changedKeysOnly: Bool, withChangedKeys: Bool,
+        encodeAsset: (CKAsset) throws(CKError) -> Wire.Asset
     ) throws(CKError) -> (record: Wire.Record, sent: SentFieldValues?) {
         try FieldValue.checkWireID(recordID)
         try FieldValue.checkWireString(recordType, what: "the record type")
@@ -221,7 +229,7 @@ extension CKRecord {
         }
         var record = self.wireSystemFields(state)
         record.fields = fields
-        record.changedKeys = state.changedKeys
+        if withChangedKeys { record.changedKeys = state.changedKeys }
         let sent = keepsValues ? SentFieldValues(fields: state.fields, encryptedFields: state.encryptedFields) : nil
         return (record, sent)
     }

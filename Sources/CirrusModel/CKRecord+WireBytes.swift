@@ -46,7 +46,8 @@ extension CKRecord {
         }
         if let parent = state.parent { try Self.write(parent, field: 9, to: &out) }
         if let share = state.share { try Self.write(share, field: 10, to: &out) }
-        for key in state.changedKeys { try out.stringAlways(11, key) }
+        // Read only by the `changedKeys` save policy: not sent with any other.
+        if changedKeysOnly { for key in state.changedKeys { try out.stringAlways(11, key) } }
         return SentFieldValues(fields: state.fields, encryptedFields: state.encryptedFields)
     }
 

@@ -140,15 +140,22 @@ struct CKRecordWireBytesTests {
             #expect(written.count == 0 && written.bytes.isEmpty)
             #expect(throws: CKError.self) { try record.wireRecord }
         }
-        // A key set and removed again is still a changed key; the message sends it as protobuf-c
-        // does, the writer leaves it to the message.
+        // A key set and removed again is still a changed key. A save sends changed keys only
+        // under the `changedKeys` policy: there the writer leaves it to the message (which sends
+        // it as protobuf-c does); under any other the key is not sent, and the record is written.
         let removed = CKRecord(recordType: "T")
         removed["a\u{0}b"] = 1
         removed["a\u{0}b"] = nil
         removed["ok"] = 2
         var written = Wire.EncodedRecords()
-        #expect(removed.writeForSave(changedKeysOnly: false, to: &written) == nil)
+        #expect(removed.writeForSave(changedKeysOnly: true, to: &written) == nil)
+        #expect(written.count == 0)
         #expect(throws: Never.self) { try removed.wireRecord }
+        #expect(removed.writeForSave(changedKeysOnly: false, to: &written) != nil)
+        let (message, _) = try removed.wireRecordForSave(changedKeysOnly: false, encodeAsset: Self.noAsset)
+        #expect(message.changedKeys.isEmpty)
+        #expect(try written.decoded() == [message])
+        #expect(try removed.wireRecord.changedKeys == ["a\u{0}b", "ok"])
 
         let file = try makeTemporaryDirectory().appendingPathComponent("a.bin")
         try Data([1, 2, 3]).write(to: file)
