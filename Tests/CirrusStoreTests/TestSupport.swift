@@ -158,7 +158,9 @@ struct StorageEngineUnderTest: Sendable, CustomStringConvertible {
     static let postgres = StorageEngineUnderTest(
         name: "PostgreSQL",
         newLocation: { try TemporaryPostgres.shared().createDatabase() },
-        open: { try await PostgresStorage(url: PostgresURL($0), maximumConnections: 4, clock: $1) },
+        // A generous wait for a pooled connection: a loaded machine runs a hundred tests against
+        // the one server at once (the default 10 s failed a randomized query test there).
+        open: { try await PostgresStorage(url: PostgresURL($0), maximumConnections: 4, leaseTimeout: .seconds(120), clock: $1) },
         remove: { url in
             guard let name = try? PostgresURL(url).database else { return }
             _ = try? TemporaryPostgres.shared().psql("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
