@@ -8,7 +8,7 @@ import NIOCore
 /// frame. A body that is not a valid `Frame` is refused with ``WireError/Code/malformedMessage``.
 /// A saved record's event (the frame a client receives for each record it saves) and the frame
 /// opening a save of records (the server's largest) are read directly from their bytes
-/// (``SaveEventReader``, ``SaveRequestReader``); every other frame goes through protobuf-c.
+/// (`SaveEventReader`, `SaveRequestReader`); every other frame goes through protobuf-c.
 ///
 /// For example:
 /// ```swift
