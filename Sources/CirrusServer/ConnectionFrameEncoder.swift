@@ -8,21 +8,28 @@ enum OutboundFrame: Sendable {
     /// `Frame{stream_id, event}` whose event is already in wire format (a journaled callback
     /// replayed as stored).
     case event(streamID: UInt64, Wire.EncodedEvent)
-    /// `Frame{stream_id, event{seq, payload}}` whose payload is already in wire format.
-    case payload(streamID: UInt64, seq: UInt64, Wire.EncodedPayload)
     /// `Frame{stream_id, event{seq, download_asset{chunk{offset, data}}}}`, its data sent from
     /// the buffer it was read into.
     case assetChunk(streamID: UInt64, seq: UInt64, offset: UInt64, data: ByteBuffer)
+    /// `count` length-prefixed frames already encoded, one after another (a stream's events
+    /// already in wire format, framed together), sent as they are.
+    case frames(ByteBuffer, count: Int)
 
-    /// The frame, decoded where it is already encoded (tests, diagnostics).
+    /// The frame, decoded where it is already encoded (tests, diagnostics); of ``frames(_:count:)``,
+    /// the first.
     func decoded() throws(WireError) -> Wire.Frame {
         switch self {
+        case .frames(let buffer, _):
+            guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self),
+                let body = buffer.getBytes(at: buffer.readerIndex + FrameDecoder.lengthPrefixBytes, length: Int(length))
+            else {
+                throw .malformedMessage("no whole frame in \(buffer.readableBytes) bytes")
+            }
+            return try Wire.Frame(serializedBytes: body)
         case .frame(let frame):
             return frame
         case .event(let streamID, let event):
             return Wire.Frame(streamID: streamID, kind: .event(try event.decoded()))
-        case .payload(let streamID, let seq, let payload):
-            return Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: seq, payload: try payload.decoded())))
         case .assetChunk(let streamID, let seq, let offset, let data):
             let chunk = Wire.AssetChunk(offset: offset, data: Array(data.readableBytesView))
             let event = Wire.Event(seq: seq, payload: .downloadAsset(Wire.DownloadAssetEvent(callback: .chunk(chunk))))
@@ -53,6 +60,11 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .frames(let frames, _) = self.unwrapOutboundIn(data) {
+            // Encoded and checked against the limit by the connection handler.
+            context.write(self.wrapOutboundOut(frames), promise: promise)
+            return
+        }
         var buffer = self.buffer.take() ?? context.channel.allocator.buffer(capacity: 256)
         buffer.clear()
         do {
@@ -72,15 +84,6 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
                     self.refusedSize = FrameEncoder.frameBodySize(streamID: streamID, event: event)
                     throw error
                 }
-            case .payload(let streamID, let seq, let payload):
-                do {
-                    try FrameEncoder.encode(
-                        streamID: streamID, seq: seq, payload: payload, into: &buffer,
-                        maximumFrameBytes: self.maximumFrameBytes)
-                } catch {
-                    self.refusedSize = FrameEncoder.frameBodySize(streamID: streamID, seq: seq, payload: payload)
-                    throw error
-                }
             case .assetChunk(let streamID, let seq, let offset, let data):
                 do {
                     try FrameEncoder.encodeAssetChunkHeader(
@@ -97,6 +100,8 @@ final class ConnectionFrameEncoder: ChannelOutboundHandler {
                 context.write(self.wrapOutboundOut(data), promise: promise)
                 self.retain(buffer)
                 return
+            case .frames:
+                return  // Written above.
             }
         } catch {
             promise?.fail(error)

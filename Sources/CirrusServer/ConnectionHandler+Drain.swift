@@ -71,13 +71,47 @@ extension ConnectionHandler {
             }
             return
         }
+        // Events already in wire format (a saved record's, a change feed's stored record) are
+        // framed one after another into one buffer, handed down the pipeline in one write: a
+        // write per event cost each a buffer of its own, a trip through the pipeline and a copy
+        // into the TLS handler's gathered record.
+        var framed: ByteBuffer?
+        var framedCount = 0
+        func writeFramed() {
+            guard let buffer = framed.take() else { return }
+            self.write(.frames(buffer, count: framedCount), context: context)
+            framedCount = 0
+        }
+        defer { writeFramed() }
+        let maximumFrameBytes = self.encoder?.maximumFrameBytes ?? self.configuration.maximumFrameBytes
         for event in queued {
             let frame: OutboundFrame
             switch event {
+            case .encodedPayload(let payload):
+                switch self.machine.sendEvent(streamID: streamID, seq: nextSeq) {
+                case .send, .sendAndClose:
+                    var buffer = framed.take() ?? context.channel.allocator.buffer(capacity: Self.framedCapacity(queued))
+                    do {
+                        try FrameEncoder.encode(
+                            streamID: streamID, seq: nextSeq, payload: payload, into: &buffer,
+                            maximumFrameBytes: maximumFrameBytes)
+                    } catch {
+                        // The events before it go out; it ends its stream (written nothing).
+                        framed = buffer
+                        writeFramed()
+                        let size = FrameEncoder.frameBodySize(streamID: streamID, seq: nextSeq, payload: payload)
+                        self.endOversizeEvent(streamID: streamID, seq: nextSeq, size: size, context: context)
+                        return
+                    }
+                    framed = buffer
+                    framedCount += 1
+                    nextSeq += 1
+                case .waitForCredit, .drop, .invalid:
+                    self.logger.debug("dropping an event of stream \(streamID): the stream ended")
+                }
+                continue
             case .payload(let payload):
                 frame = .frame(Wire.Frame(streamID: streamID, kind: .event(Wire.Event(seq: nextSeq, payload: payload))))
-            case .encodedPayload(let payload):
-                frame = .payload(streamID: streamID, seq: nextSeq, payload)
             case .encoded(let event) where event.seq == nextSeq:
                 frame = .event(streamID: streamID, event)
             case .assetChunk(let offset, let data):
@@ -85,6 +119,7 @@ extension ConnectionHandler {
             case .encoded(let event):
                 // Journal seqs are the operation's seqs, so this does not happen; if it did, the
                 // client must not see a gap or a repeat.
+                writeFramed()
                 self.logger.error("stream \(streamID) replays journaled event \(event.seq) where \(nextSeq) is next")
                 self.stopOperation(streamID: streamID)
                 let error = Wire.OperationError(code: .internalError, message: "the operation's journal is out of order")
@@ -92,6 +127,7 @@ extension ConnectionHandler {
                 self.send(Wire.Frame(streamID: streamID, kind: .complete(complete)), context: context)
                 return
             }
+            writeFramed()  // The events framed so far go first.
             switch self.machine.sendEvent(streamID: streamID, seq: nextSeq) {
             case .send, .sendAndClose:
                 self.write(frame, context: context)
@@ -106,6 +142,14 @@ extension ConnectionHandler {
                 self.logger.debug("dropping an event of stream \(streamID): the stream ended")
             }
         }
+    }
+
+    /// Room for the frames of the events of `queued` already in wire format: each payload's
+    /// bytes and at most 39 of length prefix, frame and event headers.
+    private static func framedCapacity(_ queued: [OperationStream.QueuedEvent]) -> Int {
+        var bytes = 0
+        for case .encodedPayload(let payload) in queued { bytes += payload.bytes.count + 39 }
+        return bytes
     }
 
     /// Ends the operation on `streamID` with its `Complete`, after what it queued (later, if

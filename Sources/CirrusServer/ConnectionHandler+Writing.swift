@@ -72,7 +72,8 @@ extension ConnectionHandler {
     /// Counts an event or an error going out (see ``ServerMetrics``).
     private func count(_ frame: OutboundFrame, metrics: ServerMetrics) {
         guard case .frame(let frame) = frame else {
-            self.eventsSinceFlush += 1  // An event already in wire format (a replay, an asset chunk).
+            // Events already in wire format (a replay, an asset chunk, a stream's framed together).
+            if case .frames(_, let count) = frame { self.eventsSinceFlush += count } else { self.eventsSinceFlush += 1 }
             return
         }
         switch frame.kind {

@@ -178,6 +178,34 @@ struct ProtocolConformanceTests {
         }
     }
 
+    /// Events already in wire format are framed together, several to a write: the ones before
+    /// an oversize record still go out, each a frame of its own in order, then the stream ends.
+    @Test func theRecordsBeforeAnOversizeOneInAChangeFeedArriveFramedInOrder() async throws {
+        try await withStorageServer { port in
+            var alice = try await OperationClient.connect(port: port, user: "alice")
+            let records = ["a", "b", "c"].map { note($0, title: $0) } + [note("big", title: String(repeating: "x", count: 40_000))]
+                + [note("d", title: "d")]
+            let (_, saved) = try await alice.save(records)
+            #expect(saved.error == nil)
+            let (client, _) = try await TestClient.conformant(port: port, maxFrameBytes: 16_384)
+            let zone = Wire.RecordZoneID(zoneName: "_defaultZone", ownerName: "__defaultOwner__")
+            let request = Wire.FetchRecordZoneChangesRequest(zoneConfigurations: [Wire.ZoneChangesConfiguration(zoneID: zone)])
+            try await client.open(.fetchRecordZoneChanges(request), streamID: 1)
+            let (events, complete) = try await client.untilComplete(streamID: 1)
+            #expect(events.map(\.seq) == [1, 2, 3])
+            let names = events.compactMap { event -> String? in
+                guard case .fetchRecordZoneChanges(let payload)? = event.payload,
+                    case .recordWasChanged(let record)? = payload.callback
+                else { return nil }
+                return record.recordID?.recordName
+            }
+            #expect(names == ["a", "b", "c"])
+            #expect(complete.error?.code == .limitExceeded)
+            #expect(complete.lastSeq == 3)
+            try await client.expectNothingPending()
+        }
+    }
+
     /// Saves "small" and "big", a record of about 40 KB, as alice.
     private func saveSmallAndBig(port: Int) async throws {
         var alice = try await OperationClient.connect(port: port, user: "alice")
