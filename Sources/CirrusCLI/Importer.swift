@@ -188,6 +188,8 @@ package final class Importer: Sendable {
             }
         }
         if let error = firstError.withLock({ $0 }) {
+            // What finished is on disk, so that a resume does not send it again.
+            try? await store.flush()
             throw CLIError(error.exitCode, "\(error.message) (the import can be finished with --resume)")
         }
         let finalState = await store.state
@@ -235,10 +237,10 @@ package final class Importer: Sendable {
             }
         }
         if !unreadable.isEmpty {
-            try await store.update(index) { if $0.failed.isEmpty { $0.failed = unreadable } }
+            try await store.update(index, durable: false) { if $0.failed.isEmpty { $0.failed = unreadable } }
         }
         if records.isEmpty {
-            try await store.update(index) { $0.done = true }
+            try await store.update(index, durable: false) { $0.done = true }
             return how
         }
         var attempt = 0
@@ -257,7 +259,9 @@ package final class Importer: Sendable {
                 $0.persisted = false
             }
             operation.longLivedOperationWasPersistedBlock = {
-                Task { try? await store.update(index) { if $0.operationIDs.last == operationID { $0.persisted = true } } }
+                Task {
+                    try? await store.update(index, durable: false) { if $0.operationIDs.last == operationID { $0.persisted = true } }
+                }
             }
             let outcome = await self.execute(operation, add: { self.database.add(operation) })
             if try await self.finish(index, rows: rows, sent: records.count, outcome: outcome, store: store, lastAttempt: attempt >= self.maximumAttempts) {
@@ -311,7 +315,7 @@ package final class Importer: Sendable {
                 if lastAttempt { throw CLIError.from(error, context: "batch \(index + 1)") }
                 return false
             }
-            try await store.update(index) { batch in
+            try await store.update(index, durable: false) { batch in
                 batch.done = true
                 batch.failed += rows.map { BadRow(line: $0.line, message: CLIError.describe(error)) }
             }
@@ -325,7 +329,7 @@ package final class Importer: Sendable {
             }
         }
         let saved = max(sent - failed.count, 0)
-        try await store.update(index) { batch in
+        try await store.update(index, durable: false) { batch in
             batch.done = true
             batch.saved = saved
             batch.failed += failed

@@ -2,8 +2,8 @@
 import Foundation
 import Testing
 
-/// The import's state file is rewritten on every change of a batch: done batches at its front
-/// fold into totals, so each rewrite costs what the batches in flight cost, not the whole import.
+/// The import's state file is rewritten when a batch is sent: done batches at its front fold
+/// into totals, so each rewrite costs what the batches in flight cost, not the whole import.
 @Suite("Import state")
 struct ImportStateTests {
     static func state() -> ImportState {
@@ -63,6 +63,34 @@ struct ImportStateTests {
         #expect(loaded.finishedPrefix == nil)
         #expect(loaded.isDone(0) && !loaded.isDone(1))
         #expect(loaded.saved == 5 && loaded.doneCount == 1)
+    }
+
+    @Test func anOperationIDIsOnDiskAtOnceAndAResultWithTheNextWrite() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("state-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Self.state().save(to: path)
+        let store = ImportStateStore(state: Self.state(), path: path)
+
+        try await store.update(0) { $0.operationIDs.append("op-0") }
+        #expect(try ImportState.load(from: path).batches[0]?.operationIDs == ["op-0"])
+
+        // A result waits for the next write that must be on disk ...
+        try await store.update(0, durable: false) {
+            $0.done = true
+            $0.saved = 4
+        }
+        #expect(try ImportState.load(from: path).isDone(0) == false)
+        try await store.update(1) { $0.operationIDs.append("op-1") }
+        var loaded = try ImportState.load(from: path)
+        #expect(loaded.isDone(0) && loaded.saved == 4)
+        #expect(loaded.batches[1]?.operationIDs == ["op-1"])
+
+        // ... or for a flush (an import ending on an error).
+        try await store.update(1, durable: false) { $0.done = true }
+        #expect(try ImportState.load(from: path).isDone(1) == false)
+        try await store.flush()
+        loaded = try ImportState.load(from: path)
+        #expect(loaded.isDone(1) && loaded.doneCount == 2)
     }
 }
 
