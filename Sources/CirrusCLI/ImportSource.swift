@@ -241,11 +241,8 @@ public struct ImportSource {
     public func record(for row: SourceRow) throws -> CKRecord {
         let (type, fields) = try Self.fields(
             of: row, converter: self.converter, options: self.options, header: self.header, columnTypes: self.columnTypes)
-        let record = CKRecord(recordType: type, recordID: CKRecord.ID(recordName: row.recordName, zoneID: self.zoneID))
-        for (key, value) in fields {
-            record[key] = value
-        }
-        return record
+        return CKRecord(
+            recordType: type, recordID: CKRecord.ID(recordName: row.recordName, zoneID: self.zoneID), fields: fields)
     }
 
     /// The types the CSV columns were given (declared or inferred).

@@ -96,6 +96,23 @@ import Testing
         #expect(try fetched.wireRecord.changedKeys == ["c", "a"])
     }
 
+    @Test(arguments: [
+        [("b", "1" as any CKRecordValue), ("a", 2), ("b", "3")],
+        [("title", "x"), ("when", Date(timeIntervalSince1970: 1)), ("tags", ["p", "q"]), ("n", 1.5), ("ok", true)],
+        [],
+    ] as [[(String, any CKRecordValue)]])
+    func aRecordMadeWithItsFieldsEqualsOneMadeFieldByField(_ fields: [(String, any CKRecordValue)]) throws {
+        let id = CKRecord.ID(recordName: "r", zoneID: CKRecordZone.ID(zoneName: "Z"))
+        let byField = CKRecord(recordType: "Row", recordID: id)
+        for (key, value) in fields { byField[key] = value }
+        let made = CKRecord(recordType: "Row", recordID: id, fields: fields)
+        #expect(made.changedKeys() == byField.changedKeys())
+        #expect(made.allKeys() == byField.allKeys())
+        #expect(try made.wireRecord == byField.wireRecord)
+        made["later"] = 1
+        #expect(made.changedKeys() == byField.changedKeys() + ["later"])
+    }
+
     @Test func changedKeysOnlyEncodingSendsJustTheChangedFields() throws {
         let fetched = try CKRecord(
             wire: serverRecord(fields: [
