@@ -28,7 +28,7 @@ extension PostgresStorage: OperationJournal {
     public func registerLongLivedOperation(
         _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord {
-        let bytes = Data(open.serializedBytes())
+        let bytes = Data(open.serializedBytesWritingRecords())
         let created = OperationJournalRules.nanoseconds(date)
         let node = lease?.node
         let expiry = lease.map { OperationJournalRules.nanoseconds($0.expiry) }

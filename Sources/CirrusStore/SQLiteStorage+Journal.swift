@@ -8,7 +8,7 @@ extension SQLiteStorage: OperationJournal {
     public func registerLongLivedOperation(
         _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord {
-        let bytes = Data(open.serializedBytes())
+        let bytes = Data(open.serializedBytesWritingRecords())
         try await write(weight: 1) { db in
             guard try db.int64(sql: Self.lastSeqSQL, arguments: [key.owner, key.operationID]) == nil else {
                 throw OperationJournalRules.duplicate(key)

@@ -71,6 +71,41 @@ struct EncodedRecordsTests {
         }
     }
 
+    @Test("An Open written for storage decodes to the same Open, and is protobuf-c's bytes where no record has rarer parts")
+    func storedOpen() throws {
+        var parts = RandomRecordParts()
+        for round in 0..<300 {
+            var records = (0..<Int.random(in: 0..<6)).map { _ in Self.record(&parts) }
+            if round % 10 == 0, !records.isEmpty {
+                // A field kind the direct writer leaves to protobuf-c.
+                records[0].fields.append(Wire.RecordField(
+                    key: "at", value: Wire.FieldValue(kind: .locationValue(Wire.Location(latitude: 1, longitude: 2)))))
+            }
+            let request = Wire.ModifyRecordsRequest(
+                recordsToSave: records,
+                recordIDsToDelete: (0..<Int.random(in: 0..<3)).compactMap { _ in parts.id() },
+                savePolicy: [.unspecified, .allKeys, .changedKeys].randomElement() ?? .allKeys,
+                clientChangeToken: parts.bool() ? [] : [1, 2, 3],
+                isAtomic: [nil, true, false].randomElement() ?? nil,
+                failuresOnly: parts.bool())
+            var open = Wire.Open(
+                operationID: parts.name(), databaseScope: parts.bool() ? .private : .unspecified,
+                containerIdentifier: parts.name(), initialWindow: parts.bool() ? 0 : 64, request: .modifyRecords(request))
+            if parts.bool() { open.configuration = Wire.OperationConfiguration(isLongLived: true) }
+            if parts.bool() { open.group = Wire.OperationGroup(operationGroupID: parts.name(), name: parts.name()) }
+            let stored = open.serializedBytesWritingRecords()
+            #expect(try Wire.Open(serializedBytes: stored) == open)
+            if records.allSatisfy({ $0.parent == nil && $0.changedKeys.isEmpty }) {
+                #expect(stored == open.serializedBytes())
+            }
+        }
+        // Another request, or a save of no records: protobuf-c's bytes.
+        let fetch = Wire.Open(operationID: "f", request: .fetchRecords(Wire.FetchRecordsRequest(recordIDs: [Wire.RecordID(recordName: "r")])))
+        #expect(fetch.serializedBytesWritingRecords() == fetch.serializedBytes())
+        let empty = Wire.Open(operationID: "e", request: .modifyRecords(Wire.ModifyRecordsRequest(isAtomic: true)))
+        #expect(empty.serializedBytesWritingRecords() == empty.serializedBytes())
+    }
+
     @Test("Over the frame limit the Open is refused and nothing is written")
     func frameLimit() throws {
         var written = Wire.EncodedRecords()

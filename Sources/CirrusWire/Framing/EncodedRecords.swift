@@ -137,3 +137,41 @@ extension FrameEncoder {
         }
     }
 }
+
+extension Wire.Open {
+    /// The open's serialized bytes, for storing it, with a save's records written directly:
+    /// each as ``Wire/Record/serializedBytes(reusing:)`` writes a stored record (its system
+    /// parts and fields straight from the values, the rare other parts through protobuf-c); the
+    /// rest of the open goes through protobuf-c. They decode to an open equal to this one, and
+    /// are the bytes ``serializedBytes()`` gives but where a record has a parent, a share,
+    /// changed keys or share fields: its fields come after those then.
+    ///
+    /// The journal of long-lived operations stores every open it runs; packing a save of 400
+    /// records through protobuf-c's tree of C structs took a tenth of the server's CPU.
+    public func serializedBytesWritingRecords() -> [UInt8] {
+        guard case .modifyRecords(var request) = self.request, !request.recordsToSave.isEmpty else {
+            return self.serializedBytes()
+        }
+        var records: [UInt8] = []
+        for record in request.recordsToSave {
+            let bytes = record.serializedBytes(reusing: Wire.EncodedRecordFields(record.fields))
+            ProtobufVarint.write(1 << 3 | 2, to: &records)  // ModifyRecordsRequest.records_to_save
+            ProtobufVarint.write(UInt64(bytes.count), to: &records)
+            records.append(contentsOf: bytes)
+        }
+        // In field number order, as protobuf-c writes them (see `FrameEncoder.encode(_:appendingRecordsToSave:…)`).
+        request.recordsToSave = []
+        let requestRest = request.serializedBytes()
+        var open = self
+        open.request = nil
+        let rest = open.serializedBytes()
+        var out: [UInt8] = []
+        out.reserveCapacity(rest.count + 12 + records.count + requestRest.count)
+        out.append(contentsOf: rest)
+        ProtobufVarint.write(20 << 3 | 2, to: &out)  // Open.modify_records
+        ProtobufVarint.write(UInt64(records.count + requestRest.count), to: &out)
+        out.append(contentsOf: records)
+        out.append(contentsOf: requestRest)
+        return out
+    }
+}
