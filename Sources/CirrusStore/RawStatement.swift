@@ -27,8 +27,26 @@ struct RawStatement {
 
     /// The cached statement for `sql`, reset with its bindings cleared.
     init(_ db: Database, sql: String) throws {
+        self.init(db, try db.cachedStatement(sql: sql))
+    }
+
+    /// The statement `slot` holds, or `sql`'s from the cache (then kept in `slot`), reset with
+    /// its bindings cleared: for a statement a caller runs once per record, as the cache's
+    /// lookup hashes the whole text of the SQL every time. Holding the statement keeps it
+    /// prepared, whatever the cache does meanwhile.
+    init(_ db: Database, sql: String, reusing slot: inout Statement?) throws {
+        if let statement = slot {
+            self.init(db, statement)
+        } else {
+            let statement = try db.cachedStatement(sql: sql)
+            slot = statement
+            self.init(db, statement)
+        }
+    }
+
+    private init(_ db: Database, _ statement: Statement) {
         self.db = db
-        handle = try db.cachedStatement(sql: sql).sqliteStatement
+        handle = statement.sqliteStatement
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }

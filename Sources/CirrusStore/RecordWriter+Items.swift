@@ -157,7 +157,8 @@ extension RecordWriter {
                     UPDATE records SET change_tag = ?, change_seq = ?, data = ?, modified_ns = ?, modifier = ?,
                         sys_indexed = ?
                     WHERE id = ?
-                    """)
+                    """,
+                reusing: &recordStatements.update)
             update.bind(1, record.recordChangeTag)
             update.bind(2, seq)
             update.bind(3, bytes: data)
@@ -185,7 +186,8 @@ extension RecordWriter {
                     INSERT INTO records (zone_id, name, record_type, change_tag, change_seq, creator, data,
                         created_ns, modified_ns, modifier, sys_indexed)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
+                    """,
+                reusing: &recordStatements.insert)
             insert.bind(1, zone.id)
             insert.bind(2, name)
             insert.bind(3, record.recordType)

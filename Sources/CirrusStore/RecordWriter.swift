@@ -42,6 +42,14 @@ struct RecordWriter {
     /// commit. A rolled-back item leaves a gap in a sequence, which is harmless: a sequence
     /// only has to grow.
     let transaction: WriteTransactionCache
+    /// The statements that write every saved record's row, held for the request's records
+    /// (``RawStatement/init(_:sql:reusing:)``).
+    var recordStatements = RecordStatements()
+
+    struct RecordStatements {
+        var insert: Statement?
+        var update: Statement?
+    }
 
     init(
         db: Database, key: DatabaseKey, user: String, now: Wire.Timestamp,
