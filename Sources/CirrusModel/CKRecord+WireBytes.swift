@@ -56,8 +56,9 @@ extension CKRecord {
         _ values: [FieldKey: FieldValue], encrypted: Bool, changed: Set<FieldKey>?, to out: inout ProtobufWriter
     ) throws(ProtobufWriter.Unwritable) {
         if values.isEmpty { return }
-        for key in values.keys.sorted() {
-            guard let value = values[key], !key.isEmpty, changed?.contains(key) ?? true else {
+        // The pairs sorted, rather than the keys and each value looked up again (hashing its key).
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            guard !key.isEmpty, changed?.contains(key) ?? true else {
                 throw ProtobufWriter.Unwritable()
             }
             let field = out.beginMessage(8)
