@@ -7,14 +7,6 @@ import Testing
 /// decodes from the same bytes, or nil, for which `FrameDecoder` decodes the generic way.
 @Suite("Save events read directly")
 struct SaveEventReaderTests {
-    /// The frame `body` decodes to the generic way (nesting check, protobuf-c, conversion), or
-    /// nil when that refuses it.
-    private static func generic(_ body: [UInt8]) -> Wire.Frame? {
-        body.withUnsafeBytes { bytes in
-            try? WireArena.withScratch { (arena) throws(WireError) in try WireCodec.decode(Wire.Frame.self, from: bytes, arena: arena) }
-        }
-    }
-
     private static func direct(_ body: [UInt8]) -> Wire.Frame? {
         body.withUnsafeBytes { SaveEventReader.frame($0) }
     }
@@ -41,7 +33,7 @@ struct SaveEventReaderTests {
             let body = frame.serializedBytes()
             let read = try #require(Self.direct(body), "round \(round): \(frame)")
             #expect(read == frame, "round \(round)")
-            #expect(read == Self.generic(body), "round \(round)")
+            #expect(read == genericallyDecodedFrame(body), "round \(round)")
             if let payload = save.directPayload {
                 var buffer = ByteBuffer()
                 try FrameEncoder.encode(streamID: streamID, seq: seq, payload: payload, into: &buffer)
@@ -68,7 +60,7 @@ struct SaveEventReaderTests {
             case 2: body.insert(UInt8.random(in: 0...255, using: &generator), at: at)
             default: body += body[at...]
             }
-            let generic = Self.generic(body)
+            let generic = genericallyDecodedFrame(body)
             if generic == nil { refused += 1 }
             if let read = Self.direct(body) {
                 readDirectly += 1
@@ -108,7 +100,7 @@ struct SaveEventReaderTests {
         for frame in frames {
             let body = frame.serializedBytes()
             #expect(Self.direct(body) == nil, "\(frame)")
-            #expect(Self.generic(body) == frame)
+            #expect(genericallyDecodedFrame(body) == frame)
         }
     }
 
@@ -149,8 +141,8 @@ struct SaveEventReaderTests {
         for (name, body, read) in cases {
             let direct = Self.direct(body)
             #expect((direct != nil) == read, "\(name)")
-            #expect(direct == nil || direct == Self.generic(body), "\(name)")
-            if !read { #expect(Self.generic(body) == nil, "\(name): protobuf-c refuses it too") }
+            #expect(direct == nil || direct == genericallyDecodedFrame(body), "\(name)")
+            if !read { #expect(genericallyDecodedFrame(body) == nil, "\(name): protobuf-c refuses it too") }
         }
         guard case .event(let event)? = Self.direct(frame(asSent: [UInt8](repeating: 0x80, count: 9) + [0x02]))?.kind,
             case .modifyRecords(let payload) = event.payload, case .perRecordSave(let save) = payload.callback
@@ -172,7 +164,7 @@ struct SaveEventReaderTests {
         let body = Array(buffer.readableBytesView.dropFirst(FrameDecoder.lengthPrefixBytes))
         #expect(body.contains(0))
         #expect(Self.direct(body) == nil)
-        #expect(Self.generic(body) == nil)
+        #expect(genericallyDecodedFrame(body) == nil)
         var decoder = FrameDecoder()
         #expect(throws: WireError.self) { try decoder.decode(buffer: &buffer) }
     }
@@ -189,7 +181,7 @@ struct SaveEventReaderTests {
         let name = try #require(body.firstIndex(of: UInt8(ascii: "a")))
         body[name] = 0xC3  // the first byte of a two-byte sequence, cut off by "b"
         let read = try #require(Self.direct(body))
-        #expect(read == Self.generic(body))
+        #expect(read == genericallyDecodedFrame(body))
         guard case .event(let event) = read.kind, case .modifyRecords(let payload) = event.payload,
             case .perRecordSave(let save) = payload.callback
         else {

@@ -8,14 +8,6 @@ import Testing
 /// generic way.
 @Suite("Save requests read directly")
 struct SaveRequestReaderTests {
-    /// The frame `body` decodes to the generic way (nesting check, protobuf-c, conversion), or
-    /// nil when that refuses it.
-    private static func generic(_ body: [UInt8]) -> Wire.Frame? {
-        body.withUnsafeBytes { bytes in
-            try? WireArena.withScratch { (arena) throws(WireError) in try WireCodec.decode(Wire.Frame.self, from: bytes, arena: arena) }
-        }
-    }
-
     private static func direct(_ body: [UInt8]) -> Wire.Frame? {
         body.withUnsafeBytes { SaveRequestReader.frame($0) }
     }
@@ -133,7 +125,7 @@ struct SaveRequestReaderTests {
             guard let read else { continue }
             covered += 1
             #expect(Self.same(read, frame), "round \(round)")
-            #expect(Self.same(read, Self.generic(body)), "round \(round)")
+            #expect(Self.same(read, genericallyDecodedFrame(body)), "round \(round)")
 
             guard case .modifyRecords(var request) = open.request else { continue }
             var records = Wire.EncodedRecords()
@@ -170,7 +162,7 @@ struct SaveRequestReaderTests {
             case 2: body.insert(UInt8.random(in: 0...255, using: &generator), at: at)
             default: body += body[at...]
             }
-            let generic = Self.generic(body)
+            let generic = genericallyDecodedFrame(body)
             if generic == nil { refused += 1 }
             if let read = Self.direct(body) {
                 readDirectly += 1
@@ -209,7 +201,7 @@ struct SaveRequestReaderTests {
         for frame in frames {
             let body = frame.serializedBytes()
             #expect(Self.direct(body) == nil, "\(frame)")
-            #expect(Self.generic(body) == frame)
+            #expect(genericallyDecodedFrame(body) == frame)
         }
     }
 
@@ -232,7 +224,7 @@ struct SaveRequestReaderTests {
         ]
         for (name, body, read) in cases {
             let direct = Self.direct(body)
-            let generic = Self.generic(body)
+            let generic = genericallyDecodedFrame(body)
             #expect((direct != nil) == read, "\(name)")
             #expect((generic != nil) == (name != "a double list of 12 bytes"), "\(name): protobuf-c reads it (all but that)")
             #expect(direct == nil || Self.same(direct, generic), "\(name)")
@@ -250,12 +242,12 @@ struct SaveRequestReaderTests {
         }
         let big = body(emptyFields: 1_600_000)
         #expect(big.count < FrameDecoder.defaultMaximumFrameBytes)
-        #expect(Self.generic(big) == nil)
+        #expect(genericallyDecodedFrame(big) == nil)
         #expect(Self.direct(big) == nil)
         // A tenth of it is read, and read as protobuf-c reads it.
         let small = body(emptyFields: 160_000)
         let read = try #require(Self.direct(small))
-        #expect(Self.same(read, Self.generic(small)))
+        #expect(Self.same(read, genericallyDecodedFrame(small)))
     }
 
     /// The frame decoder reads a save request as it reads any frame, and refuses one holding a
@@ -272,7 +264,7 @@ struct SaveRequestReaderTests {
         // A string with a NUL, written whole (protobuf-c would cut it short).
         let body = Self.body(value: Self.field(1, Array("a\u{0}b".utf8)))
         #expect(Self.direct(body) == nil)
-        #expect(Self.generic(body) == nil)
+        #expect(genericallyDecodedFrame(body) == nil)
         buffer.clear()
         buffer.writeInteger(UInt32(body.count))
         buffer.writeBytes(body)
