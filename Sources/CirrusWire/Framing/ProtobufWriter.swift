@@ -152,11 +152,24 @@ package struct ProtobufWriter {
         let length = self.bytes.count - lengthAt - 1
         if length < 0x80 {
             self.bytes[lengthAt] = UInt8(length)
-        } else {
-            var prefix: [UInt8] = []
-            ProtobufVarint.write(UInt64(length), to: &prefix)
-            self.bytes[lengthAt] = prefix[0]
-            self.bytes.insert(contentsOf: prefix[1...], at: lengthAt + 1)
+            return
+        }
+        // The varint in two words on the stack (it takes at most 10 bytes), not in an array
+        // of its own: a record of more than 127 bytes ends this way, one per record saved.
+        var words: (UInt64, UInt64) = (0, 0)
+        let count = withUnsafeMutableBytes(of: &words) { raw in
+            var value = UInt64(length)
+            var index = 0
+            while value >= 0x80 {
+                raw[index] = UInt8(truncatingIfNeeded: value) | 0x80
+                value >>= 7
+                index += 1
+            }
+            raw[index] = UInt8(value)
+            return index + 1
+        }
+        withUnsafeBytes(of: words) { raw in
+            self.bytes.replaceSubrange(lengthAt..<lengthAt + 1, with: raw[..<count])
         }
     }
 }
