@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The machine's raw durable-write limits, the "raw limit here" column of #12 (storage engine v2),
+# to print beside `cirrus bench` figures: the system's SQLite (WAL, synchronous = FULL) inserting
+# 400 rows of a 250-byte blob per transaction for 5 s, then a 4 KiB pwrite + fdatasync loop for
+# 3 s, in a temporary directory (or DIR: put it on the file system cirrusd's data is on).
+# Needs a C compiler and SQLite's headers (libsqlite3-dev). Usage: Scripts/raw-limits.sh [DIR]
+set -euo pipefail
+parent="${1:-${TMPDIR:-/tmp}}"
+work="$(mktemp -d "$parent/cirrus-raw-limits.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+cat > "$work/raw.c" <<'C'
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int check(int rc, sqlite3 *db, const char *what) {
+    if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+        fprintf(stderr, "%s: %s\n", what, sqlite3_errmsg(db));
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/raw.db", argv[1]);
+    sqlite3 *db;
+    if (check(sqlite3_open(path, &db), db, "open")) return 1;
+    if (check(sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+                               "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE, data BLOB);",
+                           0, 0, 0), db, "schema")) return 1;
+    sqlite3_stmt *insert;
+    if (check(sqlite3_prepare_v2(db, "INSERT INTO t (name, data) VALUES (?, ?)", -1, &insert, 0), db, "prepare")) return 1;
+    char blob[250], name[32];
+    memset(blob, 7, sizeof blob);
+    long rows = 0;
+    double start = now();
+    while (now() - start < 5) {
+        if (check(sqlite3_exec(db, "BEGIN", 0, 0, 0), db, "begin")) return 1;
+        for (int i = 0; i < 400; i++) {
+            snprintf(name, sizeof name, "record-%09ld", rows++);
+            sqlite3_bind_text(insert, 1, name, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_blob(insert, 2, blob, sizeof blob, SQLITE_STATIC);
+            if (check(sqlite3_step(insert), db, "insert")) return 1;
+            sqlite3_reset(insert);
+        }
+        if (check(sqlite3_exec(db, "COMMIT", 0, 0, 0), db, "commit")) return 1;
+    }
+    printf("SQLite %s, WAL, synchronous = FULL, 400 rows per transaction: %.0f rows/s\n", sqlite3_libversion(),
+           rows / (now() - start));
+    sqlite3_finalize(insert);
+    sqlite3_close(db);
+
+    snprintf(path, sizeof path, "%s/sync.bin", argv[1]);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0) { perror("open"); return 1; }
+    char page[4096];
+    memset(page, 1, sizeof page);
+    long syncs = 0;
+    start = now();
+    while (now() - start < 3) {
+        if (pwrite(fd, page, sizeof page, 0) != sizeof page || fdatasync(fd) != 0) { perror("write"); return 1; }
+        syncs++;
+    }
+    printf("4 KiB pwrite + fdatasync: %.0f /s\n", syncs / (now() - start));
+    close(fd);
+    return 0;
+}
+C
+cc -O2 -o "$work/raw" "$work/raw.c" -lsqlite3
+"$work/raw" "$work"
