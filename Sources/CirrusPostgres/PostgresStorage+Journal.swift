@@ -28,7 +28,8 @@ extension PostgresStorage: OperationJournal {
     public func registerLongLivedOperation(
         _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord {
-        let bytes = Data(open.serializedBytesWritingRecords())
+        var encodings: [Wire.EncodedRecordFields] = []
+        let bytes = Data(open.serializedBytesWritingRecords(keeping: &encodings))
         let created = OperationJournalRules.nanoseconds(date)
         let node = lease?.node
         let expiry = lease.map { OperationJournalRules.nanoseconds($0.expiry) }
@@ -47,7 +48,9 @@ extension PostgresStorage: OperationJournal {
             for try await _ in rows.decode(Int32.self) { inserted = true }
             guard inserted else { throw OperationJournalRules.duplicate(key) }
         }
-        return LongLivedOperationRecord(key: key, open: open, creationDate: date, lease: lease)
+        var record = LongLivedOperationRecord(key: key, open: open, creationDate: date, lease: lease)
+        record.fieldEncodings = RecordFieldEncodings(encodings)
+        return record
     }
 
     public func appendLongLivedEvents(

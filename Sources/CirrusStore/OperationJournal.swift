@@ -36,6 +36,10 @@ public struct LongLivedOperationRecord: Sendable, Hashable {
     /// Its client cancelled it (``OperationJournal/requestLongLivedCancellation(_:)``): whichever
     /// node runs it, or takes it over, completes it as cancelled.
     public var cancelRequested: Bool
+    /// For a modify of records as registered: its saves' fields as the journal encoded them to
+    /// store the `Open`, for the run to reuse (``RecordModification/fieldEncodings``). Not
+    /// stored: empty for a record read back from the journal.
+    public var fieldEncodings = RecordFieldEncodings()
 
     public init(
         key: LongLivedOperationKey, open: Wire.Open, lastSeq: UInt64 = 0, creationDate: Wire.Timestamp,

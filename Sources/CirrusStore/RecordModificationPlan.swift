@@ -134,7 +134,13 @@ package struct RecordModificationPlan: Sendable {
                     policy == .allKeys || (policy != .changedKeys && record.recordChangeTag.isEmpty),
                     record.recordType != ShareRules.shareType, !record.hasAssets
                 else { continue }
-                encodedFields[index] = Wire.EncodedRecordFields(record.fields)
+                // Encoded already where the fields are still the array encoded (the journal of
+                // a long-lived operation encoded them to store its `Open`).
+                if let shared = request.fieldEncodings[index], shared.encodes(record.fields) {
+                    encodedFields[index] = shared
+                } else {
+                    encodedFields[index] = Wire.EncodedRecordFields(record.fields)
+                }
             }
         }
     }

@@ -211,6 +211,11 @@ public struct RecordModification: Sendable, Hashable {
     /// deletion of an existing record in one; any other fails with `permissionFailure`,
     /// checked in the write's transaction.
     public var sharedScope: [String: Set<String>]? = nil
+    /// The saves' fields as already encoded elsewhere (the journal of a long-lived operation
+    /// encodes them to store its `Open`), by index in `recordsToSave`: the store reuses one
+    /// only for a record whose fields are still the very array it encoded, and encodes the
+    /// others itself.
+    public var fieldEncodings = RecordFieldEncodings()
 
     public init(
         saving recordsToSave: [Wire.Record] = [],
@@ -234,6 +239,31 @@ public struct RecordModification: Sendable, Hashable {
     /// server issues is. Any other upload handle reaching the store is refused
     /// (`assetFileNotFound`).
     public static let fileContentHandle = ""
+}
+
+/// Saved records' fields encoded ahead of time (``Wire/EncodedRecordFields``), by index in a
+/// request's `recordsToSave`, carried beside a value for a store to reuse. A cache, not part of
+/// the value it travels with: any two are equal, and hash alike.
+public struct RecordFieldEncodings: Sendable, Hashable {
+    public var encodings: [Wire.EncodedRecordFields]
+
+    public init(_ encodings: [Wire.EncodedRecordFields] = []) {
+        self.encodings = encodings
+    }
+
+    /// The encoding of save `index`, if there is one.
+    public subscript(index: Int) -> Wire.EncodedRecordFields? {
+        encodings.indices.contains(index) ? encodings[index] : nil
+    }
+
+    /// Those of saves `range`, numbered from 0 (what a chunk of the request takes along).
+    public func slice(_ range: Range<Int>) -> RecordFieldEncodings {
+        let clamped = range.clamped(to: encodings.indices)
+        return RecordFieldEncodings(Array(encodings[clamped]))
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { true }
+    public func hash(into hasher: inout Hasher) {}
 }
 
 /// What a ``RecordStorage/modifyRecords(_:in:by:)`` call did, in request order.

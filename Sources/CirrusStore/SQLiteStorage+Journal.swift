@@ -8,7 +8,8 @@ extension SQLiteStorage: OperationJournal {
     public func registerLongLivedOperation(
         _ key: LongLivedOperationKey, open: Wire.Open, at date: Wire.Timestamp, lease: LongLivedLease?
     ) async throws -> LongLivedOperationRecord {
-        let bytes = Data(open.serializedBytesWritingRecords())
+        var encodings: [Wire.EncodedRecordFields] = []
+        let bytes = Data(open.serializedBytesWritingRecords(keeping: &encodings))
         try await write(weight: 1) { db in
             guard try db.int64(sql: Self.lastSeqSQL, arguments: [key.owner, key.operationID]) == nil else {
                 throw OperationJournalRules.duplicate(key)
@@ -24,7 +25,9 @@ extension SQLiteStorage: OperationJournal {
                     lease.map { Self.nanoseconds($0.expiry) },
                 ])
         }
-        return LongLivedOperationRecord(key: key, open: open, creationDate: date, lease: lease)
+        var record = LongLivedOperationRecord(key: key, open: open, creationDate: date, lease: lease)
+        record.fieldEncodings = RecordFieldEncodings(encodings)
+        return record
     }
 
     public func appendLongLivedEvents(

@@ -57,6 +57,43 @@ struct OperationJournalTests {
         }
     }
 
+    /// Registering a modify hands back its saves' fields as the journal encoded them; a
+    /// modification carrying them stores every record with its own fields, whether they are
+    /// still the ones encoded, were changed since, or are given another record's encoding.
+    @Test func aRegisteredSavesFieldEncodingsServeOnlyTheFieldsTheyEncoded() async throws {
+        try await withJournalStore { storage, engine in
+            let records = [
+                note("a", [field("title", .stringValue("first")), field("n", .int64Value(1))]),
+                note("b", [field("title", .stringValue("second"))]),
+                note("c", [field("title", .stringValue("third")), field("when", .dateValue(Wire.Timestamp(seconds: 7)))]),
+                note("d"),
+            ]
+            let open = Wire.Open(
+                operationID: "save", databaseScope: .private, containerIdentifier: container,
+                request: .modifyRecords(Wire.ModifyRecordsRequest(recordsToSave: records, savePolicy: .allKeys)))
+            let registered = try await storage.registerLongLivedOperation(
+                LongLivedOperationKey(owner: "_alice", operationID: "save"), open: open, at: at)
+            let encodings = registered.fieldEncodings.encodings
+            #expect(encodings.count == records.count, "\(engine)")
+            for (encoding, record) in zip(encodings, records.prefix(3)) {
+                #expect(encoding.encodes(record.fields), "\(engine)")
+            }
+            #expect(try await storage.longLivedOperation(registered.key)?.fieldEncodings.encodings.isEmpty == true)
+
+            // b's fields changed after they were encoded; c and d are given a's encoding.
+            var saving = records
+            saving[1].fields[0].value = Wire.FieldValue(kind: .stringValue("changed"))
+            var modification = RecordModification(saving: saving, savePolicy: .allKeys)
+            modification.fieldEncodings = RecordFieldEncodings([encodings[0], encodings[1], encodings[0], encodings[0]])
+            let result = try await storage.modifyRecords(modification, in: alice, by: "_alice")
+            for index in saving.indices {
+                let id = try #require(saving[index].recordID)
+                #expect(result.saved(index)?.fields == saving[index].fields, "\(engine): save \(index)")
+                #expect(try await storage.fetch(id).record?.fields == saving[index].fields, "\(engine): record \(index)")
+            }
+        }
+    }
+
     @Test func journaledEventsReadInWireFormatAsStored() async throws {
         try await withJournalStore { storage, engine in
             _ = try await storage.registerLongLivedOperation(key, open: open, at: at)

@@ -72,6 +72,7 @@ extension StorageExecutor {
                 chunk.refusals[index - done] = refusal
             }
             chunk.recordIDsToDelete = Array(deletes[max(done - saves.count, 0)..<max(end - saves.count, 0)])
+            chunk.fieldEncodings = run.fieldEncodings.slice(min(done, saves.count)..<min(end, saves.count))
             let sent = request.omitFieldsAsSent
                 ? request.recordsToSave[min(done, saves.count)..<min(end, saves.count)] : nil
             let events = try await run.modifyRecords(

@@ -20,6 +20,10 @@ import Synchronization
 final class LongLivedRun: Sendable {
     let key: LongLivedOperationKey
     let open: Wire.Open
+    /// Its saves' fields as the journal encoded them when it registered `open` here (none for
+    /// a run read back from the journal): the writer reuses them rather than encode them
+    /// again. They take about what the saves' fields take, and only while `open` is held too.
+    let fieldEncodings: RecordFieldEncodings
     let caller: ClientIdentity
     let journal: any OperationJournal
     /// The node journaling it (fenced by its lease); nil when this run only follows.
@@ -76,6 +80,7 @@ final class LongLivedRun: Sendable {
     ) {
         self.key = record.key
         self.open = record.open
+        self.fieldEncodings = record.fieldEncodings
         self.caller = caller
         self.journal = journal
         self.node = node

@@ -149,12 +149,24 @@ extension Wire.Open {
     /// The journal of long-lived operations stores every open it runs; packing a save of 400
     /// records through protobuf-c's tree of C structs took a tenth of the server's CPU.
     public func serializedBytesWritingRecords() -> [UInt8] {
+        var encodings: [Wire.EncodedRecordFields] = []
+        return self.serializedBytesWritingRecords(keeping: &encodings)
+    }
+
+    /// ``serializedBytesWritingRecords()``, handing back each saved record's fields as encoded
+    /// for it, in `recordsToSave` order (none for another request), so that whoever then stores
+    /// those records reuses them (``Wire/Record/serializedBytes(reusing:)``) instead of encoding
+    /// the same fields again.
+    public func serializedBytesWritingRecords(keeping encodings: inout [Wire.EncodedRecordFields]) -> [UInt8] {
         guard case .modifyRecords(var request) = self.request, !request.recordsToSave.isEmpty else {
             return self.serializedBytes()
         }
         var records: [UInt8] = []
+        encodings.reserveCapacity(encodings.count + request.recordsToSave.count)
         for record in request.recordsToSave {
-            let bytes = record.serializedBytes(reusing: Wire.EncodedRecordFields(record.fields))
+            let encoded = Wire.EncodedRecordFields(record.fields)
+            encodings.append(encoded)
+            let bytes = record.serializedBytes(reusing: encoded)
             ProtobufVarint.write(1 << 3 | 2, to: &records)  // ModifyRecordsRequest.records_to_save
             ProtobufVarint.write(UInt64(bytes.count), to: &records)
             records.append(contentsOf: bytes)
