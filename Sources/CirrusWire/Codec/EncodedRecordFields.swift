@@ -50,18 +50,21 @@ extension Wire.Record {
         guard let encoded, encoded.encodes(self.fields) else { return serializedBytes() }
         // Read in place, while `self` holds its storage.
         let parts = UnsafePointer(_storage.fields)
-        var out: [UInt8] = []
-        out.reserveCapacity(SystemPartsWriter.size(of: parts) + encoded.bytes.count + 16)
-        SystemPartsWriter.write(parts, to: &out)
+        var rest: [UInt8] = []
         if self.parent != nil || self.share != nil || !self.changedKeys.isEmpty || self.shareFields != nil {
-            var rest = Wire.Record()
-            rest.parent = self.parent
-            rest.share = self.share
-            rest.changedKeys = self.changedKeys
-            rest.shareFields = self.shareFields
-            out.append(contentsOf: rest.serializedBytes())
+            var others = Wire.Record()
+            others.parent = self.parent
+            others.share = self.share
+            others.changedKeys = self.changedKeys
+            others.shareFields = self.shareFields
+            rest = others.serializedBytes()
         }
-        out.append(contentsOf: encoded.bytes)
-        return out
+        let written = RawBytesWriter.bytes(count: SystemPartsWriter.size(of: parts) + rest.count + encoded.bytes.count) { out in
+            SystemPartsWriter.write(parts, to: &out)
+            out.bytes(rest)
+            out.bytes(encoded.bytes)
+        }
+        // The sizes are read from the parts the writer writes: never nil.
+        return written ?? serializedBytes()
     }
 }

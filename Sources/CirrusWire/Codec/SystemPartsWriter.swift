@@ -19,8 +19,8 @@ enum SystemPartsWriter {
         return size
     }
 
-    /// Appends the parts of the record whose fields `parts` points to, as ``size(of:)`` reads them.
-    static func write(_ parts: UnsafePointer<Wire.Record._Fields>, to out: inout [UInt8]) {
+    /// Writes the parts of the record whose fields `parts` points to, as ``size(of:)`` reads them.
+    static func write(_ parts: UnsafePointer<Wire.Record._Fields>, to out: inout RawBytesWriter) {
         if let id = some(parts.pointer(to: \.recordID)) { write(id, field: 1, to: &out) }
         write(parts.pointer(to: \.recordType), field: 2, to: &out)
         write(parts.pointer(to: \.recordChangeTag), field: 3, to: &out)
@@ -71,43 +71,42 @@ enum SystemPartsWriter {
 
     // MARK: Writing
 
-    private static func key(_ field: UInt8, _ wireType: UInt8, to out: inout [UInt8]) {
-        out.append(field << 3 | wireType)
+    private static func key(_ field: UInt8, _ wireType: UInt8, to out: inout RawBytesWriter) {
+        out.byte(field << 3 | wireType)
     }
 
-    private static func write(_ value: UnsafePointer<String>?, field: UInt8, to out: inout [UInt8]) {
+    private static func write(_ value: UnsafePointer<String>?, field: UInt8, to out: inout RawBytesWriter) {
         guard let value else { return }
         let count = value.pointee.utf8.count
         guard count > 0 else { return }
         key(field, 2, to: &out)
-        ProtobufVarint.write(UInt64(count), to: &out)
-        let copied: Void? = value.pointee.utf8.withContiguousStorageIfAvailable { out.append(contentsOf: $0) }
-        if copied == nil { out.append(contentsOf: value.pointee.utf8) }
+        out.varint(UInt64(count))
+        out.utf8(of: value)
     }
 
-    private static func write(_ value: UInt64, field: UInt8, to out: inout [UInt8]) {
+    private static func write(_ value: UInt64, field: UInt8, to out: inout RawBytesWriter) {
         guard value != 0 else { return }
         key(field, 0, to: &out)
-        ProtobufVarint.write(value, to: &out)
+        out.varint(value)
     }
 
-    private static func write(_ zone: UnsafePointer<Wire.RecordZoneID>, field: UInt8, to out: inout [UInt8]) {
+    private static func write(_ zone: UnsafePointer<Wire.RecordZoneID>, field: UInt8, to out: inout RawBytesWriter) {
         key(field, 2, to: &out)
-        ProtobufVarint.write(UInt64(zoneID(zone)), to: &out)
+        out.varint(UInt64(zoneID(zone)))
         write(zone.pointer(to: \.zoneName), field: 1, to: &out)
         write(zone.pointer(to: \.ownerName), field: 2, to: &out)
     }
 
-    static func write(_ id: UnsafePointer<Wire.RecordID>, field: UInt8, to out: inout [UInt8]) {
+    static func write(_ id: UnsafePointer<Wire.RecordID>, field: UInt8, to out: inout RawBytesWriter) {
         key(field, 2, to: &out)
-        ProtobufVarint.write(UInt64(recordID(id)), to: &out)
+        out.varint(UInt64(recordID(id)))
         write(id.pointer(to: \.recordName), field: 1, to: &out)
         if let zone = some(id.pointer(to: \.zoneID)) { write(zone, field: 2, to: &out) }
     }
 
-    private static func write(_ date: Wire.Timestamp, field: UInt8, to out: inout [UInt8]) {
+    private static func write(_ date: Wire.Timestamp, field: UInt8, to out: inout RawBytesWriter) {
         key(field, 2, to: &out)
-        ProtobufVarint.write(UInt64(timestamp(date)), to: &out)
+        out.varint(UInt64(timestamp(date)))
         write(UInt64(bitPattern: date.seconds), field: 1, to: &out)
         write(UInt64(bitPattern: Int64(date.nanos)), field: 2, to: &out)
     }

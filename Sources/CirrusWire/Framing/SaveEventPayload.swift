@@ -28,19 +28,20 @@ extension Wire.ModifyRecordsPerRecordSave {
                 // empty: a oneof member), fields_as_sent = 4 (left out when false).
                 let saveSize =
                     SystemPartsWriter.message(idSize) + SystemPartsWriter.message(recordSize) + (self.fieldsAsSent ? 2 : 0)
-                var out: [UInt8] = []
-                out.reserveCapacity(SystemPartsWriter.message(saveSize))
-                out.append(2 << 3 | 2)  // ModifyRecordsEvent.per_record_save
-                ProtobufVarint.write(UInt64(saveSize), to: &out)
-                SystemPartsWriter.write(id, field: 1, to: &out)
-                out.append(2 << 3 | 2)  // ModifyRecordsPerRecordSave.record
-                ProtobufVarint.write(UInt64(recordSize), to: &out)
-                SystemPartsWriter.write(parts, to: &out)
-                if self.fieldsAsSent {
-                    out.append(4 << 3 | 0)  // ModifyRecordsPerRecordSave.fields_as_sent
-                    out.append(1)
+                let written = RawBytesWriter.bytes(count: SystemPartsWriter.message(saveSize)) { out in
+                    out.byte(2 << 3 | 2)  // ModifyRecordsEvent.per_record_save
+                    out.varint(UInt64(saveSize))
+                    SystemPartsWriter.write(id, field: 1, to: &out)
+                    out.byte(2 << 3 | 2)  // ModifyRecordsPerRecordSave.record
+                    out.varint(UInt64(recordSize))
+                    SystemPartsWriter.write(parts, to: &out)
+                    if self.fieldsAsSent {
+                        out.byte(4 << 3 | 0)  // ModifyRecordsPerRecordSave.fields_as_sent
+                        out.byte(1)
+                    }
                 }
-                return Wire.EncodedPayload(field: Wire.EncodedPayload.modifyRecordsField, bytes: out)
+                // The sizes are read from the parts the writer writes: never nil (the message then).
+                return written.map { Wire.EncodedPayload(field: Wire.EncodedPayload.modifyRecordsField, bytes: $0) }
             }
         }
     }
