@@ -148,6 +148,13 @@ struct RawStatement {
         return true
     }
 
+    /// The rowid of the connection's last successful INSERT: this statement's, read right after
+    /// it ran. Read from SQLite directly; GRDB's `Database.lastInsertedRowID` first checks
+    /// that it is called on the connection's queue, a lookup per saved record.
+    var lastInsertedRowID: Int64 {
+        sqlite3_last_insert_rowid(db.sqliteConnection)
+    }
+
     /// Steps through every row of a query, calling `body` with each (valid only during the
     /// call), then resets the statement. For hot reads (a journal page) that GRDB's `Row`
     /// would copy into a dictionary-like value per row.

@@ -208,7 +208,7 @@ extension RecordWriter {
             } else {
                 try insert.run()
             }
-            rowID = db.lastInsertedRowID
+            rowID = insert.lastInsertedRowID
         }
         try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record, indexed: indexed)
         for target in RecordCodec.deleteSelfTargets(of: record, zoneName: zone.name) {
