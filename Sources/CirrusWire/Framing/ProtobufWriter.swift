@@ -69,7 +69,10 @@ package struct ProtobufWriter {
     package mutating func bytesAlways(_ field: UInt64, _ value: some Collection<UInt8>) {
         self.key(field, 2)
         self.varint(UInt64(value.count))
-        self.bytes.append(contentsOf: value)
+        // Copied from where they lie when they lie in one piece: appending a `Data` as a
+        // collection goes through an iterator of it.
+        let copied: Void? = value.withContiguousStorageIfAvailable { self.bytes.append(contentsOf: $0) }
+        if copied == nil { self.bytes.append(contentsOf: value) }
     }
 
     /// An `int64` field; nothing at 0.
