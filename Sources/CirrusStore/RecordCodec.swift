@@ -13,21 +13,21 @@ package enum RecordCodec {
     /// Nil when `key` is a valid field name: an ASCII letter, then letters,
     /// digits and '_', at most 255 characters.
     static func checkFieldKey(_ key: String) -> ItemFailure? {
-        // Read in place: every field of every saved record comes through here.
-        var count = 0
-        var valid = true
-        for byte in key.utf8 {
-            let allowed = isLetter(byte) || (count > 0 && ((byte >= 0x30 && byte <= 0x39) || byte == 0x5F))
-            count += 1
-            if !allowed || count > maxNameLength {
-                valid = false
-                break
-            }
-        }
-        guard valid, count > 0 else {
+        // Read where the bytes lie: every field of every saved record comes through here.
+        let valid = key.utf8.withContiguousStorageIfAvailable(isFieldKey) ?? Array(key.utf8).withUnsafeBufferPointer(isFieldKey)
+        guard valid else {
             return error(.invalidArguments, "invalid field name \"\(key)\"")
         }
         return nil
+    }
+
+    /// 1 ... 255 ASCII letters, digits and underscores, starting with a letter.
+    private static func isFieldKey(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let first = bytes.first, isLetter(first), bytes.count <= maxNameLength else { return false }
+        for byte in bytes.dropFirst() where !(isLetter(byte) || (byte >= 0x30 && byte <= 0x39) || byte == 0x5F) {
+            return false
+        }
+        return true
     }
 
     private static func isLetter(_ byte: UInt8) -> Bool {
@@ -37,20 +37,31 @@ package enum RecordCodec {
     /// Nil when `name` may name a record (1 ... 255 printable ASCII characters)
     /// or a zone (1 ... 255 UTF-8 bytes, no control characters).
     package static func checkName(_ name: String, of what: String) -> ItemFailure? {
-        let bytes = name.utf8
-        let allowed: (UInt8) -> Bool = what == "zone" ? { $0 >= 0x20 && $0 != 0x7F } : { $0 >= 0x20 && $0 < 0x7F }
-        guard !bytes.isEmpty, bytes.count <= maxNameLength, bytes.allSatisfy(allowed) else {
+        // Read where the bytes lie: every saved record's name and zone name come through here.
+        let isZone = what == "zone"
+        let check = { (bytes: UnsafeBufferPointer<UInt8>) in isName(bytes, zone: isZone) }
+        guard name.utf8.withContiguousStorageIfAvailable(check) ?? Array(name.utf8).withUnsafeBufferPointer(check) else {
             return error(.invalidArguments, "invalid \(what) name \"\(name)\"")
         }
         return nil
     }
 
-    /// Checks what a client sent in a record to save (system fields are ignored).
+    private static func isName(_ bytes: UnsafeBufferPointer<UInt8>, zone: Bool) -> Bool {
+        guard !bytes.isEmpty, bytes.count <= maxNameLength else { return false }
+        if zone {
+            for byte in bytes where byte < 0x20 || byte == 0x7F { return false }
+        } else {
+            for byte in bytes where byte < 0x20 || byte >= 0x7F { return false }
+        }
+        return true
+    }
+
+    /// Checks what a client sent in a record to save (system fields are ignored), but for the
+    /// record's name: the caller checked it first (``checkName(_:of:)``).
     static func checkRecordToSave(_ record: Wire.Record) -> ItemFailure? {
         guard let recordID = record.recordID else {
             return error(.invalidArguments, "record without a record ID")
         }
-        if let failure = checkName(recordID.recordName, of: "record") { return failure }
         guard !record.recordType.isEmpty, record.recordType.utf8.count <= maxNameLength else {
             return error(.invalidArguments, "record \(recordID.recordName) has an invalid record type")
         }

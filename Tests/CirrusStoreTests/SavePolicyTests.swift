@@ -168,6 +168,37 @@ struct SavePolicyTests {
         }
     }
 
+    /// A record name is 1 ... 255 printable ASCII characters (space and `~` included), whether
+    /// it is saved or deleted; a zone name 1 ... 255 bytes of UTF-8 without control characters.
+    @Test func recordAndZoneNamesAreCheckedByteByByte() async throws {
+        let longest = String(repeating: "r", count: 255)
+        let validRecordNames = ["a", " ", "~", "a b", "_x", "\u{20}\u{7E}", longest]
+        let invalidRecordNames = ["", "\u{0}", "\u{1F}", "\u{7F}", "é", "aé", "a\tb", longest + "r"]
+        for name in validRecordNames { #expect(RecordCodec.checkName(name, of: "record") == nil, "\(name)") }
+        for name in invalidRecordNames {
+            #expect(RecordCodec.checkName(name, of: "record")?.message == "invalid record name \"\(name)\"")
+        }
+        let validZoneNames = ["z", "é", "Zone 名前", "~\u{80}", String(repeating: "é", count: 127) + "z"]
+        let invalidZoneNames = ["", "\u{0}", "\u{1F}", "\u{7F}", "a\nb", String(repeating: "é", count: 128)]
+        for name in validZoneNames { #expect(RecordCodec.checkName(name, of: "zone") == nil, "\(name)") }
+        for name in invalidZoneNames {
+            #expect(RecordCodec.checkName(name, of: "zone")?.message == "invalid zone name \"\(name)\"")
+        }
+        try await withSyncStore { storage, _ in
+            let records = (validRecordNames + invalidRecordNames).map { note($0) }
+            let result = try await storage.modifyRecords(
+                RecordModification(saving: records, deleting: invalidRecordNames.map { recordID($0) }, isAtomic: false),
+                in: alice, by: "_alice")
+            for index in validRecordNames.indices {
+                #expect(result.saved(index) != nil, "\(validRecordNames[index]) was refused")
+            }
+            for (offset, name) in invalidRecordNames.enumerated() {
+                #expect(result.saveError(validRecordNames.count + offset)?.message == "invalid record name \"\(name)\"")
+                #expect(result.deletes[offset].failure?.message == "invalid record name \"\(name)\"")
+            }
+        }
+    }
+
     @Test func changingTheRecordTypeIsRefused() async throws {
         try await withSyncStore { storage, _ in
             var saved = try #require(try await storage.saveAll([note("n")]).first)
