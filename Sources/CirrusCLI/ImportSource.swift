@@ -45,35 +45,28 @@ package struct BadRow: Sendable, Hashable, Codable, CustomStringConvertible {
     package var description: String { "line \(self.line): \(self.message)" }
 }
 
-/// One good row of the input: where it is and what it holds, converted when its batch is sent.
+/// One good row of the input: where it is, and the record type and fields it holds, converted
+/// (and so checked) when the file was read.
 public struct SourceRow: Sendable {
     package var line: Int
     package var recordName: String
-    enum Content: Sendable {
-        case json([(String, JSONValue)])
-        case csv([String])
-    }
-    var content: Content
+    var recordType: String
+    var fields: [(String, any CKRecordValue)]
 }
 
 /// The input file read into rows: the good ones in file order, the bad ones with their line.
 public struct ImportSource {
     public let rows: [SourceRow]
     package let badRows: [BadRow]
-    let options: ImportOptions
-    let header: [String]
     let columnTypes: [String: FieldType]
-    let converter: FieldConverter
     let zoneID: CKRecordZone.ID
 
     /// Reads `text` as `options.format`; record names without an ID field are
     /// `<importID>-<line>`.
     public init(text: String, options: ImportOptions, importID: String, baseDirectory: URL) {
-        self.options = options
         let zoneID = CKRecordZone.ID(zoneName: options.zoneName)
         let converter = FieldConverter(zoneID: zoneID, baseDirectory: baseDirectory)
         self.zoneID = zoneID
-        self.converter = converter
         let declared = Dictionary(options.fields.map { ($0.name, $0.type) }, uniquingKeysWith: { $1 })
         var rows: [SourceRow] = []
         var bad: [BadRow] = []
@@ -81,13 +74,18 @@ public struct ImportSource {
         var header: [String] = []
         var columnTypes: [String: FieldType] = declared
 
-        func accept(_ row: SourceRow, _ check: () throws -> Void) {
+        /// Keeps a row whose fields converted, unless its name is empty or taken.
+        func accept(line: Int, recordName: String, _ convert: () throws -> (String, [(String, any CKRecordValue)])) {
+            let converted: (type: String, fields: [(String, any CKRecordValue)])
             do {
-                try check()
+                converted = try convert()
             } catch {
-                bad.append(BadRow(line: row.line, message: "\(error)"))
+                bad.append(BadRow(line: line, message: "\(error)"))
                 return
             }
+            accept(SourceRow(line: line, recordName: recordName, recordType: converted.type, fields: converted.fields))
+        }
+        func accept(_ row: SourceRow) {
             if row.recordName.isEmpty {
                 bad.append(BadRow(line: row.line, message: "the record name is empty"))
             } else if let first = names[row.recordName] {
@@ -100,38 +98,24 @@ public struct ImportSource {
 
         switch options.format {
         case .jsonl:
-            var line = 0
             // Split on the byte, not the Character: "\r\n" is one Character, and bytes are faster.
-            for rawLine in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-                line += 1
-                let trimmed = Self.trimmed(Substring(rawLine))
-                if trimmed.isEmpty { continue }
-                let value: JSONValue
-                do {
-                    value = try JSONParser.parse(trimmed)
-                } catch {
-                    bad.append(BadRow(line: line, message: "malformed JSON: \(error)"))
-                    continue
+            let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+            // Lines are read and converted on every core (the server waits meanwhile), each part
+            // with a converter of its own; names are then checked in file order.
+            let declaredTypes = columnTypes
+            let read = Self.readConcurrently(count: lines.count) { range in
+                let converter = FieldConverter(zoneID: zoneID, baseDirectory: baseDirectory)
+                return range.map { index in
+                    Self.readJSONLine(
+                        Substring(lines[index]), line: index + 1, importID: importID, options: options, converter: converter,
+                        columnTypes: declaredTypes)
                 }
-                guard case .object(let members) = value else {
-                    bad.append(BadRow(line: line, message: "a line must hold a JSON object, not \(value.kindName)"))
-                    continue
-                }
-                var name = "\(importID)-\(line)"
-                if let idField = options.idField {
-                    switch value[idField] {
-                    case .string(let text)?: name = text
-                    case .integer(let number)?: name = String(number)
-                    default:
-                        bad.append(BadRow(line: line, message: "no string or integer '\(idField)' (--id-field)"))
-                        continue
-                    }
-                } else if case .string(let text)? = value["$recordName"] {
-                    name = text
-                }
-                let row = SourceRow(line: line, recordName: name, content: .json(members))
-                accept(row) {
-                    _ = try Self.fields(of: row, converter: converter, options: options, header: [], columnTypes: columnTypes)
+            }
+            for line in read {
+                switch line {
+                case .blank: continue
+                case .bad(let row): bad.append(row)
+                case .row(let row): accept(row)
                 }
             }
         case .csv:
@@ -161,7 +145,6 @@ public struct ImportSource {
                 if header.isEmpty { bad.append(BadRow(line: 1, message: "no header row")) }
                 self.rows = []
                 self.badRows = bad
-                self.header = header
                 self.columnTypes = columnTypes
                 return
             }
@@ -178,44 +161,96 @@ public struct ImportSource {
                 }
                 var name = "\(importID)-\(record.line)"
                 if let index = idIndex ?? recordNameIndex { name = record.cells[index] }
-                let row = SourceRow(line: record.line, recordName: name, content: .csv(record.cells))
-                accept(row) {
-                    _ = try Self.fieldsCSV(record.cells, converter: converter, options: options, header: header, columnTypes: columnTypes)
+                accept(line: record.line, recordName: name) {
+                    try Self.fieldsCSV(record.cells, converter: converter, options: options, header: header, columnTypes: columnTypes)
                 }
             }
         }
         self.rows = rows
         self.badRows = bad.sorted { $0.line < $1.line }
-        self.header = header
         self.columnTypes = columnTypes
     }
 
-    /// The record type and fields of `row`.
-    private static func fields(
-        of row: SourceRow, converter: FieldConverter, options: ImportOptions, header: [String], columnTypes: [String: FieldType]
-    ) throws -> (String, [(String, any CKRecordValue)]) {
-        switch row.content {
-        case .csv(let cells):
-            return try Self.fieldsCSV(cells, converter: converter, options: options, header: header, columnTypes: columnTypes)
-        case .json(let members):
-            var type = options.recordType
-            var fields: [(String, any CKRecordValue)] = []
-            for (key, value) in members {
-                if key == "$recordType" {
-                    guard case .string(let name) = value, !name.isEmpty else {
-                        throw FieldConversionError(field: key, message: "must be a non-empty string")
-                    }
-                    type = name
-                    continue
-                }
-                if key.hasPrefix("$") { continue }
-                if let converted = try converter.value(json: value, as: columnTypes[key], field: key) {
-                    fields.append((key, converted))
-                }
-            }
-            guard let type else { throw ImportRowError("no $recordType and no --record-type") }
-            return (type, fields)
+    /// What one line of JSON Lines holds.
+    enum JSONLine: Sendable {
+        /// Nothing but whitespace.
+        case blank
+        case bad(BadRow)
+        /// A row whose fields converted; its name is not checked yet.
+        case row(SourceRow)
+    }
+
+    /// Reads line number `line` of a JSON Lines file.
+    static func readJSONLine(
+        _ rawLine: Substring, line: Int, importID: String, options: ImportOptions, converter: FieldConverter,
+        columnTypes: [String: FieldType]
+    ) -> JSONLine {
+        let trimmed = Self.trimmed(rawLine)
+        if trimmed.isEmpty { return .blank }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(trimmed)
+        } catch {
+            return .bad(BadRow(line: line, message: "malformed JSON: \(error)"))
         }
+        guard case .object(let members) = value else {
+            return .bad(BadRow(line: line, message: "a line must hold a JSON object, not \(value.kindName)"))
+        }
+        var name = "\(importID)-\(line)"
+        if let idField = options.idField {
+            switch value[idField] {
+            case .string(let text)?: name = text
+            case .integer(let number)?: name = String(number)
+            default: return .bad(BadRow(line: line, message: "no string or integer '\(idField)' (--id-field)"))
+            }
+        } else if case .string(let text)? = value["$recordName"] {
+            name = text
+        }
+        do {
+            let (type, fields) = try Self.fieldsJSON(members, converter: converter, options: options, columnTypes: columnTypes)
+            return .row(SourceRow(line: line, recordName: name, recordType: type, fields: fields))
+        } catch {
+            return .bad(BadRow(line: line, message: "\(error)"))
+        }
+    }
+
+    /// `read` over `0..<count` in contiguous parts, one per core (one part for a short input),
+    /// joined in order.
+    package static func readConcurrently<Item: Sendable>(count: Int, _ read: @Sendable (Range<Int>) -> [Item]) -> [Item] {
+        let parts = count < Self.linesPerPart ? 1 : max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8, count / Self.linesPerPart))
+        guard parts > 1 else { return read(0..<count) }
+        let results = Locked([[Item]](repeating: [], count: parts))
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
+            let items = read((count * part / parts)..<(count * (part + 1) / parts))
+            results.withLock { $0[part] = items }
+        }
+        return results.withLock { $0.flatMap { $0 } }
+    }
+
+    /// The fewest lines worth a part of their own.
+    package static let linesPerPart = 1_000
+
+    /// The record type and fields of a JSON object.
+    private static func fieldsJSON(
+        _ members: [(String, JSONValue)], converter: FieldConverter, options: ImportOptions, columnTypes: [String: FieldType]
+    ) throws -> (String, [(String, any CKRecordValue)]) {
+        var type = options.recordType
+        var fields: [(String, any CKRecordValue)] = []
+        for (key, value) in members {
+            if key == "$recordType" {
+                guard case .string(let name) = value, !name.isEmpty else {
+                    throw FieldConversionError(field: key, message: "must be a non-empty string")
+                }
+                type = name
+                continue
+            }
+            if key.hasPrefix("$") { continue }
+            if let converted = try converter.value(json: value, as: columnTypes[key], field: key) {
+                fields.append((key, converted))
+            }
+        }
+        guard let type else { throw ImportRowError("no $recordType and no --record-type") }
+        return (type, fields)
     }
 
     private static func fieldsCSV(
@@ -237,12 +272,9 @@ public struct ImportSource {
         return (type, fields)
     }
 
-    /// The record of `row`, or why it cannot be made.
-    public func record(for row: SourceRow) throws -> CKRecord {
-        let (type, fields) = try Self.fields(
-            of: row, converter: self.converter, options: self.options, header: self.header, columnTypes: self.columnTypes)
-        return CKRecord(
-            recordType: type, recordID: CKRecord.ID(recordName: row.recordName, zoneID: self.zoneID), fields: fields)
+    /// The record of `row`.
+    public func record(for row: SourceRow) -> CKRecord {
+        CKRecord(recordType: row.recordType, recordID: CKRecord.ID(recordName: row.recordName, zoneID: self.zoneID), fields: row.fields)
     }
 
     /// The types the CSV columns were given (declared or inferred).

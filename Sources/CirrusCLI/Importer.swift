@@ -155,20 +155,12 @@ package final class Importer: Sendable {
             func addNext() -> Bool {
                 guard let index = next.next() else { return false }
                 let rows = Array(source.rows[(index * batchSize)..<min((index + 1) * batchSize, rowsTotal)])
-                var records: [CKRecord] = []
-                var unreadable: [BadRow] = []
-                for row in rows {
-                    do {
-                        records.append(try source.record(for: row))
-                    } catch {
-                        unreadable.append(BadRow(line: row.line, message: "\(error)"))
-                    }
-                }
+                let records = rows.map(source.record(for:))
                 group.addTask {
                     guard firstError.withLock({ $0 }) == nil else { return }
                     do {
                         let how = try await self.runBatch(
-                            index, rows: rows, records: records, unreadable: unreadable, store: store)
+                            index, rows: rows, records: records, store: store)
                         counters.withLock {
                             $0.done += rows.count
                             $0.doneThisRun += rows.count
@@ -214,7 +206,7 @@ package final class Importer: Sendable {
 
     /// Sends batch `index` (or re-attaches to it) until its result arrived.
     private func runBatch(
-        _ index: Int, rows: [SourceRow], records: [CKRecord], unreadable: [BadRow], store: ImportStateStore
+        _ index: Int, rows: [SourceRow], records: [CKRecord], store: ImportStateStore
     ) async throws(CLIError) -> BatchRun {
         let batch = await store.batch(index)
         var how = BatchRun.sent
@@ -235,9 +227,6 @@ package final class Importer: Sendable {
             } catch {
                 throw CLIError.from(error, context: "batch \(index + 1): cannot fetch operation \(operationID)")
             }
-        }
-        if !unreadable.isEmpty {
-            try await store.update(index, durable: false) { if $0.failed.isEmpty { $0.failed = unreadable } }
         }
         if records.isEmpty {
             try await store.update(index, durable: false) { $0.done = true }

@@ -84,13 +84,13 @@ struct ParsingTests {
         #expect(source.badRows[0].message.contains("\"seven\" is not an int"))
         #expect(source.badRows[1].message.contains("malformed JSON"))
         #expect(source.badRows[3].message.contains("field 'when'"))
-        let first = try source.record(for: source.rows[0])
+        let first = source.record(for: source.rows[0])
         #expect(first.recordID.recordName == "imp-1")
         #expect(first["n"] as? Int == 1)
         #expect(first["when"] as? Date == Date(timeIntervalSince1970: 1_714_557_600))
         #expect(first["tags"] as? [String] == ["x", "y"])
         #expect((first["at"] as? CKLocation)?.latitude == 1)
-        let second = try source.record(for: source.rows[1])
+        let second = source.record(for: source.rows[1])
         #expect(second["blob"] as? Data == Data([0, 1, 2]))
         #expect((second["score"] as? NSNumber).map { String(cString: $0.objCType) } == "d")
         // What export writes reads back the same.
@@ -109,10 +109,64 @@ struct ParsingTests {
         let source = ImportSource(text: text, options: options, importID: "imp", baseDirectory: URL(fileURLWithPath: "/"))
         #expect(source.badRows.isEmpty, "\(source.badRows.map(\.message))")
         #expect(source.rows.map(\.line) == [1, 2, 4])
-        #expect(try source.record(for: source.rows[0])["s"] as? String == "plain é")
-        #expect(try source.record(for: source.rows[1])["s"] as? String == "tab\there é")
-        #expect(try source.record(for: source.rows[2])["s"] as? String == "last")
+        #expect(source.record(for: source.rows[0])["s"] as? String == "plain é")
+        #expect(source.record(for: source.rows[1])["s"] as? String == "tab\there é")
+        #expect(source.record(for: source.rows[2])["s"] as? String == "last")
         #expect(throws: JSONParseError.self) { try JSONParser.parse("\"raw \u{01} control\"") }
+    }
+
+    /// A file long enough to be read in parts on several cores reads as one read line by line:
+    /// every row and bad row with its own line number, in file order, and a name taken in one
+    /// part refused in a later one.
+    @Test func aLongFileReadInPartsKeepsTheOrderAndTheLineNumbers() throws {
+        var options = ImportOptions()
+        options.format = .jsonl
+        options.recordType = "Item"
+        let count = 5 * ImportSource.linesPerPart + 17
+        var lines: [String] = []
+        var expectedRows: [(line: Int, name: String)] = []
+        var expectedBad: [(line: Int, message: String)] = []
+        var firstDuplicate: Int?
+        for line in 1...count {
+            if line % 97 == 0 {
+                lines.append("not json")
+                expectedBad.append((line, "malformed JSON"))
+            } else if line % 101 == 0 {
+                lines.append("  ")
+            } else if line % 89 == 0 {
+                lines.append(#"{"$recordName": "dup", "n": \#(line)}"#)
+                if let first = firstDuplicate {
+                    expectedBad.append((line, "already used on line \(first)"))
+                } else {
+                    firstDuplicate = line
+                    expectedRows.append((line, "dup"))
+                }
+            } else if line % 83 == 0 {
+                lines.append(#"{"n": "seven"}"#)
+                expectedBad.append((line, "\"seven\" is not an int"))
+            } else {
+                lines.append(#"{"n": \#(line)}"#)
+                expectedRows.append((line, "imp-\(line)"))
+            }
+        }
+        options.fields = [FieldSpecification(name: "n", type: .int)]
+        let source = ImportSource(
+            text: lines.joined(separator: "\n"), options: options, importID: "imp", baseDirectory: URL(fileURLWithPath: "/"))
+        #expect(source.rows.map(\.line) == expectedRows.map(\.line))
+        #expect(source.rows.map(\.recordName) == expectedRows.map(\.name))
+        #expect(source.badRows.map(\.line) == expectedBad.map(\.line))
+        for (row, expected) in zip(source.badRows, expectedBad) {
+            #expect(row.message.contains(expected.message), "line \(row.line): \(row.message)")
+        }
+        for row in source.rows {
+            #expect(source.record(for: row)["n"] as? Int == row.line)
+        }
+    }
+
+    /// The parts cover every index once, in order, whatever the count.
+    @Test(arguments: [0, 1, 999, 1_000, 1_999, 2_000, 2_001, 10_007])
+    func readingInPartsCoversEveryIndexInOrder(count: Int) {
+        #expect(ImportSource.readConcurrently(count: count) { Array($0) } == Array(0..<count))
     }
 
     @Test func csvRowsUseTheHeaderAndDeclaredTypes() throws {
@@ -128,7 +182,7 @@ struct ParsingTests {
         #expect(source.badRows.map(\.line) == [4, 5])
         #expect(source.badRows[0].message.contains("already used on line 2"))
         #expect(source.badRows[1].message.contains("2 cells where the header has 4"))
-        let record = try source.record(for: source.rows[0])
+        let record = source.record(for: source.rows[0])
         #expect(record["zip"] as? String == "02134")
         #expect(record["tags"] as? String == "a;b")
     }
