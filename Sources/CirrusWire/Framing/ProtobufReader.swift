@@ -27,7 +27,21 @@ struct ProtobufReader {
 
     /// A varint of at most `maximumBytes` bytes: ten for a value, five for a key or a
     /// length, as protobuf-c reads them (its value keeps the low 64 bits).
+    @inline(__always)
     mutating func varint(maximumBytes: Int = 10) throws(NotCovered) -> UInt64 {
+        // Most keys, lengths and small numbers are one byte: read in place at the caller.
+        if self.at < self.bytes.count, maximumBytes > 0 {
+            let byte = self.bytes[self.at]
+            if byte < 0x80 {
+                self.at += 1
+                return UInt64(byte)
+            }
+        }
+        return try self.longVarint(maximumBytes: maximumBytes)
+    }
+
+    /// ``varint(maximumBytes:)`` of more than one byte (or none at all).
+    private mutating func longVarint(maximumBytes: Int) throws(NotCovered) -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         let end = min(self.bytes.count, self.at + maximumBytes)
