@@ -217,7 +217,7 @@ public struct ImportSource {
     /// `read` over `0..<count` in contiguous parts, one per core (one part for a short input),
     /// joined in order.
     package static func readConcurrently<Item: Sendable>(count: Int, _ read: @Sendable (Range<Int>) -> [Item]) -> [Item] {
-        let parts = count < Self.linesPerPart ? 1 : max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8, count / Self.linesPerPart))
+        let parts = min(ProcessInfo.processInfo.activeProcessorCount, 8, count / Self.linesPerPart)
         guard parts > 1 else { return read(0..<count) }
         let results = Locked([[Item]](repeating: [], count: parts))
         DispatchQueue.concurrentPerform(iterations: parts) { part in

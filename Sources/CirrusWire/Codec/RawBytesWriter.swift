@@ -2,9 +2,9 @@
 /// sizes its writer reads first): a store and a move of the offset per write, where appending
 /// to an array checks its uniqueness and capacity at every byte.
 ///
-/// Each write checks that it fits. One that does not writes nothing and marks the writer
-/// ``overflowed``, so a size computed wrongly gives a result the caller refuses, never a write
-/// past the buffer.
+/// Each write checks that it fits. A byte or a run of bytes that does not is not written and
+/// marks the writer ``overflowed`` (a varint stops at its first byte that does not fit), so a
+/// size computed wrongly gives a result the caller refuses, never a write past the buffer.
 ///
 /// For example:
 /// ```swift
@@ -18,7 +18,7 @@ struct RawBytesWriter {
     private let capacity: Int
     /// The bytes written so far.
     private(set) var count = 0
-    /// Whether a write did not fit (it wrote nothing).
+    /// Whether a write did not fit.
     private(set) var overflowed = false
 
     init(_ buffer: UnsafeMutableRawBufferPointer) {
