@@ -31,7 +31,7 @@ struct PostgresDirectoryTests {
         // The storage above migrated to the current version on open; the directory's tables came
         // in version 4 and start empty.
         let versions = try server.psql("SELECT version FROM cirrus_schema ORDER BY version", database: url.database)
-        #expect(versions.split(separator: "\n").map(String.init) == (1...PostgresStorage.schemaVersion).map(String.init))
+        #expect(lines(of: versions) == allSchemaVersions())
         #expect(PostgresStorage.schemaVersion >= 4)
 
         let storage = try await PostgresStorage(url: url, maximumConnections: 2)

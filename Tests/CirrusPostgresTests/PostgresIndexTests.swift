@@ -67,7 +67,7 @@ struct PostgresIndexTests {
         let system = try TemporaryPostgres.shared().psql(
             "SELECT name, created_ns, modified_ns, modifier FROM records ORDER BY name", database: url.database)
         let ns = RecordCodec.nanoseconds(Self.at)
-        #expect(system.split(separator: "\n").map(String.init) == ["a|\(ns)|\(ns)|_alice", "b|\(ns)|\(ns)|_alice"])
+        #expect(lines(of: system) == ["a|\(ns)|\(ns)|_alice", "b|\(ns)|\(ns)|_alice"])
 
         // Saved again with other fields: the rows are the new record's only.
         let again = note("a", [field("count", .int64Value(8)), field("tags", .stringList(Wire.StringList(values: ["r"])))])
@@ -126,7 +126,7 @@ struct PostgresIndexTests {
         let system = try TemporaryPostgres.shared().psql(
             "SELECT name, created_ns, modified_ns, modifier FROM records ORDER BY name", database: url.database)
         #expect(
-            system.split(separator: "\n").map(String.init) == [
+            lines(of: system) == [
                 "a|10000000000|20000000000|_bob", "b|11000000000|21000000000|_bob",
             ])
         await storage.close()

@@ -121,7 +121,7 @@ struct PostgresRecordTests {
 
         let storage = try await PostgresStorage(url: url, maximumConnections: 2)
         let versions = try server.psql("SELECT version FROM cirrus_schema ORDER BY version", database: url.database)
-        #expect(versions.split(separator: "\n").map(String.init) == (1...PostgresStorage.schemaVersion).map(String.init))
+        #expect(lines(of: versions) == allSchemaVersions())
         #expect(try await storage.fetchAllZones(in: alice).map(\.zoneID?.zoneName) == ["_defaultZone", "Notes"])
         let saved = try await storage.modifyRecords(RecordModification(saving: [note("a", zone: "Notes")]), in: alice, by: "_alice")
         #expect(!saved.hasFailures)

@@ -163,7 +163,9 @@ struct PostgresRestartTests {
         let entries = try await feed(storage)
         let names = entries.map(\.name)
         #expect(Set(names).count == names.count, "a record appears twice in the change feed")
-        #expect(entries.map(\.seq) == (0..<entries.count).map { Int64($0 + 1) }, "sequences with gaps or repeats")
+        let sequences: [Int64] = entries.map(\.seq)
+        let expectedSequences: [Int64] = (0..<entries.count).map { (index: Int) -> Int64 in Int64(index) + 1 }
+        #expect(sequences == expectedSequences, "sequences with gaps or repeats")
         #expect(Set(acknowledged).isSubset(of: Set(names)), "acknowledged saves missing from the feed")
         // A save that failed is there whole or not at all: every stored record is in the feed.
         #expect(try await storage.rowCount(of: "records") == entries.count)

@@ -15,7 +15,7 @@ struct PostgresSchemaTests {
         for storage in storages { await storage.close() }
         let server = try TemporaryPostgres.shared()
         let versions = try server.psql("SELECT version FROM cirrus_schema ORDER BY version", database: url.database)
-        #expect(versions.split(separator: "\n").map(String.init) == (1...PostgresStorage.schemaVersion).map(String.init))
+        #expect(lines(of: versions) == allSchemaVersions())
         let tables = try server.psql(
             "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('databases', 'zones')",
             database: url.database)

@@ -13,6 +13,17 @@ func zoneID(_ name: String, in key: DatabaseKey = alice) -> Wire.RecordZoneID {
     Wire.RecordZoneID(zoneName: name, ownerName: key.owner)
 }
 
+/// The lines of `psql`'s output. (Written out: `split(separator:).map(String.init)` compared with
+/// another mapped array took the type checker 10–12 s per expression.)
+func lines(of output: String) -> [String] {
+    output.split(separator: "\n").map { (line: Substring) -> String in String(line) }
+}
+
+/// Every schema version of this build, as `psql` prints `cirrus_schema`'s rows.
+func allSchemaVersions() -> [String] {
+    (1...PostgresStorage.schemaVersion).map { (version: Int) -> String in String(version) }
+}
+
 /// A new empty database on this test process's PostgreSQL server, with its URL.
 func newDatabase() throws -> PostgresURL {
     try PostgresURL(TemporaryPostgres.shared().createDatabase())

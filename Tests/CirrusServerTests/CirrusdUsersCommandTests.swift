@@ -74,7 +74,8 @@ struct CirrusdUsersCommandTests {
         #expect(status == 0, "\(output)")
         let lines = output.split(separator: "\n").map(String.init)
         let token = try #require(lines.first)
-        let id = try #require(lines.dropFirst().first?.split(separator: " ").first.map(String.init))
+        let idField: Substring? = lines.dropFirst().first?.split(separator: " ").first
+        let id = String(try #require(idField))
         #expect(token.hasPrefix("cirrus_\(id)_"), "\(output)")
 
         // Within the refresh interval the running server accepts it.
