@@ -1,7 +1,7 @@
 // mimalloc (Debian `libmimalloc-dev`), the allocator of `cirrusd` and `cirrus`. Linking the
 // library is what counts: its malloc, free and the rest come before glibc's in the process's
 // symbol lookup, so every library in the process (the Swift runtime, Foundation, SQLite,
-// OpenSSL, protobuf-c) allocates through it. Measured in README.md, "The allocator".
+// OpenSSL, protobuf-c) allocates through it. Measured in Docs/MEASUREMENTS.md, "The allocator".
 #include <mimalloc.h>
 #include <stdio.h>
 
