@@ -43,6 +43,49 @@ struct SaveEventReaderTests {
         }
     }
 
+    /// The ID the server writes twice (the save's and its record's) and a last modifier who is the
+    /// creator are read once and the value used again; IDs of the same length that differ in a
+    /// byte, or that differ in length, are each read as they are.
+    @Test func repeatedIDsReadAsProtobufCReadsThem() throws {
+        var random = RandomRecordParts()
+        var generator = SystemRandomNumberGenerator()
+        /// `id` with the last byte of its name changed (same length), or with a name one longer.
+        func altered(_ id: Wire.RecordID?) -> Wire.RecordID? {
+            var id = id ?? Wire.RecordID(recordName: "n")
+            if id.recordName.isEmpty || Bool.random(using: &generator) {
+                id.recordName += "x"
+            } else {
+                let last = id.recordName.utf8.last == UInt8(ascii: "y") ? "z" : "y"
+                id.recordName = String(id.recordName.dropLast()) + last
+            }
+            return id
+        }
+        var reused = 0
+        for round in 0..<600 {
+            let id = random.id()
+            var record = random.record()
+            let sameID = round % 3 != 2
+            let sameUser = round % 2 == 0
+            record.recordID = sameID ? id : altered(id)
+            record.lastModifiedUserRecordID = sameUser ? record.creatorUserRecordID : altered(record.creatorUserRecordID)
+            if sameID && id != nil { reused += 1 }
+            let save = Wire.ModifyRecordsPerRecordSave(recordID: id, outcome: .record(record), fieldsAsSent: random.bool())
+            let frame = Self.frame(streamID: 3, seq: UInt64(round), save)
+            var bodies = [frame.serializedBytes()]
+            if let payload = save.directPayload {
+                var buffer = ByteBuffer()
+                try FrameEncoder.encode(streamID: 3, seq: UInt64(round), payload: payload, into: &buffer)
+                bodies.append(Array(buffer.readableBytesView.dropFirst(FrameDecoder.lengthPrefixBytes)))
+            }
+            for body in bodies {
+                let read = try #require(Self.direct(body), "round \(round): \(frame)")
+                #expect(read == frame, "round \(round)")
+                #expect(read == genericallyDecodedFrame(body), "round \(round)")
+            }
+        }
+        #expect(reused > 100)
+    }
+
     /// Bytes cut short, changed, inserted or repeated: whatever the direct reader returns is what
     /// protobuf-c decodes, and where that refuses the bytes, the direct reader returns nil.
     @Test func alteredBytesReadAsProtobufCReadsThemOrNotAtAll() throws {

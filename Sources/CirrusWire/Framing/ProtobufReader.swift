@@ -77,6 +77,16 @@ struct ProtobufReader {
         return value
     }
 
+    /// Whether the bytes not read yet are those `other` has not read yet: a part a frame
+    /// repeats (a saved record's ID beside its record, a last modifier who is its creator)
+    /// is then the value already read from the first, read the same way from the same bytes.
+    func holdsSameBytes(as other: ProtobufReader) -> Bool {
+        let count = self.count
+        guard count == other.count else { return false }
+        guard count > 0, let base = self.bytes.baseAddress, let otherBase = other.bytes.baseAddress else { return true }
+        return memcmp(base + self.at, otherBase + other.at, count) == 0
+    }
+
     /// A key: field number and wire type.
     mutating func key() throws(NotCovered) -> (field: UInt64, wireType: UInt8) {
         let key = try self.varint(maximumBytes: 5)

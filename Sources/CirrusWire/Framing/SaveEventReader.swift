@@ -74,17 +74,21 @@ enum SaveEventReader {
         guard reader.isAtEnd else { throw NotCovered() }
         var save = Wire.ModifyRecordsPerRecordSave()
         var seen: UInt32 = 0
+        // The server writes the record's ID twice, first here then in the record: read once.
+        var savedID: (bytes: ProtobufReader, id: Wire.RecordID)?
         while !inner.isAtEnd {
             let (field, wireType) = try inner.key()
             switch (field, wireType) {
             case (1, 2):  // ModifyRecordsPerRecordSave.record_id
                 try inner.once(1, &seen)
                 var id = try inner.message()
+                let bytes = id
                 save.recordID = try id.recordID()
+                if let recordID = save.recordID { savedID = (bytes, recordID) }
             case (2, 2):  // ModifyRecordsPerRecordSave.record (outcome)
                 try inner.once(2, &seen)
                 var record = try inner.message()
-                save.outcome = .record(try Self.record(&record))
+                save.outcome = .record(try Self.record(&record, savedID: savedID))
             case (4, 0):  // ModifyRecordsPerRecordSave.fields_as_sent
                 try inner.once(4, &seen)
                 save.fieldsAsSent = try inner.boolean()
@@ -95,19 +99,36 @@ enum SaveEventReader {
         return save
     }
 
-    /// `Record` with its parts 1–7 only.
-    private static func record(_ reader: inout ProtobufReader) throws(NotCovered) -> Wire.Record {
+    /// `Record` with its parts 1–7 only. An ID whose bytes are those of one read before — the
+    /// save's `record_id`, or the creator for the last modifier — is that value (the same bytes
+    /// read the same way), not read again: in nearly every event both pairs are equal.
+    private static func record(
+        _ reader: inout ProtobufReader, savedID: (bytes: ProtobufReader, id: Wire.RecordID)?
+    ) throws(NotCovered) -> Wire.Record {
         let record = Wire.Record()
         let parts = record._storage.fields  // new, so held once: written in place
+        var creator: ProtobufReader?
         try reader.fields(of: 2, upTo: 7) { (field, inner) throws(NotCovered) in
             switch field {
-            case 1: parts.pointee.recordID = try inner.recordID()
+            case 1:
+                if let savedID, inner.holdsSameBytes(as: savedID.bytes) {
+                    parts.pointee.recordID = savedID.id
+                } else {
+                    parts.pointee.recordID = try inner.recordID()
+                }
             case 2: parts.pointee.recordType = try inner.string()
             case 3: parts.pointee.recordChangeTag = try inner.string()
             case 4: parts.pointee.creationDate = try inner.timestamp()
             case 5: parts.pointee.modificationDate = try inner.timestamp()
-            case 6: parts.pointee.creatorUserRecordID = try inner.recordID()
-            default: parts.pointee.lastModifiedUserRecordID = try inner.recordID()
+            case 6:
+                creator = inner
+                parts.pointee.creatorUserRecordID = try inner.recordID()
+            default:
+                if let creator, inner.holdsSameBytes(as: creator), let creatorID = parts.pointee.creatorUserRecordID {
+                    parts.pointee.lastModifiedUserRecordID = creatorID
+                } else {
+                    parts.pointee.lastModifiedUserRecordID = try inner.recordID()
+                }
             }
         }
         return record
