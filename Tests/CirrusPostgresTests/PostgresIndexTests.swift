@@ -31,7 +31,7 @@ struct PostgresIndexTests {
             FROM record_values ORDER BY record_name, key, list_index
             """,
             database: database)
-        return rows.split(separator: "\n").map(String.init)
+        return lines(of: rows)
     }
 
     private func hex(_ text: String) -> String { text.utf8.map { String(format: "%02x", $0) }.joined() }

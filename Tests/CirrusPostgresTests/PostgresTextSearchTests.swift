@@ -24,7 +24,7 @@ struct PostgresTextSearchTests {
     private func words(_ database: String) throws -> [String] {
         let rows = try TemporaryPostgres.shared().psql(
             "SELECT record_name, word FROM record_words ORDER BY record_name, word", database: database)
-        return rows.split(separator: "\n").map(String.init)
+        return lines(of: rows)
     }
 
     private func search(_ storage: PostgresStorage, _ text: String) async throws -> QueryPage {
