@@ -26,7 +26,7 @@ extension CKRecord: NSSecureCoding {
     /// ```
     ///
     public func encodeSystemFields(with coder: NSCoder) {
-        let wire = self.wireSystemFields(self.state.withLock { $0 })
+        let wire = self.wireSystemFields(self.withState { $0 })
         coder.encode(Self.systemFieldsVersion, forKey: Self.systemFieldsVersionKey)
         coder.encode(Data(wire.serializedBytes()), forKey: Self.systemFieldsKey)
     }

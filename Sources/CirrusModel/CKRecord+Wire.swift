@@ -89,7 +89,7 @@ extension CKRecord {
             encryptedFields = sentValues.encryptedFields
         } else {
             let wireFields = wireFields ?? wire.fields
-            fields.reserveCapacity(wireFields.count)
+            fields = .init(minimumCapacity: wireFields.count)
             for field in wireFields where !field.key.isEmpty {
                 guard let kind = field.value?.kind else {
                     fields[field.key] = nil
@@ -182,7 +182,7 @@ extension CKRecord {
         // from their files) outside the lock, from a copy, by a second pass.
         var hasAsset = false
         do throws(CKError) {
-            return try self.state.withLock { (state) throws(CKError) in
+            return try self.withState { (state) throws(CKError) in
                 try self.wireRecordForSave(state, changedKeysOnly: changedKeysOnly, withChangedKeys: withChangedKeys) {
                     (_) throws(CKError) in
                     hasAsset = true
@@ -190,7 +190,7 @@ extension CKRecord {
                 }
             }
         } catch where hasAsset {
-            let state = self.state.withLock { $0 }
+            let state = self.withState { $0 }
             return try self.wireRecordForSave(
                 state, changedKeysOnly: changedKeysOnly, withChangedKeys: withChangedKeys, encodeAsset: encodeAsset)
         }

@@ -19,7 +19,7 @@ extension CKRecord {
         // Written under the record's lock from its state in place, without closures around the
         // parts (a closure's captures cost a retain each here, per record).
         var record = records.beginRecord()
-        let sent = self.state.withLock { (state) -> SentFieldValues? in
+        let sent = self.withState { (state) -> SentFieldValues? in
             try? self.write(state, changedKeysOnly: changedKeysOnly, to: &record.writer)
         }
         records.endRecord(record, keeping: sent != nil)
@@ -56,18 +56,28 @@ extension CKRecord {
         _ values: [FieldKey: FieldValue], encrypted: Bool, changed: Set<FieldKey>?, to out: inout ProtobufWriter
     ) throws(ProtobufWriter.Unwritable) {
         if values.isEmpty { return }
-        // The pairs sorted, rather than the keys and each value looked up again (hashing its key).
-        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
-            guard !key.isEmpty, changed?.contains(key) ?? true else {
-                throw ProtobufWriter.Unwritable()
+        // The dictionary's indices sorted by key, in a buffer on the stack, rather than an array
+        // of its pairs (allocated, and a retain of every key and value into it) or its keys with
+        // each value looked up again (hashing its key).
+        try withUnsafeTemporaryAllocation(of: [FieldKey: FieldValue].Index.self, capacity: values.count) {
+            (buffer) throws(ProtobufWriter.Unwritable) in
+            var order = buffer
+            _ = order.initialize(from: values.indices)
+            defer { order.deinitialize() }
+            order.sort { values.keys[$0] < values.keys[$1] }
+            for index in order {
+                let key = values.keys[index]
+                guard !key.isEmpty, changed?.contains(key) ?? true else {
+                    throw ProtobufWriter.Unwritable()
+                }
+                let field = out.beginMessage(8)
+                try out.stringAlways(1, key)
+                let kind = out.beginMessage(2)
+                try Self.write(values.values[index], to: &out)
+                out.endMessage(kind)
+                out.bool(3, encrypted)
+                out.endMessage(field)
             }
-            let field = out.beginMessage(8)
-            try out.stringAlways(1, key)
-            let kind = out.beginMessage(2)
-            try Self.write(value, to: &out)
-            out.endMessage(kind)
-            out.bool(3, encrypted)
-            out.endMessage(field)
         }
     }
 

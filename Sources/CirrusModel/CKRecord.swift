@@ -1,5 +1,6 @@
 import CirrusWire
 import Foundation
+import Synchronization
 
 /// A collection of typed fields stored in a database (`CKRecord`).
 ///
@@ -17,8 +18,8 @@ import Foundation
 /// let title = note["title"] as? String
 /// ```
 ///
-/// `@unchecked Sendable` is safe: every mutable property lives in `state`, a `Locked`
-/// box that is only read or written while its lock is held; the rest is `let`.
+/// `@unchecked Sendable` is safe: every mutable property lives in `stateValue`, which is only
+/// read or written through ``withState(_:)``, under `stateLock`; the rest is `let`.
 open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueSetting {
     /// Everything about a record that can change, guarded by one lock.
     struct State {
@@ -49,13 +50,20 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     public let recordID: ID
     /// The app-defined type of the record, such as `"Note"`.
     public let recordType: RecordType
-    let state: Locked<State>
+    /// Guards `stateValue`. Held inline rather than in a `Locked` box of its own: a record (the
+    /// object a client makes and frees most) is then one allocation, not two, and every access
+    /// one pointer chase shorter.
+    private let stateLock = Mutex(())
+    /// Unchecked: only reached through ``withState(_:)``, which holds `stateLock` for the whole
+    /// access (a nested call on the same record would deadlock before it could overlap), so the
+    /// runtime's own check of each access only costs time.
+    @exclusivity(unchecked) private var stateValue: State
 
     /// A new record of the given type with the given ID.
     public init(recordType: RecordType, recordID: ID) {
         self.recordType = recordType
         self.recordID = recordID
-        self.state = Locked(State())
+        self.stateValue = State()
         super.init()
     }
 
@@ -75,7 +83,7 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     package convenience init(recordType: RecordType, recordID: ID, fields: [(FieldKey, any CKRecordValue)]) {
         var state = State()
         if !fields.isEmpty {
-            state.fields.reserveCapacity(fields.count)
+            state.fields = .init(minimumCapacity: fields.count)
             state.changedKeys.reserveCapacity(fields.count)
         }
         for (key, value) in fields {
@@ -88,8 +96,13 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     init(recordType: RecordType, recordID: ID, state: consuming State) {
         self.recordType = recordType
         self.recordID = recordID
-        self.state = Locked(consume state)
+        self.stateValue = consume state
         super.init()
+    }
+
+    /// Runs `body` on the record's state under its lock: the only way to it.
+    func withState<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure) -> Result {
+        try stateLock.withLock { (_) throws(Failure) in try body(&stateValue) }
     }
 
     /// A record rebuilt from what ``encodeSystemFields(with:)`` wrote (its system fields, no
@@ -108,22 +121,22 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     // MARK: System fields
 
     /// The server's version tag of the record; `nil` until the record is first saved.
-    public var recordChangeTag: String? { state.withLock { $0.recordChangeTag } }
+    public var recordChangeTag: String? { withState { $0.recordChangeTag } }
     /// When the record was first saved to the server.
-    public var creationDate: Date? { state.withLock { $0.creationDate } }
+    public var creationDate: Date? { withState { $0.creationDate } }
     /// When the record was last saved to the server.
-    public var modificationDate: Date? { state.withLock { $0.modificationDate } }
+    public var modificationDate: Date? { withState { $0.modificationDate } }
     /// The user record ID of the record's creator.
-    public var creatorUserRecordID: ID? { state.withLock { $0.creatorUserRecordID } }
+    public var creatorUserRecordID: ID? { withState { $0.creatorUserRecordID } }
     /// The user record ID of the user who saved the record last.
-    public var lastModifiedUserRecordID: ID? { state.withLock { $0.lastModifiedUserRecordID } }
+    public var lastModifiedUserRecordID: ID? { withState { $0.lastModifiedUserRecordID } }
     /// The share this record is the root of, if it is shared; filled by the server.
-    public var share: Reference? { state.withLock { $0.share } }
+    public var share: Reference? { withState { $0.share } }
 
     /// The record's parent, for sharing hierarchies (its action is always `.none`).
     public var parent: Reference? {
-        get { state.withLock { $0.parent } }
-        set { state.withLock { $0.parent = newValue.map { Reference(recordID: $0.recordID, action: .none) } } }
+        get { withState { $0.parent } }
+        set { withState { $0.parent = newValue.map { Reference(recordID: $0.recordID, action: .none) } } }
     }
 
     /// Makes `parentRecord` this record's parent, or removes the parent when `nil`.
@@ -145,13 +158,13 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     ///
     /// Numbers read back as `NSNumber`: cast with `as? Int`, `as? Double`, `as? Bool` ….
     public subscript(key: FieldKey) -> (any CKRecordValue)? {
-        get { state.withLock { $0.fields[key]?.recordValue } }
+        get { withState { $0.fields[key]?.recordValue } }
         set { setStoredValue(newValue?._cirrusFieldValue.storage, forKey: key, encrypted: false) }
     }
 
     /// The value of the field `key` as `T`, or `nil` if absent or of another type.
     public subscript<T: CKRecordValueProtocol>(key: FieldKey) -> T? {
-        get { state.withLock { $0.fields[key]?.recordValue } as? T }
+        get { withState { $0.fields[key]?.recordValue } as? T }
         set { setStoredValue(newValue?._cirrusFieldValue.storage, forKey: key, encrypted: false) }
     }
 
@@ -169,19 +182,19 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
 
     /// The keys of every field that has a value (plain fields; see `encryptedValues`), sorted.
     public func allKeys() -> [FieldKey] {
-        state.withLock { $0.fields.keys.sorted() }
+        withState { $0.fields.keys.sorted() }
     }
 
     /// The keys set since the record was created or came from the server, in the order
     /// they were first set, including keys set to `nil` and encrypted keys.
     public func changedKeys() -> [FieldKey] {
-        state.withLock { $0.changedKeys }
+        withState { $0.changedKeys }
     }
 
     /// Whether ``assetsToSend(changedKeysOnly:)`` has any: a field of the save holds an asset
     /// or an asset list. Checked for every record saved, without building the list.
     package func hasAssetsToSend(changedKeysOnly: Bool) -> Bool {
-        state.withLock { state in
+        withState { state in
             func isAsset(_ value: FieldValue) -> Bool {
                 switch value {
                 case .asset, .assetList: true
@@ -199,7 +212,7 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     /// first set, or every key sorted. What `self[key]` gives for each key, read under one lock
     /// without making a value of every field (a number is an `NSNumber` there) and casting it.
     package func assetsToSend(changedKeysOnly: Bool) -> [(key: FieldKey, assets: [CKAsset])] {
-        state.withLock { state in
+        withState { state in
             func assets(_ value: FieldValue?) -> [CKAsset]? {
                 switch value {
                 case .asset(let asset)?: [asset]
@@ -222,14 +235,16 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     }
 
     func setStoredValue(_ value: FieldValue?, forKey key: FieldKey, encrypted: Bool) {
-        state.withLock { state in
+        withState { state in
             // A key is in one of the two at most; most records have no encrypted field, and
             // removing from an empty dictionary still hashes the key.
             if encrypted {
                 state.encryptedFields[key] = value
                 if !state.fields.isEmpty { state.fields[key] = nil }
             } else {
-                if value != nil, state.fields.capacity == 0 { state.fields.reserveCapacity(State.initialFieldCapacity) }
+                // A new dictionary rather than `reserveCapacity` on the empty one: the latter runs
+                // unspecialized and looks up its storage's generic metadata at every call.
+                if value != nil, state.fields.capacity == 0 { state.fields = .init(minimumCapacity: State.initialFieldCapacity) }
                 state.fields[key] = value
                 if !state.encryptedFields.isEmpty { state.encryptedFields[key] = nil }
             }
@@ -240,11 +255,11 @@ open class CKRecord: NSObject, NSCopying, @unchecked Sendable, CKRecordKeyValueS
     /// A new record with the same ID, type, system fields, fields and changed keys (`NSCopying`;
     /// `record.copy() as? CKRecord`). A share's copy is a `CKShare`.
     open func copy(with zone: NSZone? = nil) -> Any {
-        CKRecord(recordType: recordType, recordID: recordID, state: state.withLock { $0 })
+        CKRecord(recordType: recordType, recordID: recordID, state: withState { $0 })
     }
 
     open override var description: String {
-        let (tag, keys) = state.withLock { ($0.recordChangeTag, $0.fields.keys.sorted()) }
+        let (tag, keys) = withState { ($0.recordChangeTag, $0.fields.keys.sorted()) }
         return "<\(type(of: self)): recordType=\(recordType), recordID=\(recordID), recordChangeTag=\(tag ?? "nil"), keys=\(keys)>"
     }
 }
@@ -274,15 +289,15 @@ final class EncryptedValues: CKRecordKeyValueSetting {
     init(record: CKRecord) { self.record = record }
 
     subscript(key: CKRecord.FieldKey) -> (any CKRecordValue)? {
-        get { record.state.withLock { $0.encryptedFields[key]?.recordValue } }
+        get { record.withState { $0.encryptedFields[key]?.recordValue } }
         set { record.setStoredValue(newValue?._cirrusFieldValue.storage, forKey: key, encrypted: true) }
     }
 
     func allKeys() -> [CKRecord.FieldKey] {
-        record.state.withLock { $0.encryptedFields.keys.sorted() }
+        record.withState { $0.encryptedFields.keys.sorted() }
     }
 
     func changedKeys() -> [CKRecord.FieldKey] {
-        record.state.withLock { state in state.changedKeys.filter { state.encryptedFields[$0] != nil } }
+        record.withState { state in state.changedKeys.filter { state.encryptedFields[$0] != nil } }
     }
 }

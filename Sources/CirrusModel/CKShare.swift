@@ -58,7 +58,7 @@ open class CKShare: CKRecord, @unchecked Sendable {
     public init(rootRecord: CKRecord, shareID: CKRecord.ID) {
         self.shareState = Locked(ShareState())
         super.init(recordType: SystemType.share, recordID: shareID, state: State())
-        rootRecord.state.withLock { $0.share = Reference(recordID: shareID, action: .none) }
+        rootRecord.withState { $0.share = Reference(recordID: shareID, action: .none) }
     }
 
     /// A new share of every record in the zone `recordZoneID` (record name
@@ -85,7 +85,7 @@ open class CKShare: CKRecord, @unchecked Sendable {
         else {
             return nil
         }
-        self.init(recordID: share.recordID, state: share.state.withLock { $0 }, shareState: share.shareState.withLock { $0 })
+        self.init(recordID: share.recordID, state: share.withState { $0 }, shareState: share.shareState.withLock { $0 })
     }
 
     /// Whether the share covers a whole zone (``init(recordZoneID:)``) rather than a hierarchy.
@@ -146,7 +146,7 @@ open class CKShare: CKRecord, @unchecked Sendable {
             copied.participants = state.participants.map { $0.copied() }
             return copied
         }
-        return CKShare(recordID: recordID, state: state.withLock { $0 }, shareState: shareState)
+        return CKShare(recordID: recordID, state: withState { $0 }, shareState: shareState)
     }
 
     override func wireShareFields() -> Wire.ShareFields? {

@@ -31,8 +31,8 @@ func roundTrip(_ record: CKRecord, assetDirectory: URL? = nil) throws -> CKRecor
 
 extension CKRecord {
     /// The stored plain fields, for exact comparisons.
-    var storedFields: [FieldKey: FieldValue] { state.withLock { $0.fields } }
-    var storedEncryptedFields: [FieldKey: FieldValue] { state.withLock { $0.encryptedFields } }
+    var storedFields: [FieldKey: FieldValue] { withState { $0.fields } }
+    var storedEncryptedFields: [FieldKey: FieldValue] { withState { $0.encryptedFields } }
 }
 
 /// A record as the server would send it: the given fields, a change tag and dates.
