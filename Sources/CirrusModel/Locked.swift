@@ -1,11 +1,12 @@
 import Synchronization
 
-/// A value guarded by a lock: the one place CirrusModel's reference types keep mutable state,
-/// shared (`package`) with the package's other modules (the CLI and the load generator).
+/// A value guarded by a lock: where CirrusModel's reference types keep mutable state (but
+/// `CKRecord`, the one made and freed most, which holds its `Mutex` and state itself), shared
+/// (`package`) with the package's other modules (the CLI and the load generator).
 ///
 /// The lock is the standard library's `Mutex`, stored inline (a futex word on Linux): unlike an
 /// `NSLock`, no object and no `pthread_mutex_t` of its own to allocate, initialize, destroy and
-/// free with every record, ID and zone.
+/// free with every ID and zone.
 ///
 /// `@unchecked Sendable` is safe because `value` is only reached through `withLock`,
 /// which holds `lock` for the whole access, so no two threads touch it at once.
