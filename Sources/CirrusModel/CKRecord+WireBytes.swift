@@ -56,9 +56,10 @@ extension CKRecord {
         _ values: [FieldKey: FieldValue], encrypted: Bool, changed: Set<FieldKey>?, to out: inout ProtobufWriter
     ) throws(ProtobufWriter.Unwritable) {
         if values.isEmpty { return }
-        // The dictionary's indices sorted by key, in a buffer on the stack, rather than an array
-        // of its pairs (allocated, and a retain of every key and value into it) or its keys with
-        // each value looked up again (hashing its key).
+        // The dictionary's indices sorted by key, in a temporary buffer (on the stack for a
+        // record's usual few fields), rather than an array of its pairs (allocated, and a retain
+        // of every key and value into it) or its keys with each value looked up again (hashing
+        // its key).
         try withUnsafeTemporaryAllocation(of: [FieldKey: FieldValue].Index.self, capacity: values.count) {
             (buffer) throws(ProtobufWriter.Unwritable) in
             var order = buffer
