@@ -125,13 +125,12 @@ final class WriteCoalescer: Sendable {
         values.reserveCapacity(batch.count)
         cache.reset()
         do {
-            try db.inTransaction {
+            try db.inWriteTransaction {
                 for job in batch {
                     if !job.sharesCache { try cache.flush(db) }
                     values.append(try job.body(db))
                 }
                 try cache.flush(db)
-                return .commit
             }
         } catch {
             cache.reset()
@@ -151,8 +150,11 @@ final class WriteCoalescer: Sendable {
         var outcomes: [Result<any Sendable, any Error>] = []
         cache.reset()
         do {
-            try db.inTransaction {
+            try db.inWriteTransaction {
                 for job in batch {
+                    // A job before may have failed in a way that ended the transaction (its
+                    // savepoint caught the error): none runs outside it.
+                    try db.checkTransactionOpen()
                     if !job.sharesCache { try cache.flush(db) }
                     let before = cache.snapshot
                     let outcome = Self.run(job, in: db)
@@ -161,7 +163,6 @@ final class WriteCoalescer: Sendable {
                     outcomes.append(outcome)
                 }
                 try cache.flush(db)
-                return .commit
             }
         } catch {
             cache.reset()
