@@ -94,7 +94,7 @@ final class WriteTransactionCache: Sendable {
     /// never had a record deleted, and their saves then skip one statement each.
     func mayHoldTombstones(_ db: Database, zoneID: Int64) throws -> Bool {
         if let known = state.withLock({ $0.mayHoldTombstones[zoneID] }) { return known }
-        let holds = try db.int64(sql: "SELECT 1 FROM tombstones WHERE zone_id = ? LIMIT 1", arguments: [zoneID]) != nil
+        let holds = try db.int64(sql: "SELECT 1 FROM tombstones WHERE zone_id = ? LIMIT 1", integer: zoneID) != nil
         state.withLock { $0.mayHoldTombstones[zoneID] = holds }
         return holds
     }
@@ -143,7 +143,7 @@ final class WriteTransactionCache: Sendable {
     /// The next change sequence of zone `zoneID`.
     func nextSeq(_ db: Database, _ zoneID: Int64) throws -> Int64 {
         let known = state.withLock { $0.zoneSeqs[zoneID] }
-        let current = try known ?? (db.int64(sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneID]) ?? 0)
+        let current = try known ?? (db.int64(sql: "SELECT change_seq FROM zones WHERE id = ?", integer: zoneID) ?? 0)
         state.withLock { $0.zoneSeqs[zoneID] = current + 1 }
         return current + 1
     }
