@@ -67,6 +67,10 @@ public final class ServerMetrics: Sendable {
     private let labelled = Mutex<[LabelledKey: Counter]>([:])
     /// Operation latency by kind, made on first use (a lock per operation that ends).
     private let operationTimers = Mutex<[String: CoreMetrics.Timer]>([:])
+    /// Streams opened by kind, made on first use: looked up by the kind alone, as
+    /// ``labelledCounter(_:_:)``'s key (an array of dimensions, built for every call) cost
+    /// 1 % of `cirrusd`'s CPU under single-record saves, one stream each.
+    private let streamsOpened = Mutex<[String: Counter]>([:])
     private let maintenanceSucceeded: Counter
     private let maintenanceFailed: Counter
     private let maintenanceLatency: CoreMetrics.Timer
@@ -186,7 +190,14 @@ public final class ServerMetrics: Sendable {
     }
 
     func streamOpened(_ request: Wire.Open.Request?) {
-        self.labelledCounter(Name.streamsOpened, [("kind", request?.metricLabel ?? "unknown")]).increment()
+        let kind = request?.metricLabel ?? "unknown"
+        let counter = self.streamsOpened.withLock { counters in
+            if let counter = counters[kind] { return counter }
+            let counter = Counter(label: Name.streamsOpened, dimensions: [("kind", kind)], factory: self.factory)
+            counters[kind] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     /// Counts an error sent to a client: ending a stream (`level` "stream") or the connection.
