@@ -88,7 +88,7 @@ extension CKRecord {
         case .string(let v): try out.stringAlways(1, v)
         case .int64(let v): out.int64Always(2, v)
         case .double(let v): out.doubleAlways(3, v)
-        case .bytes(let v): out.bytesAlways(4, v)
+        case .bytes(let v): v.withUnsafeBytes { out.bytesAlways(4, $0) }
         case .date(let v):
             guard Date(wireTimestamp: v.wireTimestamp) == v else { throw ProtobufWriter.Unwritable() }
             write(v, field: 5, to: &out)
@@ -106,7 +106,7 @@ extension CKRecord {
             out.endMessage(list)
         case .bytesList(let v):
             let list = out.beginMessage(14)
-            for bytes in v { out.bytesAlways(1, bytes) }
+            for bytes in v { bytes.withUnsafeBytes { out.bytesAlways(1, $0) } }
             out.endMessage(list)
         case .dateList(let v):
             let list = out.beginMessage(15)

@@ -75,6 +75,16 @@ package struct ProtobufWriter {
         if copied == nil { self.bytes.append(contentsOf: value) }
     }
 
+    /// ``bytesAlways(_:_:)-(_,Collection<UInt8>)`` for bytes in memory (a `Data`'s, through its
+    /// `withUnsafeBytes`): called from another module, the generic one is not specialized, and
+    /// reached a `Data`'s bytes through a protocol witness and its generic metadata every time
+    /// (1.5 % of a client's CPU under 400-record saves).
+    package mutating func bytesAlways(_ field: UInt64, _ value: UnsafeRawBufferPointer) {
+        self.key(field, 2)
+        self.varint(UInt64(value.count))
+        self.bytes.append(contentsOf: value)
+    }
+
     /// An `int64` field; nothing at 0.
     package mutating func int64(_ field: UInt64, _ value: Int64) {
         guard value != 0 else { return }
