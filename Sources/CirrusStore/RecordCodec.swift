@@ -77,7 +77,15 @@ package enum RecordCodec {
 
     // MARK: - Fields
 
-    static func hasValue(_ field: Wire.RecordField) -> Bool { field.value?.kind != nil }
+    static func hasValue(_ field: Wire.RecordField) -> Bool {
+        // A switch, not `field.value?.kind != nil`: that compiles to `Optional`'s `==` of two
+        // kinds, which copies the value (a retain of its payload) for every field looked at
+        // (1.5 % of `cirrusd`'s CPU under 400-record saves, in ``merge(_:_:)``).
+        switch field.value?.kind {
+        case .none: false
+        case .some: true
+        }
+    }
 
     /// `base` with `update` applied: later fields replace earlier ones with the
     /// same key; a nil value removes the key. Order: base order, then new keys.

@@ -57,7 +57,7 @@ extension RecordWriter {
             {
                 prepared.assumedNew = true
                 do {
-                    return .success(try apply(prepared, in: zone))
+                    return .success(try apply(consume prepared, in: zone))
                 } catch is NameTaken {}
             }
             existing = try StoreRows.record(db, zoneID: zone.id, name: name)
@@ -67,7 +67,7 @@ extension RecordWriter {
         if let refusal = try sharedScopeRefusal(client, existing: existing, in: zone) { return .failure(refusal) }
         switch try prepareSave(client, existing: existing, in: zone, policy: policy, encodedFields: encodedFields) {
         case .failure(let failure): return .failure(failure)
-        case .success(let prepared): return .success(try apply(prepared, in: zone))
+        case .success(let prepared): return .success(try apply(consume prepared, in: zone))
         }
     }
 

@@ -200,7 +200,7 @@ struct RecordWriter {
             return true
         }
         let existing = try StoreRows.records(db, zoneID: zone.id, names: records.map { $0.record.recordID?.recordName ?? "" })
-        var prepared: [(index: Int, save: PreparedSave)] = []
+        var prepared: [(index: Int, save: PreparedSave?)] = []
         prepared.reserveCapacity(records.count)
         for (index, record) in records {
             let row = existing[record.recordID?.recordName ?? ""]
@@ -213,8 +213,11 @@ struct RecordWriter {
             }
             prepared.append((index, save))
         }
-        for (index, save) in consume prepared {
-            saves[index].result = .success(try apply(save, in: zone))
+        // Each save taken out of the array, not iterated over: a copy the array still held
+        // would make ``apply(_:in:)`` copy the record to set its system fields.
+        for position in prepared.indices {
+            guard let save = prepared[position].save.take() else { continue }
+            saves[prepared[position].index].result = .success(try apply(consume save, in: zone))
         }
         return true
     }
