@@ -22,9 +22,10 @@ extension Database {
     }
 
     /// ``int64(sql:arguments:)`` for a statement of one integer argument, through SQLite's C
-    /// API (``RawStatement``): no boxed argument, no cursor. For the lookups the writer makes
-    /// once per zone and transaction (a zone's change sequence, whether it has tombstones),
-    /// which under single-record saves run once per 17 records.
+    /// API (``RawStatement``): no boxed argument, no cursor. For the lookups and updates the
+    /// writer makes once per zone or database and transaction (a zone's change sequence,
+    /// whether it has tombstones, the database's sequence and subscriptions generation), which
+    /// under single-record saves run once per 17 records.
     func int64(sql: String, integer argument: Int64) throws -> Int64? {
         let statement = try RawStatement(self, sql: sql)
         statement.bind(1, argument)

@@ -117,9 +117,9 @@ enum StoreRows {
     /// Increments and returns the database change sequence.
     /// (Through ``RawStatement``: every commit that saved records runs it once per zone.)
     static func bumpDatabaseSeq(_ db: Database, _ databaseID: Int64) throws -> Int64 {
-        let bump = try RawStatement(db, sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq")
-        bump.bind(1, databaseID)
-        return try bump.int64() ?? 0
+        try db.int64(
+            sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq", integer: databaseID)
+            ?? 0
     }
 
     // MARK: Zones

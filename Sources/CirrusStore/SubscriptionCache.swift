@@ -68,8 +68,6 @@ final class SubscriptionCache: Sendable {
     /// The `subscriptions_generation` of database `databaseID` in the transaction of `db`
     /// (bound through the C API, ``RawStatement``: a write reads it).
     static func generation(_ db: Database, databaseID: Int64) throws -> Int64 {
-        let read = try RawStatement(db, sql: "SELECT subscriptions_generation FROM databases WHERE id = ?")
-        read.bind(1, databaseID)
-        return try read.int64() ?? 0
+        try db.int64(sql: "SELECT subscriptions_generation FROM databases WHERE id = ?", integer: databaseID) ?? 0
     }
 }
