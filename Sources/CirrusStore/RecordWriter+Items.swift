@@ -159,14 +159,14 @@ extension RecordWriter {
                     WHERE id = ?
                     """,
                 reusing: &recordStatements.update)
-            update.bind(1, record.recordChangeTag)
+            recordStatements.texts.removeAll()
+            recordStatements.texts.append(1, record.recordChangeTag)
+            recordStatements.texts.append(5, system.modifier)
             update.bind(2, seq)
-            update.bind(3, bytes: data)
             update.bind(4, system.modified)
-            update.bind(5, system.modifier)
             update.bind(6, indexed.system ? 1 : 0)
             update.bind(7, rowID)
-            try update.run()
+            try update.withBorrowedBindings(recordStatements.texts, blob: data, at: 3) { try update.run() }
             // A type whose zone indexes nothing has no rows to delete (its type cannot change).
             if indexed.writesRows { try StoreRows.deleteIndex(db, recordID: rowID) }
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
@@ -188,26 +188,28 @@ extension RecordWriter {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 reusing: &recordStatements.insert)
+            recordStatements.texts.removeAll()
+            recordStatements.texts.append(2, name)
+            recordStatements.texts.append(3, record.recordType)
+            recordStatements.texts.append(4, record.recordChangeTag)
+            recordStatements.texts.append(6, creator)
+            recordStatements.texts.append(10, system.modifier)
             insert.bind(1, zone.id)
-            insert.bind(2, name)
-            insert.bind(3, record.recordType)
-            insert.bind(4, record.recordChangeTag)
             insert.bind(5, seq)
-            insert.bind(6, creator)
-            insert.bind(7, bytes: data)
             insert.bind(8, system.created)
             insert.bind(9, system.modified)
-            insert.bind(10, system.modifier)
             // The record's own columns (type, dates, creator) go into their indexes only where a
             // query has read the zone and type (``FieldIndexing/system``).
             insert.bind(11, indexed.system ? 1 : 0)
-            if prepared.assumedNew {
+            let assumedNew = prepared.assumedNew
+            let inserted = try insert.withBorrowedBindings(recordStatements.texts, blob: data, at: 7) {
                 // Nothing of the record written yet (its tombstone, if any, went with the name:
                 // a live record has none), and a failed insert writes nothing.
-                guard try insert.runUnlessUniqueViolated() else { throw NameTaken() }
-            } else {
+                if assumedNew { return try insert.runUnlessUniqueViolated() }
                 try insert.run()
+                return true
             }
+            guard inserted else { throw NameTaken() }
             rowID = insert.lastInsertedRowID
         }
         try StoreRows.insertIndex(db, recordID: rowID, zoneID: zone.id, record: record, indexed: indexed)

@@ -49,6 +49,9 @@ struct RecordWriter {
     struct RecordStatements {
         var insert: Statement?
         var update: Statement?
+        /// The texts of the row being written, bound without SQLite's copies
+        /// (``RawStatement/withBorrowedBindings(_:blob:at:_:)``); refilled for every record.
+        var texts = BorrowedTexts()
     }
 
     init(
