@@ -144,7 +144,7 @@ extension RecordWriter {
         record.creatorUserRecordID = ZoneResolution.storedUserRecordID(creator)
         record.lastModifiedUserRecordID = ZoneResolution.storedUserRecordID(user)
 
-        let data = record.serializedBytes(reusing: prepared.encodedFields)
+        record.serialize(reusing: prepared.encodedFields, into: &recordStatements.bytes)
         let system = StoreRows.systemColumns(of: record)
         let rowID: Int64
         let indexed = try transaction.indexed(db, zoneID: zone.id, recordType: record.recordType)
@@ -166,7 +166,7 @@ extension RecordWriter {
             update.bind(4, system.modified)
             update.bind(6, indexed.system ? 1 : 0)
             update.bind(7, rowID)
-            try update.withBorrowedBindings(recordStatements.texts, blob: data, at: 3) { try update.run() }
+            try update.withBorrowedBindings(recordStatements.texts, blob: recordStatements.bytes, at: 3) { try update.run() }
             // A type whose zone indexes nothing has no rows to delete (its type cannot change).
             if indexed.writesRows { try StoreRows.deleteIndex(db, recordID: rowID) }
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
@@ -202,7 +202,7 @@ extension RecordWriter {
             // query has read the zone and type (``FieldIndexing/system``).
             insert.bind(11, indexed.system ? 1 : 0)
             let assumedNew = prepared.assumedNew
-            let inserted = try insert.withBorrowedBindings(recordStatements.texts, blob: data, at: 7) {
+            let inserted = try insert.withBorrowedBindings(recordStatements.texts, blob: recordStatements.bytes, at: 7) {
                 // Nothing of the record written yet (its tombstone, if any, went with the name:
                 // a live record has none), and a failed insert writes nothing.
                 if assumedNew { return try insert.runUnlessUniqueViolated() }

@@ -52,6 +52,9 @@ struct RecordWriter {
         /// The texts of the row being written, bound without SQLite's copies
         /// (``RawStatement/withBorrowedBindings(_:blob:at:_:)``); refilled for every record.
         var texts = BorrowedTexts()
+        /// The serialized record of the row being written (its `data`), refilled for every
+        /// record in the same storage.
+        var bytes: [UInt8] = []
     }
 
     init(

@@ -48,23 +48,52 @@ extension Wire.Record {
     /// The bytes are those protobuf-c writes for the same parts, in the same order.
     public func serializedBytes(reusing encoded: Wire.EncodedRecordFields?) -> [UInt8] {
         guard let encoded, encoded.encodes(self.fields) else { return serializedBytes() }
-        // Read in place, while `self` holds its storage.
-        let parts = UnsafePointer(_storage.fields)
-        var rest: [UInt8] = []
-        if self.parent != nil || self.share != nil || !self.changedKeys.isEmpty || self.shareFields != nil {
-            var others = Wire.Record()
-            others.parent = self.parent
-            others.share = self.share
-            others.changedKeys = self.changedKeys
-            others.shareFields = self.shareFields
-            rest = others.serializedBytes()
-        }
-        let written = RawBytesWriter.bytes(count: SystemPartsWriter.size(of: parts) + rest.count + encoded.bytes.count) { out in
-            SystemPartsWriter.write(parts, to: &out)
-            out.bytes(rest)
-            out.bytes(encoded.bytes)
+        let rest = self.restSerialized()
+        let written = RawBytesWriter.bytes(count: self.sizeReusing(encoded, rest: rest)) { out in
+            self.write(reusing: encoded, rest: rest, to: &out)
         }
         // The sizes are read from the parts the writer writes: never nil.
         return written ?? serializedBytes()
+    }
+
+    /// ``serializedBytes(reusing:)`` written into `bytes`, replacing what it held, in its own
+    /// storage when that has the room: a writer storing record after record keeps one buffer
+    /// instead of allocating one per record.
+    public func serialize(reusing encoded: Wire.EncodedRecordFields?, into bytes: inout [UInt8]) {
+        guard let encoded, encoded.encodes(self.fields) else {
+            bytes = serializedBytes()
+            return
+        }
+        let rest = self.restSerialized()
+        let written = RawBytesWriter.write(count: self.sizeReusing(encoded, rest: rest), into: &bytes) { out in
+            self.write(reusing: encoded, rest: rest, to: &out)
+        }
+        // The sizes are read from the parts the writer writes: never false.
+        if !written { bytes = serializedBytes() }
+    }
+
+    /// The rare parts written through protobuf-c (parent, share, changed keys, share fields),
+    /// serialized; empty when the record has none.
+    private func restSerialized() -> [UInt8] {
+        guard self.parent != nil || self.share != nil || !self.changedKeys.isEmpty || self.shareFields != nil else {
+            return []
+        }
+        var others = Wire.Record()
+        others.parent = self.parent
+        others.share = self.share
+        others.changedKeys = self.changedKeys
+        others.shareFields = self.shareFields
+        return others.serializedBytes()
+    }
+
+    private func sizeReusing(_ encoded: Wire.EncodedRecordFields, rest: [UInt8]) -> Int {
+        // Read in place, while `self` holds its storage.
+        SystemPartsWriter.size(of: UnsafePointer(_storage.fields)) + rest.count + encoded.bytes.count
+    }
+
+    private func write(reusing encoded: Wire.EncodedRecordFields, rest: [UInt8], to out: inout RawBytesWriter) {
+        SystemPartsWriter.write(UnsafePointer(_storage.fields), to: &out)
+        out.bytes(rest)
+        out.bytes(encoded.bytes)
     }
 }

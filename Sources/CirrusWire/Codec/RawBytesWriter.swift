@@ -39,6 +39,21 @@ struct RawBytesWriter {
         return complete ? bytes : nil
     }
 
+    /// Replaces `bytes` with the `count` bytes `body` writes, in the array's own storage when it
+    /// has the room; false, and `bytes` empty, when `body` writes more or fewer.
+    static func write(count: Int, into bytes: inout [UInt8], _ body: (inout RawBytesWriter) -> Void) -> Bool {
+        bytes.removeAll(keepingCapacity: true)
+        guard count >= 0 else { return false }
+        bytes.append(contentsOf: repeatElement(0, count: count))
+        let complete = bytes.withUnsafeMutableBytes { buffer in
+            var writer = RawBytesWriter(buffer)
+            body(&writer)
+            return !writer.overflowed && writer.count == count
+        }
+        if !complete { bytes.removeAll(keepingCapacity: true) }
+        return complete
+    }
+
     @inline(__always)
     mutating func byte(_ value: UInt8) {
         guard self.count < self.capacity, let base = self.base else {
