@@ -119,17 +119,14 @@ struct RawStatement {
     }
 
     /// Binds `texts` and, at `blobIndex`, `blob` without SQLite copying them, runs `body`
-    /// (which steps the statement), then binds NULL where they were: SQLite reads the bytes in
+    /// (which steps the statement), then clears every binding: SQLite reads the bytes in
     /// place while `body` runs and never holds a pointer to them after. For the rows of every
     /// saved record, where copying each text and the record's bytes (an allocation each) was
     /// a tenth of what binding and stepping the insert cost.
     func withBorrowedBindings<Result>(
         _ texts: BorrowedTexts, blob: [UInt8], at blobIndex: Int32, _ body: () throws -> Result
     ) rethrows -> Result {
-        defer {
-            for slot in texts.slots { sqlite3_bind_null(handle, slot.index) }
-            sqlite3_bind_null(handle, blobIndex)
-        }
+        defer { sqlite3_clear_bindings(handle) }
         return try blob.withUnsafeBytes { blobBytes in
             if let base = blobBytes.baseAddress {
                 _ = sqlite3_bind_blob(handle, blobIndex, base, Int32(blobBytes.count), Self.borrowed)
