@@ -1,6 +1,7 @@
 import CirrusWire
 import Foundation
 import GRDB
+import Synchronization
 
 /// SQL text and its arguments, in order.
 struct SQLFragment: Sendable {
@@ -37,6 +38,10 @@ struct QueryPlanner {
     let db: Database
     let query: CompiledQuery
     let zoneID: Int64
+    /// The records a page returns at most, when the caller reads a page: a first page of a
+    /// query without sort descriptors then probes the ordered read first
+    /// (``orderedReadFillsPage(_:upTo:limit:)``).
+    var pageLimit: Int?
 
     /// Counting stops here when choosing the driving source.
     static let estimateBound = 1_000
@@ -65,8 +70,15 @@ struct QueryPlanner {
         default: break
         }
         var conditions = SQLFragment(sql: "")
-        let driving = try drivingSource(sources)
-        if driving?.estimate == 0 { return nil }
+        let driving: (index: Int, estimate: Int)?
+        if position == nil, query.sorts.isEmpty, let pageLimit, !sources.isEmpty,
+            try orderedReadFillsPage(sources, upTo: seq, limit: pageLimit)
+        {
+            driving = nil
+        } else {
+            driving = try drivingSource(sources)
+            if driving?.estimate == 0 { return nil }
+        }
         // In an order an index gives, a page stops after its records: reading
         // that index with the conjuncts as filters beats listing every one of
         // many matches (at least ``estimateBound``) through a driver first.
@@ -284,18 +296,45 @@ struct QueryPlanner {
         return Source(ids: ids, filter: filter)
     }
 
+    /// Rows of the ordered read ``orderedReadFillsPage(_:upTo:limit:)`` examines per record a
+    /// page returns, and at least.
+    static let probeRowsPerResult = 16
+    static let minimumProbeRows = 64
+
+    /// Whether the type's records read in row ID order (a query without sort descriptors), with
+    /// every source as a filter, give a page's worth among their first rows (``probeRowsPerResult``
+    /// per record, at least ``minimumProbeRows``, at most ``estimateBound``): then that read
+    /// fills the page after about as many rows, and the planner counts no source. Counting one
+    /// lists up to ``estimateBound`` rows wherever it matches that many: in a large zone, a
+    /// predicate matching a sixteenth of it cost a query about twice what it cost in a small
+    /// one. Only which read is chosen depends on it: both give the same records.
+    private func orderedReadFillsPage(_ sources: [Source], upTo seq: Int64, limit: Int) throws -> Bool {
+        let rows = min(max(Self.probeRowsPerResult * limit, Self.minimumProbeRows), Self.estimateBound)
+        var probe = SQLFragment(
+            sql: "SELECT count(*) FROM (SELECT r.id, r.name, r.creator, r.modifier, r.created_ns, r.modified_ns "
+                + "FROM records r INDEXED BY records_by_type "
+                + "WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition) AND +r.change_seq <= ? "
+                + "ORDER BY r.id LIMIT ?) AS r WHERE 1",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue, seq.databaseValue, rows.databaseValue])
+        for source in sources { probe.append(" AND ", source.filter) }
+        let statement = try StatementAdmission.counts.statement(db, sql: probe.sql)
+        return try Int.fetchOne(statement, arguments: probe.statementArguments) ?? 0 >= limit
+    }
+
     /// The source to drive from: the one listing fewest rows (each counted
     /// up to ``estimateBound``), unless the zone holds fewer records of the
     /// type than that (a full-text source counts every database's rows); nil
     /// = read the type's records. An estimate of 0: nothing can match.
+    ///
+    /// The type's records are counted last, and only as far as the choice needs: up to the
+    /// best estimate (whether there are at least as many), or just whether there is one when
+    /// the best source lists ``estimateBound`` rows in an order an index gives (it does not
+    /// drive then). Counting them up to the bound first read that many entries of
+    /// `records_by_type` in every zone of at least that many records, for each query, even
+    /// when a source listed a handful.
     private func drivingSource(_ sources: [Source]) throws -> (index: Int, estimate: Int)? {
         let candidates = sources.indices.filter { sources[$0].ids != nil || sources[$0].recordCondition != nil }
         guard let first = candidates.first else { return nil }
-        let typeCount = try count(SQLFragment(
-            sql: "SELECT 1 FROM records r INDEXED BY records_by_type "
-                + "WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition)",
-            arguments: [zoneID.databaseValue, query.recordType.databaseValue]))
-        if typeCount == 0 { return (first, 0) }
         var best: (index: Int, estimate: Int)?
         for i in candidates {
             let estimate: Int
@@ -312,14 +351,32 @@ struct QueryPlanner {
             if best.map({ estimate < $0.estimate }) ?? true { best = (i, estimate) }
             if estimate == 0 { break }
         }
-        guard let best, best.estimate <= typeCount else { return nil }
-        return best
+        guard let best else { return nil }
+        if best.estimate == 0 { return best }
+        let needed = indexGivesOrder && best.estimate >= Self.estimateBound ? 1 : best.estimate
+        let typeCount = try typeRows(upTo: needed)
+        if typeCount == 0 { return (first, 0) }
+        return best.estimate <= typeCount ? best : nil
     }
 
-    /// How many rows `rows` lists, counting up to ``estimateBound``.
+    /// How many records of the type the zone holds, counting up to `bound`. The statement is
+    /// the same for every query: taken from the connection's statement cache.
+    private func typeRows(upTo bound: Int) throws -> Int {
+        let statement = try db.cachedStatement(sql: Self.typeRowsSQL)
+        return try Int.fetchOne(statement, arguments: [zoneID, query.recordType, bound]) ?? 0
+    }
+
+    private static let typeRowsSQL =
+        "SELECT count(*) FROM (SELECT 1 FROM records r INDEXED BY records_by_type "
+        + "WHERE r.zone_id = ? AND r.record_type = ? AND \(systemIndexCondition) LIMIT ?)"
+
+    /// How many rows `rows` lists, counting up to ``estimateBound``, through a statement kept
+    /// prepared while ``StatementAdmission/counts`` admits its text (preparing one, with GRDB's check of
+    /// every column it reads, cost about as much as counting).
     private func count(_ rows: SQLFragment) throws -> Int {
-        let sql = "SELECT count(*) FROM (\(rows.sql) LIMIT \(Self.estimateBound))"
-        return try Int.fetchOne(db, sql: sql, arguments: rows.statementArguments) ?? 0
+        let statement = try StatementAdmission.counts.statement(
+            db, sql: "SELECT count(*) FROM (\(rows.sql) LIMIT \(Self.estimateBound))")
+        return try Int.fetchOne(statement, arguments: rows.statementArguments) ?? 0
     }
 
     // MARK: Values
@@ -357,5 +414,38 @@ extension SQLFragment {
     /// Replaces each `$column` placeholder with `qualifier` + column.
     func prefixingColumns(_ qualifier: String) -> SQLFragment {
         SQLFragment(sql: sql.replacingOccurrences(of: "$", with: qualifier), arguments: arguments)
+    }
+}
+
+/// The texts of statements reader connections keep prepared, admitted up to a bound: the
+/// first ``limit`` texts seen in the process (for the planner's counts, ``counts``). A query's
+/// statement text varies with the query (the operator, the column, the length of an `IN`
+/// list, the index), and a connection's statement cache keeps every text it is given for as
+/// long as the connection lives: the bound keeps what clients can make the readers hold
+/// bounded, while the few shapes an app's queries have are prepared once per connection. Past
+/// it, a text is prepared for each use.
+final class StatementAdmission: Sendable {
+    /// The planner's counting statements.
+    static let counts = StatementAdmission(limit: 256)
+    /// The statements listing a query's candidates (``QueryPlanner/candidates(upTo:after:)``).
+    static let candidates = StatementAdmission(limit: 256)
+
+    let limit: Int
+    private let admitted = Mutex<Set<String>>([])
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// The statement for `sql` on `db`: from the connection's cache when the text is admitted
+    /// (it was, or there is room), else prepared for this use.
+    func statement(_ db: Database, sql: String) throws -> Statement {
+        let cached = admitted.withLock { texts in
+            if texts.contains(sql) { return true }
+            guard texts.count < limit else { return false }
+            texts.insert(sql)
+            return true
+        }
+        return cached ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
     }
 }

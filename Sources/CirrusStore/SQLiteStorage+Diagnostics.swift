@@ -23,7 +23,9 @@ extension SQLiteStorage {
 
     /// SQLite's plan for the statement listing a query's candidates, with its
     /// arguments bound; [] when the query needs no statement (nothing can match).
-    func queryPlan(for query: Wire.Query, in zone: Wire.RecordZoneID, of database: DatabaseKey) async throws -> [String] {
+    func queryPlan(
+        for query: Wire.Query, in zone: Wire.RecordZoneID, of database: DatabaseKey, pageLimit: Int? = nil
+    ) async throws -> [String] {
         let compiled = try QueryValidation.compile(query)
         // The fields a query names are indexed before it reads, as `queryRecords` does.
         let needs = FieldIndexing.Needs(compiled)
@@ -38,7 +40,8 @@ extension SQLiteStorage {
         return try await read { db in
             guard let databaseID = try StoreRows.databaseID(db, database),
                 let zone = try StoreRows.liveZone(db, databaseID, zone.zoneName),
-                let statement = try QueryPlanner(db: db, query: compiled, zoneID: zone.id).candidates(upTo: Int64.max, after: nil)
+                let statement = try QueryPlanner(db: db, query: compiled, zoneID: zone.id, pageLimit: pageLimit)
+                    .candidates(upTo: Int64.max, after: nil)
             else { return [] }
             return try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + statement.sql, arguments: statement.statementArguments)
                 .map { row in row["detail"] as String }

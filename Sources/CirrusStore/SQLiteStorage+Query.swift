@@ -67,7 +67,7 @@ extension SQLiteStorage {
                 if let missing = try FieldIndexing.missing(db, zoneID: zone.id, recordType: compiled.recordType, needs) {
                     return .buildIndex(zone.id, missing)
                 }
-                let planner = QueryPlanner(db: db, query: compiled, zoneID: zone.id)
+                let planner = QueryPlanner(db: db, query: compiled, zoneID: zone.id, pageLimit: limit)
                 try planner.checkSorts()
                 guard zones.covers(zone.id, until: now + lifetime, madeBy: generation) else { return .makeLive(zone.id) }
                 // The zone's sequence, or its newest record's should a row run ahead of it.
@@ -192,7 +192,10 @@ extension SQLiteStorage {
         _ planner: QueryPlanner, upTo seq: Int64, after position: QueryKeyset.Position?
     ) throws -> CandidateRows {
         guard let statement = try planner.candidates(upTo: seq, after: position) else { return CandidateRows(rows: nil, sorts: 0) }
-        let rows = try Row.fetchCursor(planner.db, sql: statement.sql, arguments: statement.statementArguments)
+        // The cursor resets the statement when it goes, with the read: a statement kept prepared
+        // holds no read transaction open after it.
+        let rows = try Row.fetchCursor(
+            StatementAdmission.candidates.statement(planner.db, sql: statement.sql), arguments: statement.statementArguments)
         return CandidateRows(rows: rows, sorts: planner.query.sorts.count)
     }
 

@@ -280,4 +280,27 @@ struct QueryPlanningTests {
             #expect(plan.isEmpty)
         }
     }
+
+    /// A first page of a query without sort descriptors reads the type's records in order when
+    /// their first rows hold a page's worth of matches, counting no source; a page asking for
+    /// more than those rows hold (or a plan without a page) counts, and drives from the source
+    /// listing fewer than ``QueryPlanner/estimateBound`` rows. Both give the same records.
+    @Test func aFirstPageThatTheFirstRowsFillReadsInOrderWithoutCounting() async throws {
+        try await withSQLiteStore { storage, _ in
+            for part in 0..<2 {
+                try await storage.saveAll((part * 300..<(part + 1) * 300).map { item("r\($0)", [("n", .int64Value(Int64($0 % 4)))]) })
+            }
+            let query = Q.query(Q.cmp("n", .equals, .int64Value(1)))
+            #expect(try await storage.names(query.predicate).count == 150)
+            let ordered = try await storage.queryPlan(for: query, in: zoneID("_defaultZone"), of: alice, pageLimit: 5)
+            #expect(ordered.contains { $0.contains("records_by_type") }, "\(ordered)")
+            #expect(!ordered.contains { $0.contains("LIST SUBQUERY") }, "\(ordered)")
+            // 150 matches among the first 1,000 rows (the most it examines) cannot fill 400.
+            let driven = try await storage.queryPlan(for: query, in: zoneID("_defaultZone"), of: alice, pageLimit: 400)
+            #expect(driven.contains { $0.contains("LIST SUBQUERY") }, "\(driven)")
+            #expect(try await storage.queryPlan(for: query, in: zoneID("_defaultZone"), of: alice) == driven)
+            let page = try await storage.queryRecords(query, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 5)
+            #expect(page.records.map { $0.recordID?.recordName ?? "?" } == ["r1", "r5", "r9", "r13", "r17"])
+        }
+    }
 }
