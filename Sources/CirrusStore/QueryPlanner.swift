@@ -72,7 +72,7 @@ struct QueryPlanner {
         var conditions = SQLFragment(sql: "")
         let driving: (index: Int, estimate: Int)?
         if position == nil, query.sorts.isEmpty, let pageLimit, !sources.isEmpty,
-            try orderedReadFillsPage(sources, upTo: seq, limit: pageLimit)
+            try !hasSelectiveSource(sources), try orderedReadFillsPage(sources, upTo: seq, limit: pageLimit)
         {
             driving = nil
         } else {
@@ -296,29 +296,51 @@ struct QueryPlanner {
         return Source(ids: ids, filter: filter)
     }
 
-    /// Rows of the ordered read ``orderedReadFillsPage(_:upTo:limit:)`` examines per record a
-    /// page returns, and at least.
-    static let probeRowsPerResult = 16
-    static let minimumProbeRows = 64
+    /// The rows of the ordered read ``orderedReadFillsPage(_:upTo:limit:)`` examines, and the
+    /// rows below which a source drives (``hasSelectiveSource(_:)``).
+    static let probeRows = 64
 
     /// Whether the type's records read in row ID order (a query without sort descriptors), with
-    /// every source as a filter, give a page's worth among their first rows (``probeRowsPerResult``
-    /// per record, at least ``minimumProbeRows``, at most ``estimateBound``): then that read
-    /// fills the page after about as many rows, and the planner counts no source. Counting one
-    /// lists up to ``estimateBound`` rows wherever it matches that many: in a large zone, a
-    /// predicate matching a sixteenth of it cost a query about twice what it cost in a small
-    /// one. Only which read is chosen depends on it: both give the same records.
+    /// every source as a filter, fill a page within ``estimateBound`` rows, judged by the matches
+    /// among their first ``probeRows``: then the planner reads them so and counts no source
+    /// further. Asked only when no source is selective (``hasSelectiveSource(_:)``, which
+    /// drives). Counting a source lists up to ``estimateBound`` rows wherever it matches that
+    /// many: in a large zone, a predicate matching a sixteenth of it cost a first page about
+    /// twice what it cost in a small one. Only which read is chosen depends on it: both give
+    /// the same records.
     private func orderedReadFillsPage(_ sources: [Source], upTo seq: Int64, limit: Int) throws -> Bool {
-        let rows = min(max(Self.probeRowsPerResult * limit, Self.minimumProbeRows), Self.estimateBound)
         var probe = SQLFragment(
             sql: "SELECT count(*) FROM (SELECT r.id, r.name, r.creator, r.modifier, r.created_ns, r.modified_ns "
                 + "FROM records r INDEXED BY records_by_type "
                 + "WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition) AND +r.change_seq <= ? "
-                + "ORDER BY r.id LIMIT ?) AS r WHERE 1",
-            arguments: [zoneID.databaseValue, query.recordType.databaseValue, seq.databaseValue, rows.databaseValue])
+                + "ORDER BY r.id LIMIT \(Self.probeRows)) AS r WHERE 1",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue, seq.databaseValue])
         for source in sources { probe.append(" AND ", source.filter) }
         let statement = try StatementAdmission.counts.statement(db, sql: probe.sql)
-        return try Int.fetchOne(statement, arguments: probe.statementArguments) ?? 0 >= limit
+        let found = try Int.fetchOne(statement, arguments: probe.statementArguments) ?? 0
+        // At `found` matches per `probeRows` rows, `limit` matches take `probeRows * limit / found` rows.
+        return found > 0 && Self.probeRows * limit <= found * Self.estimateBound
+    }
+
+    /// Whether a source lists fewer than ``probeRows`` rows (each counted that far): it drives
+    /// then, as few rows as the ordered read's probe examines.
+    private func hasSelectiveSource(_ sources: [Source]) throws -> Bool {
+        for source in sources {
+            if let rows = rows(of: source), try count(rows, upTo: Self.probeRows) < Self.probeRows {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// The rows a source lists, when an index lists them.
+    private func rows(of source: Source) -> SQLFragment? {
+        if let ids = source.ids { return ids }
+        guard let condition = source.recordCondition else { return nil }
+        return SQLFragment(
+            sql: "SELECT 1 FROM records r INDEXED BY \(condition.index) "
+                + "WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition) AND ",
+            arguments: [zoneID.databaseValue, query.recordType.databaseValue]) + condition.fragment
     }
 
     /// The source to drive from: the one listing fewest rows (each counted
@@ -337,17 +359,8 @@ struct QueryPlanner {
         guard let first = candidates.first else { return nil }
         var best: (index: Int, estimate: Int)?
         for i in candidates {
-            let estimate: Int
-            if let ids = sources[i].ids {
-                estimate = try count(ids)
-            } else if let condition = sources[i].recordCondition {
-                estimate = try count(SQLFragment(
-                    sql: "SELECT 1 FROM records r INDEXED BY \(condition.index) "
-                        + "WHERE r.zone_id = ? AND r.record_type = ? AND \(Self.systemIndexCondition) AND ",
-                    arguments: [zoneID.databaseValue, query.recordType.databaseValue]) + condition.fragment)
-            } else {
-                continue
-            }
+            guard let rows = rows(of: sources[i]) else { continue }
+            let estimate = try count(rows)
             if best.map({ estimate < $0.estimate }) ?? true { best = (i, estimate) }
             if estimate == 0 { break }
         }
@@ -370,12 +383,12 @@ struct QueryPlanner {
         "SELECT count(*) FROM (SELECT 1 FROM records r INDEXED BY records_by_type "
         + "WHERE r.zone_id = ? AND r.record_type = ? AND \(systemIndexCondition) LIMIT ?)"
 
-    /// How many rows `rows` lists, counting up to ``estimateBound``, through a statement kept
-    /// prepared while ``StatementAdmission/counts`` admits its text (preparing one, with GRDB's check of
+    /// How many rows `rows` lists, counting up to `bound`, through a statement kept prepared
+    /// while ``StatementAdmission/counts`` admits its text (preparing one, with GRDB's check of
     /// every column it reads, cost about as much as counting).
-    private func count(_ rows: SQLFragment) throws -> Int {
+    private func count(_ rows: SQLFragment, upTo bound: Int = Self.estimateBound) throws -> Int {
         let statement = try StatementAdmission.counts.statement(
-            db, sql: "SELECT count(*) FROM (\(rows.sql) LIMIT \(Self.estimateBound))")
+            db, sql: "SELECT count(*) FROM (\(rows.sql) LIMIT \(bound))")
         return try Int.fetchOne(statement, arguments: rows.statementArguments) ?? 0
     }
 

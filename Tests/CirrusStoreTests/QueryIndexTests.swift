@@ -282,9 +282,9 @@ struct QueryPlanningTests {
     }
 
     /// A first page of a query without sort descriptors reads the type's records in order when
-    /// their first rows hold a page's worth of matches, counting no source; a page asking for
-    /// more than those rows hold (or a plan without a page) counts, and drives from the source
-    /// listing fewer than ``QueryPlanner/estimateBound`` rows. Both give the same records.
+    /// their first rows match often enough to fill it within ``QueryPlanner/estimateBound``
+    /// rows, counting no source; a page asking for more than that (or a plan without a page)
+    /// counts, and drives from the source listing fewer than that. Both give the same records.
     @Test func aFirstPageThatTheFirstRowsFillReadsInOrderWithoutCounting() async throws {
         try await withSQLiteStore { storage, _ in
             for part in 0..<2 {
@@ -295,7 +295,7 @@ struct QueryPlanningTests {
             let ordered = try await storage.queryPlan(for: query, in: zoneID("_defaultZone"), of: alice, pageLimit: 5)
             #expect(ordered.contains { $0.contains("records_by_type") }, "\(ordered)")
             #expect(!ordered.contains { $0.contains("LIST SUBQUERY") }, "\(ordered)")
-            // 150 matches among the first 1,000 rows (the most it examines) cannot fill 400.
+            // 16 matches in the first 64 rows: 400 would take 1,600 rows.
             let driven = try await storage.queryPlan(for: query, in: zoneID("_defaultZone"), of: alice, pageLimit: 400)
             #expect(driven.contains { $0.contains("LIST SUBQUERY") }, "\(driven)")
             #expect(try await storage.queryPlan(for: query, in: zoneID("_defaultZone"), of: alice) == driven)
