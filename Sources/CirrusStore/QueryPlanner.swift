@@ -29,7 +29,11 @@ struct SQLFragment: Sendable {
 /// the read is in the query's order and a page stops after its records).
 /// In such an order a source listing at least ``estimateBound`` rows does
 /// not drive either: the ordered read stops after a page, the driver would
-/// list every match first.
+/// list every match first. A first page without sort descriptors, when no
+/// source lists fewer than ``probeRows``, is first tried on the ordered read's
+/// first rows (``orderedReadFillsPage(_:upTo:limit:)``): when they match often
+/// enough, nothing is counted further, so the page costs about as much in a
+/// zone of 200,000 records as in one of 1,000.
 ///
 /// Candidates are listed for keyset paging (``QueryKeyset``): only rows
 /// unchanged since a cursor's change sequence, only after a position, with
