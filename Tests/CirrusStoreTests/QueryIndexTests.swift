@@ -301,6 +301,18 @@ struct QueryPlanningTests {
             #expect(try await storage.queryPlan(for: query, in: zoneID("_defaultZone"), of: alice) == driven)
             let page = try await storage.queryRecords(query, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 5)
             #expect(page.records.map { $0.recordID?.recordName ?? "?" } == ["r1", "r5", "r9", "r13", "r17"])
+            // Every column a source's filter reads, through the probe (no source is selective):
+            // the creator, last modifier, dates and name.
+            let me = Wire.FieldValue.Kind.referenceValue(Wire.Reference(recordID: Wire.RecordID(recordName: "_alice")))
+            let all = Q.query(Q.and(
+                Q.cmp("n", .equals, .int64Value(1)), Q.cmp("creatorUserRecordID", .equals, me),
+                Q.cmp("lastModifiedUserRecordID", .equals, me), Q.cmp("creationDate", .greater, Q.date(0)),
+                Q.cmp("modificationDate", .greater, Q.date(0)),
+                Q.cmp("recordID", .notEquals, .referenceValue(Wire.Reference(recordID: recordID("r1"))))))
+            let probed = try await storage.queryPlan(for: all, in: zoneID("_defaultZone"), of: alice, pageLimit: 5)
+            #expect(!probed.contains { $0.contains("LIST SUBQUERY") }, "\(probed)")
+            let first = try await storage.queryRecords(all, in: zoneID("_defaultZone"), of: alice, desiredKeys: nil, limit: 5)
+            #expect(first.records.map { $0.recordID?.recordName ?? "?" } == ["r5", "r9", "r13", "r17", "r21"])
         }
     }
 }
