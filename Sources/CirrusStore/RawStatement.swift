@@ -288,7 +288,7 @@ struct RawRow {
 /// Texts to bind by parameter index without SQLite copying them
 /// (``RawStatement/withBorrowedBindings(_:blob:at:_:)``): their UTF-8 bytes side by side in one
 /// buffer, which a writer keeps and refills for every row instead of allocating per text.
-struct BorrowedTexts {
+struct BorrowedTexts: Sendable {
     fileprivate struct Slot {
         var index: Int32
         var start: Int
@@ -298,6 +298,9 @@ struct BorrowedTexts {
 
     fileprivate var bytes: [UInt8] = []
     fileprivate var slots: [Slot] = []
+
+    /// The room of its text buffer, in bytes.
+    var capacity: Int { bytes.capacity }
 
     /// Forgets every text, keeping the buffers' room.
     mutating func removeAll() {

@@ -43,18 +43,33 @@ struct RecordWriter {
     /// only has to grow.
     let transaction: WriteTransactionCache
     /// The statements that write every saved record's row, held for the request's records
-    /// (``RawStatement/init(_:sql:reusing:)``).
-    var recordStatements = RecordStatements()
+    /// (``RawStatement/init(_:sql:reusing:)``), and the buffers the row is written from,
+    /// lent by the transaction cache for the request (``WriteTransactionCache/RowBuffers``).
+    var recordStatements: RecordStatements
 
     struct RecordStatements {
         var insert: Statement?
         var update: Statement?
         /// The texts of the row being written, bound without SQLite's copies
         /// (``RawStatement/withBorrowedBindings(_:blob:at:_:)``); refilled for every record.
-        var texts = BorrowedTexts()
+        var texts: BorrowedTexts
         /// The serialized record of the row being written (its `data`), refilled for every
         /// record in the same storage.
-        var bytes: [UInt8] = []
+        var bytes: [UInt8]
+
+        init(_ buffers: consuming WriteTransactionCache.RowBuffers) {
+            self.texts = buffers.texts
+            self.bytes = buffers.bytes
+        }
+
+        /// The buffers, to hand back to the transaction cache; this is left with none.
+        mutating func takeBuffers() -> WriteTransactionCache.RowBuffers {
+            defer {
+                texts = BorrowedTexts()
+                bytes = []
+            }
+            return WriteTransactionCache.RowBuffers(texts: texts, bytes: bytes)
+        }
     }
 
     init(
@@ -69,6 +84,7 @@ struct RecordWriter {
         self.databaseID = try transaction.ensureDatabase(db, key)
         self.subscriptions = try cache.subscriptions(db, databaseID: databaseID, transaction: transaction)
         self.subscriptionCache = cache
+        self.recordStatements = RecordStatements(transaction.borrowRowBuffers())
     }
 
     /// Where an item's savepoint started, to forget what it did when it rolls back.
@@ -177,6 +193,9 @@ struct RecordWriter {
         // Each user's notifications in feed order (a user's private and shared subscriptions
         // write to one feed).
         notified.merge(try fireSharedSubscriptions()) { ($0 + $1).sorted { $0.seq < $1.seq } }
+        // Handed back for the next request's rows (a request that threw leaves the next one
+        // to allocate its own).
+        transaction.returnRowBuffers(recordStatements.takeBuffers())
         return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
     }
 

@@ -49,6 +49,41 @@ final class WriteTransactionCache: Sendable {
 
     private let state = Mutex(State())
 
+    /// The buffers a record write fills for each row it stores (``RecordWriter/RecordStatements``):
+    /// one set, lent to each request in turn, so that a request of one record does not grow
+    /// new ones from empty (eight allocations per single save). Not part of ``State``: they
+    /// hold nothing between requests, only room.
+    struct RowBuffers: Sendable {
+        var texts = BorrowedTexts()
+        var bytes: [UInt8] = []
+    }
+
+    private let rowBuffers = Mutex(RowBuffers())
+
+    /// Room beyond which a returned buffer is dropped rather than kept (a request that stored a
+    /// record of megabytes does not hold that much for every later one).
+    static let rowBufferRetainedBytes = 64 << 10
+
+    /// The row buffers, taken out: the next borrower gets empty ones until they come back.
+    func borrowRowBuffers() -> RowBuffers {
+        rowBuffers.withLock { buffers in
+            var taken = RowBuffers()
+            swap(&taken, &buffers)
+            return taken
+        }
+    }
+
+    /// Gives back the buffers of ``borrowRowBuffers()``, emptied, keeping their room unless it
+    /// is larger than ``rowBufferRetainedBytes``.
+    func returnRowBuffers(_ returned: consuming RowBuffers) {
+        var buffers = returned
+        buffers.texts.removeAll()
+        buffers.bytes.removeAll(keepingCapacity: true)
+        if buffers.bytes.capacity > Self.rowBufferRetainedBytes { buffers.bytes = [] }
+        if buffers.texts.capacity > Self.rowBufferRetainedBytes { buffers.texts = BorrowedTexts() }
+        rowBuffers.withLock { $0 = buffers }
+    }
+
     /// What the cache holds now, to go back to when a job rolls back.
     var snapshot: State { state.withLock { $0 } }
 

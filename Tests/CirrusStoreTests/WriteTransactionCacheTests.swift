@@ -242,4 +242,33 @@ struct WriteTransactionCacheTests {
         #expect(apart == ["photo": [ShareRules.zoneShareName]])
         #expect(together == apart)
     }
+
+    /// A record write's row buffers are lent by the cache and come back empty with their room,
+    /// unless that room is larger than ``WriteTransactionCache/rowBufferRetainedBytes``; rows
+    /// written from reused buffers read back as they were saved.
+    @Test func rowBuffersComeBackEmptyWithTheirRoomUnlessTheyGrewLarge() async throws {
+        try await withSQLiteStore { storage, _ in
+            let cache = storage.writer.transactionCache
+            let long = String(repeating: "é", count: 20)
+            _ = try await storage.saveAll([note("a", [field("title", .stringValue(long))])])
+            var kept = cache.borrowRowBuffers()
+            #expect(kept.bytes.isEmpty && kept.bytes.capacity > 0)
+            #expect(kept.texts.capacity > 0)
+            cache.returnRowBuffers(kept)
+
+            _ = try await storage.saveAll([note("b", [field("title", .stringValue("short"))])])
+            let huge = String(repeating: "x", count: WriteTransactionCache.rowBufferRetainedBytes * 2)
+            _ = try await storage.saveAll([note("c", [field("title", .stringValue(huge))])])
+            kept = cache.borrowRowBuffers()
+            #expect(kept.bytes.capacity == 0)
+            cache.returnRowBuffers(kept)
+
+            _ = try await storage.saveAll([note("d", [field("title", .stringValue("after"))])])
+            for (name, title) in [("a", long), ("b", "short"), ("c", huge), ("d", "after")] {
+                let saved = try #require(try await storage.fetch(recordID(name)).value)
+                #expect(saved.value("title") == .stringValue(title))
+                #expect(saved.recordID?.recordName == name)
+            }
+        }
+    }
 }
