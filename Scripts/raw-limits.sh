@@ -4,7 +4,7 @@
 # 400 rows of a 250-byte blob per transaction for 5 s, then a 4 KiB pwrite + fdatasync loop for
 # 3 s, in a temporary directory (or DIR: put it on the file system cirrusd's data is on); then
 # three CPU-side costs the server leans on (an atomic add, a system call, a thread wake-up and
-# back), which tell the machine's fast and slow states apart where the first two do not.
+# back), and the latency of a dependent load over 1, 8 and 64 MiB (cache and memory).
 # Needs a C compiler and SQLite's headers (libsqlite3-dev). Usage: Scripts/raw-limits.sh [DIR]
 set -euo pipefail
 parent="${1:-${TMPDIR:-/tmp}}"
@@ -15,6 +15,7 @@ cat > "$work/raw.c" <<'C'
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -115,6 +116,34 @@ int main(int argc, char **argv) {
     printf("thread wake-up and back (pipe ping-pong): %.1f us\n", (now() - start) / trips * 1e6);
     close(ping[1]);
     pthread_join(thread, 0);
+
+    // A dependent load at random over 1, 8 and 64 MiB (a pointer chase: each load's address is
+    // the last one's value): the cache and memory latency the server's working set meets. The
+    // three costs above fit in a core's first-level cache and stayed put between the machine's
+    // states; these are the ones to read beside them.
+    size_t sizes[] = {1 << 20, 8 << 20, 64 << 20};
+    for (int s = 0; s < 3; s++) {
+        size_t n = sizes[s] / sizeof(size_t);
+        size_t *next = malloc(n * sizeof(size_t)), *order = malloc(n * sizeof(size_t));
+        if (!next || !order) { perror("malloc"); return 1; }
+        for (size_t i = 0; i < n; i++) order[i] = i;
+        unsigned long long seed = 42;
+        for (size_t i = n - 1; i > 0; i--) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            size_t j = (size_t)(seed >> 33) % (i + 1), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (size_t i = 0; i < n; i++) next[order[i]] = order[(i + 1) % n];
+        size_t at = 0;
+        long loads = 20000000;
+        start = now();
+        for (long i = 0; i < loads; i++) at = next[at];
+        printf("dependent load at random over %zu MiB: %.1f ns%s\n", sizes[s] >> 20, (now() - start) / loads * 1e9,
+               at == (size_t)-1 ? " " : "");
+        free(next);
+        free(order);
+    }
     return 0;
 }
 C
