@@ -144,7 +144,7 @@ extension RecordWriter {
         record.creatorUserRecordID = ZoneResolution.storedUserRecordID(creator)
         record.lastModifiedUserRecordID = ZoneResolution.storedUserRecordID(user)
 
-        record.serialize(reusing: prepared.encodedFields, into: &recordStatements.bytes)
+        record.serialize(reusing: prepared.encodedFields, into: &recordStatements.row.bytes)
         let system = StoreRows.systemColumns(of: record)
         let rowID: Int64
         let indexed = try transaction.indexed(db, zoneID: zone.id, recordType: record.recordType)
@@ -159,14 +159,14 @@ extension RecordWriter {
                     WHERE id = ?
                     """,
                 reusing: &recordStatements.update)
-            recordStatements.texts.removeAll()
-            recordStatements.texts.append(1, record.recordChangeTag)
-            recordStatements.texts.append(5, system.modifier)
+            recordStatements.row.texts.removeAll()
+            recordStatements.row.texts.append(1, record.recordChangeTag)
+            recordStatements.row.texts.append(5, system.modifier)
             update.bind(2, seq)
             update.bind(4, system.modified)
             update.bind(6, indexed.system ? 1 : 0)
             update.bind(7, rowID)
-            try update.withBorrowedBindings(recordStatements.texts, blob: recordStatements.bytes, at: 3) { try update.run() }
+            try update.withBorrowedBindings(recordStatements.row.texts, blob: recordStatements.row.bytes, at: 3) { try update.run() }
             // A type whose zone indexes nothing has no rows to delete (its type cannot change).
             if indexed.writesRows { try StoreRows.deleteIndex(db, recordID: rowID) }
             try db.run(sql: "DELETE FROM cascade_references WHERE source_id = ?", arguments: [rowID])
@@ -188,12 +188,12 @@ extension RecordWriter {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 reusing: &recordStatements.insert)
-            recordStatements.texts.removeAll()
-            recordStatements.texts.append(2, name)
-            recordStatements.texts.append(3, record.recordType)
-            recordStatements.texts.append(4, record.recordChangeTag)
-            recordStatements.texts.append(6, creator)
-            recordStatements.texts.append(10, system.modifier)
+            recordStatements.row.texts.removeAll()
+            recordStatements.row.texts.append(2, name)
+            recordStatements.row.texts.append(3, record.recordType)
+            recordStatements.row.texts.append(4, record.recordChangeTag)
+            recordStatements.row.texts.append(6, creator)
+            recordStatements.row.texts.append(10, system.modifier)
             insert.bind(1, zone.id)
             insert.bind(5, seq)
             insert.bind(8, system.created)
@@ -202,7 +202,7 @@ extension RecordWriter {
             // query has read the zone and type (``FieldIndexing/system``).
             insert.bind(11, indexed.system ? 1 : 0)
             let assumedNew = prepared.assumedNew
-            let inserted = try insert.withBorrowedBindings(recordStatements.texts, blob: recordStatements.bytes, at: 7) {
+            let inserted = try insert.withBorrowedBindings(recordStatements.row.texts, blob: recordStatements.row.bytes, at: 7) {
                 // Nothing of the record written yet (its tombstone, if any, went with the name:
                 // a live record has none), and a failed insert writes nothing.
                 if assumedNew { return try insert.runUnlessUniqueViolated() }

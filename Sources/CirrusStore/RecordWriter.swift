@@ -51,25 +51,9 @@ struct RecordWriter {
         var insert: Statement?
         var update: Statement?
         /// The texts of the row being written, bound without SQLite's copies
-        /// (``RawStatement/withBorrowedBindings(_:blob:at:_:)``); refilled for every record.
-        var texts: BorrowedTexts
-        /// The serialized record of the row being written (its `data`), refilled for every
-        /// record in the same storage.
-        var bytes: [UInt8]
-
-        init(_ buffers: consuming WriteTransactionCache.RowBuffers) {
-            self.texts = buffers.texts
-            self.bytes = buffers.bytes
-        }
-
-        /// The buffers, to hand back to the transaction cache; this is left with none.
-        mutating func takeBuffers() -> WriteTransactionCache.RowBuffers {
-            defer {
-                texts = BorrowedTexts()
-                bytes = []
-            }
-            return WriteTransactionCache.RowBuffers(texts: texts, bytes: bytes)
-        }
+        /// (``RawStatement/withBorrowedBindings(_:blob:at:_:)``), and its serialized record (its
+        /// `data`): refilled for every record in the same storage.
+        var row: WriteTransactionCache.RowBuffers
     }
 
     init(
@@ -84,7 +68,7 @@ struct RecordWriter {
         self.databaseID = try transaction.ensureDatabase(db, key)
         self.subscriptions = try cache.subscriptions(db, databaseID: databaseID, transaction: transaction)
         self.subscriptionCache = cache
-        self.recordStatements = RecordStatements(transaction.borrowRowBuffers())
+        self.recordStatements = RecordStatements(row: transaction.borrowRowBuffers())
     }
 
     /// Where an item's savepoint started, to forget what it did when it rolls back.
@@ -195,7 +179,9 @@ struct RecordWriter {
         notified.merge(try fireSharedSubscriptions()) { ($0 + $1).sorted { $0.seq < $1.seq } }
         // Handed back for the next request's rows (a request that threw leaves the next one
         // to allocate its own).
-        transaction.returnRowBuffers(recordStatements.takeBuffers())
+        var row = WriteTransactionCache.RowBuffers()
+        swap(&row, &recordStatements.row)
+        transaction.returnRowBuffers(row)
         return RecordModificationResult(saves: saves, deletes: deletes, cascadedDeletions: cascaded)
     }
 
