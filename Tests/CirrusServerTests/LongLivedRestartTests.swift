@@ -8,58 +8,71 @@ import Testing
 @Suite("Long-lived operations across a cirrusd crash", .serialized)
 struct LongLivedRestartTests {
     @Test func sigkillMidwayThenResumeDeliversEveryCallbackOnce() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-ll-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         let feedZone = Wire.RecordZoneID(zoneName: "Feed", ownerName: "__defaultOwner__")
         let feedRecords = (0..<1_000).map { note("f\($0)", title: "feed \($0)", zone: feedZone) }
         let records = (0..<30_000).map { note("m\($0)", title: "modified \($0)") }
 
         var modifyBefore = Followed()
         var feedBefore = Followed()
-        do {
-            let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
-            var setup = try await OperationClient.connect(port: server.port, user: "alice")
-            let (_, zoneComplete) = try await setup.run(
-                .modifyRecordZones(Wire.ModifyRecordZonesRequest(recordZonesToSave: [Wire.RecordZone(zoneID: feedZone)])))
-            #expect(zoneComplete.error == nil)
-            for start in stride(from: 0, to: feedRecords.count, by: 400) {
-                let (_, complete) = try await setup.save(Array(feedRecords[start..<min(start + 400, feedRecords.count)]))
-                #expect(complete.error == nil)
-            }
-            await setup.client.close()
+        var directories: [String] = []
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        var directory = ""
+        var left: LongLivedOperationRecord?
+        // The kill must land while the detached modify runs. cirrusd writes it on without the
+        // test (tens of thousands of records a second), so a test process the machine leaves
+        // waiting between the 50th event and the signal can find it finished: then the crash
+        // missed what it is for, and it runs again on a fresh data directory (at most three
+        // times; the third finished modify fails the checks below).
+        for attempt in 1...3 {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("cirrusd-ll-\(UUID().uuidString)").path
+            directories.append(directory)
+            modifyBefore = Followed()
+            feedBefore = Followed()
+            do {
+                let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
+                var setup = try await OperationClient.connect(port: server.port, user: "alice")
+                let (_, zoneComplete) = try await setup.run(
+                    .modifyRecordZones(Wire.ModifyRecordZonesRequest(recordZonesToSave: [Wire.RecordZone(zoneID: feedZone)])))
+                #expect(zoneComplete.error == nil)
+                for start in stride(from: 0, to: feedRecords.count, by: 400) {
+                    let (_, complete) = try await setup.save(Array(feedRecords[start..<min(start + 400, feedRecords.count)]))
+                    #expect(complete.error == nil)
+                }
+                await setup.client.close()
 
-            let feeder = try await TestClient.connect(port: server.port)
-            _ = try await feeder.handshake()
-            // One record per batch: a long run of small journal appends.
-            let configuration = Wire.ZoneChangesConfiguration(zoneID: feedZone, resultsLimit: 1)
-            try await feeder.openLongLived(
-                .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesRequest(zoneConfigurations: [configuration])),
-                operationID: "feed", streamID: 1, window: 1_000)
-            feedBefore = try await feeder.follow(streamID: 1, window: 1_000, stopAfter: 50)
-            // The modify starts last and the kill follows its 50th event at once, so the crash
-            // lands inside it (75 chunks of 400: 10,000 records once finished before a loaded
-            // machine's kill landed).
-            let modifier = try await TestClient.connect(port: server.port)
-            _ = try await modifier.handshake()
-            try await modifier.openLongLived(
-                .modifyRecords(Wire.ModifyRecordsRequest(recordsToSave: records)), operationID: "modify", streamID: 1,
-                window: 1_000)
-            modifyBefore = try await modifier.follow(streamID: 1, window: 1_000, stopAfter: 50)
-            await server.killed()
-            await modifier.close()
-            await feeder.close()
+                let feeder = try await TestClient.connect(port: server.port)
+                _ = try await feeder.handshake()
+                // One record per batch: a long run of small journal appends.
+                let configuration = Wire.ZoneChangesConfiguration(zoneID: feedZone, resultsLimit: 1)
+                try await feeder.openLongLived(
+                    .fetchRecordZoneChanges(Wire.FetchRecordZoneChangesRequest(zoneConfigurations: [configuration])),
+                    operationID: "feed", streamID: 1, window: 1_000)
+                feedBefore = try await feeder.follow(streamID: 1, window: 1_000, stopAfter: 50)
+                // The modify starts last and the kill follows its 50th event at once, so the crash
+                // lands inside it (75 chunks of 400: 10,000 records once finished before a loaded
+                // machine's kill landed).
+                let modifier = try await TestClient.connect(port: server.port)
+                _ = try await modifier.handshake()
+                try await modifier.openLongLived(
+                    .modifyRecords(Wire.ModifyRecordsRequest(recordsToSave: records)), operationID: "modify", streamID: 1,
+                    window: 1_000)
+                modifyBefore = try await modifier.follow(streamID: 1, window: 1_000, stopAfter: 50)
+                await server.killed()
+                await modifier.close()
+                await feeder.close()
+            }
+            // What the dead server left on disk.
+            let storage = try SQLiteStorage(directory: directory)
+            left = try await storage.longLivedOperation(LongLivedOperationKey(owner: "_alice", operationID: "modify"))
+            try storage.close()
+            if left?.isCompleted == false || attempt == 3 { break }
         }
         #expect(modifyBefore.persisted && feedBefore.persisted)
         // What the dead server left on disk: the 30,000-record modify was killed in the middle,
         // so the restarted server must continue it, not replay a finished one.
-        do {
-            let storage = try SQLiteStorage(directory: directory)
-            let left = try await storage.longLivedOperation(LongLivedOperationKey(owner: "_alice", operationID: "modify"))
-            try storage.close()
-            #expect(left?.isCompleted == false)
-            #expect((left?.lastSeq ?? 0) >= UInt64(modifyBefore.events.count))
-            #expect((left?.lastSeq ?? .max) < 30_000)
-        }
+        #expect(left?.isCompleted == false)
+        #expect((left?.lastSeq ?? 0) >= UInt64(modifyBefore.events.count))
+        #expect((left?.lastSeq ?? .max) < 30_000)
 
         let server = try await CirrusdProcess.launch(arguments: ["--data-dir", directory])
         defer { server.stop() }
