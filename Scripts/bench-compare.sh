@@ -68,7 +68,11 @@ binaries() {
         tree=$(mktemp -d /tmp/cirrus-compare-tree.XXXXXX)
         git worktree add --detach --quiet "$tree" "$sha"
         echo "building $build ($sha) in release: several minutes the first time" >&2
-        (cd "$tree" && swift build -c release --product cirrusd >&2 && swift build -c release --product cirrus >&2)
+        if ! (cd "$tree" && swift build -c release --product cirrusd >&2 && swift build -c release --product cirrus >&2); then
+            git worktree remove --force "$tree"
+            echo "$build: the release build failed" >&2
+            return 1
+        fi
         mkdir -p "$dir"
         cp "$tree/.build/release/cirrusd" "$tree/.build/release/cirrus" "$dir/"
         git worktree remove --force "$tree"
